@@ -1,5 +1,14 @@
-"""The on-device method: layer table, cost model, selection. Imports no TensorFlow."""
+"""The on-device method: layer table, cost model, Fisher information, selection. Imports no TensorFlow."""
 
+from tflite_train.sparse.budget import Budget, BudgetError
+from tflite_train.sparse.channel_selection import (
+    CHANNEL_METHODS,
+    channel_l2_norms,
+    fisher_channels,
+    l2_channels,
+    random_channels,
+    top_k_channels,
+)
 from tflite_train.sparse.cost_model import (
     BYTES_PER_FLOAT,
     OPTIMIZER_SLOTS,
@@ -13,19 +22,83 @@ from tflite_train.sparse.cost_model import (
     unfused_activation_bytes,
     weight_grad_macs,
 )
+from tflite_train.sparse.fisher import (
+    fisher_information,
+    fisher_potential,
+    fisher_potentials,
+    mean_fisher_potentials,
+)
+from tflite_train.sparse.layer_selection import ON_EMPTY, greedy_select_layers, layer_channel_counts
 from tflite_train.sparse.layer_table import LayerSpec, LayerTable, resolve_layers
+from tflite_train.sparse.policies import (
+    MIT_SPARSE_UPDATE_LAYERS,
+    POLICIES,
+    SelectionConfig,
+    canonical_policy_name,
+    full_train_policy,
+    get_policy,
+    last_layer_policy,
+    none_policy,
+    select,
+    sparse_update_policy,
+    tinytrain_policy,
+)
+from tflite_train.sparse.scoring import (
+    CRITERIA,
+    FISHER_CRITERIA,
+    fisher_scores,
+    l2_layer_scores,
+    multi_objective_scores,
+    rank_layers,
+)
+from tflite_train.sparse.selection import SELECTION_FORMAT, SELECTION_FORMAT_VERSION, Selection
 
 __all__ = [
     "BYTES_PER_FLOAT",
+    "CHANNEL_METHODS",
+    "CRITERIA",
+    "FISHER_CRITERIA",
+    "MIT_SPARSE_UPDATE_LAYERS",
+    "ON_EMPTY",
     "OPTIMIZER_SLOTS",
+    "POLICIES",
+    "SELECTION_FORMAT",
+    "SELECTION_FORMAT_VERSION",
     "BackwardCost",
+    "Budget",
+    "BudgetError",
     "LayerCost",
     "LayerSpec",
     "LayerTable",
+    "Selection",
+    "SelectionConfig",
     "backward_cost",
+    "canonical_policy_name",
     "channel_count",
+    "channel_l2_norms",
+    "fisher_channels",
+    "fisher_information",
+    "fisher_potential",
+    "fisher_potentials",
+    "fisher_scores",
+    "full_train_policy",
+    "get_policy",
+    "greedy_select_layers",
+    "l2_channels",
+    "l2_layer_scores",
+    "last_layer_policy",
+    "layer_channel_counts",
     "layer_cost",
+    "mean_fisher_potentials",
+    "multi_objective_scores",
+    "none_policy",
+    "random_channels",
+    "rank_layers",
     "resolve_layers",
+    "select",
+    "sparse_update_policy",
+    "tinytrain_policy",
+    "top_k_channels",
     "total_forward_macs",
     "total_weights",
     "unfused_activation_bytes",
