@@ -245,3 +245,15 @@ def test_mcunet_full_train(mcunet):
     assert len(full.layers) == 42 and full.cost(mcunet).updated_params == sum(
         layer.out_channels * (layer.fan_in + 1) for layer in mcunet
     )
+
+
+def test_config_to_dict_is_json_ready():
+    import json
+
+    cfg = SelectionConfig(policy="SparseUpdate", budget=Budget(memory_bytes=MIB, compute_fraction=0.15),
+                          layers=("b07_expand",))
+    data = json.loads(json.dumps(cfg.to_dict()))
+    assert data["policy"] == "sparse_update"
+    assert data["budget"] == {"memory_bytes": MIB, "compute_macs": None, "compute_fraction": 0.15}
+    assert data["layers"] == ["b07_expand"] and data["channel_ratio"] == 0.25
+    assert SelectionConfig().to_dict()["budget"]["memory_bytes"] is None  # unlimited

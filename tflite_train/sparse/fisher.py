@@ -9,13 +9,15 @@ NC when there are no spatial axes), the Fisher information of output channel o i
 where d runs over the D = D_1 * ... * D_m feature positions of channel o (D = H x W for a conv).
 The Fisher potential of the layer is P = sum_o Delta_o (paper §4, after Eq. 2).
 
-Pure numpy; sums are taken in float64.
+Pure numpy; sums are taken in float64. The exported model's ``fisher`` signature computes the same
+Delta in-graph (CONTRACT.md); :func:`fisher_information` is the reference for tests and for the
+TensorFlow simulation of a policy.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -69,7 +71,7 @@ def fisher_potentials(fisher: Mapping[str, np.ndarray]) -> dict[str, float]:
     return {name: float(check_fisher_vector(delta, f"fisher[{name!r}]").sum()) for name, delta in fisher.items()}
 
 
-def mean_fisher_potentials(fisher_tasks: list[Mapping[str, np.ndarray]] | tuple) -> dict[str, float]:
+def mean_fisher_potentials(fisher_tasks: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
     """Average Fisher potential over several tasks: P_bar_l = 1/T sum_t P_{t,l}.
 
     Used by the static SparseUpdate baseline, decided once offline on meta-training tasks.

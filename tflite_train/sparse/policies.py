@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -109,6 +110,13 @@ class SelectionConfig:
             if isinstance(self.layers, str) or not all(isinstance(n, str) for n in self.layers) or not self.layers:
                 raise ValueError(f"layers must be a non-empty sequence of layer names; got {self.layers!r}")
             object.__setattr__(self, "layers", tuple(self.layers))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready resolved config (to write beside a run's outputs)."""
+        out = dataclasses.asdict(self)
+        out["budget"] = self.budget.to_dict()
+        out["layers"] = None if self.layers is None else list(self.layers)
+        return out
 
 
 Policy = Callable[..., Selection]
