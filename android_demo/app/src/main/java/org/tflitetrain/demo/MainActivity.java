@@ -114,13 +114,13 @@ public final class MainActivity extends Activity {
   @Override
   protected void onDestroy() {
     cancel.set(true);
-    worker.shutdown();
     // The interpreter is closed on the worker thread after any running job has finished.
     worker.execute(() -> {
       if (runner != null) {
         runner.close();
       }
     });
+    worker.shutdown();
     super.onDestroy();
   }
 
