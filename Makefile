@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PI_VENV := .venv-pi
 
-.PHONY: demo test test-main test-pi clean-venvs
+.PHONY: demo test test-main test-pi test-java clean-venvs
 
 $(VENV)/.installed: requirements/main.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(PI_VENV)/.installed: requirements/pi.txt setup.py
 demo: $(VENV)/.installed
 	$(VENV)/bin/tflite-train demo
 
-test: test-main test-pi
+test: test-main test-pi test-java
 
 test-main: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest tests
@@ -30,6 +30,23 @@ test-main: $(VENV)/.installed
 # The on-device code, where a Pi would run it: numpy<2, tflite-runtime 2.14, no TensorFlow.
 test-pi: $(PI_VENV)/.installed
 	TFLITE_TRAIN_PI_ENV=1 $(PI_VENV)/bin/python -m pytest -m pi tests
+
+# The Android demo's pure-Java core, on the JVM (JDK 17 + Debian's junit4; no Gradle, no downloads
+# beyond apt). Golden vectors in android_demo/core/src/test/resources/golden pin it to the Python side.
+JAVA_CORE := android_demo/core
+JAVA_OUT := build/java
+JUNIT_CP := /usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar
+
+/usr/share/java/junit4.jar:
+	apt-get update -qq && apt-get install -y -qq junit4
+
+test-java: /usr/share/java/junit4.jar
+	rm -rf $(JAVA_OUT) && mkdir -p $(JAVA_OUT)/main $(JAVA_OUT)/test
+	javac --release 17 -Xlint:all -Werror -d $(JAVA_OUT)/main $$(find $(JAVA_CORE)/src/main/java -name '*.java')
+	javac --release 17 -Xlint:all -Werror -cp $(JAVA_OUT)/main:$(JUNIT_CP) -d $(JAVA_OUT)/test $$(find $(JAVA_CORE)/src/test/java -name '*.java')
+	cp -r $(JAVA_CORE)/src/test/resources/. $(JAVA_OUT)/test/
+	java -cp $(JAVA_OUT)/main:$(JAVA_OUT)/test:$(JUNIT_CP) org.junit.runner.JUnitCore \
+	  $$(cd $(JAVA_CORE)/src/test/java && find . -name '*Test.java' | sort | sed 's|^\./||; s|\.java$$||; s|/|.|g')
 
 clean-venvs:
 	rm -rf $(VENV) $(PI_VENV)

@@ -36,6 +36,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.input_size)
 
 
+def _cmd_golden(args: argparse.Namespace) -> int:
+    """Writes the Java golden vectors (TensorFlow-free)."""
+    from tflite_train.golden import write_vectors
+
+    paths = write_vectors(args.out)
+    print(f"wrote {len(paths)} golden files to {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tflite-train", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -55,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the README's main job on the embedded default")
     p.add_argument("--input-size", type=int, default=128)
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("golden", help="write the golden vectors that pin the Java core to the Python cost model")
+    p.add_argument("--out", default="android_demo/core/src/test/resources/golden", help="output folder")
+    p.set_defaults(func=_cmd_golden)
     return parser
 
 

@@ -1,0 +1,103 @@
+package org.tflitetrain.core.adapt;
+
+/** Settings of one adaptation run (immutable; build with {@link Builder}). */
+public final class AdaptationConfig {
+  /** train_step iterations. */
+  public final int iterations;
+  /** Samples per train_step; 0 or >= N means the whole support set every step. */
+  public final int batchSize;
+  /** Samples per fisher/infer call (Fisher is combined exactly as a sample-weighted mean). */
+  public final int evalBatchSize;
+  /** Learning rate sent through set_hparams; NaN keeps the model's default (no set_hparams call). */
+  public final float learningRate;
+  /** Seed of the mini-batch shuffle. */
+  public final long seed;
+  /** Call reset_state first, so every adaptation starts from the exported weights. */
+  public final boolean resetFirst;
+  /** Recompute the class prototypes with the adapted backbone after training. */
+  public final boolean refreshPrototypes;
+  /** Backward-pass budget handed to the selection policy. */
+  public final Budget budget;
+
+  private AdaptationConfig(Builder b) {
+    iterations = b.iterations;
+    batchSize = b.batchSize;
+    evalBatchSize = b.evalBatchSize;
+    learningRate = b.learningRate;
+    seed = b.seed;
+    resetFirst = b.resetFirst;
+    refreshPrototypes = b.refreshPrototypes;
+    budget = b.budget;
+  }
+
+  /** Builder with defaults: 20 iterations, batch 8, eval batch 16, model LR, seed 0, reset, refresh. */
+  public static final class Builder {
+    private int iterations = 20;
+    private int batchSize = 8;
+    private int evalBatchSize = 16;
+    private float learningRate = Float.NaN;
+    private long seed = 0;
+    private boolean resetFirst = true;
+    private boolean refreshPrototypes = true;
+    private Budget budget = new Budget(Long.MAX_VALUE, Long.MAX_VALUE);
+
+    public Builder iterations(int value) {
+      if (value < 0) {
+        throw new IllegalArgumentException("iterations must be >= 0; got " + value);
+      }
+      iterations = value;
+      return this;
+    }
+
+    public Builder batchSize(int value) {
+      if (value < 0) {
+        throw new IllegalArgumentException("batchSize must be >= 0; got " + value);
+      }
+      batchSize = value;
+      return this;
+    }
+
+    public Builder evalBatchSize(int value) {
+      if (value < 1) {
+        throw new IllegalArgumentException("evalBatchSize must be >= 1; got " + value);
+      }
+      evalBatchSize = value;
+      return this;
+    }
+
+    public Builder learningRate(float value) {
+      if (!(value > 0)) {
+        throw new IllegalArgumentException("learningRate must be > 0; got " + value);
+      }
+      learningRate = value;
+      return this;
+    }
+
+    public Builder seed(long value) {
+      seed = value;
+      return this;
+    }
+
+    public Builder resetFirst(boolean value) {
+      resetFirst = value;
+      return this;
+    }
+
+    public Builder refreshPrototypes(boolean value) {
+      refreshPrototypes = value;
+      return this;
+    }
+
+    public Builder budget(Budget value) {
+      if (value == null) {
+        throw new IllegalArgumentException("budget must not be null");
+      }
+      budget = value;
+      return this;
+    }
+
+    public AdaptationConfig build() {
+      return new AdaptationConfig(this);
+    }
+  }
+}

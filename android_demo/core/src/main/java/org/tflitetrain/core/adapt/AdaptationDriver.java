@@ -1,0 +1,337 @@
+package org.tflitetrain.core.adapt;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.CancellationException;
+import java.util.function.BooleanSupplier;
+import org.tflitetrain.core.cost.BackwardCost;
+import org.tflitetrain.core.cost.CostModel;
+import org.tflitetrain.core.model.ModelMetadata;
+
+/**
+ * Drives an on-device adaptation through the exported signatures (CONTRACT.md):
+ * reset_state -> infer (class-mean prototypes) -> set_head -> fisher -> policy -> set_selection ->
+ * [set_hparams] -> train_step x iterations -> [infer -> set_head] ; then {@link #classify} uses infer.
+ *
+ * <p>Not thread-safe: one adaptation or classification at a time per driver.
+ */
+public final class AdaptationDriver {
+  private final ModelMetadata metadata;
+  private final SignatureRunner runner;
+  private int numClasses;
+
+  public AdaptationDriver(ModelMetadata metadata, SignatureRunner runner) {
+    if (metadata == null || runner == null) {
+      throw new IllegalArgumentException("metadata and runner must not be null");
+    }
+    this.metadata = metadata;
+    this.runner = runner;
+  }
+
+  public ModelMetadata metadata() {
+    return metadata;
+  }
+
+  /** Classes of the current head (0 before the first adaptation or restore). */
+  public int numClasses() {
+    return numClasses;
+  }
+
+  /**
+   * Adapts the model to a labelled support set.
+   *
+   * @param images f32[N, H, W, C] in the metadata's input range
+   * @param labels class of each image, in 0..numClasses-1; every class needs at least one image
+   * @param numClasses 2..class_capacity
+   * @param cancelled polled between signature calls; when true a {@link CancellationException} is thrown
+   * @throws Exception from the runner; IllegalArgumentException for bad inputs
+   */
+  public AdaptationResult adapt(Tensor images, int[] labels, int numClasses, SelectionPolicy policy,
+      AdaptationConfig config, AdaptationListener listener, BooleanSupplier cancelled) throws Exception {
+    int n = checkImages(images);
+    if (labels.length != n) {
+      throw new IllegalArgumentException("labels must have one entry per image (" + n + "); got " + labels.length);
+    }
+    if (numClasses < 2 || numClasses > metadata.classCapacity) {
+      throw new IllegalArgumentException("numClasses must be in 2.." + metadata.classCapacity + "; got " + numClasses);
+    }
+    int[] perClass = new int[numClasses];
+    for (int label : labels) {
+      if (label < 0 || label >= numClasses) {
+        throw new IllegalArgumentException("labels must be in 0.." + (numClasses - 1) + "; got " + label);
+      }
+      perClass[label]++;
+    }
+    for (int c = 0; c < numClasses; c++) {
+      if (perClass[c] == 0) {
+        throw new IllegalArgumentException("class " + c + " has no images");
+      }
+    }
+    if (config.resetFirst) {
+      stage(listener, AdaptationListener.Stage.RESET, cancelled);
+      runner.run("reset_state", Map.of());
+    }
+    stage(listener, AdaptationListener.Stage.PROTOTYPES, cancelled);
+    setPrototypes(images, labels, numClasses, config.evalBatchSize, cancelled);
+
+    stage(listener, AdaptationListener.Stage.FISHER, cancelled);
+    FisherScores fisher = fisher(images, labels, config.evalBatchSize, cancelled);
+
+    stage(listener, AdaptationListener.Stage.SELECTION, cancelled);
+    int trainBatch = config.batchSize == 0 ? n : Math.min(config.batchSize, n);
+    Selection selection = policy.select(metadata, fisher, config.budget, trainBatch);
+    if (selection == null || selection.isEmpty()) {
+      throw new IllegalStateException("policy " + policy.name() + " selected nothing");
+    }
+    BackwardCost cost = CostModel.backwardCostByName(metadata.table, selection.channelCounts(),
+        metadata.optimizer.optimizer, trainBatch, true);
+    float[] mask = selection.toMask(metadata);
+    runner.run("set_selection", Map.of("channel_mask", Tensor.ofFloats(new int[] {mask.length}, mask)));
+    if (!Float.isNaN(config.learningRate)) {
+      runner.run("set_hparams", Map.of("learning_rate", Tensor.scalar(config.learningRate)));
+    }
+
+    stage(listener, AdaptationListener.Stage.TRAINING, cancelled);
+    List<Float> losses = new ArrayList<>();
+    List<Float> accuracies = new ArrayList<>();
+    int[] order = identity(n);
+    Random random = new Random(config.seed);
+    int cursor = n;
+    for (int step = 1; step <= config.iterations; step++) {
+      checkCancelled(cancelled);
+      int[] batch;
+      if (trainBatch == n) {
+        batch = identity(n);
+      } else {
+        batch = new int[trainBatch];
+        for (int i = 0; i < trainBatch; i++) {
+          if (cursor == n) {
+            shuffle(order, random);
+            cursor = 0;
+          }
+          batch[i] = order[cursor++];
+        }
+      }
+      Map<String, Tensor> out = runner.run("train_step", Map.of(
+          "images", gather(images, batch), "labels", Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch))));
+      float loss = output(out, "train_step", "loss").floatValue();
+      float accuracy = output(out, "train_step", "accuracy").floatValue();
+      losses.add(loss);
+      accuracies.add(accuracy);
+      listener.onStep(step, config.iterations, loss, accuracy);
+    }
+    if (config.refreshPrototypes) {
+      stage(listener, AdaptationListener.Stage.REFRESH, cancelled);
+      setPrototypes(images, labels, numClasses, config.evalBatchSize, cancelled);
+    }
+    listener.onStage(AdaptationListener.Stage.DONE);
+    return new AdaptationResult(policy.name(), selection, cost, config.budget, trainBatch, losses, accuracies);
+  }
+
+  /**
+   * Runs {@code fisher} over the support set in batches and combines the per-batch scores exactly:
+   * Delta = sum_b (N_b / N) Delta_b, since each batch's output is 1/(2 N_b) sum over its samples.
+   */
+  public FisherScores fisher(Tensor images, int[] labels, int batchSize, BooleanSupplier cancelled) throws Exception {
+    int n = checkImages(images);
+    Map<String, float[]> total = new LinkedHashMap<>();
+    for (String name : metadata.candidates) {
+      total.put(name, new float[metadata.candidate(name).outChannels]);
+    }
+    for (int start = 0; start < n; start += batchSize) {
+      checkCancelled(cancelled);
+      int[] batch = range(start, Math.min(n, start + batchSize));
+      Map<String, Tensor> out = runner.run("fisher", Map.of(
+          "images", gather(images, batch), "labels", Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch))));
+      float weight = (float) batch.length / n;
+      for (String name : metadata.candidates) {
+        float[] values = output(out, "fisher", name).floats();
+        float[] sum = total.get(name);
+        if (values.length != sum.length) {
+          throw new IllegalStateException("fisher output " + name + " has " + values.length + " entries; expected " + sum.length);
+        }
+        for (int i = 0; i < sum.length; i++) {
+          sum[i] += weight * values[i];
+        }
+      }
+    }
+    return new FisherScores(metadata, total);
+  }
+
+  /** Embeddings f32[N, D] from {@code infer}, in batches. */
+  public float[][] embed(Tensor images, int batchSize, BooleanSupplier cancelled) throws Exception {
+    return inferAll(images, batchSize, cancelled, "embeddings", metadata.featureDim);
+  }
+
+  /**
+   * Classifies images with the current head.
+   *
+   * @return per image the logits of the {@link #numClasses()} active classes
+   */
+  public float[][] classify(Tensor images, int batchSize) throws Exception {
+    if (numClasses == 0) {
+      throw new IllegalStateException("no head yet: adapt or restore state before classifying");
+    }
+    float[][] logits = inferAll(images, batchSize, () -> false, "logits", metadata.classCapacity);
+    float[][] out = new float[logits.length][];
+    for (int i = 0; i < logits.length; i++) {
+      out[i] = Arrays.copyOf(logits[i], numClasses);
+    }
+    return out;
+  }
+
+  /** Index of the largest value. */
+  public static int argmax(float[] values) {
+    int best = 0;
+    for (int i = 1; i < values.length; i++) {
+      if (values[i] > values[best]) {
+        best = i;
+      }
+    }
+    return best;
+  }
+
+  /** All state tensors from {@code get_state}. */
+  public Map<String, Tensor> getState() throws Exception {
+    return new LinkedHashMap<>(runner.run("get_state", Map.of()));
+  }
+
+  /**
+   * Restores tensors saved by {@link #getState()} through {@code set_state}; the number of classes is
+   * read back from the {@code num_classes} state tensor when present.
+   */
+  public void setState(Map<String, Tensor> state) throws Exception {
+    runner.run("set_state", state);
+    Tensor classes = state.get("num_classes");
+    if (classes != null && classes.dtype == Tensor.DType.INT32 && classes.size() == 1) {
+      numClasses = classes.ints()[0];
+    }
+  }
+
+  /** Restores the exported initial state (empty head and selection). */
+  public void resetState() throws Exception {
+    runner.run("reset_state", Map.of());
+    numClasses = 0;
+  }
+
+  private void setPrototypes(Tensor images, int[] labels, int classes, int batchSize, BooleanSupplier cancelled)
+      throws Exception {
+    float[][] embeddings = embed(images, batchSize, cancelled);
+    int d = metadata.featureDim;
+    float[] prototypes = new float[metadata.classCapacity * d];
+    int[] counts = new int[classes];
+    for (int i = 0; i < labels.length; i++) {
+      counts[labels[i]]++;
+      for (int j = 0; j < d; j++) {
+        prototypes[labels[i] * d + j] += embeddings[i][j];
+      }
+    }
+    for (int c = 0; c < classes; c++) {
+      for (int j = 0; j < d; j++) {
+        prototypes[c * d + j] /= counts[c];
+      }
+    }
+    checkCancelled(cancelled);
+    runner.run("set_head", Map.of("prototypes", Tensor.ofFloats(new int[] {metadata.classCapacity, d}, prototypes),
+        "num_classes", Tensor.scalar(classes)));
+    numClasses = classes;
+  }
+
+  private float[][] inferAll(Tensor images, int batchSize, BooleanSupplier cancelled, String key, int width)
+      throws Exception {
+    if (batchSize < 1) {
+      throw new IllegalArgumentException("batchSize must be >= 1; got " + batchSize);
+    }
+    int n = checkImages(images);
+    float[][] out = new float[n][];
+    for (int start = 0; start < n; start += batchSize) {
+      checkCancelled(cancelled);
+      int[] batch = range(start, Math.min(n, start + batchSize));
+      float[] flat = output(runner.run("infer", Map.of("images", gather(images, batch))), "infer", key).floats();
+      if (flat.length != batch.length * width) {
+        throw new IllegalStateException("infer output " + key + " has " + flat.length + " values; expected "
+            + batch.length + " x " + width);
+      }
+      for (int i = 0; i < batch.length; i++) {
+        out[start + i] = Arrays.copyOfRange(flat, i * width, (i + 1) * width);
+      }
+    }
+    return out;
+  }
+
+  private int checkImages(Tensor images) {
+    int[] shape = images.shape();
+    int[] expected = {-1, metadata.input.height, metadata.input.width, metadata.input.channels};
+    if (images.dtype != Tensor.DType.FLOAT32 || shape.length != 4 || shape[0] < 1 || shape[1] != expected[1]
+        || shape[2] != expected[2] || shape[3] != expected[3]) {
+      throw new IllegalArgumentException("images must be FLOAT32 [N>=1, " + expected[1] + ", " + expected[2] + ", "
+          + expected[3] + "]; got " + images);
+    }
+    return shape[0];
+  }
+
+  private static Tensor output(Map<String, Tensor> outputs, String signature, String name) {
+    Tensor tensor = outputs.get(name);
+    if (tensor == null) {
+      throw new IllegalStateException("signature " + signature + " returned no output " + name + "; outputs: "
+          + outputs.keySet());
+    }
+    return tensor;
+  }
+
+  private static Tensor gather(Tensor images, int[] rows) {
+    int[] shape = images.shape();
+    int per = shape[1] * shape[2] * shape[3];
+    float[] data = images.floats();
+    float[] out = new float[rows.length * per];
+    for (int i = 0; i < rows.length; i++) {
+      System.arraycopy(data, rows[i] * per, out, i * per, per);
+    }
+    shape[0] = rows.length;
+    return Tensor.ofFloats(shape, out);
+  }
+
+  private static int[] gatherInts(int[] values, int[] rows) {
+    int[] out = new int[rows.length];
+    for (int i = 0; i < rows.length; i++) {
+      out[i] = values[rows[i]];
+    }
+    return out;
+  }
+
+  private static int[] identity(int n) {
+    return range(0, n);
+  }
+
+  private static int[] range(int start, int end) {
+    int[] out = new int[end - start];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = start + i;
+    }
+    return out;
+  }
+
+  private static void shuffle(int[] order, Random random) {
+    for (int i = order.length - 1; i > 0; i--) {
+      int j = random.nextInt(i + 1);
+      int tmp = order[i];
+      order[i] = order[j];
+      order[j] = tmp;
+    }
+  }
+
+  private static void stage(AdaptationListener listener, AdaptationListener.Stage stage, BooleanSupplier cancelled) {
+    checkCancelled(cancelled);
+    listener.onStage(stage);
+  }
+
+  private static void checkCancelled(BooleanSupplier cancelled) {
+    if (cancelled.getAsBoolean()) {
+      throw new CancellationException("adaptation cancelled");
+    }
+  }
+}

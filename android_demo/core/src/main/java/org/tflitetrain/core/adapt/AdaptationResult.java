@@ -1,0 +1,36 @@
+package org.tflitetrain.core.adapt;
+
+import java.util.List;
+import org.tflitetrain.core.cost.BackwardCost;
+
+/** What an adaptation chose and measured: selection, its analytic cost, budget use, loss curve. */
+public final class AdaptationResult {
+  public final String policy;
+  public final Selection selection;
+  public final BackwardCost cost;
+  public final Budget budget;
+  public final int batchSize;
+  public final List<Float> losses;
+  public final List<Float> accuracies;
+
+  AdaptationResult(String policy, Selection selection, BackwardCost cost, Budget budget, int batchSize,
+      List<Float> losses, List<Float> accuracies) {
+    this.policy = policy;
+    this.selection = selection;
+    this.cost = cost;
+    this.budget = budget;
+    this.batchSize = batchSize;
+    this.losses = List.copyOf(losses);
+    this.accuracies = List.copyOf(accuracies);
+  }
+
+  /** Backward memory / memory budget. */
+  public double memoryUse() {
+    return (double) cost.totalBytes() / budget.memoryBytes;
+  }
+
+  /** Backward MACs / compute budget. */
+  public double computeUse() {
+    return (double) cost.backwardMacs() / budget.backwardMacs;
+  }
+}

@@ -1,0 +1,282 @@
+package org.tflitetrain.core.model;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.tflitetrain.core.cost.LayerSpec;
+import org.tflitetrain.core.cost.LayerTable;
+import org.tflitetrain.core.cost.Optimizer;
+import org.tflitetrain.core.json.Json;
+import org.tflitetrain.core.json.JsonException;
+
+/**
+ * The exported model's metadata JSON (CONTRACT.md v1), parsed and validated.
+ *
+ * <p>Required keys are checked for type and range; unknown keys are ignored (forward compatible);
+ * {@code format} must be "tflite-train" and {@code format_version} must equal {@link #FORMAT_VERSION}.
+ * The selection mask has {@link #maskLength()} = sum of C_out over {@code candidates}, concatenated in
+ * {@code candidates} order.
+ */
+public final class ModelMetadata {
+  /** The metadata format this code reads. */
+  public static final int FORMAT_VERSION = 1;
+  /** Value of the {@code format} key. */
+  public static final String FORMAT = "tflite-train";
+  /** Name of the flatbuffer {@code Model.metadata} entry holding the JSON. */
+  public static final String METADATA_NAME = "tflite_train";
+
+  public final int formatVersion;
+  public final String backbone;
+  public final String modelId;
+  public final InputSpec input;
+  public final int featureDim;
+  public final int classCapacity;
+  public final String headType;
+  public final double headScale;
+  public final OptimizerConfig optimizer;
+  public final List<MetadataLayer> layers;
+  public final LayerTable table;
+  public final List<String> candidates;
+  private final Map<String, Integer> maskOffsets;
+  private final int maskLength;
+  /** The raw parsed JSON, for keys this class does not model (e.g. {@code signatures}). */
+  public final Map<String, Object> raw;
+
+  private ModelMetadata(JsonFields root, Map<String, Object> raw) throws ModelMetadataException {
+    this.raw = raw;
+    String format = root.string("format");
+    if (!FORMAT.equals(format)) {
+      throw new ModelMetadataException("format must be \"" + FORMAT + "\"; got \"" + format + "\"");
+    }
+    long version = root.integer("format_version");
+    if (version != FORMAT_VERSION) {
+      throw new ModelMetadataException("unsupported format_version " + version + "; this app reads version "
+          + FORMAT_VERSION + " (re-export the model or update the app)");
+    }
+    formatVersion = (int) version;
+    backbone = root.string("backbone");
+    modelId = root.string("model_id");
+    if (modelId.isEmpty()) {
+      throw new ModelMetadataException("model_id must not be empty");
+    }
+    input = parseInput(root.object("input"));
+    featureDim = root.integer("feature_dim", 1, Integer.MAX_VALUE);
+    classCapacity = root.integer("class_capacity", 2, Integer.MAX_VALUE);
+    JsonFields head = root.object("head");
+    headType = head.string("type");
+    if (!"cosine_prototype".equals(headType)) {
+      throw new ModelMetadataException("head.type must be \"cosine_prototype\"; got \"" + headType + "\"");
+    }
+    headScale = head.number("scale");
+    if (!(headScale > 0)) {
+      throw new ModelMetadataException("head.scale must be > 0; got " + headScale);
+    }
+    optimizer = parseOptimizer(root.object("optimizer"));
+
+    List<Object> layerList = root.array("layers");
+    if (layerList.isEmpty()) {
+      throw new ModelMetadataException("layers must not be empty");
+    }
+    List<MetadataLayer> parsedLayers = new ArrayList<>();
+    List<LayerSpec> specs = new ArrayList<>();
+    for (int i = 0; i < layerList.size(); i++) {
+      MetadataLayer layer = parseLayer(JsonFields.of(layerList.get(i), "layers[" + i + "]"));
+      parsedLayers.add(layer);
+      specs.add(layer.spec);
+    }
+    try {
+      table = new LayerTable(specs);
+    } catch (IllegalArgumentException err) {
+      throw new ModelMetadataException("invalid layers: " + err.getMessage(), err);
+    }
+    layers = Collections.unmodifiableList(parsedLayers);
+
+    List<Object> candidateList = root.array("candidates");
+    if (candidateList.isEmpty()) {
+      throw new ModelMetadataException("candidates must not be empty");
+    }
+    List<String> names = new ArrayList<>();
+    Map<String, Integer> offsets = new LinkedHashMap<>();
+    int offset = 0;
+    int previous = -1;
+    for (int i = 0; i < candidateList.size(); i++) {
+      Object value = candidateList.get(i);
+      if (!(value instanceof String)) {
+        throw new ModelMetadataException("candidates[" + i + "] must be a string; got " + JsonFields.describe(value));
+      }
+      String name = (String) value;
+      int index;
+      try {
+        index = table.indexOf(name);
+      } catch (IllegalArgumentException err) {
+        throw new ModelMetadataException("candidates[" + i + "] names unknown layer \"" + name + "\"", err);
+      }
+      if (index <= previous) {
+        throw new ModelMetadataException("candidates must be unique and in forward order; \"" + name
+            + "\" comes after layer " + previous);
+      }
+      if (!layers.get(index).candidate) {
+        throw new ModelMetadataException("candidates lists \"" + name + "\" but its layer entry has candidate=false");
+      }
+      previous = index;
+      names.add(name);
+      offsets.put(name, offset);
+      offset += table.get(index).outChannels;
+    }
+    for (MetadataLayer layer : layers) {
+      if (layer.candidate && !offsets.containsKey(layer.spec.name)) {
+        throw new ModelMetadataException("layer \"" + layer.spec.name + "\" has candidate=true but is not in candidates");
+      }
+    }
+    candidates = Collections.unmodifiableList(names);
+    maskOffsets = Collections.unmodifiableMap(offsets);
+    maskLength = offset;
+  }
+
+  /**
+   * Parses and validates metadata JSON text.
+   *
+   * @throws ModelMetadataException for malformed JSON, a missing/ill-typed key, another format or version
+   */
+  public static ModelMetadata parse(String json) throws ModelMetadataException {
+    Object parsed;
+    try {
+      parsed = Json.parse(json);
+    } catch (JsonException err) {
+      throw new ModelMetadataException("metadata is not valid JSON: " + err.getMessage(), err);
+    }
+    JsonFields root = JsonFields.of(parsed, "metadata");
+    @SuppressWarnings("unchecked")
+    Map<String, Object> raw = (Map<String, Object>) parsed;
+    return new ModelMetadata(JsonFields.of(raw, ""), raw);
+  }
+
+  /** Parses UTF-8 metadata bytes. @throws ModelMetadataException also for invalid UTF-8 */
+  public static ModelMetadata parse(byte[] utf8) throws ModelMetadataException {
+    try {
+      String text = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+          .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(utf8)).toString();
+      return parse(text);
+    } catch (CharacterCodingException err) {
+      throw new ModelMetadataException("metadata is not valid UTF-8", err);
+    }
+  }
+
+  /** Reads the {@code "tflite_train"} metadata entry straight from a {@code .tflite} file's bytes. */
+  public static ModelMetadata fromTflite(ByteBuffer model) throws ModelMetadataException {
+    return parse(TfliteMetadataReader.read(model, METADATA_NAME));
+  }
+
+  /** Length S of the {@code set_selection} channel mask. */
+  public int maskLength() {
+    return maskLength;
+  }
+
+  /** Offset of a candidate layer's channels in the mask. @throws IllegalArgumentException for a non-candidate */
+  public int maskOffset(String layer) {
+    Integer offset = maskOffsets.get(layer);
+    if (offset == null) {
+      throw new IllegalArgumentException("layer " + layer + " is not a candidate; candidates: " + candidates);
+    }
+    return offset;
+  }
+
+  /** The layer spec of a candidate by name. */
+  public LayerSpec candidate(String layer) {
+    maskOffset(layer);
+    return table.get(layer);
+  }
+
+  private static InputSpec parseInput(JsonFields in) throws ModelMetadataException {
+    int height = in.integer("height", 1, 1 << 16);
+    int width = in.integer("width", 1, 1 << 16);
+    int channels = in.integer("channels", 1, 4);
+    String dtype = in.string("dtype");
+    if (!"float32".equals(dtype)) {
+      throw new ModelMetadataException("input.dtype must be \"float32\"; got \"" + dtype + "\"");
+    }
+    List<Double> range = in.numbers("range");
+    if (range.size() != 2 || !(range.get(0) < range.get(1))) {
+      throw new ModelMetadataException("input.range must be [low, high] with low < high; got " + range);
+    }
+    List<Double> mean = in.numbers("mean");
+    List<Double> std = in.numbers("std");
+    if (mean.size() != channels || std.size() != channels) {
+      throw new ModelMetadataException("input.mean and input.std must have " + channels + " entries; got "
+          + mean.size() + " and " + std.size());
+    }
+    for (double s : std) {
+      if (!(s > 0)) {
+        throw new ModelMetadataException("input.std entries must be > 0; got " + std);
+      }
+    }
+    return new InputSpec(height, width, channels, dtype, range.get(0), range.get(1), mean, std);
+  }
+
+  private static OptimizerConfig parseOptimizer(JsonFields opt) throws ModelMetadataException {
+    Optimizer optimizer;
+    try {
+      optimizer = Optimizer.fromName(opt.string("name"));
+    } catch (IllegalArgumentException err) {
+      throw new ModelMetadataException("optimizer.name: " + err.getMessage(), err);
+    }
+    double lr = opt.number("learning_rate");
+    if (!(lr > 0)) {
+      throw new ModelMetadataException("optimizer.learning_rate must be > 0; got " + lr);
+    }
+    double beta1 = opt.has("beta1") ? opt.number("beta1") : 0.9;
+    double beta2 = opt.has("beta2") ? opt.number("beta2") : 0.999;
+    double epsilon = opt.has("epsilon") ? opt.number("epsilon") : 1e-7;
+    double momentum = opt.has("momentum") ? opt.number("momentum") : 0.0;
+    return new OptimizerConfig(optimizer, lr, beta1, beta2, epsilon, momentum);
+  }
+
+  private static MetadataLayer parseLayer(JsonFields f) throws ModelMetadataException {
+    LayerSpec spec;
+    try {
+      spec = new LayerSpec(f.integer("index", 0, Integer.MAX_VALUE), f.string("name"),
+          f.integer("block", -1, Integer.MAX_VALUE), f.string("role"), f.integer("kernel", 1, 1024),
+          f.integer("stride", 1, 1024), f.integer("in_channels", 1, Integer.MAX_VALUE),
+          f.integer("out_channels", 1, Integer.MAX_VALUE), f.integer("groups", 1, Integer.MAX_VALUE),
+          pair(f, "in_hw"), pair(f, "out_hw"), f.string("activation"));
+    } catch (IllegalArgumentException err) {
+      throw new ModelMetadataException(f.path("") + " invalid: " + err.getMessage(), err);
+    }
+    for (int axis = 0; axis < 2; axis++) {
+      int in = axis == 0 ? spec.inHeight() : spec.inWidth();
+      int out = axis == 0 ? spec.outHeight() : spec.outWidth();
+      if (out != (in + spec.stride - 1) / spec.stride) {
+        throw new ModelMetadataException(f.path("out_hw") + " must be ceil(in_hw / stride) (\"same\" padding) for layer "
+            + spec.name);
+      }
+    }
+    long params = f.integer("params");
+    long forwardMacs = f.integer("forward_macs");
+    if (params <= 0 || forwardMacs <= 0) {
+      throw new ModelMetadataException(f.path("params") + " and forward_macs must be positive for layer " + spec.name);
+    }
+    return new MetadataLayer(spec, params, forwardMacs, f.bool("candidate"));
+  }
+
+  private static int[] pair(JsonFields f, String key) throws ModelMetadataException {
+    List<Object> values = f.array(key);
+    if (values.size() != 2) {
+      throw new ModelMetadataException(f.path(key) + " must have 2 entries; got " + values.size());
+    }
+    int[] out = new int[2];
+    for (int i = 0; i < 2; i++) {
+      long v = JsonFields.asLong(values.get(i), f.path(key) + "[" + i + "]");
+      if (v < 1 || v > (1 << 16)) {
+        throw new ModelMetadataException(f.path(key) + "[" + i + "] must be in 1..65536; got " + v);
+      }
+      out[i] = (int) v;
+    }
+    return out;
+  }
+}

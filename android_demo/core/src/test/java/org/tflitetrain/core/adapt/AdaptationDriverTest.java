@@ -1,0 +1,242 @@
+package org.tflitetrain.core.adapt;
+
+import static org.junit.Assert.assertArrayEquals;
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertThrows;
+import static org.junit.Assert.assertTrue;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CancellationException;
+import org.junit.Test;
+import org.tflitetrain.core.Resources;
+import org.tflitetrain.core.cost.CostModel;
+import org.tflitetrain.core.model.ModelMetadata;
+
+public class AdaptationDriverTest {
+  /** Records every call; infer returns embeddings = (first pixel value, label-free constant) per image. */
+  static final class FakeRunner implements SignatureRunner {
+    final ModelMetadata m;
+    final List<String> calls = new ArrayList<>();
+    final List<Map<String, Tensor>> inputs = new ArrayList<>();
+
+    FakeRunner(ModelMetadata m) {
+      this.m = m;
+    }
+
+    @Override
+    public Map<String, Tensor> run(String signature, Map<String, Tensor> in) {
+      calls.add(signature);
+      inputs.add(in);
+      Map<String, Tensor> out = new LinkedHashMap<>();
+      switch (signature) {
+        case "infer": {
+          int[] shape = in.get("images").shape();
+          int n = shape[0];
+          int per = shape[1] * shape[2] * shape[3];
+          float[] images = in.get("images").floats();
+          float[] emb = new float[n * m.featureDim];
+          float[] logits = new float[n * m.classCapacity];
+          for (int i = 0; i < n; i++) {
+            emb[i * m.featureDim] = images[i * per];
+            logits[i * m.classCapacity + 1] = images[i * per];
+          }
+          out.put("embeddings", Tensor.ofFloats(new int[] {n, m.featureDim}, emb));
+          out.put("logits", Tensor.ofFloats(new int[] {n, m.classCapacity}, logits));
+          break;
+        }
+        case "fisher": {
+          int n = in.get("labels").size();
+          for (String name : m.candidates) {
+            float[] s = new float[m.candidate(name).outChannels];
+            s[0] = n; // the batch size, to check the sample-weighted combination
+            out.put(name, Tensor.ofFloats(new int[] {s.length}, s));
+          }
+          break;
+        }
+        case "train_step":
+          out.put("loss", Tensor.scalar(1.0f / calls.size()));
+          out.put("accuracy", Tensor.scalar(0.5f));
+          break;
+        case "get_state":
+          out.put("num_classes", Tensor.scalar(3));
+          out.put("w", Tensor.ofFloats(new int[] {2, 2}, new float[] {1, 2, 3, 4}));
+          out.put("step", Tensor.ofLongs(new int[0], new long[] {7}));
+          break;
+        default:
+          out.put("ok", Tensor.scalar(1));
+      }
+      return out;
+    }
+  }
+
+  static ModelMetadata metadata() throws Exception {
+    return ModelMetadata.parse(Resources.text("/golden/metadata_tiny_32.json"));
+  }
+
+  /** n images whose every pixel equals the image index. */
+  static Tensor images(ModelMetadata m, int n) {
+    int per = m.input.elementsPerImage();
+    float[] data = new float[n * per];
+    for (int i = 0; i < n; i++) {
+      java.util.Arrays.fill(data, i * per, (i + 1) * per, i);
+    }
+    return Tensor.ofFloats(new int[] {n, m.input.height, m.input.width, m.input.channels}, data);
+  }
+
+  @Test
+  public void callsSignaturesInOrderWithTheMask() throws Exception {
+    ModelMetadata m = metadata();
+    FakeRunner runner = new FakeRunner(m);
+    AdaptationDriver driver = new AdaptationDriver(m, runner);
+    String layer = m.candidates.get(1);
+    Selection chosen = new Selection(m, Map.of(layer, new int[] {3, 0}));
+    List<AdaptationListener.Stage> stages = new ArrayList<>();
+    List<Integer> steps = new ArrayList<>();
+    AdaptationListener listener = new AdaptationListener() {
+      @Override
+      public void onStage(Stage stage) {
+        stages.add(stage);
+      }
+
+      @Override
+      public void onStep(int step, int total, float loss, float accuracy) {
+        steps.add(step);
+      }
+    };
+    AdaptationConfig config = new AdaptationConfig.Builder().iterations(3).batchSize(4).evalBatchSize(4)
+        .learningRate(0.01f).budget(new Budget(1_000_000, 1_000_000_000)).build();
+    int[] labels = {0, 1, 2, 0, 1, 2};
+    AdaptationResult result = driver.adapt(images(m, 6), labels, 3, new FixedSelectionPolicy("fixed", chosen),
+        config, listener, () -> false);
+
+    assertEquals(List.of("reset_state", "infer", "infer", "set_head", "fisher", "fisher", "set_selection",
+        "set_hparams", "train_step", "train_step", "train_step", "infer", "infer", "set_head"), runner.calls);
+    assertEquals(List.of(AdaptationListener.Stage.RESET, AdaptationListener.Stage.PROTOTYPES,
+        AdaptationListener.Stage.FISHER, AdaptationListener.Stage.SELECTION, AdaptationListener.Stage.TRAINING,
+        AdaptationListener.Stage.REFRESH, AdaptationListener.Stage.DONE), stages);
+    assertEquals(List.of(1, 2, 3), steps);
+
+    float[] mask = runner.inputs.get(6).get("channel_mask").floats();
+    assertEquals(m.maskLength(), mask.length);
+    float[] expected = new float[m.maskLength()];
+    expected[m.maskOffset(layer)] = 1;
+    expected[m.maskOffset(layer) + 3] = 1;
+    assertArrayEquals(expected, mask, 0);
+    assertEquals(0.01f, runner.inputs.get(7).get("learning_rate").floatValue(), 0);
+
+    // Prototypes: class c holds images c and c+3, embedding[0] = image index -> mean c + 1.5.
+    Tensor protos = runner.inputs.get(3).get("prototypes");
+    assertArrayEquals(new int[] {m.classCapacity, m.featureDim}, protos.shape());
+    float[] p = protos.floats();
+    for (int c = 0; c < m.classCapacity; c++) {
+      assertEquals(c < 3 ? c + 1.5f : 0f, p[c * m.featureDim], 0);
+    }
+    assertEquals(3, runner.inputs.get(3).get("num_classes").ints()[0]);
+
+    // Train batches of 4 labels drawn from a shuffled epoch.
+    for (int i = 8; i <= 10; i++) {
+      assertEquals(4, runner.inputs.get(i).get("labels").size());
+      assertEquals(4, runner.inputs.get(i).get("images").shape()[0]);
+    }
+    assertEquals(3, result.losses.size());
+    assertEquals(CostModel.backwardCostByName(m.table, Map.of(layer, 2), m.optimizer.optimizer, 4, true).totalBytes(),
+        result.cost.totalBytes());
+    assertEquals((double) result.cost.totalBytes() / 1_000_000, result.memoryUse(), 1e-12);
+    assertEquals(4, result.batchSize);
+  }
+
+  @Test
+  public void fisherCombinesBatchesBySampleWeight() throws Exception {
+    ModelMetadata m = metadata();
+    AdaptationDriver driver = new AdaptationDriver(m, new FakeRunner(m));
+    // Batches of 4 and 2 return 4 and 2: weighted mean = (4*4 + 2*2) / 6.
+    FisherScores scores = driver.fisher(images(m, 6), new int[6], 4, () -> false);
+    assertEquals(20f / 6, scores.layer(m.candidates.get(0))[0], 1e-6);
+  }
+
+  @Test
+  public void classifiesWithActiveClassesOnly() throws Exception {
+    ModelMetadata m = metadata();
+    FakeRunner runner = new FakeRunner(m);
+    AdaptationDriver driver = new AdaptationDriver(m, runner);
+    assertThrows(IllegalStateException.class, () -> driver.classify(images(m, 1), 4));
+    driver.adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2, new AllCandidatesPolicy(),
+        new AdaptationConfig.Builder().iterations(1).build(), AdaptationListener.NONE, () -> false);
+    float[][] logits = driver.classify(images(m, 3), 2);
+    assertEquals(3, logits.length);
+    assertEquals(2, logits[0].length);
+    assertEquals(0, AdaptationDriver.argmax(logits[0]));
+    assertEquals(1, AdaptationDriver.argmax(logits[2]));
+  }
+
+  @Test
+  public void allCandidatesMaskIsAllOnes() throws Exception {
+    ModelMetadata m = metadata();
+    FakeRunner runner = new FakeRunner(m);
+    new AdaptationDriver(m, runner).adapt(images(m, 2), new int[] {0, 1}, 2, new AllCandidatesPolicy(),
+        new AdaptationConfig.Builder().iterations(0).resetFirst(false).refreshPrototypes(false).build(),
+        AdaptationListener.NONE, () -> false);
+    assertEquals(List.of("infer", "set_head", "fisher", "set_selection"), runner.calls);
+    for (float v : runner.inputs.get(3).get("channel_mask").floats()) {
+      assertEquals(1f, v, 0);
+    }
+  }
+
+  @Test
+  public void cancellationStopsBeforeTheNextCall() throws Exception {
+    ModelMetadata m = metadata();
+    FakeRunner runner = new FakeRunner(m);
+    AdaptationDriver driver = new AdaptationDriver(m, runner);
+    assertThrows(CancellationException.class, () -> driver.adapt(images(m, 2), new int[] {0, 1}, 2,
+        new AllCandidatesPolicy(), new AdaptationConfig.Builder().iterations(50).build(), AdaptationListener.NONE,
+        () -> runner.calls.contains("train_step")));
+    assertEquals(1, runner.calls.stream().filter("train_step"::equals).count());
+  }
+
+  @Test
+  public void rejectsBadSupportSets() throws Exception {
+    ModelMetadata m = metadata();
+    AdaptationDriver driver = new AdaptationDriver(m, new FakeRunner(m));
+    AdaptationConfig config = new AdaptationConfig.Builder().build();
+    SelectionPolicy policy = new AllCandidatesPolicy();
+    assertThrows(IllegalArgumentException.class, () -> driver.adapt(images(m, 2), new int[] {0, 0}, 2, policy,
+        config, AdaptationListener.NONE, () -> false));
+    assertThrows(IllegalArgumentException.class, () -> driver.adapt(images(m, 2), new int[] {0, 1, 1}, 2, policy,
+        config, AdaptationListener.NONE, () -> false));
+    assertThrows(IllegalArgumentException.class, () -> driver.adapt(images(m, 2), new int[] {0, 1}, 11, policy,
+        config, AdaptationListener.NONE, () -> false));
+    Tensor wrong = Tensor.ofFloats(new int[] {1, 2, 2, 3}, new float[12]);
+    assertThrows(IllegalArgumentException.class, () -> driver.adapt(wrong, new int[] {0}, 2, policy, config,
+        AdaptationListener.NONE, () -> false));
+    assertThrows(IllegalArgumentException.class, () -> new Selection(m, Map.of("stem", new int[] {0})));
+    assertThrows(IllegalArgumentException.class, () -> new Selection(m, Map.of(m.candidates.get(0), new int[] {0, 0})));
+  }
+
+  @Test
+  public void stateRoundTripsThroughAFile() throws Exception {
+    ModelMetadata m = metadata();
+    FakeRunner runner = new FakeRunner(m);
+    AdaptationDriver driver = new AdaptationDriver(m, runner);
+    Map<String, Tensor> state = driver.getState();
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    StateFile.write(bytes, m.modelId, state);
+    Map<String, Tensor> back = StateFile.read(new ByteArrayInputStream(bytes.toByteArray()), m.modelId);
+    assertEquals(state, back);
+    assertEquals(new ArrayList<>(state.keySet()), new ArrayList<>(back.keySet()));
+    driver.setState(back);
+    assertEquals("set_state", runner.calls.get(runner.calls.size() - 1));
+    assertEquals(back, runner.inputs.get(runner.inputs.size() - 1));
+    assertEquals(3, driver.numClasses());
+    IOException err = assertThrows(IOException.class,
+        () -> StateFile.read(new ByteArrayInputStream(bytes.toByteArray()), "another"));
+    assertTrue(err.getMessage().contains("another"));
+    byte[] truncated = java.util.Arrays.copyOf(bytes.toByteArray(), bytes.size() - 3);
+    assertThrows(IOException.class, () -> StateFile.read(new ByteArrayInputStream(truncated), m.modelId));
+  }
+}
