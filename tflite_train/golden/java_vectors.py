@@ -36,6 +36,7 @@ from tflite_train.sparse.cost_model import (
     unfused_activation_bytes,
     weight_grad_macs,
 )
+from tflite_train.golden.selection_vectors import render_selection_vectors
 from tflite_train.sparse.layer_table import LayerTable
 
 DEFAULT_OUT = pathlib.Path("android_demo/core/src/test/resources/golden")
@@ -192,8 +193,11 @@ def render_vectors(cases: Sequence[tuple[str, int | tuple[int, int]]] = CASES) -
     """File name -> file text of every golden file (pure; no I/O)."""
     files = {f"costs_{b}_{_size_label(size)}.json": _dump(cost_vectors(b, size)) for b, size in cases}
     files["metadata_tiny_32.json"] = _dump(metadata_example())
+    selection_files = render_selection_vectors()
+    files.update(selection_files)
     files["index.json"] = _dump({"vectors_version": VECTORS_VERSION,
-                                 "cost_files": sorted(f for f in files if f.startswith("costs_"))})
+                                 "cost_files": sorted(f for f in files if f.startswith("costs_")),
+                                 "selection_files": sorted(selection_files)})
     return files
 
 
