@@ -1,5 +1,7 @@
 package org.tflitetrain.core.adapt;
 
+import org.tflitetrain.core.select.Budget;
+
 /** Settings of one adaptation run (immutable; build with {@link Builder}). */
 public final class AdaptationConfig {
   /** train_step iterations. */
@@ -39,7 +41,7 @@ public final class AdaptationConfig {
     private long seed = 0;
     private boolean resetFirst = true;
     private boolean refreshPrototypes = true;
-    private Budget budget = new Budget(Long.MAX_VALUE, Long.MAX_VALUE);
+    private Budget budget = Budget.unlimited();
 
     public Builder iterations(int value) {
       if (value < 0) {

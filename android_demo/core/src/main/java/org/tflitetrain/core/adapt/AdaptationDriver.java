@@ -84,8 +84,8 @@ public final class AdaptationDriver {
     stage(listener, AdaptationListener.Stage.SELECTION, cancelled);
     int trainBatch = config.batchSize == 0 ? n : Math.min(config.batchSize, n);
     Selection selection = policy.select(metadata, fisher, config.budget, trainBatch);
-    if (selection == null || selection.isEmpty()) {
-      throw new IllegalStateException("policy " + policy.name() + " selected nothing");
+    if (selection == null) {
+      throw new IllegalStateException("policy " + policy.name() + " returned no selection");
     }
     BackwardCost cost = CostModel.backwardCostByName(metadata.table, selection.channelCounts(),
         metadata.optimizer.optimizer, trainBatch, true);
@@ -101,7 +101,9 @@ public final class AdaptationDriver {
     int[] order = identity(n);
     Random random = new Random(config.seed);
     int cursor = n;
-    for (int step = 1; step <= config.iterations; step++) {
+    // An empty selection is "no update" (policy none, or a budget that fits no layer): no train_step.
+    int iterations = selection.isEmpty() ? 0 : config.iterations;
+    for (int step = 1; step <= iterations; step++) {
       checkCancelled(cancelled);
       int[] batch;
       if (trainBatch == n) {
@@ -122,14 +124,15 @@ public final class AdaptationDriver {
       float accuracy = output(out, "train_step", "accuracy").floatValue();
       losses.add(loss);
       accuracies.add(accuracy);
-      listener.onStep(step, config.iterations, loss, accuracy);
+      listener.onStep(step, iterations, loss, accuracy);
     }
     if (config.refreshPrototypes) {
       stage(listener, AdaptationListener.Stage.REFRESH, cancelled);
       setPrototypes(images, labels, numClasses, config.evalBatchSize, cancelled);
     }
     listener.onStage(AdaptationListener.Stage.DONE);
-    return new AdaptationResult(policy.name(), selection, cost, config.budget, trainBatch, losses, accuracies);
+    return new AdaptationResult(policy.name(), selection, cost, config.budget,
+        config.budget.computeLimit(metadata.table), trainBatch, losses, accuracies);
   }
 
   /**

@@ -2,6 +2,7 @@ package org.tflitetrain.core.adapt;
 
 import java.util.List;
 import org.tflitetrain.core.cost.BackwardCost;
+import org.tflitetrain.core.select.Budget;
 
 /** What an adaptation chose and measured: selection, its analytic cost, budget use, loss curve. */
 public final class AdaptationResult {
@@ -9,28 +10,31 @@ public final class AdaptationResult {
   public final Selection selection;
   public final BackwardCost cost;
   public final Budget budget;
+  /** The budget's compute limit in MACs for this model (+inf = unlimited). */
+  public final double computeLimitMacs;
   public final int batchSize;
   public final List<Float> losses;
   public final List<Float> accuracies;
 
-  AdaptationResult(String policy, Selection selection, BackwardCost cost, Budget budget, int batchSize,
+  AdaptationResult(String policy, Selection selection, BackwardCost cost, Budget budget, double computeLimitMacs, int batchSize,
       List<Float> losses, List<Float> accuracies) {
     this.policy = policy;
     this.selection = selection;
     this.cost = cost;
     this.budget = budget;
+    this.computeLimitMacs = computeLimitMacs;
     this.batchSize = batchSize;
     this.losses = List.copyOf(losses);
     this.accuracies = List.copyOf(accuracies);
   }
 
-  /** Backward memory / memory budget. */
+  /** Backward memory / memory budget (0 when unlimited). */
   public double memoryUse() {
     return (double) cost.totalBytes() / budget.memoryBytes;
   }
 
-  /** Backward MACs / compute budget. */
+  /** Backward MACs / compute budget (0 when unlimited). */
   public double computeUse() {
-    return (double) cost.backwardMacs() / budget.backwardMacs;
+    return (double) cost.backwardMacs() / computeLimitMacs;
   }
 }

@@ -1,6 +1,7 @@
 package org.tflitetrain.core.adapt;
 
 import org.tflitetrain.core.model.ModelMetadata;
+import org.tflitetrain.core.select.Budget;
 
 /** Always returns the same selection (e.g. LastLayer, or one computed offline). */
 public final class FixedSelectionPolicy implements SelectionPolicy {

@@ -1,12 +1,12 @@
 package org.tflitetrain.core.adapt;
 
 import org.tflitetrain.core.model.ModelMetadata;
+import org.tflitetrain.core.select.Budget;
 
 /**
- * Chooses layers and channels to update from the Fisher scores under a budget (TinyTrain §3.3).
- * The budgeted Fisher-per-cost policy (greedy layers, top-K channels) is ported from the Python
- * selection module in the second round; {@link AllCandidatesPolicy} and {@link FixedSelectionPolicy}
- * are the baselines.
+ * Chooses layers and channels to update from the Fisher scores under a budget (TinyTrain §4).
+ * {@link ConfiguredPolicy} runs the Java port of the Python policies (TinyTrain, SparseUpdate, and the
+ * none / last_layer / full_train baselines); {@link FixedSelectionPolicy} replays a fixed selection.
  */
 public interface SelectionPolicy {
   /**
@@ -14,7 +14,7 @@ public interface SelectionPolicy {
    * @param fisher per-channel Fisher scores of every candidate
    * @param budget memory/compute limits of one backward pass at {@code batchSize}
    * @param batchSize samples per train_step
-   * @return a non-empty selection
+   * @return the selection; empty means "no update" (the driver then skips training)
    */
   Selection select(ModelMetadata metadata, FisherScores fisher, Budget budget, int batchSize);
 

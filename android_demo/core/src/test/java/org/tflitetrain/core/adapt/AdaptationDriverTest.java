@@ -17,6 +17,8 @@ import org.junit.Test;
 import org.tflitetrain.core.Resources;
 import org.tflitetrain.core.cost.CostModel;
 import org.tflitetrain.core.model.ModelMetadata;
+import org.tflitetrain.core.select.Budget;
+import org.tflitetrain.core.select.PolicyKind;
 
 public class AdaptationDriverTest {
   /** Records every call; infer returns embeddings = (first pixel value, label-free constant) per image. */
@@ -110,7 +112,7 @@ public class AdaptationDriverTest {
       }
     };
     AdaptationConfig config = new AdaptationConfig.Builder().iterations(3).batchSize(4).evalBatchSize(4)
-        .learningRate(0.01f).budget(new Budget(1_000_000, 1_000_000_000)).build();
+        .learningRate(0.01f).budget(Budget.of(1_000_000, 1_000_000_000)).build();
     int[] labels = {0, 1, 2, 0, 1, 2};
     AdaptationResult result = driver.adapt(images(m, 6), labels, 3, new FixedSelectionPolicy("fixed", chosen),
         config, listener, () -> false);
@@ -166,7 +168,7 @@ public class AdaptationDriverTest {
     FakeRunner runner = new FakeRunner(m);
     AdaptationDriver driver = new AdaptationDriver(m, runner);
     assertThrows(IllegalStateException.class, () -> driver.classify(images(m, 1), 4));
-    driver.adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2, new AllCandidatesPolicy(),
+    driver.adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2, ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN),
         new AdaptationConfig.Builder().iterations(1).build(), AdaptationListener.NONE, () -> false);
     float[][] logits = driver.classify(images(m, 3), 2);
     assertEquals(3, logits.length);
@@ -179,7 +181,7 @@ public class AdaptationDriverTest {
   public void allCandidatesMaskIsAllOnes() throws Exception {
     ModelMetadata m = metadata();
     FakeRunner runner = new FakeRunner(m);
-    new AdaptationDriver(m, runner).adapt(images(m, 2), new int[] {0, 1}, 2, new AllCandidatesPolicy(),
+    new AdaptationDriver(m, runner).adapt(images(m, 2), new int[] {0, 1}, 2, ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN),
         new AdaptationConfig.Builder().iterations(0).resetFirst(false).refreshPrototypes(false).build(),
         AdaptationListener.NONE, () -> false);
     assertEquals(List.of("infer", "set_head", "fisher", "set_selection"), runner.calls);
@@ -194,7 +196,7 @@ public class AdaptationDriverTest {
     FakeRunner runner = new FakeRunner(m);
     AdaptationDriver driver = new AdaptationDriver(m, runner);
     assertThrows(CancellationException.class, () -> driver.adapt(images(m, 2), new int[] {0, 1}, 2,
-        new AllCandidatesPolicy(), new AdaptationConfig.Builder().iterations(50).build(), AdaptationListener.NONE,
+        ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN), new AdaptationConfig.Builder().iterations(50).build(), AdaptationListener.NONE,
         () -> runner.calls.contains("train_step")));
     assertEquals(1, runner.calls.stream().filter("train_step"::equals).count());
   }
@@ -204,7 +206,7 @@ public class AdaptationDriverTest {
     ModelMetadata m = metadata();
     AdaptationDriver driver = new AdaptationDriver(m, new FakeRunner(m));
     AdaptationConfig config = new AdaptationConfig.Builder().build();
-    SelectionPolicy policy = new AllCandidatesPolicy();
+    SelectionPolicy policy = ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN);
     assertThrows(IllegalArgumentException.class, () -> driver.adapt(images(m, 2), new int[] {0, 0}, 2, policy,
         config, AdaptationListener.NONE, () -> false));
     assertThrows(IllegalArgumentException.class, () -> driver.adapt(images(m, 2), new int[] {0, 1, 1}, 2, policy,
