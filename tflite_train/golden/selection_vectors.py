@@ -216,7 +216,7 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
         config = SelectionConfig(policy="sparse_update", budget=Budget(memory_bytes=2**20, compute_fraction=0.5),
                                  channel_ratio=ratio, layers=fixed, on_empty="empty")
         cases.append({
-            "policy": "sparse_update", "blocks": k_blocks, "candidates": list(candidates), "layers": list(fixed),
+            "policy": "sparse_update", "blocks": k_blocks, "candidates": list(candidates), "fixed_layers": list(fixed),
             "criterion": "tinytrain", "channel_ratio": ratio, "budget_label": "fixed",
             "budget": _budget_dict(config.budget), "on_empty": "empty", "ranking": list(fixed),
             **_run(table, config, candidates, fisher["seed0"], all_tasks, weights),

@@ -39,7 +39,7 @@ public class GoldenCostModelTest {
     return out;
   }
 
-  static LayerTable table(Map<String, Object> file) {
+  public static LayerTable table(Map<String, Object> file) {
     List<LayerSpec> layers = new ArrayList<>();
     for (Object entry : list(file.get("layers"))) {
       Map<String, Object> l = obj(entry);
