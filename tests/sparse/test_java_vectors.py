@@ -3,6 +3,7 @@
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 from tflite_train.cli import main
@@ -50,3 +51,36 @@ def test_metadata_example_follows_contract():
 def test_unknown_backbone_rejected():
     with pytest.raises(ValueError, match="backbone"):
         cost_vectors("resnet", 128)
+
+
+def test_selection_vectors_cover_the_brief():
+    from tflite_train.golden.selection_vectors import SELECTION_BACKBONES, selection_vectors
+
+    assert set(SELECTION_BACKBONES) == {"mcunet", "mbv2", "proxyless", "tiny"}
+    data = json.loads(json.dumps(selection_vectors("tiny")))
+    cases = data["cases"]
+    assert {c["policy"] for c in cases} == {"none", "last_layer", "full_train", "sparse_update", "tinytrain"}
+    assert {c.get("criterion") for c in cases} >= {"tinytrain", "fisher", "fisher_memory", "fisher_compute", "l2"}
+    assert {c.get("channel_ratio") for c in cases} >= {0.5, 0.25, 0.125}
+    assert any(c.get("error") == "BudgetError" for c in cases)
+    assert any(c.get("budget_label") == "nothing_empty" and c["layers"] == [] for c in cases)
+    # exact fit: the known selection (first two ranked layers) fits its own cost, one byte less does not
+    exact = [c for c in cases if c.get("budget_label") == "exact"]
+    assert exact and all(set(c["ranking"][:2]) <= set(c["layers"]) for c in exact)
+    assert all(c["cost"]["total_bytes"] <= c["budget"]["memory_bytes"] for c in exact)
+    # every tinytrain Fisher-channel case picks the top-K Fisher channels of its dict
+    for c in cases:
+        if c["policy"] == "tinytrain" and c.get("channel_method") == "fisher" and c.get("layers"):
+            name = c["layers"][0]
+            delta = np.asarray(data["fisher"][c["fisher"]][name])
+            k = len(c["channels"][name])
+            assert sorted(c["channels"][name]) == sorted(np.argsort(-delta, kind="stable")[:k].tolist())
+
+
+def test_synthetic_weights_formula():
+    from tflite_train.golden.selection_vectors import synthetic_weights
+
+    w = synthetic_weights(3, 2, 4, seed=7)
+    j = np.arange(8)
+    expected = ((j * 2654435761 + 3 * 40503 + 7 * 97) % 2001 - 1000) / 1024.0
+    assert w.shape == (2, 4) and np.array_equal(w.ravel(), expected)
