@@ -32,13 +32,13 @@ import org.tflitetrain.core.adapt.AdaptationConfig;
 import org.tflitetrain.core.adapt.AdaptationDriver;
 import org.tflitetrain.core.adapt.AdaptationListener;
 import org.tflitetrain.core.adapt.AdaptationResult;
-import org.tflitetrain.core.adapt.AllCandidatesPolicy;
-import org.tflitetrain.core.adapt.Budget;
+import org.tflitetrain.core.adapt.ConfiguredPolicy;
 import org.tflitetrain.core.adapt.SelectionPolicy;
 import org.tflitetrain.core.adapt.StateFile;
 import org.tflitetrain.core.adapt.Tensor;
 import org.tflitetrain.core.model.ModelMetadata;
 import org.tflitetrain.core.model.ModelMetadataException;
+import org.tflitetrain.core.select.Budget;
 
 /**
  * Collect photos per class, adapt the model on a background thread (fisher -> selection ->
@@ -52,8 +52,20 @@ public final class MainActivity extends Activity {
   private static final int REQUEST_ADD_GALLERY = 2;
   private static final int REQUEST_CLASSIFY_CAMERA = 3;
   private static final int REQUEST_CLASSIFY_GALLERY = 4;
-  /** Backward-pass budget shown as "budget use" (TinyTrain's edge-device scale: 1 MB, 100 MMACs). */
-  private static final Budget BUDGET = new Budget(1L << 20, 100_000_000L);
+  /**
+   * B_mem per training sample: TinyTrain's example budget is about 1 MB at batch size 1; activation
+   * memory grows linearly with the batch, so the app allows 1 MiB x the train batch size.
+   */
+  private static final long MEMORY_BYTES_PER_SAMPLE = 1L << 20;
+  /** B_compute: 15 % of the model's forward MACs per sample (TinyTrain's example budget). */
+  private static final double COMPUTE_FRACTION = 0.15;
+  /** Train batch size (capped by the number of photos). */
+  private static final int TRAIN_BATCH = 8;
+  /**
+   * TinyTrain's dynamic selection (Fisher potential -> Eq. 3 score -> greedy layers under the budget ->
+   * top 25 % channels by Fisher); when nothing fits, no update instead of an error.
+   */
+  private static final SelectionPolicy POLICY = ConfiguredPolicy.tinyTrain();
 
   private final ExecutorService worker = Executors.newSingleThreadExecutor();
   private final Handler ui = new Handler(Looper.getMainLooper());
@@ -248,9 +260,10 @@ public final class MainActivity extends Activity {
     }
     Tensor images = support.images();
     int[] labels = support.labels();
-    SelectionPolicy policy = new AllCandidatesPolicy();
-    AdaptationConfig config = new AdaptationConfig.Builder().iterations(30).batchSize(Math.min(8, labels.length))
-        .evalBatchSize(8).budget(BUDGET).build();
+    SelectionPolicy policy = POLICY;
+    int batch = Math.min(TRAIN_BATCH, labels.length);
+    AdaptationConfig config = new AdaptationConfig.Builder().iterations(30).batchSize(batch).evalBatchSize(8)
+        .budget(Budget.withFraction((double) MEMORY_BYTES_PER_SAMPLE * batch, COMPUTE_FRACTION)).build();
     cancel.set(false);
     setBusy(true);
     progress.setProgress(0);
@@ -283,6 +296,12 @@ public final class MainActivity extends Activity {
   }
 
   private void showResult(AdaptationResult result) {
+    if (result.selection.isEmpty()) {
+      status.setText(String.format(Locale.US, "no update (%s): no layer fits %s at batch %d", result.policy,
+          result.budget, result.batchSize));
+      progress.setProgress(100);
+      return;
+    }
     StringBuilder layers = new StringBuilder();
     for (Map.Entry<String, Integer> entry : result.selection.channelCounts().entrySet()) {
       layers.append(String.format(Locale.US, "%s(%d/%d) ", entry.getKey(), entry.getValue(),

@@ -18,6 +18,9 @@ import org.tflitetrain.core.Resources;
 import org.tflitetrain.core.cost.CostModel;
 import org.tflitetrain.core.model.ModelMetadata;
 import org.tflitetrain.core.select.Budget;
+import org.tflitetrain.core.select.BudgetException;
+import org.tflitetrain.core.select.Criterion;
+import org.tflitetrain.core.select.OnEmpty;
 import org.tflitetrain.core.select.PolicyKind;
 
 public class AdaptationDriverTest {
@@ -240,5 +243,47 @@ public class AdaptationDriverTest {
     assertTrue(err.getMessage().contains("another"));
     byte[] truncated = java.util.Arrays.copyOf(bytes.toByteArray(), bytes.size() - 3);
     assertThrows(IOException.class, () -> StateFile.read(new ByteArrayInputStream(truncated), m.modelId));
+  }
+
+  @Test
+  public void tinyTrainPolicyPicksTopFisherChannelsOfEveryLayerUnderAnUnlimitedBudget() throws Exception {
+    ModelMetadata m = metadata();
+    FakeRunner runner = new FakeRunner(m);
+    AdaptationResult result = new AdaptationDriver(m, runner).adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2,
+        ConfiguredPolicy.tinyTrain(), new AdaptationConfig.Builder().iterations(2).build(), AdaptationListener.NONE,
+        () -> false);
+    // Unlimited budget: greedy keeps every candidate; the fake Fisher is non-zero only in channel 0, so the
+    // top-K (ties -> lower index first) are channels 0..K-1 with K = ceil(C_out / 4).
+    assertEquals("tinytrain", result.policy);
+    assertEquals(m.candidates, List.copyOf(result.selection.channels().keySet()));
+    for (Map.Entry<String, int[]> entry : result.selection.channels().entrySet()) {
+      int k = CostModel.channelCount(m.candidate(entry.getKey()).outChannels, 0.25);
+      int[] expected = new int[k];
+      for (int i = 0; i < k; i++) {
+        expected[i] = i;
+      }
+      assertArrayEquals(entry.getKey(), expected, entry.getValue());
+    }
+    int set = runner.calls.indexOf("set_selection");
+    assertArrayEquals(result.selection.toMask(m), runner.inputs.get(set).get("channel_mask").floats(), 0f);
+    assertEquals(2, result.losses.size());
+  }
+
+  @Test
+  public void budgetThatFitsNothingMeansNoUpdateOrABudgetException() throws Exception {
+    ModelMetadata m = metadata();
+    FakeRunner runner = new FakeRunner(m);
+    AdaptationConfig config = new AdaptationConfig.Builder().iterations(5).budget(Budget.of(1, 0)).build();
+    AdaptationResult result = new AdaptationDriver(m, runner).adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2,
+        ConfiguredPolicy.tinyTrain(), config, AdaptationListener.NONE, () -> false);
+    assertTrue(result.selection.isEmpty());
+    assertTrue(result.losses.isEmpty());
+    assertEquals(-1, runner.calls.indexOf("train_step"));
+    float[] mask = runner.inputs.get(runner.calls.indexOf("set_selection")).get("channel_mask").floats();
+    assertArrayEquals(new float[m.maskLength()], mask, 0f);
+
+    assertThrows(BudgetException.class, () -> new AdaptationDriver(m, new FakeRunner(m)).adapt(images(m, 4),
+        new int[] {0, 1, 0, 1}, 2, ConfiguredPolicy.tinyTrain(0.5, Criterion.TINYTRAIN, OnEmpty.RAISE), config,
+        AdaptationListener.NONE, () -> false));
   }
 }
