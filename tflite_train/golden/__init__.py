@@ -10,14 +10,24 @@ from tflite_train.golden.java_vectors import (
     render_vectors,
     write_vectors,
 )
+from tflite_train.golden.selection_vectors import (
+    SELECTION_BACKBONES,
+    render_selection_vectors,
+    selection_vectors,
+    synthetic_weights,
+)
 
 __all__ = [
     "CASES",
     "DEFAULT_OUT",
     "FORMAT_VERSION",
+    "SELECTION_BACKBONES",
     "VECTORS_VERSION",
     "cost_vectors",
     "metadata_example",
+    "render_selection_vectors",
     "render_vectors",
+    "selection_vectors",
+    "synthetic_weights",
     "write_vectors",
 ]

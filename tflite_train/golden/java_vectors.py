@@ -7,7 +7,8 @@ several channel counts, ``channel_count`` for several ratios, ``total_forward_ma
 ``total_weights``, ``unfused_activation_bytes`` for several batch sizes and
 :func:`~tflite_train.sparse.cost_model.backward_cost` for FullTrain, LastLayer, last-blocks and
 sparse selections under every optimizer, several batch sizes and with/without a gradient buffer.
-``metadata_tiny_32.json`` is an example of the exported-model metadata JSON (CONTRACT.md v1) for
+``selection_<backbone>_128.json`` (see :mod:`tflite_train.golden.selection_vectors`) pins the Java
+selection port. ``metadata_tiny_32.json`` is an example of the exported-model metadata JSON (CONTRACT.md v1) for
 the Java metadata-parser tests.
 
 The files are generated, never hand-edited: ``tflite-train golden --out DIR`` rewrites them and

@@ -20,9 +20,10 @@ per backbone holds:
 
 Budgets per (Fisher dict, k, ratio): loose (2x the FullTrain memory, 100 % of the forward
 MACs); tight (1.5x the cheapest single layer's memory, 2x its MACs); paper (1 MiB, 15 % of the
-forward MACs); exact (memory and MACs exactly the cost of the ``tight`` selection plus the next
-ranked layer, a known selection, so the inclusive bounds are exercised) and exact_minus_one
-(one byte less); nothing (1 byte) with ``on_empty`` raise and empty.
+forward MACs); exact (memory and MACs exactly the cost of a known selection, the first two layers of
+the ranking, so the inclusive bounds are exercised) and exact_minus_one (one byte less); nothing
+(1 byte) with ``on_empty`` raise and empty. Per Fisher dict the criteria are ``DICT_CRITERIA``; the
+ratio cycles through ``CHANNEL_RATIOS``; one loose case per dict uses L2-norm channels.
 
 Random channels (numpy PCG64) are deliberately not covered: the Java port has no random ablation.
 """
@@ -122,10 +123,6 @@ def _run(table: LayerTable, config: SelectionConfig, candidates: tuple[str, ...]
     }
 
 
-def _budget_dict(budget: Budget) -> dict[str, Any]:
-    return budget.to_dict()
-
-
 def _budgets(table: LayerTable, candidates: tuple[str, ...], ranking: tuple[str, ...], ratio: float
              ) -> list[tuple[str, Budget, str]]:
     counts = layer_channel_counts(table, candidates, ratio)
@@ -192,7 +189,7 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
                     cases.append({
                         "policy": "tinytrain", "blocks": k_blocks, "candidates": list(candidates), "fisher": kind,
                         "criterion": criterion, "channel_ratio": ratio, "channel_method": method,
-                        "budget_label": label, "budget": _budget_dict(budget), "on_empty": on_empty,
+                        "budget_label": label, "budget": budget.to_dict(), "on_empty": on_empty,
                         "ranking": list(ranking), "scores": {n: scores[n] for n in ranking},
                         **_run(table, config, candidates, sub, all_tasks, weights),
                     })
@@ -208,7 +205,7 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
                 cases.append({
                     "policy": "sparse_update", "blocks": k_blocks, "candidates": list(candidates),
                     "fisher_tasks": list(FISHER_DICTS), "criterion": criterion, "channel_ratio": ratio,
-                    "budget_label": label, "budget": _budget_dict(budget), "on_empty": on_empty,
+                    "budget_label": label, "budget": budget.to_dict(), "on_empty": on_empty,
                     "ranking": list(ranking), "scores": {n: scores[n] for n in ranking},
                     **_run(table, config, candidates, fisher["seed0"], all_tasks, weights),
                 })
@@ -218,7 +215,7 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
         cases.append({
             "policy": "sparse_update", "blocks": k_blocks, "candidates": list(candidates), "fixed_layers": list(fixed),
             "criterion": "tinytrain", "channel_ratio": ratio, "budget_label": "fixed",
-            "budget": _budget_dict(config.budget), "on_empty": "empty", "ranking": list(fixed),
+            "budget": config.budget.to_dict(), "on_empty": "empty", "ranking": list(fixed),
             **_run(table, config, candidates, fisher["seed0"], all_tasks, weights),
         })
 
