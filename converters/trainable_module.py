@@ -272,7 +272,8 @@ class TrainableModule(tf.Module):
         wb, _, _ = same_padding(w, k, s)
         full_h, full_w = (ho - 1) * s + k, (wo - 1) * s + k
         d = tf.pad(d, [[0, 0], [k - 1, k - 1 + max(0, hb + h - full_h)], [k - 1, k - 1 + max(0, wb + w - full_w)], [0, 0]])
-        g_pad = tf.nn.depthwise_conv2d(d, tf.reverse(kernel, [0, 1]), [1, 1, 1, 1], "VALID")
+        flipped = tf.reverse(tf.reverse(kernel, [0]), [1])  # one axis per op: tflite-runtime 2.14 REVERSE_V2
+        g_pad = tf.nn.depthwise_conv2d(d, flipped, [1, 1, 1, 1], "VALID")
         return g_pad[:, hb:hb + h, wb:wb + w, :]
 
     def _backward(self, images, labels, mode: str):
