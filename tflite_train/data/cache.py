@@ -109,7 +109,7 @@ def read_npz(path: pathlib.Path) -> LabeledImages:
     try:
         with np.load(path, allow_pickle=False) as z:
             return LabeledImages(images=z["images"], labels=z["labels"].astype(np.int32), class_names=tuple(str(c) for c in z["class_names"]))
-    except (OSError, KeyError, zipfile.BadZipFile, EOFError, TypeError) as err:
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError, TypeError) as err:
         raise ValueError(f"cache file {path} is corrupt ({type(err).__name__}: {err}); delete it and re-run `tflite-train data prepare`") from err
 
 

@@ -125,7 +125,7 @@ def render_glyph_dataset(config: GlyphConfig, image_size: int, *, root: pathlib.
     ``U+XXXX <char>``.
 
     Raises:
-      SourceUnavailable: no fonts installed, or fewer than 5 characters have ``min_fonts`` fonts.
+      SourceUnavailable: no fonts installed, or fewer than 2 characters have ``min_fonts`` fonts.
     """
     fonts = font_files(config, root)
     if not fonts:
@@ -153,7 +153,7 @@ def render_glyph_dataset(config: GlyphConfig, image_size: int, *, root: pathlib.
         kept_chars.append(char)
         kept_refs.append(ref)
         kept_fonts.append(have)
-    if len(kept_chars) < 5:
+    if len(kept_chars) < 2:
         raise SourceUnavailable(f"only {len(kept_chars)} characters have >= {config.min_fonts} fonts", FONT_PACKAGES)
     images, labels = [], []
     for label, (char, have) in enumerate(zip(kept_chars, kept_fonts)):
