@@ -36,6 +36,113 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.input_size)
 
 
+def _cmd_data_prepare(args: argparse.Namespace) -> int:
+    from tflite_train.data.cache import prepare_cache, verify_cache
+
+    manifest = prepare_cache(args.out, image_size=args.image_size, force=args.force)
+    verify_cache(args.out, deep=True)
+    for name, entry in manifest["datasets"].items():
+        splits = " ".join(f"{k}={len(v)}" for k, v in entry["splits"].items())
+        print(f"{name:28s} {entry['role']:6s} {entry['num_images']:6d} images {entry['num_classes']:4d} classes ({splits}) sha256 {entry['sha256'][:12]}")
+    return 0
+
+
+def _setup_tf(args: argparse.Namespace) -> None:
+    import tensorflow as tf
+
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+def _pretrain_config(args: argparse.Namespace):
+    from tflite_train.meta.config import PretrainConfig, ScheduleConfig
+
+    return PretrainConfig(backbone=args.backbone, image_size=args.image_size, dataset=args.dataset, steps=args.pretrain_steps,
+                          batch_size=args.batch_size, schedule=ScheduleConfig(peak_lr=args.pretrain_lr), seed=args.seed)
+
+
+def _meta_config(args: argparse.Namespace):
+    from tflite_train.data.episodes import EpisodeConfig
+    from tflite_train.meta.config import MetaTrainConfig, ScheduleConfig
+
+    return MetaTrainConfig(backbone=args.backbone, image_size=args.image_size, dataset=args.dataset, episodes=args.episodes,
+                           episode=EpisodeConfig(ways=args.ways, shots=args.shots, queries=args.queries),
+                           schedule=ScheduleConfig(peak_lr=args.meta_lr), val_every=args.val_every, seed=args.seed)
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    _setup_tf(args)
+    from tflite_train.data.cache import load_split
+    from tflite_train.meta.pretrain import pretrain
+    from tflite_train.meta.run_io import make_strategy
+
+    pretrain(load_split(args.cache, args.dataset, "train"), _pretrain_config(args), args.out, strategy=make_strategy(args.strategy))
+    return 0
+
+
+def _cmd_meta_train(args: argparse.Namespace) -> int:
+    _setup_tf(args)
+    from tflite_train.data.cache import load_split
+    from tflite_train.meta.meta_train import meta_train
+    from tflite_train.meta.run_io import make_strategy
+    from tflite_train.models.keras_backbone import build_backbone
+
+    strategy = make_strategy(args.strategy)
+    backbone = None
+    if args.init_weights:
+        with strategy.scope():
+            backbone = build_backbone(args.backbone, args.image_size)
+            backbone.model.load_weights(args.init_weights)
+    meta_train(load_split(args.cache, args.dataset, "train"), _meta_config(args), args.out,
+               val=load_split(args.cache, args.dataset, "val"), backbone=backbone, strategy=strategy)
+    return 0
+
+
+def _cmd_train_weights(args: argparse.Namespace) -> int:
+    _setup_tf(args)
+    from tflite_train.meta.shipped_weights import train_shipped_weights
+
+    train_shipped_weights(args.cache, args.out, pretrain_config=_pretrain_config(args), meta_config=_meta_config(args),
+                          eval_episodes=args.eval_episodes)
+    print((__import__("pathlib").Path(args.out) / "evaluation.md").read_text())
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    _setup_tf(args)
+    from tflite_train.meta.shipped_weights import evaluate_all
+    from tflite_train.models.keras_backbone import build_backbone
+
+    backbone = build_backbone(args.backbone, args.image_size)
+    backbone.model.load_weights(args.weights)
+    for name, acc in evaluate_all(backbone.model, __import__("pathlib").Path(args.cache), args.dataset, args.episodes, args.seed).items():
+        print(f"{name:28s} {100 * acc['mean']:.2f} +- {100 * acc['ci95']:.2f} % ({acc['num_episodes']} episodes)")
+    return 0
+
+
+def _training_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache", default="build/data_cache", help="folder made by `data prepare`")
+    p.add_argument("--out", required=True, help="output folder (resolved config, log, checkpoints, weights)")
+    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF default)")
+    p.add_argument("--strategy", choices=("default", "mirrored"), default="default")
+    p.add_argument("--pretrain-steps", type=int, default=1500)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--pretrain-lr", type=float, default=0.05)
+    p.add_argument("--episodes", type=int, default=600)
+    p.add_argument("--ways", type=int, default=10)
+    p.add_argument("--shots", type=int, default=5)
+    p.add_argument("--queries", type=int, default=10)
+    p.add_argument("--meta-lr", type=float, default=0.005)
+    p.add_argument("--val-every", type=int, default=100)
+    p.add_argument("--init-weights", help="meta-train: start from these backbone weights (.weights.h5)")
+    p.add_argument("--eval-episodes", type=int, default=200)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tflite-train", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -55,6 +162,34 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the README's main job on the embedded default")
     p.add_argument("--input-size", type=int, default=128)
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("data", help="offline data sets")
+    data_sub = p.add_subparsers(dest="data_command", required=True)
+    q = data_sub.add_parser("prepare", help="build (or confirm) the verified data cache")
+    q.add_argument("--out", default="build/data_cache")
+    q.add_argument("--image-size", type=int, default=64)
+    q.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    q.set_defaults(func=_cmd_data_prepare)
+
+    p = sub.add_parser("pretrain", help="supervised pre-training on the source's train classes")
+    _training_flags(p)
+    p.set_defaults(func=_cmd_pretrain)
+    p = sub.add_parser("meta-train", help="episodic ProtoNet meta-training (cosine classifier)")
+    _training_flags(p)
+    p.set_defaults(func=_cmd_meta_train)
+    p = sub.add_parser("train-weights", help="pre-train + meta-train + evaluate: the shipped weights")
+    _training_flags(p)
+    p.set_defaults(func=_cmd_train_weights)
+    p = sub.add_parser("evaluate", help="None-policy ProtoNet accuracy of backbone weights on the cache")
+    p.add_argument("--cache", default="build/data_cache")
+    p.add_argument("--weights", required=True)
+    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--dataset", default="glyphs")
+    p.add_argument("--episodes", type=int, default=200)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--threads", type=int, default=0)
+    p.set_defaults(func=_cmd_evaluate)
     return parser
 
 
