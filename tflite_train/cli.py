@@ -143,6 +143,51 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-episodes", type=int, default=200)
 
 
+def _cmd_adapt(args: argparse.Namespace) -> int:
+    """Adapts an exported model to an image folder on the interpreter; writes the checkpoint + JSON."""
+    import json
+    import math
+
+    from tflite_train.runtime.adapt_job import run_adaptation
+    from tflite_train.runtime.byte_size import parse_byte_size
+    from tflite_train.runtime.trainer import AdaptConfig
+
+    config = AdaptConfig(
+        policy=args.policy,
+        memory_bytes=math.inf if args.mem_budget is None else float(parse_byte_size(args.mem_budget)),
+        compute_fraction=args.compute_budget, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,
+        iterations=args.iterations, batch_size=args.batch_size, learning_rate=args.learning_rate, seed=args.seed,
+        on_empty=args.on_empty,
+    )
+    report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
+                            include_optimizer=args.include_optimizer)
+    summary = {k: report[k] for k in ("memory_bytes", "backward_macs", "within_budget", "seconds", "checkpoint_bytes")}
+    summary["selection"] = {n: len(c) for n, c in report["selection"]["channels"].items()}
+    if "query_accuracy" in report:
+        summary["query_accuracy"] = report["query_accuracy"]
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    """Prints "image<TAB>class id<TAB>class name" per image for an adapted model."""
+    from tflite_train.runtime.adapt_job import run_prediction
+
+    for path, class_id, name in run_prediction(args.model, args.checkpoint, args.images):
+        print(f"{path}\t{class_id}\t{name}")
+    return 0
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from err
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0; got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tflite-train", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -190,6 +235,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--threads", type=int, default=0)
     p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("adapt", help="on-device fine-tuning of an exported model on an image folder (no TF)")
+    p.add_argument("--model", required=True, help="exported .tflite")
+    p.add_argument("--support", required=True, help="DIR/<class>/*.png|npy|jpg")
+    p.add_argument("--query", help="optional DIR/<class>/* to report the query accuracy")
+    p.add_argument("--out", required=True, help="checkpoint path (config/report JSON written beside it)")
+    p.add_argument("--policy", default="tinytrain", help="none | last_layer | full_train | sparse_update | tinytrain")
+    p.add_argument("--mem-budget", help="B_mem, e.g. 1MiB, 512KiB, 1.5MB (default unlimited)")
+    p.add_argument("--compute-budget", type=_non_negative_float, help="B_compute as a fraction of forward MACs, e.g. 0.15")
+    p.add_argument("--compute-macs", type=_non_negative_float, help="B_compute in MACs (instead of --compute-budget)")
+    p.add_argument("--channel-ratio", type=float, default=0.25)
+    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--learning-rate", type=float, help="default: the model's")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--on-empty", choices=("raise", "empty"), default="raise", help="when the budget fits no layer")
+    p.add_argument("--include-optimizer", action="store_true", help="store optimizer slots in the checkpoint")
+    p.set_defaults(func=_cmd_adapt)
+
+    p = sub.add_parser("predict", help="classify images with an adapted model (no TF)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("images", nargs="+")
+    p.set_defaults(func=_cmd_predict)
     return parser
 
 

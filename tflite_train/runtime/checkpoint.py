@@ -6,7 +6,8 @@ File layout (little-endian; no pickle):
     version  u32      CHECKPOINT_FORMAT_VERSION
     hlen     u32      length of the header
     header   hlen     UTF-8 JSON: format, format_version, model_id, selection (Selection.to_dict()),
-                      include_optimizer, arrays: [{name, dtype, shape, offset, nbytes}], payload_bytes
+                      include_optimizer, class_names, arrays: [{name, dtype, shape, offset, nbytes}],
+                      payload_bytes
     payload           the arrays' C-order bytes, at their offsets
     digest   32 bytes sha256 of everything above
 
@@ -58,6 +59,7 @@ class Checkpoint:
     selection: Selection
     include_optimizer: bool
     arrays: Mapping[str, np.ndarray]
+    class_names: tuple[str, ...] = ()
 
 
 def _channel_axis(model: TrainableModel, layer: str, key: str, value: np.ndarray) -> int:
@@ -95,7 +97,7 @@ def checkpoint_arrays(model: TrainableModel, selection: Selection, include_optim
 
 
 def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, np.ndarray],
-                      include_optimizer: bool = False) -> bytes:
+                      include_optimizer: bool = False, class_names: tuple[str, ...] = ()) -> bytes:
     """The checkpoint file's bytes (layout in the module docstring)."""
     entries, payload, offset = [], [], 0
     for name in sorted(arrays):
@@ -110,6 +112,7 @@ def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, 
     header = json.dumps({
         "format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION, "model_id": model_id,
         "selection": selection.to_dict(), "include_optimizer": include_optimizer, "arrays": entries,
+        "class_names": [str(n) for n in class_names],
         "payload_bytes": offset,
     }, sort_keys=True).encode()
     body = _PREFIX.pack(CHECKPOINT_MAGIC, CHECKPOINT_FORMAT_VERSION, len(header)) + header + b"".join(payload)
@@ -147,7 +150,8 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
             dtype = np.dtype(entry["dtype"]).newbyteorder("<")
             arrays[entry["name"]] = np.frombuffer(chunk, dtype).reshape(entry["shape"]).astype(entry["dtype"])
         selection = Selection.from_dict(header["selection"])
-        return Checkpoint(str(header["model_id"]), selection, bool(header["include_optimizer"]), arrays)
+        return Checkpoint(str(header["model_id"]), selection, bool(header["include_optimizer"]), arrays,
+                          tuple(str(n) for n in header["class_names"]))
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as err:
@@ -187,14 +191,19 @@ def write_atomic(path: str | os.PathLike, data: bytes, *, chunk_size: int = 1 <<
 
 
 def save_checkpoint(path: str | os.PathLike, model: TrainableModel, selection: Selection, *,
-                    include_optimizer: bool = False, chunk_size: int = 1 << 16,
+                    include_optimizer: bool = False, class_names: tuple[str, ...] = (), chunk_size: int = 1 << 16,
                     on_chunk: Callable[[int, int], None] | None = None) -> int:
-    """Saves ``model``'s adapted state under ``selection`` to ``path`` atomically; returns the file size."""
+    """Saves ``model``'s adapted state under ``selection`` to ``path`` atomically; returns the file size.
+
+    ``class_names`` (optional, one per head class) are stored for ``predict``.
+    """
     if not isinstance(selection, Selection):
         raise TypeError(f"selection must be a Selection; got {type(selection).__name__}")
     selection = selection.ordered(layer_table(model.metadata))
     arrays = checkpoint_arrays(model, selection, include_optimizer)
-    data = encode_checkpoint(str(model.metadata["model_id"]), selection, arrays, include_optimizer)
+    if class_names and len(class_names) != int(arrays["num_classes"]):
+        raise ValueError(f"class_names must name {int(arrays['num_classes'])} classes; got {len(class_names)}")
+    data = encode_checkpoint(str(model.metadata["model_id"]), selection, arrays, include_optimizer, tuple(class_names))
     write_atomic(path, data, chunk_size=chunk_size, on_chunk=on_chunk)
     return len(data)
 
