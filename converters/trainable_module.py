@@ -303,10 +303,15 @@ class TrainableModule(tf.Module):
 
             def body():
                 g_z = g_y * tf.cast((y > 0.0) & (y < 6.0), tf.float32) if spec.activation == "relu6" else g_y
-                tf.cond(selected[p], lambda: self._apply_update(spec, x, g_z), lambda: tf.constant(0))
-                if not needs_input_grad:
-                    return tf.zeros([], tf.float32)
-                return tf.cond(below[p], lambda: self._input_grad(spec, g_z), lambda: tf.zeros_like(x))
+                # The input gradient reads the weights BEFORE this layer's update (program order is
+                # the execution order of stateful ops under automatic control dependencies).
+                if needs_input_grad:
+                    g_x = tf.cond(below[p], lambda: self._input_grad(spec, g_z), lambda: tf.zeros_like(x))
+                else:
+                    g_x = tf.zeros([], tf.float32)
+                with tf.control_dependencies([g_x]):
+                    tf.cond(selected[p], lambda: self._apply_update(spec, x, g_z), lambda: tf.constant(0))
+                return g_x
 
             if not needs_input_grad:
                 tf.cond(selected[p], body, lambda: tf.zeros([], tf.float32))

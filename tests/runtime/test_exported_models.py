@@ -99,7 +99,7 @@ def test_state_roundtrip_and_persistence(model_path):
     meta = read_metadata(model_path)
     top = meta["candidates"][-1]
     model, _, after, losses, images, labels = _trained(model_path, {top: [0, 1, 2]}, steps=2)
-    assert losses[1] < losses[0] or np.isclose(losses[1], losses[0], rtol=1e-3)
+    assert losses[1] != losses[0]  # the step changed the selected weights
     snapshot = model.get_state()
     next_loss = model.train_step(images, labels)["loss"]
     model.set_state(snapshot)
