@@ -24,9 +24,11 @@ from tflite_train.sparse import BudgetError
 from runtime_fixtures import episode_arrays, fixture_model
 
 # TinyTrain on a random-init tiny backbone (no meta-trained weights in the fixture): more steps and a
-# larger batch than the paper's 40 x 1 so that 5-shot fine-tuning can move the features at all.
+# larger batch than the paper's 40 x 1 so that 5-shot fine-tuning can move the features at all; the
+# model's own learning rate (Adam, 1e-3).
 TINY = AdaptConfig(policy="tinytrain", memory_bytes=float(2**20), compute_fraction=0.5, iterations=100,
-                   batch_size=4, learning_rate=3e-3)
+                   batch_size=4)
+TASKS = 10
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +37,10 @@ def model():
 
 
 def test_tinytrain_beats_none_on_real_episodes(model, fashion):
-    """Query accuracy of TinyTrain > None, averaged over 4 real 4-way 5-shot Fashion-MNIST tasks."""
+    """Query accuracy of TinyTrain > None, averaged over 10 real 4-way 5-shot Fashion-MNIST tasks
+    (20 queries per class), and better on most tasks."""
     none, tiny = [], []
-    for seed in range(4):
+    for seed in range(TASKS):
         xs, ys, xq, yq = episode_arrays(fashion, model.input_shape, seed=seed)
         adapt(model, xs, ys, AdaptConfig(policy="none"))
         none.append(evaluate(model, xq, yq))
@@ -45,7 +48,8 @@ def test_tinytrain_beats_none_on_real_episodes(model, fashion):
         tiny.append(evaluate(model, xq, yq))
         assert result.within_budget and not result.selection.is_empty
     print("none", none, "tinytrain", tiny)
-    assert np.mean(tiny) > np.mean(none) + 0.02, (none, tiny)
+    assert np.mean(tiny) > np.mean(none) + 0.03, (none, tiny)
+    assert np.sum(np.array(tiny) > np.array(none)) >= 6, (none, tiny)
 
 
 def test_adapt_is_deterministic_and_reports(model, fashion):
