@@ -293,7 +293,8 @@ def adapt(
             model.set_learning_rate(float(config.learning_rate))
     with timer.phase("fisher_selection"):
         fisher = support_fisher(model, images, labels, config.chunk_size) if config.policy == "tinytrain" else None
-        needs_weights = config.policy in ("tinytrain", "sparse_update")
+        needs_weights = config.policy == "sparse_update" or (
+            config.policy == "tinytrain" and "l2" in (config.criterion, config.channel_method))
         weights = candidate_weights(model) if needs_weights else None
         selection = select(table, selection_config, candidates=model.candidates, fisher=fisher,
                            fisher_tasks=fisher_tasks, weights=weights).ordered(table)
