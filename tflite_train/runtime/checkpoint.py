@@ -171,6 +171,9 @@ def write_atomic(path: str | os.PathLike, data: bytes, *, chunk_size: int = 1 <<
         raise ValueError(f"checkpoint directory {directory} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 -> the usual mode of a new file
         with os.fdopen(fd, "wb") as f:
             for start in range(0, len(data), chunk_size):
                 f.write(data[start:start + chunk_size])
