@@ -3,7 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 PI_VENV := .venv-pi
 
-.PHONY: demo test test-main test-pi test-java clean-venvs
+.PHONY: demo test test-main test-pi test-java clean-venvs data-deps data weights
+
+# Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
+DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DATA_CACHE := build/data_cache
 
 $(VENV)/.installed: requirements/main.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +29,20 @@ demo: $(VENV)/.installed
 
 test: test-main test-pi test-java
 
-test-main: $(VENV)/.installed
+data-deps:
+	@missing=$$(for p in $(DATA_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "apt-get install $$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
+
+# The verified data cache (idempotent: a second run checks the checksums and does nothing).
+data: $(VENV)/.installed data-deps
+	$(VENV)/bin/tflite-train data prepare --out $(DATA_CACHE)
+
+# The shipped meta-trained MCUNet weights (about 20 min on 2 CPU cores), written to weights/.
+weights: data
+	nice -n 10 $(VENV)/bin/tflite-train train-weights --cache $(DATA_CACHE) --out weights --threads 2
+
+test-main: $(VENV)/.installed data-deps
 	$(VENV)/bin/python -m pytest tests
 
 # The on-device code, where a Pi would run it: numpy<2, tflite-runtime 2.14, no TensorFlow.

@@ -45,6 +45,158 @@ def _cmd_golden(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_data_prepare(args: argparse.Namespace) -> int:
+    from tflite_train.data.cache import prepare_cache, verify_cache
+
+    manifest = prepare_cache(args.out, image_size=args.image_size, force=args.force)
+    verify_cache(args.out, deep=True)
+    for name, entry in manifest["datasets"].items():
+        splits = " ".join(f"{k}={len(v)}" for k, v in entry["splits"].items())
+        print(f"{name:28s} {entry['role']:6s} {entry['num_images']:6d} images {entry['num_classes']:4d} classes ({splits}) sha256 {entry['sha256'][:12]}")
+    return 0
+
+
+def _setup_tf(args: argparse.Namespace) -> None:
+    import tensorflow as tf
+
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+def _pretrain_config(args: argparse.Namespace):
+    from tflite_train.meta.config import PretrainConfig, ScheduleConfig
+
+    return PretrainConfig(backbone=args.backbone, image_size=args.image_size, dataset=args.dataset, steps=args.pretrain_steps,
+                          batch_size=args.batch_size, schedule=ScheduleConfig(peak_lr=args.pretrain_lr), seed=args.seed)
+
+
+def _meta_config(args: argparse.Namespace):
+    from tflite_train.data.episodes import EpisodeConfig
+    from tflite_train.meta.config import MetaTrainConfig, ScheduleConfig
+
+    return MetaTrainConfig(backbone=args.backbone, image_size=args.image_size, dataset=args.dataset, episodes=args.episodes,
+                           episode=EpisodeConfig(ways=args.ways, shots=args.shots, queries=args.queries),
+                           schedule=ScheduleConfig(peak_lr=args.meta_lr), val_every=args.val_every, seed=args.seed)
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    _setup_tf(args)
+    from tflite_train.data.cache import load_split
+    from tflite_train.meta.pretrain import pretrain
+    from tflite_train.meta.run_io import make_strategy
+
+    pretrain(load_split(args.cache, args.dataset, "train"), _pretrain_config(args), args.out, strategy=make_strategy(args.strategy))
+    return 0
+
+
+def _cmd_meta_train(args: argparse.Namespace) -> int:
+    _setup_tf(args)
+    from tflite_train.data.cache import load_split
+    from tflite_train.meta.meta_train import meta_train
+    from tflite_train.meta.run_io import make_strategy
+    from tflite_train.models.keras_backbone import build_backbone
+
+    strategy = make_strategy(args.strategy)
+    backbone = None
+    if args.init_weights:
+        with strategy.scope():
+            backbone = build_backbone(args.backbone, args.image_size)
+            backbone.model.load_weights(args.init_weights)
+    meta_train(load_split(args.cache, args.dataset, "train"), _meta_config(args), args.out,
+               val=load_split(args.cache, args.dataset, "val"), backbone=backbone, strategy=strategy)
+    return 0
+
+
+def _cmd_train_weights(args: argparse.Namespace) -> int:
+    _setup_tf(args)
+    from tflite_train.meta.shipped_weights import train_shipped_weights
+
+    train_shipped_weights(args.cache, args.out, pretrain_config=_pretrain_config(args), meta_config=_meta_config(args),
+                          eval_episodes=args.eval_episodes)
+    print((__import__("pathlib").Path(args.out) / "evaluation.md").read_text())
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    _setup_tf(args)
+    from tflite_train.meta.shipped_weights import evaluate_all
+    from tflite_train.models.keras_backbone import build_backbone
+
+    backbone = build_backbone(args.backbone, args.image_size)
+    backbone.model.load_weights(args.weights)
+    for name, acc in evaluate_all(backbone.model, __import__("pathlib").Path(args.cache), args.dataset, args.episodes, args.seed).items():
+        print(f"{name:28s} {100 * acc['mean']:.2f} +- {100 * acc['ci95']:.2f} % ({acc['num_episodes']} episodes)")
+    return 0
+
+
+def _training_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache", default="build/data_cache", help="folder made by `data prepare`")
+    p.add_argument("--out", required=True, help="output folder (resolved config, log, checkpoints, weights)")
+    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF default)")
+    p.add_argument("--strategy", choices=("default", "mirrored"), default="default")
+    p.add_argument("--pretrain-steps", type=int, default=1500)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--pretrain-lr", type=float, default=0.05)
+    p.add_argument("--episodes", type=int, default=600)
+    p.add_argument("--ways", type=int, default=10)
+    p.add_argument("--shots", type=int, default=5)
+    p.add_argument("--queries", type=int, default=10)
+    p.add_argument("--meta-lr", type=float, default=0.005)
+    p.add_argument("--val-every", type=int, default=100)
+    p.add_argument("--init-weights", help="meta-train: start from these backbone weights (.weights.h5)")
+    p.add_argument("--eval-episodes", type=int, default=200)
+
+
+def _cmd_adapt(args: argparse.Namespace) -> int:
+    """Adapts an exported model to an image folder on the interpreter; writes the checkpoint + JSON."""
+    import json
+    import math
+
+    from tflite_train.runtime.adapt_job import run_adaptation
+    from tflite_train.runtime.byte_size import parse_byte_size
+    from tflite_train.runtime.trainer import AdaptConfig
+
+    config = AdaptConfig(
+        policy=args.policy,
+        memory_bytes=math.inf if args.mem_budget is None else float(parse_byte_size(args.mem_budget)),
+        compute_fraction=args.compute_budget, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,
+        iterations=args.iterations, batch_size=args.batch_size, learning_rate=args.learning_rate, seed=args.seed,
+        on_empty=args.on_empty,
+    )
+    report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
+                            include_optimizer=args.include_optimizer)
+    summary = {k: report[k] for k in ("memory_bytes", "backward_macs", "within_budget", "seconds", "checkpoint_bytes")}
+    summary["selection"] = {n: len(c) for n, c in report["selection"]["channels"].items()}
+    if "query_accuracy" in report:
+        summary["query_accuracy"] = report["query_accuracy"]
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    """Prints "image<TAB>class id<TAB>class name" per image for an adapted model."""
+    from tflite_train.runtime.adapt_job import run_prediction
+
+    for path, class_id, name in run_prediction(args.model, args.checkpoint, args.images):
+        print(f"{path}\t{class_id}\t{name}")
+    return 0
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from err
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0; got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tflite-train", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -68,6 +220,57 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("golden", help="write the golden vectors that pin the Java core to the Python cost model")
     p.add_argument("--out", default="android_demo/core/src/test/resources/golden", help="output folder")
     p.set_defaults(func=_cmd_golden)
+    p = sub.add_parser("data", help="offline data sets")
+    data_sub = p.add_subparsers(dest="data_command", required=True)
+    q = data_sub.add_parser("prepare", help="build (or confirm) the verified data cache")
+    q.add_argument("--out", default="build/data_cache")
+    q.add_argument("--image-size", type=int, default=64)
+    q.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    q.set_defaults(func=_cmd_data_prepare)
+
+    p = sub.add_parser("pretrain", help="supervised pre-training on the source's train classes")
+    _training_flags(p)
+    p.set_defaults(func=_cmd_pretrain)
+    p = sub.add_parser("meta-train", help="episodic ProtoNet meta-training (cosine classifier)")
+    _training_flags(p)
+    p.set_defaults(func=_cmd_meta_train)
+    p = sub.add_parser("train-weights", help="pre-train + meta-train + evaluate: the shipped weights")
+    _training_flags(p)
+    p.set_defaults(func=_cmd_train_weights)
+    p = sub.add_parser("evaluate", help="None-policy ProtoNet accuracy of backbone weights on the cache")
+    p.add_argument("--cache", default="build/data_cache")
+    p.add_argument("--weights", required=True)
+    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--dataset", default="glyphs")
+    p.add_argument("--episodes", type=int, default=200)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--threads", type=int, default=0)
+    p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("adapt", help="on-device fine-tuning of an exported model on an image folder (no TF)")
+    p.add_argument("--model", required=True, help="exported .tflite")
+    p.add_argument("--support", required=True, help="DIR/<class>/*.png|npy|jpg")
+    p.add_argument("--query", help="optional DIR/<class>/* to report the query accuracy")
+    p.add_argument("--out", required=True, help="checkpoint path (config/report JSON written beside it)")
+    p.add_argument("--policy", default="tinytrain", help="none | last_layer | full_train | sparse_update | tinytrain")
+    p.add_argument("--mem-budget", help="B_mem, e.g. 1MiB, 512KiB, 1.5MB (default unlimited)")
+    p.add_argument("--compute-budget", type=_non_negative_float, help="B_compute as a fraction of forward MACs, e.g. 0.15")
+    p.add_argument("--compute-macs", type=_non_negative_float, help="B_compute in MACs (instead of --compute-budget)")
+    p.add_argument("--channel-ratio", type=float, default=0.25)
+    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--learning-rate", type=float, help="default: the model's")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--on-empty", choices=("raise", "empty"), default="raise", help="when the budget fits no layer")
+    p.add_argument("--include-optimizer", action="store_true", help="store optimizer slots in the checkpoint")
+    p.set_defaults(func=_cmd_adapt)
+
+    p = sub.add_parser("predict", help="classify images with an adapted model (no TF)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("images", nargs="+")
+    p.set_defaults(func=_cmd_predict)
     return parser
 
 

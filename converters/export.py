@@ -1,0 +1,174 @@
+"""Exports a BN-folded backbone as one trainable, builtins-only ``.tflite`` file (CONTRACT.md v1)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import logging
+import pathlib
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from converters.build_module import folded_backbone, module_from_backbone
+from converters.export_config import ExportConfig
+from converters.flatbuffer_metadata import add_metadata
+from converters.trainable_module import TrainableModule
+from tflite_train.runtime.metadata import METADATA_NAME, SELFTEST_NAME
+from tflite_train.sparse.cost_model import layer_cost
+
+LOG = logging.getLogger(__name__)
+SELFTEST_STEPS = 2
+TOLERANCES = {"infer": 1e-4, "fisher": 2e-3, "train_step": 1e-4, "state": 1e-4}
+"""Relative deviations (max |a-b| / max |golden|) allowed between TFLite and TensorFlow."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportResult:
+    """The exported file and what went into it."""
+
+    model: bytes
+    metadata: dict
+    selftest: dict[str, np.ndarray]
+    module: TrainableModule
+
+
+def convert(module: TrainableModule) -> bytes:
+    """Converts the module's signatures (via a SavedModel) with builtins only and resource variables."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
+        converter.experimental_enable_resource_variables = True
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        return converter.convert()
+
+
+def model_id(module: TrainableModule) -> str:
+    """sha256 of the layer table JSON and the initial state arrays (sorted by name)."""
+    digest = hashlib.sha256(json.dumps(module.table.to_list(), sort_keys=True).encode())
+    for name, value in sorted(module.initial_state.items()):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    return digest.hexdigest()
+
+
+def build_metadata(module: TrainableModule) -> dict:
+    """The ``tflite_train`` metadata JSON (CONTRACT.md)."""
+    cfg = module.config
+    layers = []
+    for spec in module.table:
+        cost = layer_cost(spec)
+        layers.append({**spec.to_dict(), "params": cost.params, "forward_macs": cost.forward_macs,
+                       "in_activation": cost.in_activation, "out_activation": cost.out_activation,
+                       "candidate": spec.index in module.candidates})
+    sig = {
+        "infer": {"inputs": ["images"], "outputs": ["embeddings", "logits"]},
+        "fisher": {"inputs": ["images", "labels"], "outputs": [module.table.layers[i].name for i in module.candidates]},
+        "train_step": {"inputs": ["images", "labels"], "outputs": ["loss", "accuracy"]},
+        "set_head": {"inputs": ["prototypes", "num_classes"], "outputs": ["ok"]},
+        "set_selection": {"inputs": ["channel_mask"], "outputs": ["ok"]},
+        "set_hparams": {"inputs": ["learning_rate"], "outputs": ["ok"]},
+        "get_state": {"inputs": [], "outputs": module.names},
+        "set_state": {"inputs": module.names, "outputs": ["ok"]},
+        "reset_state": {"inputs": [], "outputs": ["ok"]},
+    }
+    return {
+        "format": "tflite-train",
+        "format_version": 1,
+        "backbone": cfg.backbone,
+        "model_id": model_id(module),
+        "input": {"height": cfg.input_size[0], "width": cfg.input_size[1], "channels": cfg.in_channels,
+                  "dtype": "float32", "range": [0.0, 1.0], "mean": list(cfg.mean), "std": list(cfg.std)},
+        "feature_dim": module.feature_dim,
+        "class_capacity": cfg.class_capacity,
+        "head": {"type": "cosine_prototype", "scale": cfg.cosine_scale},
+        "optimizer": {"name": cfg.optimizer, "learning_rate": cfg.learning_rate, "beta1": cfg.beta1,
+                      "beta2": cfg.beta2, "epsilon": cfg.epsilon, "momentum": cfg.momentum},
+        "layers": layers,
+        "candidates": [module.table.layers[i].name for i in module.candidates],
+        "state": module.names,
+        "signatures": sig,
+        "selftest": {"entry": SELFTEST_NAME, "format": "npz (see tflite_train.runtime.selftest)"},
+        "config": cfg.to_dict(),
+    }
+
+
+def selftest_inputs(module: TrainableModule, seed: int, batch: int) -> dict[str, np.ndarray]:
+    """Deterministic self-test inputs: images, labels, prototypes (class means) and a selection.
+
+    The selection takes every other channel of the lowest and of the highest candidate layer, so
+    the replay back-propagates through every candidate layer and exercises channel sparsity.
+    """
+    rng = np.random.default_rng(seed)
+    h, w = module.config.input_size
+    images = rng.uniform(0.0, 1.0, (batch, h, w, module.config.in_channels)).astype(np.float32)
+    num_classes = min(3, batch)
+    labels = (np.arange(batch) % num_classes).astype(np.int32)
+    module.reset_state()
+    emb = module.infer(tf.constant(images))["embeddings"].numpy()
+    prototypes = np.stack([emb[labels == c].mean(axis=0) for c in range(num_classes)]).astype(np.float32)
+    parts = []
+    for p, size in enumerate(module.mask_sizes):
+        mask = np.zeros(size, np.float32)
+        if p in (0, len(module.mask_sizes) - 1):
+            mask[::2] = 1.0
+        parts.append(mask)
+    return {"images": images, "labels": labels, "prototypes": prototypes,
+            "channel_mask": np.concatenate(parts), "steps": np.array(SELFTEST_STEPS, np.int32)}
+
+
+def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The self-test procedure run by TensorFlow on the module (mirrors runtime.selftest.run_procedure)."""
+    cfg = module.config
+    out = {}
+    module.reset_state()
+    protos = np.zeros((cfg.class_capacity, module.feature_dim), np.float32)
+    protos[: len(vectors["prototypes"])] = vectors["prototypes"]
+    module.set_head(tf.constant(protos), tf.constant(len(vectors["prototypes"]), tf.int32))
+    images, labels = tf.constant(vectors["images"]), tf.constant(vectors["labels"])
+    for k, v in module.infer(images).items():
+        out[f"infer/{k}"] = v.numpy()
+    for k, v in module.fisher(images, labels).items():
+        out[f"fisher/{k}"] = v.numpy()
+    module.set_selection(tf.constant(vectors["channel_mask"]))
+    for i in range(int(vectors["steps"])):
+        for k, v in module.train_step(images, labels).items():
+            out[f"train_step/{i}/{k}"] = v.numpy()
+    state = module.get_state()
+    for i in module.candidates:
+        name = module.table.layers[i].name
+        for p in ("kernel", "bias"):
+            out[f"state/{name}_{p}"] = state[f"{name}_{p}"].numpy()
+    module.reset_state()
+    return out
+
+
+def export_model(config: ExportConfig) -> ExportResult:
+    """Builds, converts and annotates the model of ``config`` (no files written)."""
+    t0 = time.time()
+    module = module_from_backbone(config, folded_backbone(config))
+    vectors = selftest_inputs(module, config.seed, config.selftest_batch)
+    goldens = tf_procedure(module, vectors)
+    selftest = {**vectors, **goldens, **{f"tolerance/{g}": np.array(t, np.float64) for g, t in TOLERANCES.items()}}
+    LOG.info("converting %s (%d candidate layers)", config.backbone, len(module.candidates))
+    raw = convert(module)
+    metadata = build_metadata(module)
+    buf = io.BytesIO()
+    np.savez(buf, **selftest)
+    model = add_metadata(raw, {METADATA_NAME: json.dumps(metadata).encode(), SELFTEST_NAME: buf.getvalue()})
+    LOG.info("exported %s: %d bytes in %.1f s", config.backbone, len(model), time.time() - t0)
+    return ExportResult(model, metadata, selftest, module)
+
+
+def write_export(config: ExportConfig, out: str | pathlib.Path) -> ExportResult:
+    """Exports and writes ``out`` plus ``<out>.config.json`` (the resolved config)."""
+    out = pathlib.Path(out)
+    result = export_model(config)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(result.model)
+    out.with_suffix(out.suffix + ".config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    return result

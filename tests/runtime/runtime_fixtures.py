@@ -1,0 +1,71 @@
+"""Helpers of the runtime tests: exported test models and real Fashion-MNIST episodes.
+
+Models come from ``python -m converters.fixtures --out build/test-models`` (main env); the images
+from the Debian package ``dataset-fashion-mnist`` (``make data-deps``), read with numpy only.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, read_idx
+from tflite_train.runtime.images import encode_png, to_model_input
+
+FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS", "build/test-models"))
+
+
+def fixture_model(name: str) -> pathlib.Path:
+    """Path of an exported test model (fails with the command to make it when missing)."""
+    path = FIXTURE_DIR / f"{name}.tflite"
+    if not path.exists():
+        pytest.fail(f"missing test model {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` in the main env")
+    return path
+
+
+def load_fashion() -> tuple[np.ndarray, np.ndarray]:
+    """Fashion-MNIST test split: uint8 [10000, 28, 28], labels [10000]."""
+    images = FASHION_MNIST_DIR / "t10k-images-idx3-ubyte.gz"
+    labels = FASHION_MNIST_DIR / "t10k-labels-idx1-ubyte.gz"
+    if not images.exists():
+        pytest.fail(f"missing {images}: install the Debian package dataset-fashion-mnist (make data-deps)")
+    return read_idx(images), read_idx(labels).astype(np.int32)
+
+
+def episode_indices(labels: np.ndarray, ways: int, shots: int, queries: int, seed: int):
+    """(support [(index, label)], query [(index, label)]) of a random ways-way episode."""
+    rng = np.random.default_rng(seed)
+    classes = rng.choice(np.unique(labels), ways, replace=False)
+    support, query = [], []
+    for k, c in enumerate(classes):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        support += [(i, k) for i in idx[:shots]]
+        query += [(i, k) for i in idx[shots:shots + queries]]
+    return support, query
+
+
+def episode_arrays(fashion, shape, ways=4, shots=5, queries=20, seed=0):
+    """Support/query float32 images at the model input ``shape`` and their labels."""
+    images, labels = fashion
+    support, query = episode_indices(labels, ways, shots, queries, seed)
+
+    def arrays(pairs):
+        x = np.stack([to_model_input(images[i][..., None] / np.float32(255.0), shape) for i, _ in pairs])
+        return x.astype(np.float32), np.asarray([k for _, k in pairs], np.int32)
+
+    return (*arrays(support), *arrays(query))
+
+
+def write_episode_folders(fashion, root: pathlib.Path, ways=3, shots=4, queries=6, seed=0):
+    """Writes ``root/support/<class>/*.png`` and ``root/query/<class>/*.png`` from real images."""
+    images, labels = fashion
+    support, query = episode_indices(labels, ways, shots, queries, seed)
+    for part, pairs in (("support", support), ("query", query)):
+        for n, (i, k) in enumerate(pairs):
+            folder = root / part / f"class{k}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{n:03d}.png").write_bytes(encode_png(images[i]))
+    return root / "support", root / "query"

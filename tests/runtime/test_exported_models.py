@@ -1,0 +1,145 @@
+"""Replays the exported test models (``python -m converters.fixtures --out build/test-models``) on
+whatever interpreter is installed: ai-edge-litert in the main env, tflite-runtime 2.14 in the Pi env.
+
+Tolerances: the embedded self-test's (relative deviation <= 1e-4 for infer/train_step/state,
+2e-3 for fisher, see converters/export.py). Bit-identity checks are exact.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+from tflite_train.runtime import TrainableModel, read_metadata, read_operator_codes
+from tflite_train.runtime.selftest import load_selftest, verify
+
+FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS", "build/test-models"))
+NAMES = ("tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35")
+
+
+def _path(name: str) -> pathlib.Path:
+    path = FIXTURE_DIR / f"{name}.tflite"
+    if not path.exists():
+        pytest.fail(f"missing test model {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` in the main env")
+    return path
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def model_path(request) -> pathlib.Path:
+    return _path(request.param)
+
+
+def test_builtin_ops_only(model_path):
+    ops = read_operator_codes(model_path)
+    assert ops and not [op for op in ops if op.is_custom]
+    assert {"CONV_2D", "DEPTHWISE_CONV_2D", "IF", "VAR_HANDLE"} <= {op.name for op in ops}
+
+
+def test_metadata_contract(model_path):
+    meta = read_metadata(model_path)
+    assert meta["format_version"] == 1
+    names = [layer["name"] for layer in meta["layers"]]
+    assert meta["candidates"] == [n for n in names if n in meta["candidates"]]
+    assert all(layer["candidate"] == (layer["name"] in meta["candidates"]) for layer in meta["layers"])
+
+
+def test_selftest_passes(model_path):
+    result = verify(model_path)
+    assert result.passed, result.format()
+
+
+def test_selftest_detects_perturbed_golden(model_path):
+    vectors = load_selftest(model_path)
+    key = next(k for k in vectors if k.startswith("fisher/"))
+    vectors[key] = vectors[key] * 1.5 + 1e-3
+    result = verify(model_path, vectors=vectors)
+    assert not result.passed
+    assert result.deviation["fisher"] > result.tolerance["fisher"] and result.worst["fisher"] == key
+
+
+def _trained(path, selection, steps=3, n=4, classes=3):
+    model = TrainableModel(path)
+    h, w, c = model.input_shape
+    rng = np.random.default_rng(1)
+    images = rng.uniform(size=(n, h, w, c)).astype(np.float32)
+    labels = np.arange(n) % classes
+    emb = model.infer(images)["embeddings"]
+    model.set_head(np.stack([emb[labels == k].mean(0) for k in range(classes)]))
+    before = model.get_state()
+    model.set_selection(selection)
+    losses = [model.train_step(images, labels)["loss"] for _ in range(steps)]
+    return model, before, model.get_state(), losses, images, labels
+
+
+def test_unselected_layers_and_channels_bit_identical(model_path):
+    meta = read_metadata(model_path)
+    top, low = meta["candidates"][-1], meta["candidates"][0]
+    channels = {layer["name"]: layer["out_channels"] for layer in meta["layers"]}
+    groups = {layer["name"]: layer["groups"] for layer in meta["layers"]}
+    selection = {top: [0, 2], low: list(range(0, channels[low], 3))}
+    model, before, after, losses, _, _ = _trained(model_path, selection)
+    assert np.isfinite(losses).all()
+    for name in meta["candidates"]:
+        for param in ("kernel", "bias"):
+            key = f"{name}_{param}"
+            b, a = before[key], after[key]
+            chosen = np.zeros(channels[name], bool)
+            chosen[selection.get(name, [])] = True
+            if groups[name] > 1 and param == "kernel":  # depthwise (k, k, C, 1): channel axis 2
+                a, b = a[..., 0], b[..., 0]
+            np.testing.assert_array_equal(a[..., ~chosen], b[..., ~chosen], err_msg=key)
+            if name in selection:
+                assert not np.array_equal(a[..., chosen], b[..., chosen]), key
+
+
+def test_state_roundtrip_and_persistence(model_path):
+    meta = read_metadata(model_path)
+    top = meta["candidates"][-1]
+    model, _, after, losses, images, labels = _trained(model_path, {top: [0, 1, 2]}, steps=2)
+    assert losses[1] != losses[0]  # the step changed the selected weights
+    snapshot = model.get_state()
+    next_loss = model.train_step(images, labels)["loss"]
+    model.set_state(snapshot)
+    assert model.train_step(images, labels)["loss"] == pytest.approx(next_loss, rel=1e-6)
+    model.reset_state()
+    state = model.get_state()
+    assert int(state["num_classes"]) == 0 and float(state["step"]) == 0.0
+    assert not any(state[f"{n}_mask"].any() for n in meta["candidates"])
+
+
+def test_variable_batch_and_classes():
+    model = TrainableModel(_path("tiny_adam_33"))
+    h, w, c = model.input_shape
+    rng = np.random.default_rng(2)
+    for n, classes in ((1, 1), (5, 4), (2, model.capacity)):
+        images = rng.uniform(size=(n, h, w, c)).astype(np.float32)
+        model.set_head(rng.normal(size=(classes, model.feature_dim)))
+        out = model.infer(images)
+        assert out["embeddings"].shape == (n, model.feature_dim) and out["logits"].shape == (n, model.capacity)
+        assert (out["logits"][:, classes:] < -1e8).all() and (np.abs(out["logits"][:, :classes]) <= 10.0 + 1e-4).all()
+        assert np.isfinite(model.train_step(images, np.arange(n) % classes)["loss"])
+
+
+def test_boundary_validation():
+    model = TrainableModel(_path("tiny_adam_33"))
+    h, w, c = model.input_shape
+    good = np.zeros((2, h, w, c), np.float32)
+    with pytest.raises(ValueError, match="images"):
+        model.infer(np.zeros((2, h + 1, w, c), np.float32))
+    with pytest.raises(TypeError, match="float32"):
+        model.infer(good.astype(np.float64))
+    model.set_head(np.ones((2, model.feature_dim)))
+    with pytest.raises(ValueError, match="labels"):
+        model.train_step(good, np.array([0, 2]))
+    with pytest.raises(ValueError, match="capacity"):
+        model.set_head(np.ones((model.capacity + 1, model.feature_dim)))
+    with pytest.raises(ValueError, match="not a candidate"):
+        model.set_selection({"stem": [0]})
+    top = model.candidates[-1]
+    with pytest.raises(ValueError, match="channels"):
+        model.set_selection({top: [model.candidate_channels[top]]})
+    with pytest.raises(ValueError, match="channel_mask"):
+        model.set_selection(np.full(sum(model.candidate_channels.values()), 0.5, np.float32))

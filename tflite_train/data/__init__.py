@@ -1,0 +1,43 @@
+"""Data: offline sources, the on-disk cache, the few-shot episode sampler and augmentation (numpy only).
+
+Loaders import PIL (and optional packages) lazily; the sampler and augmentation need numpy only, so
+the on-device trainer can reuse them.
+"""
+
+from tflite_train.data.augment import AugmentConfig, augment, translate
+from tflite_train.data.cache import (
+    CACHE_FORMAT,
+    DEFAULT_IMAGE_SIZE,
+    DatasetSpec,
+    class_splits,
+    default_datasets,
+    load_split,
+    prepare_cache,
+    read_manifest,
+    read_npz,
+    verify_cache,
+)
+from tflite_train.data.dataset import LabeledImages, SourceUnavailable
+from tflite_train.data.episodes import Episode, EpisodeConfig, sample_episode, sample_episodes
+
+__all__ = [
+    "AugmentConfig",
+    "CACHE_FORMAT",
+    "DEFAULT_IMAGE_SIZE",
+    "DatasetSpec",
+    "Episode",
+    "EpisodeConfig",
+    "LabeledImages",
+    "SourceUnavailable",
+    "augment",
+    "class_splits",
+    "default_datasets",
+    "load_split",
+    "prepare_cache",
+    "read_manifest",
+    "read_npz",
+    "sample_episode",
+    "sample_episodes",
+    "translate",
+    "verify_cache",
+]

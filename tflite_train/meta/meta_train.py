@@ -1,0 +1,118 @@
+"""Episodic ProtoNet meta-training of a (pre-trained) backbone with a cosine classifier (paper §4.1, A.3)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+from tflite_train.data.augment import augment
+from tflite_train.data.dataset import LabeledImages
+from tflite_train.data.episodes import sample_episode
+from tflite_train.meta.config import MetaTrainConfig
+from tflite_train.meta.evaluate import evaluate_none_policy
+from tflite_train.meta.protonet import CosineHead, prototypes, protonet_loss
+from tflite_train.meta.run_io import CheckpointKeeper, make_strategy, to_model_input, write_resolved_config
+from tflite_train.meta.schedule import WarmupCosine
+from tflite_train.models.keras_backbone import Backbone, build_backbone
+
+log = logging.getLogger(__name__)
+
+
+def meta_train(
+    train: LabeledImages,
+    config: MetaTrainConfig,
+    out_dir: str | pathlib.Path,
+    *,
+    val: LabeledImages | None = None,
+    backbone: Backbone | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+) -> tuple[Backbone, CosineHead, list[dict]]:
+    """Meta-trains ``backbone`` as a ProtoNet on episodes of ``train``.
+
+    Per step (per replica, each replica with its own episode): prototypes from the support embeddings,
+    logits s (cos(f(q), c_k) + b) for the (augmented) query, loss = CE + weight_decay/2 * ||kernels||^2,
+    one SGD-momentum step on the backbone, s and b (LR: warm-up then cosine). Every ``val_every`` steps
+    the None-policy accuracy on ``val`` episodes is logged. Writes ``config.json``, ``log.jsonl``,
+    checkpoints (resumable), ``backbone.weights.h5`` and ``head.json`` (s, b) in ``out_dir``.
+
+    Returns:
+      (backbone, cosine head, log records).
+    """
+    out_dir = pathlib.Path(out_dir)
+    strategy = strategy or make_strategy("default")
+    write_resolved_config(out_dir, config, num_train_classes=train.num_classes)
+    with strategy.scope():
+        backbone = backbone or build_backbone(config.backbone, config.image_size, seed=config.seed)
+        head = CosineHead(config.init_scale, config.init_bias, name="cosine_head")
+        optimizer = keras.optimizers.SGD(WarmupCosine(config.episodes, config.schedule), momentum=config.momentum)
+        optimizer.build(backbone.model.trainable_variables + head.trainable_variables)
+    keeper = CheckpointKeeper(out_dir, model=backbone.model, head=head, optimizer=optimizer)
+    start = keeper.restore()
+    replicas = strategy.num_replicas_in_sync
+    decayed = [v for v in backbone.model.trainable_variables if v.path.endswith("kernel")]
+
+    @tf.function(reduce_retracing=True)
+    def step_fn(sx, sy, qx, qy, ways):
+        def replica(sx, sy, qx, qy):
+            variables = backbone.model.trainable_variables + head.trainable_variables
+            with tf.GradientTape() as tape:
+                emb = backbone.model(tf.concat([sx, qx], 0), training=True)
+                n = tf.shape(sx)[0]
+                protos = prototypes(emb[:n], sy, ways)
+                loss, acc = protonet_loss(head(emb[n:], protos), qy)
+                l2 = tf.add_n([tf.reduce_sum(tf.square(v)) for v in decayed]) * (config.weight_decay / 2)
+                scaled = (loss + l2) / replicas  # the optimizer sums gradients over replicas
+            grads = tape.gradient(scaled, variables)
+            optimizer.apply_gradients(zip(grads, variables))
+            return loss, acc
+        loss, acc = strategy.run(replica, args=(sx, sy, qx, qy))
+        return strategy.reduce("MEAN", loss, axis=None), strategy.reduce("MEAN", acc, axis=None)
+
+    def episode_tensors(step: int):
+        rng = np.random.default_rng((config.seed, step))
+        episodes = [sample_episode(train.labels, rng, config.episode) for _ in range(replicas)]
+        parts = []
+        for e in episodes:
+            sx, sy, qx, qy = e.gather(train.images)
+            parts.append((to_model_input(sx), sy, augment(to_model_input(qx), rng, config.augment), qy))
+        if replicas == 1:
+            return tuple(tf.constant(p) for p in parts[0]), episodes[0].ways
+        values = [strategy.experimental_distribute_values_from_function(lambda ctx, k=k: tf.constant(parts[ctx.replica_id_in_sync_group][k])) for k in range(4)]
+        if len({e.ways for e in episodes}) != 1:
+            raise ValueError("distributed meta-training needs fixed-way episodes (set config.episode ways/shots/queries)")
+        return tuple(values), episodes[0].ways
+
+    records: list[dict] = []
+    running = []
+    with open(out_dir / "log.jsonl", "a") as log_file, tqdm(range(start, config.episodes), initial=start, total=config.episodes, desc="meta-train", mininterval=5) as bar:
+        for step in bar:
+            tensors, ways = episode_tensors(step)
+            loss, acc = step_fn(*tensors, tf.constant(ways, tf.int32))
+            running.append((float(loss), float(acc)))
+            record = None
+            if (step + 1) % config.log_every == 0 or step + 1 == config.episodes:
+                m = np.mean(running, axis=0)
+                record = {"episode": step + 1, "loss": float(m[0]), "acc": float(m[1]), "lr": float(optimizer.learning_rate),
+                          "scale": float(head.scale.numpy()), "bias": float(head.bias.numpy())}
+                running = []
+            if val is not None and ((step + 1) % config.val_every == 0 or step + 1 == config.episodes):
+                result = evaluate_none_policy(backbone.model, val, num_episodes=config.val_episodes, seed=config.seed + 1,
+                                              episode_config=config.val_episode)
+                record = {**(record or {"episode": step + 1}), "val_acc": result.mean, "val_ci95": result.ci95}
+            if record is not None:
+                records.append(record)
+                log_file.write(json.dumps(record) + "\n")
+                log_file.flush()
+                bar.set_postfix({k: f"{v:.3f}" for k, v in record.items() if k in ("loss", "acc", "val_acc")})
+                log.info("meta-train %s", " ".join(f"{k}={v:.4g}" for k, v in record.items()))
+            if (step + 1) % config.checkpoint_every == 0 or step + 1 == config.episodes:
+                keeper.save(step + 1)
+    backbone.model.save_weights(str(out_dir / "backbone.weights.h5"))
+    (out_dir / "head.json").write_text(json.dumps({"scale": float(head.scale.numpy()), "bias": float(head.bias.numpy())}) + "\n")
+    return backbone, head, records

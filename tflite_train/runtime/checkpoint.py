@@ -1,0 +1,263 @@
+"""Small, atomic, checksummed checkpoints of an adapted model: only what adaptation changed.
+
+File layout (little-endian; no pickle):
+
+    magic    8 bytes  b"TFLTCKPT"
+    version  u32      CHECKPOINT_FORMAT_VERSION
+    hlen     u32      length of the header
+    header   hlen     UTF-8 JSON: format, format_version, model_id, selection (Selection.to_dict()),
+                      include_optimizer, class_names, arrays: [{name, dtype, shape, offset, nbytes}],
+                      payload_bytes
+    payload           the arrays' C-order bytes, at their offsets
+    digest   32 bytes sha256 of everything above
+
+Arrays: ``prototypes`` [K, D] and ``num_classes``; per selected layer l with channels C_l the slices
+``{l}_kernel[..., C_l]`` (depthwise kernels [k, k, C, 1]: axis 2) and ``{l}_bias[C_l]``; with
+``include_optimizer`` also the same slices of the optimizer slots (``{l}_kernel_m`` ...) and ``step``;
+and ``learning_rate``. Restoring = ``reset_state`` (the exported state) + writing these slices and the
+selection mask, so a checkpoint is only valid for the model whose metadata ``model_id`` it names.
+
+Saving writes a temporary file in the target's directory, fsyncs it, ``os.replace``s it over the
+target and fsyncs the directory: a crash at any point leaves either the old or the new file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import struct
+import tempfile
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from tflite_train.runtime.interpreter import TrainableModel
+from tflite_train.runtime.model_contract import layer_table
+from tflite_train.sparse.selection import Selection
+
+CHECKPOINT_MAGIC = b"TFLTCKPT"
+CHECKPOINT_FORMAT = "tflite-train-checkpoint"
+CHECKPOINT_FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sII")
+_DIGEST_BYTES = 32
+ALLOWED_DTYPES = ("float32", "int32")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is corrupt, truncated, of another format/version, or for another model."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """A parsed checkpoint: the model it belongs to, the selection and the stored arrays."""
+
+    model_id: str
+    selection: Selection
+    include_optimizer: bool
+    arrays: Mapping[str, np.ndarray]
+    class_names: tuple[str, ...] = ()
+
+
+def _channel_axis(model: TrainableModel, layer: str, key: str, value: np.ndarray) -> int:
+    """Output-channel axis of a state tensor: 0 for biases, 2 for depthwise kernels [k, k, C, 1], else -1."""
+    if value.ndim == 1:
+        return 0
+    channels = model.candidate_channels[layer]
+    if value.ndim == 4 and value.shape[-1] == 1 and value.shape[2] == channels and channels != 1:
+        return 2
+    return value.ndim - 1
+
+
+def _layer_keys(state: Mapping[str, np.ndarray], layer: str, include_optimizer: bool) -> list[str]:
+    keys = [f"{layer}_kernel", f"{layer}_bias"]
+    if include_optimizer:
+        keys += sorted(k for k in state if k.startswith((f"{layer}_kernel_", f"{layer}_bias_")))
+    return keys
+
+
+def checkpoint_arrays(model: TrainableModel, selection: Selection, include_optimizer: bool = False) -> dict[str, np.ndarray]:
+    """The arrays a checkpoint of ``model``'s current state under ``selection`` holds (module docstring)."""
+    state = model.get_state()
+    k = int(state["num_classes"])
+    if k < 1:
+        raise ValueError("the model has no head (num_classes is 0): adapt it before saving a checkpoint")
+    arrays = {"prototypes": state["prototypes"][:k], "num_classes": np.asarray(k, np.int32),
+              "learning_rate": np.asarray(state["learning_rate"], np.float32)}
+    for layer in selection.layers:
+        idx = np.asarray(selection.channels[layer], np.int64)
+        for key in _layer_keys(state, layer, include_optimizer):
+            arrays[key] = np.take(state[key], idx, axis=_channel_axis(model, layer, key, state[key]))
+    if include_optimizer:
+        arrays["step"] = np.asarray(state["step"])
+    return {name: np.array(value, order="C") for name, value in arrays.items()}
+
+
+def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, np.ndarray],
+                      include_optimizer: bool = False, class_names: tuple[str, ...] = ()) -> bytes:
+    """The checkpoint file's bytes (layout in the module docstring)."""
+    entries, payload, offset = [], [], 0
+    for name in sorted(arrays):
+        value = np.array(arrays[name], order="C")
+        if value.dtype.name not in ALLOWED_DTYPES:
+            raise ValueError(f"array {name!r} has dtype {value.dtype}; allowed: {ALLOWED_DTYPES}")
+        data = value.astype(value.dtype.newbyteorder("<")).tobytes()
+        entries.append({"name": name, "dtype": value.dtype.name, "shape": list(value.shape), "offset": offset,
+                        "nbytes": len(data)})
+        payload.append(data)
+        offset += len(data)
+    header = json.dumps({
+        "format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION, "model_id": model_id,
+        "selection": selection.to_dict(), "include_optimizer": include_optimizer, "arrays": entries,
+        "class_names": [str(n) for n in class_names],
+        "payload_bytes": offset,
+    }, sort_keys=True).encode()
+    body = _PREFIX.pack(CHECKPOINT_MAGIC, CHECKPOINT_FORMAT_VERSION, len(header)) + header + b"".join(payload)
+    return body + hashlib.sha256(body).digest()
+
+
+def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
+    """Parses and verifies checkpoint bytes.
+
+    Raises:
+      CheckpointError: wrong magic/format/version, truncated, checksum mismatch, malformed header.
+    """
+    if len(data) < _PREFIX.size + _DIGEST_BYTES:
+        raise CheckpointError(f"{source}: truncated checkpoint ({len(data)} bytes)")
+    magic, version, header_len = _PREFIX.unpack_from(data)
+    if magic != CHECKPOINT_MAGIC:
+        raise CheckpointError(f"{source}: not a tflite-train checkpoint (magic {magic!r})")
+    if version != CHECKPOINT_FORMAT_VERSION:
+        raise CheckpointError(f"{source}: checkpoint format version {version}; this reader supports {CHECKPOINT_FORMAT_VERSION}")
+    body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
+    if hashlib.sha256(body).digest() != digest:
+        raise CheckpointError(f"{source}: checkpoint is corrupt or truncated (sha256 mismatch)")
+    try:
+        header = json.loads(body[_PREFIX.size:_PREFIX.size + header_len].decode())
+        if header["format"] != CHECKPOINT_FORMAT or header["format_version"] != CHECKPOINT_FORMAT_VERSION:
+            raise CheckpointError(f"{source}: header format {header['format']!r} v{header['format_version']!r}")
+        payload = body[_PREFIX.size + header_len:]
+        if len(payload) != header["payload_bytes"]:
+            raise CheckpointError(f"{source}: payload has {len(payload)} bytes, header says {header['payload_bytes']}")
+        arrays = {}
+        for entry in header["arrays"]:
+            if entry["dtype"] not in ALLOWED_DTYPES:
+                raise CheckpointError(f"{source}: array {entry['name']!r} has dtype {entry['dtype']!r}")
+            chunk = payload[entry["offset"]:entry["offset"] + entry["nbytes"]]
+            dtype = np.dtype(entry["dtype"]).newbyteorder("<")
+            arrays[entry["name"]] = np.frombuffer(chunk, dtype).reshape(entry["shape"]).astype(entry["dtype"])
+        selection = Selection.from_dict(header["selection"])
+        return Checkpoint(str(header["model_id"]), selection, bool(header["include_optimizer"]), arrays,
+                          tuple(str(n) for n in header["class_names"]))
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{source}: malformed checkpoint header ({err})") from err
+
+
+def write_atomic(path: str | os.PathLike, data: bytes, *, chunk_size: int = 1 << 16,
+                 on_chunk: Callable[[int, int], None] | None = None) -> None:
+    """Writes ``data`` to ``path`` atomically: temp file in the same dir, fsync, ``os.replace``, fsync dir.
+
+    ``on_chunk(bytes_written, total)`` is called after each chunk of ``chunk_size`` bytes (progress;
+    tests use it to kill the writer mid-way). The temp file is removed if writing fails.
+    """
+    path = pathlib.Path(path)
+    directory = path.parent if str(path.parent) else pathlib.Path(".")
+    if not directory.is_dir():
+        raise ValueError(f"checkpoint directory {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 -> the usual mode of a new file
+        with os.fdopen(fd, "wb") as f:
+            for start in range(0, len(data), chunk_size):
+                f.write(data[start:start + chunk_size])
+                if on_chunk is not None:
+                    f.flush()
+                    on_chunk(min(start + chunk_size, len(data)), len(data))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def save_checkpoint(path: str | os.PathLike, model: TrainableModel, selection: Selection, *,
+                    include_optimizer: bool = False, class_names: tuple[str, ...] = (), chunk_size: int = 1 << 16,
+                    on_chunk: Callable[[int, int], None] | None = None) -> int:
+    """Saves ``model``'s adapted state under ``selection`` to ``path`` atomically; returns the file size.
+
+    ``class_names`` (optional, one per head class) are stored for ``predict``.
+    """
+    if not isinstance(selection, Selection):
+        raise TypeError(f"selection must be a Selection; got {type(selection).__name__}")
+    selection = selection.ordered(layer_table(model.metadata))
+    arrays = checkpoint_arrays(model, selection, include_optimizer)
+    if class_names and len(class_names) != int(arrays["num_classes"]):
+        raise ValueError(f"class_names must name {int(arrays['num_classes'])} classes; got {len(class_names)}")
+    data = encode_checkpoint(str(model.metadata["model_id"]), selection, arrays, include_optimizer, tuple(class_names))
+    write_atomic(path, data, chunk_size=chunk_size, on_chunk=on_chunk)
+    return len(data)
+
+
+def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Reads and verifies a checkpoint file (CheckpointError on any defect, ValueError if unreadable)."""
+    try:
+        data = pathlib.Path(path).read_bytes()
+    except OSError as err:
+        raise ValueError(f"cannot read checkpoint {path}: {err}") from err
+    return decode_checkpoint(data, str(path))
+
+
+def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.PathLike) -> Checkpoint:
+    """Resets ``model`` to its exported state and applies the checkpoint (slices, head, selection mask).
+
+    Raises:
+      CheckpointError: the checkpoint belongs to another model (``model_id`` differs) or does not fit it.
+    """
+    if not isinstance(checkpoint, Checkpoint):
+        checkpoint = load_checkpoint(checkpoint)
+    model_id = str(model.metadata["model_id"])
+    if checkpoint.model_id != model_id:
+        raise CheckpointError(
+            f"checkpoint is for model {checkpoint.model_id[:16]}..., not this model {model_id[:16]}...; refusing to load"
+        )
+    outside = [n for n in checkpoint.selection.layers if n not in model.candidate_channels]
+    if outside:
+        raise CheckpointError(f"checkpoint selects layers {outside} that are not candidates of this model")
+    model.reset_state()
+    state = {k: v.copy() for k, v in model.get_state().items()}
+    arrays = dict(checkpoint.arrays)
+    try:
+        k = int(arrays.pop("num_classes"))
+        prototypes = arrays.pop("prototypes")
+        state["prototypes"][:k] = prototypes
+        state["num_classes"] = np.asarray(k, np.int32)
+        state["learning_rate"] = arrays.pop("learning_rate").astype(np.float32)
+        if "step" in arrays:
+            state["step"] = arrays.pop("step").astype(state["step"].dtype)
+        for layer in checkpoint.selection.layers:
+            idx = np.asarray(checkpoint.selection.channels[layer], np.int64)
+            for key in _layer_keys(state, layer, checkpoint.include_optimizer):
+                target = state[key]
+                axis = _channel_axis(model, layer, key, target)
+                moved = np.moveaxis(target, axis, 0)
+                moved[idx] = np.moveaxis(arrays.pop(key), axis, 0)
+            state[f"{layer}_mask"][idx] = 1.0
+    except (KeyError, ValueError, IndexError, TypeError) as err:
+        raise CheckpointError(f"checkpoint does not fit this model: {err!r}") from err
+    if arrays:
+        raise CheckpointError(f"checkpoint has unexpected arrays {sorted(arrays)}")
+    model.set_state(state)
+    return checkpoint

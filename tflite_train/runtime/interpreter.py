@@ -1,0 +1,185 @@
+"""A TF-free wrapper over the signatures of an exported trainable model, with boundary checks.
+
+Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as a last fallback,
+``tf.lite`` (whichever imports first).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tflite_train.runtime.metadata import read_metadata
+
+LOG = logging.getLogger(__name__)
+INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter", "tensorflow.lite")
+
+
+def load_interpreter_class(preferred: str | None = None) -> tuple[type, str]:
+    """(Interpreter class, module name) of the first importable runtime (``preferred`` first).
+
+    Raises:
+      ImportError: when no runtime is installed.
+    """
+    names = ((preferred,) if preferred else ()) + INTERPRETER_MODULES
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        return module.Interpreter, name
+    raise ImportError(f"no TFLite interpreter found; tried {names}")
+
+
+class TrainableModel:
+    """An exported ``.tflite`` trainable model on a TFLite interpreter.
+
+    All signatures share one interpreter, hence the state held in its resource variables.
+
+    Args:
+      model: Path or bytes of the ``.tflite`` file.
+      runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
+      num_threads: Interpreter threads.
+    """
+
+    def __init__(self, model: str | os.PathLike | bytes, runtime: str | None = None, num_threads: int = 1) -> None:
+        content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
+        self.metadata: dict[str, Any] = read_metadata(content)
+        interpreter_cls, self.runtime = load_interpreter_class(runtime)
+        self.interpreter = interpreter_cls(model_content=bytes(content), num_threads=num_threads)
+        self._runners: dict[str, Any] = {}
+        inp = self.metadata["input"]
+        self.input_shape = (inp["height"], inp["width"], inp["channels"])
+        self.capacity = int(self.metadata["class_capacity"])
+        self.feature_dim = int(self.metadata["feature_dim"])
+        by_name = {layer["name"]: layer for layer in self.metadata["layers"]}
+        self.candidates: list[str] = list(self.metadata["candidates"])
+        self.candidate_channels = {name: int(by_name[name]["out_channels"]) for name in self.candidates}
+        self.num_classes = 0
+
+    def _runner(self, name: str):
+        if name not in self._runners:
+            self._runners[name] = self.interpreter.get_signature_runner(name)
+        return self._runners[name]
+
+    def call(self, signature: str, **inputs: np.ndarray) -> dict[str, np.ndarray]:
+        """Runs a signature with no checks (outputs are copied)."""
+        out = self._runner(signature)(**inputs)
+        return {k: np.array(v) for k, v in out.items()}
+
+    # --------------------------------------------------------------- validation
+    def _images(self, images: Any) -> np.ndarray:
+        if not isinstance(images, np.ndarray):
+            raise TypeError(f"images must be a numpy array; got {type(images).__name__}")
+        if images.dtype != np.float32:
+            raise TypeError(f"images must be float32; got dtype {images.dtype}")
+        if images.ndim != 4 or tuple(images.shape[1:]) != self.input_shape or images.shape[0] < 1:
+            raise ValueError(f"images must have shape [N>=1, {', '.join(map(str, self.input_shape))}]; got {images.shape}")
+        return np.ascontiguousarray(images)
+
+    def _labels(self, labels: Any, n: int) -> np.ndarray:
+        labels = np.asarray(labels)
+        if labels.ndim != 1 or labels.shape[0] != n or not np.issubdtype(labels.dtype, np.integer):
+            raise ValueError(f"labels must be an int array of shape [{n}]; got {labels.dtype} {labels.shape}")
+        if self.num_classes < 1:
+            raise ValueError("set_head must be called before labels can be used (num_classes is 0)")
+        if labels.min() < 0 or labels.max() >= self.num_classes:
+            raise ValueError(f"labels must lie in 0..{self.num_classes - 1}; got range {labels.min()}..{labels.max()}")
+        return labels.astype(np.int32)
+
+    # --------------------------------------------------------------- signatures
+    def infer(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        """``embeddings`` [N, D] and ``logits`` [N, K_max]."""
+        return self.call("infer", images=self._images(images))
+
+    def fisher(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-channel Fisher information Delta_o of every candidate layer (TinyTrain Eq. 1)."""
+        images = self._images(images)
+        return self.call("fisher", images=images, labels=self._labels(labels, images.shape[0]))
+
+    def train_step(self, images: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        """One optimizer step on the selected channels; returns loss and accuracy."""
+        images = self._images(images)
+        out = self.call("train_step", images=images, labels=self._labels(labels, images.shape[0]))
+        return {k: float(v) for k, v in out.items()}
+
+    def set_head(self, prototypes: np.ndarray) -> None:
+        """Sets the class prototypes [K, D] (K <= capacity; zero-padded to the capacity)."""
+        prototypes = np.asarray(prototypes)
+        if prototypes.ndim != 2 or prototypes.shape[1] != self.feature_dim or prototypes.shape[0] < 1:
+            raise ValueError(f"prototypes must have shape [K, {self.feature_dim}]; got {prototypes.shape}")
+        if prototypes.shape[0] > self.capacity:
+            raise ValueError(f"{prototypes.shape[0]} classes exceed the class capacity {self.capacity}")
+        if not np.all(np.isfinite(prototypes)):
+            raise ValueError("prototypes must be finite")
+        padded = np.zeros((self.capacity, self.feature_dim), np.float32)
+        padded[: prototypes.shape[0]] = prototypes
+        self.call("set_head", prototypes=padded, num_classes=np.array(prototypes.shape[0], np.int32))
+        self.num_classes = prototypes.shape[0]
+
+    def selection_mask(self, selection: Mapping[str, Any]) -> np.ndarray:
+        """The concatenated channel mask of ``{layer: channel indices}`` (candidate order).
+
+        Raises:
+          ValueError: a non-candidate layer or a channel index out of range.
+        """
+        if not isinstance(selection, Mapping):
+            raise TypeError(f"selection must be a mapping layer -> channel indices; got {type(selection).__name__}")
+        parts = []
+        for name in selection:
+            if name not in self.candidate_channels:
+                raise ValueError(f"selection names {name!r}, not a candidate layer; candidates: {self.candidates}")
+        for name in self.candidates:
+            mask = np.zeros(self.candidate_channels[name], np.float32)
+            if name in selection:
+                idx = np.asarray(selection[name])
+                if idx.size and (not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= mask.size):
+                    raise ValueError(f"channels of {name!r} must be ints in 0..{mask.size - 1}; got {idx.tolist()}")
+                mask[idx.astype(np.int64)] = 1.0
+            parts.append(mask)
+        return np.concatenate(parts)
+
+    def set_selection(self, selection: Mapping[str, Any] | np.ndarray) -> None:
+        """Selects channels: ``{layer: channel indices}`` or a concatenated 0/1 mask."""
+        if isinstance(selection, np.ndarray):
+            total = sum(self.candidate_channels.values())
+            if selection.shape != (total,) or not np.all((selection == 0) | (selection == 1)):
+                raise ValueError(f"channel_mask must be a 0/1 array of shape ({total},); got shape {selection.shape}")
+            mask = selection.astype(np.float32)
+        else:
+            mask = self.selection_mask(selection)
+        self.call("set_selection", channel_mask=mask)
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        """Sets the learning rate variable."""
+        if not isinstance(learning_rate, (int, float)) or not learning_rate > 0:
+            raise ValueError(f"learning_rate must be a positive number; got {learning_rate!r}")
+        self.call("set_hparams", learning_rate=np.array(learning_rate, np.float32))
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """All state variables by name."""
+        return self.call("get_state")
+
+    def set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        """Writes all state variables (the names of ``get_state``)."""
+        current = self.get_state()
+        if set(state) != set(current):
+            raise ValueError(f"state must have exactly the keys {sorted(current)}; got {sorted(state)}")
+        values = {}
+        for name, ref in current.items():
+            value = np.asarray(state[name])
+            if value.shape != ref.shape:
+                raise ValueError(f"state[{name!r}] must have shape {ref.shape}; got {value.shape}")
+            values[name] = value.astype(ref.dtype)
+        self.call("set_state", **values)
+        self.num_classes = int(values["num_classes"])
+
+    def reset_state(self) -> None:
+        """Restores the exported initial state (zero optimizer slots, empty selection, no classes)."""
+        self.call("reset_state")
+        self.num_classes = 0

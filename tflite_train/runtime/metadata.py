@@ -1,0 +1,188 @@
+"""Pure-Python reader of a ``.tflite`` flatbuffer: metadata entries and operator codes (no TF).
+
+Flatbuffer layout used: the file starts with a u32 offset to the root ``Model`` table; a table
+starts with an i32 back-offset to its vtable (u16 vtable size, u16 table size, u16 field offsets);
+reference fields (strings, vectors, sub-tables) hold a u32 offset relative to the field's own
+position; a vector is a u32 length followed by its elements.
+Schema fields used: Model{version 0, operator_codes 1, subgraphs 2, description 3, buffers 4,
+metadata_buffer 5, metadata 6}; Buffer{data 0, offset 1, size 2}; Metadata{name 0, buffer 1};
+OperatorCode{deprecated_builtin_code 0, custom_code 1, version 2, builtin_code 3}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import struct
+from typing import Any
+
+from tflite_train.runtime.builtin_ops import BUILTIN_OPS, CUSTOM_CODE
+
+METADATA_NAME = "tflite_train"
+SELFTEST_NAME = "tflite_train_selftest"
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorCode:
+    """One entry of ``Model.operator_codes``."""
+
+    builtin_code: int
+    name: str
+    version: int
+    custom_code: str | None
+
+    @property
+    def is_custom(self) -> bool:
+        """True for custom and Flex ops (not runnable on a builtins-only interpreter)."""
+        return self.builtin_code == CUSTOM_CODE or self.custom_code is not None
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def _check(self, pos: int, size: int) -> None:
+        if pos < 0 or pos + size > len(self.data):
+            raise ValueError(f"truncated or foreign .tflite file: read of {size} bytes at {pos} beyond {len(self.data)}")
+
+    def u8(self, pos):
+        self._check(pos, 1)
+        return self.data[pos]
+
+    def i8(self, pos):
+        self._check(pos, 1)
+        return struct.unpack_from("<b", self.data, pos)[0]
+
+    def u16(self, pos):
+        self._check(pos, 2)
+        return struct.unpack_from("<H", self.data, pos)[0]
+
+    def u32(self, pos):
+        self._check(pos, 4)
+        return struct.unpack_from("<I", self.data, pos)[0]
+
+    def i32(self, pos):
+        self._check(pos, 4)
+        return struct.unpack_from("<i", self.data, pos)[0]
+
+    def u64(self, pos):
+        self._check(pos, 8)
+        return struct.unpack_from("<Q", self.data, pos)[0]
+
+    def field(self, table: int, index: int) -> int | None:
+        """Absolute position of field ``index`` of the table at ``table``, or None if absent."""
+        vtable = table - self.i32(table)
+        vt_size = self.u16(vtable)
+        slot = 4 + 2 * index
+        if slot >= vt_size:
+            return None
+        off = self.u16(vtable + slot)
+        return table + off if off else None
+
+    def deref(self, pos: int) -> int:
+        return pos + self.u32(pos)
+
+    def vector(self, table: int, index: int) -> tuple[int, int]:
+        """(start of elements, length) of a vector field; (0, 0) when absent."""
+        pos = self.field(table, index)
+        if pos is None:
+            return 0, 0
+        vec = self.deref(pos)
+        return vec + 4, self.u32(vec)
+
+    def table_vector(self, table: int, index: int) -> list[int]:
+        start, n = self.vector(table, index)
+        return [self.deref(start + 4 * i) for i in range(n)]
+
+    def string(self, table: int, index: int) -> str | None:
+        start, n = self.vector(table, index)
+        if not start:
+            return None
+        self._check(start, n)
+        return self.data[start:start + n].decode("utf-8")
+
+
+def _load(model: str | os.PathLike | bytes | bytearray) -> _Reader:
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        data = bytes(model)
+    elif isinstance(model, (str, os.PathLike)):
+        with open(model, "rb") as f:
+            data = f.read()
+    else:
+        raise TypeError(f"model must be a path or bytes; got {type(model).__name__}")
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise ValueError("not a .tflite flatbuffer (missing 'TFL3' identifier or truncated)")
+    return _Reader(data)
+
+
+def _root(reader: _Reader) -> int:
+    return reader.deref(0)
+
+
+def read_metadata_buffers(model: str | os.PathLike | bytes) -> dict[str, bytes]:
+    """All ``Model.metadata`` entries as ``{name: raw bytes}``.
+
+    Raises:
+      ValueError: for a truncated or foreign file.
+    """
+    reader = _load(model)
+    root = _root(reader)
+    buffers = reader.table_vector(root, 4)
+    out = {}
+    for entry in reader.table_vector(root, 6):
+        name = reader.string(entry, 0)
+        pos = reader.field(entry, 1)
+        index = reader.u32(pos) if pos is not None else 0
+        if index >= len(buffers):
+            raise ValueError(f"metadata {name!r} names buffer {index} of {len(buffers)}")
+        buf = buffers[index]
+        start, n = reader.vector(buf, 0)
+        if start:
+            reader._check(start, n)
+            out[name] = reader.data[start:start + n]
+        else:
+            off_pos, size_pos = reader.field(buf, 1), reader.field(buf, 2)
+            offset = reader.u64(off_pos) if off_pos else 0
+            size = reader.u64(size_pos) if size_pos else 0
+            reader._check(offset, size)
+            out[name] = reader.data[offset:offset + size] if offset > 1 else b""
+    return out
+
+
+def read_metadata(model: str | os.PathLike | bytes) -> dict[str, Any]:
+    """The ``tflite_train`` metadata JSON of an exported model (see CONTRACT.md).
+
+    Raises:
+      ValueError: for a truncated or foreign file, or one without ``tflite_train`` metadata.
+    """
+    entries = read_metadata_buffers(model)
+    if METADATA_NAME not in entries:
+        raise ValueError(f"model has no {METADATA_NAME!r} metadata entry (found {sorted(entries)})")
+    try:
+        meta = json.loads(entries[METADATA_NAME].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{METADATA_NAME!r} metadata is not UTF-8 JSON: {exc}") from exc
+    if meta.get("format") != "tflite-train":
+        raise ValueError(f"metadata format must be 'tflite-train'; got {meta.get('format')!r}")
+    return meta
+
+
+def read_operator_codes(model: str | os.PathLike | bytes) -> list[OperatorCode]:
+    """``Model.operator_codes`` with builtin names resolved.
+
+    The builtin code is max(deprecated_builtin_code, builtin_code) (schema v3a rule).
+    """
+    reader = _load(model)
+    out = []
+    for op in reader.table_vector(_root(reader), 1):
+        pos = reader.field(op, 0)
+        deprecated = reader.i8(pos) if pos is not None else 0
+        pos = reader.field(op, 3)
+        builtin = reader.i32(pos) if pos is not None else 0
+        pos = reader.field(op, 2)
+        version = reader.i32(pos) if pos is not None else 1
+        code = max(deprecated, builtin)
+        custom = reader.string(op, 1)
+        out.append(OperatorCode(code, BUILTIN_OPS.get(code, f"UNKNOWN_{code}"), version, custom))
+    return out
