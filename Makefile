@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PI_VENV := .venv-pi
 
-.PHONY: demo test test-main test-pi clean-venvs
+.PHONY: demo test test-main test-pi fixtures clean-venvs
 
 $(VENV)/.installed: requirements/main.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +24,15 @@ demo: $(VENV)/.installed
 
 test: test-main test-pi
 
-test-main: $(VENV)/.installed
+# Exported test models + golden self-tests, replayed by tests/runtime in both envs (needs TF).
+fixtures: $(VENV)/.installed
+	$(VENV)/bin/python -m converters.fixtures --out build/test-models
+
+test-main: $(VENV)/.installed fixtures
 	$(VENV)/bin/python -m pytest tests
 
 # The on-device code, where a Pi would run it: numpy<2, tflite-runtime 2.14, no TensorFlow.
-test-pi: $(PI_VENV)/.installed
+test-pi: $(PI_VENV)/.installed fixtures
 	TFLITE_TRAIN_PI_ENV=1 $(PI_VENV)/bin/python -m pytest -m pi tests
 
 clean-venvs:
