@@ -131,7 +131,7 @@ def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray]) -> dic
     module.set_head(tf.constant(protos), tf.constant(len(vectors["prototypes"]), tf.int32))
     images, labels = tf.constant(vectors["images"]), tf.constant(vectors["labels"])
     for k, v in module.infer(images).items():
-        out[f"infer/{k}"] = v.numpy()
+        out[f"infer/{k}"] = v.numpy()[:, : len(vectors["prototypes"])] if k == "logits" else v.numpy()
     for k, v in module.fisher(images, labels).items():
         out[f"fisher/{k}"] = v.numpy()
     module.set_selection(tf.constant(vectors["channel_mask"]))
