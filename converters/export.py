@@ -23,8 +23,11 @@ from tflite_train.sparse.cost_model import layer_cost
 
 LOG = logging.getLogger(__name__)
 SELFTEST_STEPS = 2
-TOLERANCES = {"infer": 1e-4, "fisher": 2e-3, "train_step": 1e-4, "state": 1e-4}
-"""Relative deviations (max |a-b| / max |golden|) allowed between TFLite and TensorFlow."""
+TOLERANCES = {"infer": 1e-4, "fisher": 2e-3, "train_step": 1e-4, "state": 1e-3}
+"""Relative deviations (max |a-b| / max |golden|) allowed between TFLite and TensorFlow.
+
+``state`` is looser: Adam divides by sqrt(v), so weights whose gradient is at float-noise level move
+by up to lr per step in either runtime (measured 1.3e-4 on MCUNet@128, all layers candidates)."""
 
 
 @dataclasses.dataclass(frozen=True)
