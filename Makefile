@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PI_VENV := .venv-pi
 
-.PHONY: demo test test-main test-pi test-java clean-venvs data-deps data weights
+.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps data weights
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -42,11 +42,15 @@ data: $(VENV)/.installed data-deps
 weights: data
 	nice -n 10 $(VENV)/bin/tflite-train train-weights --cache $(DATA_CACHE) --out weights --threads 2
 
-test-main: $(VENV)/.installed data-deps
+# Exported test models + golden self-tests, replayed by tests/runtime in both envs (needs TF).
+fixtures: $(VENV)/.installed data-deps
+	$(VENV)/bin/python -m converters.fixtures --out build/test-models
+
+test-main: $(VENV)/.installed data-deps fixtures
 	$(VENV)/bin/python -m pytest tests
 
 # The on-device code, where a Pi would run it: numpy<2, tflite-runtime 2.14, no TensorFlow.
-test-pi: $(PI_VENV)/.installed
+test-pi: $(PI_VENV)/.installed fixtures
 	TFLITE_TRAIN_PI_ENV=1 $(PI_VENV)/bin/python -m pytest -m pi tests
 
 # The Android demo's pure-Java core, on the JVM (JDK 17 + Debian's junit4; no Gradle, no downloads

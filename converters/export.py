@@ -23,8 +23,11 @@ from tflite_train.sparse.cost_model import layer_cost
 
 LOG = logging.getLogger(__name__)
 SELFTEST_STEPS = 2
-TOLERANCES = {"infer": 1e-4, "fisher": 2e-3, "train_step": 1e-4, "state": 1e-4}
-"""Relative deviations (max |a-b| / max |golden|) allowed between TFLite and TensorFlow."""
+TOLERANCES = {"infer": 1e-4, "fisher": 2e-3, "train_step": 1e-4, "state": 1e-3}
+"""Relative deviations (max |a-b| / max |golden|) allowed between TFLite and TensorFlow.
+
+``state`` is looser: Adam divides by sqrt(v), so weights whose gradient is at float-noise level move
+by up to lr per step in either runtime (measured 1.3e-4 on MCUNet@128, all layers candidates)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +134,7 @@ def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray]) -> dic
     module.set_head(tf.constant(protos), tf.constant(len(vectors["prototypes"]), tf.int32))
     images, labels = tf.constant(vectors["images"]), tf.constant(vectors["labels"])
     for k, v in module.infer(images).items():
-        out[f"infer/{k}"] = v.numpy()
+        out[f"infer/{k}"] = v.numpy()[:, : len(vectors["prototypes"])] if k == "logits" else v.numpy()
     for k, v in module.fisher(images, labels).items():
         out[f"fisher/{k}"] = v.numpy()
     module.set_selection(tf.constant(vectors["channel_mask"]))

@@ -24,6 +24,11 @@ candidate layer's backward in ``tf.cond`` (TFLite IF): the weight gradient of a 
 only when the layer has a selected channel, and only for those channels (``tf.where`` + GATHER, then
 SCATTER_ND back); the input gradient is propagated only while a selected layer lies below. Updates
 are written with SELECT so unselected channels stay bit-identical.
+
+Design note (measured, MCUNet@128, tflite-runtime 2.14, 1 thread): one flat IF per candidate layer
+(false branch: zeros) beat a nested IF chain (walk below layer p inside layer p's IF): 21.9 vs
+31.8 ms per sparse step, because a TFLite IF copies every captured tensor into its branch and the
+nested chain captures all activations below at every level.
 """
 
 from __future__ import annotations

@@ -9,17 +9,18 @@ weights after 3 steps 1e-4 relative to the largest weight of the layer.
 
 from __future__ import annotations
 
+import json
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from converters.build_module import folded_backbone, module_from_backbone
-from converters.export import convert
+from converters.export import build_metadata, convert
 from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
-from converters.export import build_metadata
 from tflite_train.runtime import TrainableModel
-import json
 
 CASES = {
     "tiny": ExportConfig(backbone="tiny", input_size=(33, 33), candidate_blocks=2, class_capacity=6),
@@ -85,8 +86,7 @@ def _activation_model(folded, names):
             outs.append(folded.model.get_layer(f"{name}_relu6").output)
         except ValueError:
             outs.append(folded.model.get_layer(name).output)
-    return tf.keras.Model(folded.model.inputs, outs + [folded.model.output]) if False else \
-        __import__("keras").Model(folded.model.inputs, outs + [folded.model.output])
+    return keras.Model(folded.model.inputs, outs + [folded.model.output])
 
 
 def test_fisher_matches_autodiff(case):
@@ -121,7 +121,7 @@ def test_train_steps_match_tf_reference(case):
     losses = [model.train_step(images, labels)["loss"] for _ in range(3)]
     state = model.get_state()
 
-    keras_model = __import__("keras").models.clone_model(folded.model)
+    keras_model = keras.models.clone_model(folded.model)
     keras_model.set_weights(folded.model.get_weights())
     variables = {f"{n}_{p}": w for n in names for p, w in zip(("kernel", "bias"), keras_model.get_layer(n).weights)}
     slots = {k: [np.zeros(v.shape, np.float32), np.zeros(v.shape, np.float32)] for k, v in variables.items()}

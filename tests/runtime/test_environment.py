@@ -19,7 +19,7 @@ def test_pi_env_has_no_tensorflow_but_has_tflite_runtime():
     assert int(numpy.__version__.split(".")[0]) < 2
 
 
-@pytest.mark.parametrize("module", ["tflite_train.sparse", "tflite_train.sparse.cost_model", "tflite_train.architectures"])
+@pytest.mark.parametrize("module", ["tflite_train.sparse", "tflite_train.runtime", "tflite_train.runtime.selftest", "tflite_train.sparse.cost_model", "tflite_train.architectures"])
 def test_on_device_modules_import_without_tensorflow(module):
     import subprocess
     import sys

@@ -143,3 +143,43 @@ def test_boundary_validation():
         model.set_selection({top: [model.candidate_channels[top]]})
     with pytest.raises(ValueError, match="channel_mask"):
         model.set_selection(np.full(sum(model.candidate_channels.values()), 0.5, np.float32))
+
+
+def test_cli_verify_and_ops(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    from tflite_train.cli import main
+    from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
+
+    path = _path("tiny_adam_33")
+    assert main(["verify", str(path)]) == 0
+    assert "PASSED" in capsys.readouterr().out
+    assert main(["ops", str(path)]) == 0
+    assert "DEPTHWISE_CONV_2D" in capsys.readouterr().out
+    # perturb one golden number inside the file: verify must fail, naming the signature
+    data = bytearray(path.read_bytes())
+    blob = read_metadata_buffers(bytes(data))[SELFTEST_NAME]
+    import io
+    import zipfile
+    vectors = load_selftest(path)
+    vectors["infer/logits"] = vectors["infer/logits"] + 0.5
+    buf = io.BytesIO()
+    np.savez(buf, **vectors)
+    assert zipfile.is_zipfile(io.BytesIO(blob))
+    start = bytes(data).index(blob)
+    if len(buf.getvalue()) == len(blob):
+        data[start:start + len(blob)] = buf.getvalue()
+        bad = tmp_path / "bad.tflite"
+        bad.write_bytes(bytes(data))
+        proc = subprocess.run([sys.executable, "-m", "tflite_train.cli", "verify", str(bad)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 1 and "FAIL infer" in proc.stdout
+    else:
+        pytest.fail("re-serialised self-test changed size")
+    foreign = tmp_path / "foreign.tflite"
+    foreign.write_bytes(b"\x00" * 64)
+    assert main(["ops", str(foreign)]) == 2
+    truncated = tmp_path / "truncated.tflite"
+    truncated.write_bytes(bytes(data[:1000]))
+    assert main(["verify", str(truncated)]) == 2

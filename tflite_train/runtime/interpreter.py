@@ -1,7 +1,7 @@
 """A TF-free wrapper over the signatures of an exported trainable model, with boundary checks.
 
 Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as a last fallback,
-``tf.lite`` (whichever imports first).
+``tensorflow.lite.python.interpreter`` (whichever imports first).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from tflite_train.runtime.metadata import read_metadata
 
 LOG = logging.getLogger(__name__)
-INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter", "tensorflow.lite")
+INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter", "tensorflow.lite.python.interpreter")
 
 
 def load_interpreter_class(preferred: str | None = None) -> tuple[type, str]:

@@ -2,7 +2,7 @@
 
 Self-test format (metadata entry ``tflite_train_selftest``): an ``np.savez`` archive with
 ``images`` f32[N,H,W,C], ``labels`` i32[N], ``prototypes`` f32[K,D] (K = classes used),
-``channel_mask`` f32[S], ``steps`` (number of train steps), and the golden outputs that TensorFlow
+``channel_mask`` f32[S], (``infer/logits`` holds the K used classes only), ``steps`` (number of train steps), and the golden outputs that TensorFlow
 computed from the exported initial state: ``infer/embeddings``, ``infer/logits``,
 ``fisher/<layer>``, ``train_step/<i>/loss``, ``train_step/<i>/accuracy`` and
 ``state/<variable>`` (candidate kernels and biases after the steps), and ``tolerance/<group>``.
@@ -79,8 +79,9 @@ def run_procedure(model: TrainableModel, vectors: dict[str, np.ndarray]) -> dict
     model.reset_state()
     model.set_head(vectors["prototypes"])
     images, labels = vectors["images"], vectors["labels"]
+    k_used = len(vectors["prototypes"])
     for k, v in model.infer(images).items():
-        out[f"infer/{k}"] = v
+        out[f"infer/{k}"] = v[:, :k_used] if k == "logits" else v
     for k, v in model.fisher(images, labels).items():
         out[f"fisher/{k}"] = v
     model.set_selection(vectors["channel_mask"])
