@@ -58,8 +58,11 @@ def _setup_tf(args: argparse.Namespace) -> None:
     import tensorflow as tf
 
     if args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError as err:  # TF already initialised in this process (e.g. under pytest)
+            logging.getLogger(__name__).warning("--threads ignored: %s", err)
 
 
 def _pretrain_config(args: argparse.Namespace):
