@@ -31,6 +31,7 @@ def test_train_weights_command_end_to_end(tmp_path, capsys):
             "--queries", "3", "--val-every", "3", "--eval-episodes", "5", "--threads", "1"]
     assert cli.main(argv) == 0
     assert "| toytgt |" in capsys.readouterr().out
+    assert (out / "training.png").stat().st_size > 1000
     summary = json.loads((out / "tiny_32_meta.json").read_text())
     assert set(summary["none_policy_accuracy"]["meta_trained"]) == {"toysrc/test", "toytgt"}
     assert summary["cosine_head"]["scale"] > 0
