@@ -90,6 +90,8 @@ def meta_train(
 
     records: list[dict] = []
     running = []
+    if start == 0:  # a fresh run starts a fresh log; a resumed one appends
+        (out_dir / "log.jsonl").write_text("")
     if val is not None and start == 0:  # the starting point, for comparison with the later validations
         result = evaluate_none_policy(backbone.model, val, num_episodes=config.val_episodes, seed=config.seed + 1,
                                       episode_config=config.val_episode)
