@@ -24,7 +24,7 @@ $(PI_VENV)/.installed: requirements/pi.txt setup.py
 	$(PI_VENV)/bin/pip install --quiet --no-deps -e .
 	touch $@
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed data-deps
 	$(VENV)/bin/tflite-train demo
 
 test: test-main test-pi test-java

@@ -30,10 +30,13 @@ def _cmd_cost_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    """The embedded default job: build each paper backbone in Keras, check it, print its costs."""
-    from tflite_train.demo import run_demo
+    """The end-to-end demo: export the shipped weights, adapt on a cross-domain task via TFLite."""
+    from tflite_train.demo import DemoConfig, run_demo
 
-    return run_demo(args.input_size)
+    overrides = {k: v for k, v in (("target", args.target), ("seed", args.seed), ("out", args.out),
+                                   ("cache", args.cache), ("policy", args.policy)) if v is not None}
+    run_demo(DemoConfig(**overrides))
+    return 0
 
 
 def _cmd_golden(args: argparse.Namespace) -> int:
@@ -208,12 +211,14 @@ def _non_negative_float(text: str) -> float:
 def _cmd_export(args: argparse.Namespace) -> int:
     """Exports a trainable .tflite (needs TensorFlow: the converters package)."""
     from converters.export import write_export
-    from converters.export_config import ExportConfig
+    from converters.weights_spec import resolve_export_config
 
-    config = ExportConfig(
-        backbone=args.backbone, input_size=args.input_size, in_channels=args.in_channels,
+    if args.weights is None:  # no sidecar: the CLI's defaults are the paper's MCUNet at 128
+        args.backbone, args.input_size = args.backbone or "mcunet", args.input_size or 128
+    config = resolve_export_config(
+        args.weights, backbone=args.backbone, input_size=args.input_size, in_channels=args.in_channels,
         candidate_blocks=args.candidate_blocks, class_capacity=args.capacity, optimizer=args.optimizer,
-        learning_rate=args.learning_rate, cosine_scale=args.cosine_scale, seed=args.seed, weights=args.weights,
+        learning_rate=args.learning_rate, cosine_scale=args.cosine_scale, seed=args.seed,
     )
     result = write_export(config, args.out)
     print(f"wrote {args.out} ({len(result.model)} bytes, candidates: {', '.join(result.metadata['candidates'])})")
@@ -258,8 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-size", type=int, default=128)
     p.set_defaults(func=_cmd_cost_report)
 
-    p = sub.add_parser("demo", help="the README's main job on the embedded default")
-    p.add_argument("--input-size", type=int, default=128)
+    p = sub.add_parser("demo", help="the README's main job: export the shipped weights, adapt on a new task")
+    p.add_argument("--target", help="cross-domain data set of the cache (default fashion_mnist)")
+    p.add_argument("--policy", help="adaptation policy (default tinytrain)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--cache")
+    p.add_argument("--out")
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("golden", help="write the golden vectors that pin the Java core to the Python cost model")
@@ -318,16 +327,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("images", nargs="+")
     p.set_defaults(func=_cmd_predict)
     p = sub.add_parser("export", help="export a trainable builtins-only .tflite (needs TensorFlow)")
-    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
-    p.add_argument("--weights", default=None, help="Keras .weights.h5 of the BN form (default: seeded init)")
+    p.add_argument("--backbone", choices=sorted(BACKBONES), help="default: the weights' sidecar, else mcunet")
+    p.add_argument("--weights", default=None,
+                   help="Keras X.weights.h5 of the BN form; X.json beside it sets backbone, input, head scale")
     p.add_argument("--out", required=True)
-    p.add_argument("--input-size", type=int, default=128)
-    p.add_argument("--in-channels", type=int, default=3)
+    p.add_argument("--input-size", type=int, help="default: the weights' sidecar, else 128")
+    p.add_argument("--in-channels", type=int)
     p.add_argument("--candidate-blocks", type=int, default=4)
     p.add_argument("--capacity", type=int, default=64)
     p.add_argument("--optimizer", choices=("adam", "sgd_momentum"), default="adam")
     p.add_argument("--learning-rate", type=float, default=1e-3)
-    p.add_argument("--cosine-scale", type=float, default=10.0)
+    p.add_argument("--cosine-scale", type=float, help="default: the weights' meta-trained scale, else 10")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_export)
 

@@ -1,37 +1,154 @@
-"""The README's main job. For now: build the three paper backbones in Keras, check each against
-its layer table, fold BatchNorm, and print the layer tables, cost summaries and the paper
-comparison. Later stages (export, adaptation) extend this into the end-to-end demo."""
+"""The README's main job: the end-to-end demo on the embedded default.
+
+1. Prepare (or confirm) the offline data cache.
+2. Export the shipped meta-trained MCUNet weights to a trainable builtins-only ``.tflite`` (once;
+   reused while its resolved export config is unchanged).
+3. On the TFLite interpreter (no TensorFlow on this path): sample a task of a cross-domain target,
+   classify its query set with prototypes only (the None policy), then adapt with TinyTrain —
+   Fisher once, budgeted layer/channel selection, sparse fine-tuning — and classify again.
+4. Print accuracy before/after, the selection, its memory and compute against the budgets, and the
+   time of each phase; write the resolved config and the report beside the model.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import math
+import pathlib
 import time
+from typing import Any
 
 import numpy as np
 
-from tflite_train.architectures import PAPER_BACKBONES
-from tflite_train.cost_report import backbone_summary, backward_report, format_backward_report
-
-logger = logging.getLogger(__name__)
+LOG = logging.getLogger(__name__)
+MIB = 2**20
 
 
-def run_demo(input_size: int = 128) -> int:
-    """Builds, checks and summarises each paper backbone; returns a process exit code."""
-    from tflite_train.models import build_backbone, conv_layers, fold_batchnorm
+@dataclasses.dataclass(frozen=True)
+class DemoConfig:
+    """Settings of the end-to-end demo (written to ``<out>/demo_config.json``).
 
-    rng = np.random.default_rng(0)
-    for name in PAPER_BACKBONES:
+    Attributes:
+      weights: Shipped Keras weights (their ``.json`` sidecar sets backbone, input and head scale).
+      cache: Data cache folder (built if missing).
+      out: Output folder for the exported model and the report.
+      target: Cross-domain data set of the cache to adapt on.
+      candidate_blocks: Trailing blocks whose layers the device may update.
+      policy: Adaptation policy (``tinytrain`` by default).
+      memory_bytes: B_mem of the backward pass.
+      compute_fraction: B_compute as a fraction of the forward MACs.
+      iterations, batch_size: Fine-tuning steps and pseudo-query images per step.
+      ways, shots, queries: Each task (fixed ways-way shots-shot; queries per class).
+      tasks: Number of tasks to adapt on (accuracy is reported per task and on average).
+      seed: Seed of the task sampling and of the adaptation.
+    """
+
+    weights: str = "weights/mcunet_64_meta.weights.h5"
+    cache: str = "build/data_cache"
+    out: str = "build/demo"
+    target: str = "fashion_mnist"
+    candidate_blocks: int = 6
+    policy: str = "tinytrain"
+    memory_bytes: float = 1.0 * MIB
+    compute_fraction: float = 0.15
+    iterations: int = 40
+    batch_size: int = 1
+    ways: int = 5
+    shots: int = 5
+    queries: int = 10
+    tasks: int = 5
+    seed: int = 0
+
+
+def _export(config: DemoConfig) -> pathlib.Path:
+    """Exports the shipped weights unless an export with the same resolved config exists."""
+    from converters.export import write_export
+    from converters.weights_spec import resolve_export_config
+
+    export_config = resolve_export_config(config.weights, candidate_blocks=config.candidate_blocks)
+    path = pathlib.Path(config.out) / f"{export_config.backbone}_{export_config.input_size[0]}.tflite"
+    sidecar = path.with_suffix(path.suffix + ".config.json")
+    if path.exists() and sidecar.exists() and json.loads(sidecar.read_text()) == export_config.to_dict():
+        LOG.info("reusing %s (same export config)", path)
+        return path
+    LOG.info("exporting %s to %s (takes a minute or two)", config.weights, path)
+    write_export(export_config, path)
+    return path
+
+
+def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
+    """Runs the demo (see the module docstring) and returns its report."""
+    from tflite_train.data import EpisodeConfig, load_split, prepare_cache, sample_episodes
+    from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
+
+    out = pathlib.Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "demo_config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2))
+    prepare_cache(config.cache)
+    model_path = _export(config)
+
+    start = time.perf_counter()
+    model = TrainableModel(model_path)
+    load_seconds = time.perf_counter() - start
+    data = load_split(config.cache, config.target, "test")
+    episodes = sample_episodes(data.labels, config.tasks, config.seed,
+                               EpisodeConfig(ways=config.ways, shots=config.shots, queries=config.queries))
+
+    def run(policy: str, task: int, support, support_labels, query, query_labels):
+        adapt_config = AdaptConfig(policy=policy, memory_bytes=config.memory_bytes,
+                                   compute_fraction=config.compute_fraction, iterations=config.iterations,
+                                   batch_size=config.batch_size, seed=config.seed + task, on_empty="empty")
+        result = adapt(model, support, support_labels, adapt_config)
         start = time.perf_counter()
-        backbone = build_backbone(name, input_size, seed=0)
-        keras_weights = sum(int(np.prod(layer.get_weights()[0].shape)) for layer in conv_layers(backbone))
-        folded = fold_batchnorm(backbone)
-        images = rng.uniform(0.0, 1.0, (2, *backbone.input_shape)).astype(np.float32)
-        diff = float(np.abs(backbone.model(images, training=False) - folded.model(images)).max())
-        logger.info(
-            "%s: Keras model built and BN folded in %.1fs (%d conv weights in Keras; folded max |diff| %.2e)",
-            name, time.perf_counter() - start, keras_weights, diff,
-        )
-        print(backbone_summary(name, input_size))
-        print()
-    print(format_backward_report(backward_report(input_size), input_size))
-    return 0
+        accuracy = evaluate(model, query, query_labels)
+        return result, accuracy, time.perf_counter() - start
+
+    tasks = []
+    for task, episode in enumerate(episodes):
+        support = data.images[episode.support_indices].astype(np.float32) / 255.0
+        query = data.images[episode.query_indices].astype(np.float32) / 255.0
+        _, before, _ = run("none", task, support, episode.support_labels, query, episode.query_labels)
+        result, after, eval_seconds = run(config.policy, task, support, episode.support_labels, query,
+                                          episode.query_labels)
+        tasks.append({"classes": [data.class_names[c] for c in episode.classes], "accuracy_none": before,
+                      f"accuracy_{config.policy}": after, "adaptation": result.to_dict(),
+                      "eval_seconds": eval_seconds})
+        print(f"task {task + 1}/{config.tasks}: none {100 * before:5.1f} %  ->  {config.policy} {100 * after:5.1f} %"
+              f"  ({', '.join(tasks[-1]['classes'])})")
+    report = {
+        "model": str(model_path), "runtime": model.runtime, "target": config.target, "load_seconds": load_seconds,
+        "mean_accuracy_none": float(np.mean([t["accuracy_none"] for t in tasks])),
+        f"mean_accuracy_{config.policy}": float(np.mean([t[f"accuracy_{config.policy}"] for t in tasks])),
+        "tasks": tasks,
+    }
+    (out / "demo_report.json").write_text(json.dumps(report, indent=2))
+    print(format_report(config, report, result, eval_seconds))
+    return report
+
+
+def format_report(config: DemoConfig, report: dict[str, Any], result: Any, eval_seconds: float) -> str:
+    """Human-readable summary of a demo run; selection, budget use and timings of the last task."""
+    cost = result.cost
+    limit = result.compute_limit_macs
+    seconds = dict(result.seconds)
+    lines = [
+        f"model {report['model']} on {report['runtime']}",
+        f"{config.tasks} tasks of {config.target}, {config.ways}-way {config.shots}-shot, "
+        f"{config.queries} queries/class; mean query accuracy: none (prototypes only) "
+        f"{100 * report['mean_accuracy_none']:.1f} %  ->  {config.policy} "
+        f"{100 * report[f'mean_accuracy_{config.policy}']:.1f} %",
+        "last task's selection: " + (", ".join(f"{name} ({len(ch)} ch)" for name, ch in result.selection.channels.items())
+                         or "none (no update)"),
+        f"backward memory {cost.total_bytes / MIB:.3f} MiB of {config.memory_bytes / MIB:.3f} MiB budget; "
+        f"backward compute {cost.backward_macs / 1e6:.2f}M MACs of "
+        f"{'unlimited' if math.isinf(limit) else f'{limit / 1e6:.2f}M'} "
+        f"({config.compute_fraction:.0%} of {result.forward_macs / 1e6:.2f}M forward MACs)",
+        f"time: load {report['load_seconds']:.2f} s, head {seconds.get('head', 0):.2f} s, "
+        f"fisher+selection {seconds.get('fisher_selection', 0):.2f} s, "
+        f"{config.iterations} steps {seconds.get('training', 0):.2f} s, query eval {eval_seconds:.2f} s",
+    ]
+    if result.losses:
+        lines.append(f"loss {result.losses[0]:.3f} (step 1) -> {result.losses[-1]:.3f} (step {len(result.losses)})")
+    return "\n".join(lines)

@@ -1,0 +1,49 @@
+"""Exports of trained weights take backbone, input spec and head scale from the weights' sidecar."""
+
+import json
+
+import pytest
+
+from converters.weights_spec import export_fields_from_sidecar, resolve_export_config, sidecar_path
+
+
+def _sidecar(tmp_path, **overrides):
+    spec = {"backbone": "tiny", "input": {"shape": [40, 40, 3], "range": [0.0, 1.0]},
+            "cosine_head": {"scale": 12.5, "bias": 0.0}}
+    spec.update(overrides)
+    (tmp_path / "w.json").write_text(json.dumps(spec))
+    return str(tmp_path / "w.weights.h5")
+
+
+def test_fields_from_sidecar(tmp_path):
+    fields = export_fields_from_sidecar(_sidecar(tmp_path))
+    assert fields == {"backbone": "tiny", "input_size": (40, 40), "in_channels": 3, "mean": (0.0,) * 3,
+                      "std": (1.0,) * 3, "cosine_scale": 12.5}
+
+
+def test_resolve_explicit_overrides_and_conflicts(tmp_path):
+    weights = _sidecar(tmp_path)
+    config = resolve_export_config(weights, candidate_blocks=3, input_size=40, backbone=None)
+    assert (config.backbone, config.input_size, config.cosine_scale, config.candidate_blocks) == ("tiny", (40, 40), 12.5, 3)
+    assert config.weights == weights and config.mean == (0.0, 0.0, 0.0)
+    assert resolve_export_config(weights, cosine_scale=7.0).cosine_scale == 7.0
+    with pytest.raises(ValueError, match="backbone='mcunet' contradicts the weights' sidecar"):
+        resolve_export_config(weights, backbone="mcunet")
+    with pytest.raises(ValueError, match="input_size=64 contradicts"):
+        resolve_export_config(weights, input_size=64)
+
+
+def test_no_sidecar_means_no_fields(tmp_path):
+    assert export_fields_from_sidecar(str(tmp_path / "x.weights.h5")) == {}
+
+
+@pytest.mark.parametrize("bad", [{"input": {"shape": [40, 40], "range": [0, 1]}}, {"backbone": None, "input": None},
+                                 {"input": {"shape": [40, 40, 3], "range": [0, 255]}}])
+def test_bad_sidecar(tmp_path, bad):
+    with pytest.raises(ValueError, match="sidecar"):
+        export_fields_from_sidecar(_sidecar(tmp_path, **bad))
+
+
+def test_weights_name_must_be_keras_weights():
+    with pytest.raises(ValueError, match="weights must be a Keras '.weights.h5' file"):
+        sidecar_path("model.h5")
