@@ -46,9 +46,16 @@ def _cmd_golden(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_prepare(args: argparse.Namespace) -> int:
-    from tflite_train.data.cache import prepare_cache, verify_cache
+    from tflite_train.data.cache import default_datasets, image_folder_spec, prepare_cache, verify_cache
 
-    manifest = prepare_cache(args.out, image_size=args.image_size, force=args.force)
+    extra = []
+    for item in args.folder or []:
+        name, sep, rest = item.partition("=")
+        path, _, role = rest.partition(":")
+        if not sep or not path:
+            raise ValueError(f"--folder must be NAME=PATH[:source|target], got {item!r}")
+        extra.append(image_folder_spec(name, path, role or "target"))
+    manifest = prepare_cache(args.out, image_size=args.image_size, force=args.force, datasets=default_datasets() + tuple(extra))
     verify_cache(args.out, deep=True)
     for name, entry in manifest["datasets"].items():
         splits = " ".join(f"{k}={len(v)}" for k, v in entry["splits"].items())
@@ -60,8 +67,11 @@ def _setup_tf(args: argparse.Namespace) -> None:
     import tensorflow as tf
 
     if args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError as err:  # TF already initialised in this process (e.g. under pytest)
+            logging.getLogger(__name__).warning("--threads ignored: %s", err)
 
 
 def _pretrain_config(args: argparse.Namespace):
@@ -261,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", default="build/data_cache")
     q.add_argument("--image-size", type=int, default=64)
     q.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    q.add_argument("--folder", action="append", metavar="NAME=PATH[:ROLE]", help="add your own root/class/*.png data set (repeatable)")
     q.set_defaults(func=_cmd_data_prepare)
 
     p = sub.add_parser("pretrain", help="supervised pre-training on the source's train classes")

@@ -115,3 +115,21 @@ def test_cli_data_prepare(tmp_path, monkeypatch, capsys):
     assert "src" in capsys.readouterr().out
     assert json.loads((tmp_path / "manifest.json").read_text())["image_size"] == 32
     assert cli.main(["data", "prepare", "--out", str(tmp_path), "--image-size", "8"]) == 2
+
+
+def test_cli_data_prepare_with_user_folder(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from tflite_train import cli
+    import tflite_train.data.cache as cache
+
+    for name in ("a", "b"):
+        (tmp_path / "mine" / name).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (8, 8), (i * 100, 0, 0)).save(tmp_path / "mine" / name / f"{i}.png")
+    monkeypatch.setattr(cache, "default_datasets", lambda: SPECS)
+    out = tmp_path / "cache"
+    assert cli.main(["data", "prepare", "--out", str(out), "--image-size", "32", "--folder", f"mine={tmp_path / 'mine'}"]) == 0
+    entry = json.loads((out / "manifest.json").read_text())["datasets"]["mine"]
+    assert entry["role"] == "target" and entry["num_classes"] == 2 and entry["num_images"] == 4
+    assert cli.main(["data", "prepare", "--out", str(out), "--folder", "bad"]) == 2

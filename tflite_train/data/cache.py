@@ -57,11 +57,12 @@ class DatasetSpec:
 
 def default_datasets() -> tuple[DatasetSpec, ...]:
     """The project's data sets: glyph source; fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets;
-    scikit-learn digits when scikit-learn is installed."""
+    optional: scikit-learn digits (if scikit-learn is installed), TFDS omniglot (if installed and prepared)."""
     from tflite_train.data.digits import load_sklearn_digits
     from tflite_train.data.fashion_mnist import load_fashion_mnist
     from tflite_train.data.glyphs import TARGET_CHARS, GlyphConfig, render_glyph_dataset
     from tflite_train.data.image_folder import load_tuxpaint_stamps
+    from tflite_train.data.tfds_source import load_tfds
 
     return (
         DatasetSpec("glyphs", "source", "Latin/Greek/Cyrillic letters + digits rendered from Debian font packages",
@@ -74,7 +75,20 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
                     lambda s: render_glyph_dataset(GlyphConfig(chars=TARGET_CHARS, min_fonts=4), s)),
         DatasetSpec("digits", "target", "scikit-learn load_digits (8x8 handwritten digits)",
                     lambda s: load_sklearn_digits(s), required=False),
+        DatasetSpec("tfds_omniglot", "target", "TensorFlow Datasets omniglot (only if installed and prepared)",
+                    lambda s: load_tfds("omniglot", s, split="test", max_per_class=20), required=False),
     )
+
+
+def image_folder_spec(name: str, root: str, role: str = "target") -> DatasetSpec:
+    """A user's ``root/<class>/*.png|jpg`` folder as a cache data set (``role`` "source" or "target")."""
+    from tflite_train.data.image_folder import load_image_folder
+
+    if role not in ("source", "target"):
+        raise ValueError(f"role must be 'source' or 'target', got {role!r}")
+    if not name.isidentifier():
+        raise ValueError(f"name must be an identifier (it names a file), got {name!r}")
+    return DatasetSpec(name, role, f"image folder {root}", lambda s: load_image_folder(root, s, min_per_class=2))
 
 
 def class_splits(num_classes: int, fractions: tuple[float, float], seed: int = SPLIT_SEED) -> dict[str, list[int]]:

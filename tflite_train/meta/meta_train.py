@@ -90,6 +90,15 @@ def meta_train(
 
     records: list[dict] = []
     running = []
+    if start == 0:  # a fresh run starts a fresh log; a resumed one appends
+        (out_dir / "log.jsonl").write_text("")
+    if val is not None and start == 0:  # the starting point, for comparison with the later validations
+        result = evaluate_none_policy(backbone.model, val, num_episodes=config.val_episodes, seed=config.seed + 1,
+                                      episode_config=config.val_episode)
+        records.append({"episode": 0, "val_acc": result.mean, "val_ci95": result.ci95})
+        log.info("meta-train episode=0 val_acc=%.4g val_ci95=%.4g", result.mean, result.ci95)
+        with open(out_dir / "log.jsonl", "a") as log_file:
+            log_file.write(json.dumps(records[-1]) + "\n")
     with open(out_dir / "log.jsonl", "a") as log_file, tqdm(range(start, config.episodes), initial=start, total=config.episodes, desc="meta-train", mininterval=5) as bar:
         for step in bar:
             tensors, ways = episode_tensors(step)

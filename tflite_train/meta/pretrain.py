@@ -74,7 +74,7 @@ def pretrain(
     records: list[dict] = []
     log_path = out_dir / "log.jsonl"
     running = []
-    with open(log_path, "a") as log_file, tqdm(range(start, config.steps), initial=start, total=config.steps, desc="pretrain", mininterval=5) as bar:
+    with open(log_path, "a" if start else "w") as log_file, tqdm(range(start, config.steps), initial=start, total=config.steps, desc="pretrain", mininterval=5) as bar:
         for step in bar:
             rng = np.random.default_rng((config.seed, step))  # per-step seed: resumption replays the same batches
             idx = rng.integers(0, len(data), size=config.batch_size)

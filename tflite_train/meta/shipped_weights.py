@@ -10,7 +10,7 @@ every cross-domain target. Output in ``out_dir``:
 - ``<backbone>_<size>_meta.json``: input spec, cosine head (scale, bias), data cache manifest
   checksums, configs, accuracies;
 - ``pretrain/`` and ``meta/`` run folders (config.json, log.jsonl; checkpoints are not shipped);
-- ``evaluation.md``: the accuracy table.
+- ``evaluation.md``: the accuracy table; ``training.png``: the training curves.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from tflite_train.data.episodes import EpisodeConfig
 from tflite_train.meta.config import MetaTrainConfig, PretrainConfig
 from tflite_train.meta.evaluate import evaluate_none_policy
 from tflite_train.meta.meta_train import meta_train
+from tflite_train.meta.plots import plot_training
 from tflite_train.meta.pretrain import pretrain
 
 log = logging.getLogger(__name__)
@@ -101,4 +102,5 @@ def train_shipped_weights(
         a, b = pre_acc[name], meta_acc[name]
         lines.append(f"| {name} | {100 * a['mean']:.2f} +- {100 * a['ci95']:.2f} | {100 * b['mean']:.2f} +- {100 * b['ci95']:.2f} | {100 * (b['mean'] - a['mean']):+.2f} |")
     (out_dir / "evaluation.md").write_text("\n".join(lines) + "\n")
+    plot_training(out_dir)
     return summary
