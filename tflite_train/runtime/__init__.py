@@ -26,6 +26,7 @@ from tflite_train.runtime.trainer import (
     embed,
     evaluate,
     predict,
+    pseudo_query_batches,
     support_fisher,
 )
 
@@ -53,6 +54,7 @@ __all__ = [
     "load_interpreter_class",
     "parse_byte_size",
     "predict",
+    "pseudo_query_batches",
     "read_image",
     "read_metadata",
     "read_metadata_buffers",

@@ -308,7 +308,7 @@ def adapt(
         if not selection.is_empty and config.iterations > 0:
             model.set_selection(selection.channel_mask(table, model.candidates))
             rng = np.random.default_rng(config.seed)
-            for step, batch in enumerate(_batches(rng, images.shape[0], config.batch_size, config.iterations)):
+            for step, batch in enumerate(pseudo_query_batches(rng, images.shape[0], config.batch_size, config.iterations)):
                 queries = np.asarray(augment(images[batch], rng, augment_config), dtype=np.float32)
                 out = model.train_step(queries, labels[batch])
                 losses.append(out["loss"])
@@ -324,8 +324,12 @@ def adapt(
     )
 
 
-def _batches(rng: np.random.Generator, n: int, batch_size: int, steps: int) -> list[np.ndarray]:
-    """``steps`` index batches drawn without replacement from successive random permutations of 0..n-1."""
+def pseudo_query_batches(rng: np.random.Generator, n: int, batch_size: int, steps: int) -> list[np.ndarray]:
+    """``steps`` index batches drawn without replacement from successive random permutations of 0..n-1.
+
+    ``adapt`` draws all batches from its generator first, then one augmentation per step from the
+    same generator; a simulation that repeats both calls in that order sees the same pseudo-queries.
+    """
     order: list[int] = []
     batches = []
     for _ in range(steps):
