@@ -210,10 +210,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from converters.export import write_export
     from converters.export_config import ExportConfig
 
+    from tflite_train.models.weights_card import read_weights_card
+
+    card = read_weights_card(args.weights) if args.weights else None
+    if card is not None and card.backbone != args.backbone:
+        raise ValueError(f"--weights {args.weights} are for backbone {card.backbone!r}; got --backbone {args.backbone!r}")
+
+    def pick(flag, from_card, default):
+        return flag if flag is not None else (from_card if card is not None else default)
+
     config = ExportConfig(
-        backbone=args.backbone, input_size=args.input_size, in_channels=args.in_channels,
+        backbone=args.backbone, input_size=pick(args.input_size, card and card.input_size, 128),
+        in_channels=pick(args.in_channels, card and card.in_channels, 3),
         candidate_blocks=args.candidate_blocks, class_capacity=args.capacity, optimizer=args.optimizer,
-        learning_rate=args.learning_rate, cosine_scale=args.cosine_scale, seed=args.seed, weights=args.weights,
+        learning_rate=args.learning_rate, cosine_scale=pick(args.cosine_scale, card and card.cosine_scale, 10.0),
+        mean=pick(args.mean, card and card.mean, (0.5,)), std=pick(args.std, card and card.std, (0.5,)),
+        seed=args.seed, weights=args.weights,
     )
     result = write_export(config, args.out)
     print(f"wrote {args.out} ({len(result.model)} bytes, candidates: {', '.join(result.metadata['candidates'])})")
@@ -321,13 +333,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
     p.add_argument("--weights", default=None, help="Keras .weights.h5 of the BN form (default: seeded init)")
     p.add_argument("--out", required=True)
-    p.add_argument("--input-size", type=int, default=128)
-    p.add_argument("--in-channels", type=int, default=3)
+    p.add_argument("--input-size", type=int, default=None,
+                   help="default: the weights card's (X.json beside X.weights.h5), else 128")
+    p.add_argument("--in-channels", type=int, default=None, help="default: the weights card's, else 3")
+    p.add_argument("--mean", type=float, nargs="+", default=None,
+                   help="input normalisation (x - mean) / std; default: 0 with a weights card, else 0.5")
+    p.add_argument("--std", type=float, nargs="+", default=None, help="default: 1 with a weights card, else 0.5")
     p.add_argument("--candidate-blocks", type=int, default=4)
     p.add_argument("--capacity", type=int, default=64)
     p.add_argument("--optimizer", choices=("adam", "sgd_momentum"), default="adam")
     p.add_argument("--learning-rate", type=float, default=1e-3)
-    p.add_argument("--cosine-scale", type=float, default=10.0)
+    p.add_argument("--cosine-scale", type=float, default=None, help="default: the weights card's, else 10")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_export)
 

@@ -10,6 +10,7 @@ from tflite_train.architectures import (
 )
 from tflite_train.models.bn_folding import fold_batchnorm
 from tflite_train.models.keras_backbone import Backbone, build_backbone, conv_layers
+from tflite_train.models.weights_card import WeightsCard, card_path, read_weights_card
 
 __all__ = [
     "BACKBONES",
@@ -17,9 +18,12 @@ __all__ = [
     "Backbone",
     "BackboneConfig",
     "BlockConfig",
+    "WeightsCard",
     "build_backbone",
     "build_layer_table",
+    "card_path",
     "conv_layers",
     "fold_batchnorm",
     "get_config",
+    "read_weights_card",
 ]
