@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from tflite_train.models import Backbone
 from tflite_train.runtime.model_contract import check_metadata, layer_table
-from tflite_train.runtime.trainer import AdaptConfig, pseudo_query_batches
+from tflite_train.runtime.trainer import AdaptConfig, fisher_subset, pseudo_query_batches
 from tflite_train.sparse.policies import select
 from tflite_train.sparse.selection import Selection
 
@@ -174,7 +174,10 @@ class AdaptationSimulator:
         self.reset()
         try:
             protos = _class_means(self.embed(images, config.chunk_size), labels)
-            fisher = self.fisher(images, labels, protos) if config.policy == "tinytrain" else {}
+            fisher = {}
+            if config.policy == "tinytrain":
+                subset = fisher_subset(labels, config.fisher_samples, config.seed)
+                fisher = self.fisher(images[subset], labels[subset], protos)
             weights = None
             if config.policy == "sparse_update" or (
                     config.policy == "tinytrain" and "l2" in (config.criterion, config.channel_method)):
