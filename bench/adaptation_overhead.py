@@ -1,11 +1,18 @@
 """(Fisher + selection) time as a share of the whole adaptation, and peak RSS adapting vs inferring.
 
-Runs on the installed interpreter (no TF): ``python bench/adaptation_overhead.py --model M.tflite``.
+Runs on the installed interpreter (no TF)::
+
+    python bench/adaptation_overhead.py --model build/models/mcunet_64_meta.tflite --cache build/data_cache
+
+(the model: ``tflite-train export --weights weights/mcunet_64_meta.weights.h5 --out build/models/mcunet_64_meta.tflite``;
+the cache: ``tflite-train data prepare --out build/data_cache``). The task: one fixed ``--ways``-way
+``--shots``-shot episode (``--queries`` per class) of the cross-domain target ``--dataset`` (seeded).
 Each measurement runs in a fresh subprocess so that ru_maxrss (the peak resident set size, KiB on
-Linux) belongs to one workload: "infer" = load + prototypes + query inference; "adapt" = load +
-the whole ``adapt`` (head, Fisher, selection, training) + query inference. Data: random 4-way
-5-shot images in [0, 1] at the model's input size (timing and memory do not depend on the pixels).
-Targets (issue 4): share <= 4 %, RSS ratio <= 1.2.
+Linux) belongs to one workload: "infer" = load + prototypes + query inference (the None policy);
+"adapt" = load + the whole ``adapt`` (head, Fisher, selection, training) + query inference.
+Both load the same data, so the ratio isolates what adapting adds. ``--repeats`` runs each
+workload several times and keeps the median phase times. Targets (issue 4): share <= 4 %, RSS
+ratio <= 1.2. Writes ``--out`` JSON (figures + resolved settings) when given.
 """
 
 from __future__ import annotations
@@ -18,60 +25,109 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
-def _workload(model_path: str, mode: str, policy: str, iterations: int, batch_size: int, seed: int) -> dict:
+def _task(model, cache: str, dataset: str, ways: int, shots: int, queries: int, seed: int):
     import numpy as np
 
-    from tflite_train.runtime import TrainableModel
-    from tflite_train.runtime.trainer import AdaptConfig, adapt, class_prototypes, embed, predict
+    from tflite_train.data.cache import load_split
+    from tflite_train.data.episodes import EpisodeConfig, sample_episode
+    from tflite_train.runtime.images import to_model_input
 
-    model = TrainableModel(model_path)
-    rng = np.random.default_rng(seed)
-    support = rng.uniform(size=(20, *model.input_shape)).astype(np.float32)
-    labels = np.arange(20, dtype=np.int32) % 4
-    query = rng.uniform(size=(40, *model.input_shape)).astype(np.float32)
-    out: dict = {"mode": mode}
-    if mode == "adapt":
-        config = AdaptConfig(policy=policy, memory_bytes=float(2**20), compute_fraction=0.15, iterations=iterations,
-                             batch_size=batch_size, seed=seed)
-        result = adapt(model, support, labels, config)
-        out["seconds"] = dict(result.seconds)
-        out["selection"] = {n: len(c) for n, c in result.selection.channels.items()}
-    else:
-        model.set_head(class_prototypes(embed(model, support), labels))
-    predict(model, query)
+    data = load_split(cache, dataset, "test")
+    episode = sample_episode(data.labels, np.random.default_rng(seed),
+                             EpisodeConfig(ways=ways, shots=shots, queries=queries))
+    xs, ys, xq, yq = episode.gather(data.images)
+
+    def prepare(images):
+        return np.stack([to_model_input(im.astype(np.float32) / 255.0, model.input_shape) for im in images])
+
+    return prepare(xs).astype(np.float32), ys, prepare(xq).astype(np.float32), yq
+
+
+def _workload(args: argparse.Namespace) -> dict:
+    import time
+
+    from tflite_train.runtime import TrainableModel
+    from tflite_train.runtime.trainer import AdaptConfig, adapt, class_prototypes, embed, evaluate
+
+    model = TrainableModel(args.model)
+    xs, ys, xq, yq = _task(model, args.cache, args.dataset, args.ways, args.shots, args.queries, args.seed)
+    out: dict = {"mode": args.worker, "runs": []}
+    for _ in range(args.repeats):
+        if args.worker == "adapt":
+            config = AdaptConfig(policy=args.policy, memory_bytes=args.mem_budget, compute_fraction=args.compute_budget,
+                                 iterations=args.iterations, batch_size=args.batch_size, seed=args.seed,
+                                 chunk_size=args.chunk_size, fisher_chunk_size=args.fisher_chunk_size,
+                                 fisher_samples=args.fisher_samples)
+            result = adapt(model, xs, ys, config)
+            run = {"seconds": dict(result.seconds), "within_budget": result.within_budget,
+                   "memory_bytes": result.cost.total_bytes, "backward_macs": result.cost.backward_macs,
+                   "selection": {n: len(c) for n, c in result.selection.channels.items()}}
+        else:
+            t0 = time.perf_counter()
+            model.reset_state()
+            model.set_head(class_prototypes(embed(model, xs, args.chunk_size), ys))
+            run = {"seconds": {"head": time.perf_counter() - t0}}
+        run["query_accuracy"] = evaluate(model, xq, yq)
+        out["runs"].append(run)
     out["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
+    import statistics
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(ROOT / "build/test-models/mcunet_adam_35.tflite"))
+    parser.add_argument("--model", default=str(ROOT / "build/models/mcunet_64_meta.tflite"))
+    parser.add_argument("--cache", default=str(ROOT / "build/data_cache"))
+    parser.add_argument("--dataset", default="fashion_mnist")
+    parser.add_argument("--ways", type=int, default=5)
+    parser.add_argument("--shots", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=10)
     parser.add_argument("--policy", default="tinytrain")
+    parser.add_argument("--mem-budget", type=float, default=float(2**20), help="bytes (default 1 MiB)")
+    parser.add_argument("--compute-budget", type=float, default=0.15, help="fraction of forward MACs")
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chunk-size", type=int, default=32, help="images per infer/fisher call")
+    parser.add_argument("--fisher-chunk-size", type=int, default=4, help="images per fisher call")
+    parser.add_argument("--fisher-samples", type=int, default=None, help="Fisher over a class-balanced subset")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=None, help="write the figures as JSON here")
     parser.add_argument("--worker", choices=("infer", "adapt"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(_workload(args.model, args.worker, args.policy, args.iterations, args.batch_size, args.seed)))
+        print(json.dumps(_workload(args)))
         return 0
     results = {}
     for mode in ("infer", "adapt"):
-        cmd = [sys.executable, __file__, "--worker", mode, "--model", args.model, "--policy", args.policy,
-               "--iterations", str(args.iterations), "--batch-size", str(args.batch_size), "--seed", str(args.seed)]
+        cmd = [sys.executable, __file__, "--worker", mode, *(argv if argv is not None else sys.argv[1:])]
         done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
         results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
-    seconds = results["adapt"]["seconds"]
+    runs = results["adapt"]["runs"]
+    seconds = {k: statistics.median(r["seconds"][k] for r in runs) for k in runs[0]["seconds"]}
     share = seconds["fisher_selection"] / sum(seconds.values())
     ratio = results["adapt"]["peak_rss_kib"] / results["infer"]["peak_rss_kib"]
-    print(f"model {args.model}  policy {args.policy}  iterations {args.iterations}  batch {args.batch_size}")
-    print(f"selection {results['adapt']['selection']}")
-    print("phase seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in seconds.items()))
+    from tflite_train.runtime.interpreter import load_interpreter_class
+
+    runtime = load_interpreter_class()[1]
+    print(f"model {args.model}  runtime {runtime}  policy {args.policy}  iterations {args.iterations}  "
+          f"batch {args.batch_size}  task {args.dataset} {args.ways}-way {args.shots}-shot (seed {args.seed})")
+    print(f"selection {runs[0]['selection']}  memory {runs[0]['memory_bytes']} B  backward MACs "
+          f"{runs[0]['backward_macs']}  within budget {runs[0]['within_budget']}")
+    print("phase seconds (median of %d): " % len(runs) + ", ".join(f"{k} {v:.3f}" for k, v in seconds.items()))
     print(f"(fisher + selection) share of adaptation: {100 * share:.2f} %  (target <= 4 %)")
     print(f"peak RSS: adapting {results['adapt']['peak_rss_kib'] / 1024:.1f} MiB, inferring "
           f"{results['infer']['peak_rss_kib'] / 1024:.1f} MiB, ratio {ratio:.3f}  (target <= 1.2)")
+    print(f"query accuracy: none {results['infer']['runs'][0]['query_accuracy']:.4f}, "
+          f"{args.policy} {runs[0]['query_accuracy']:.4f}")
+    if args.out:
+        report = {"settings": {k: v for k, v in vars(args).items() if k != "worker"}, "runtime": runtime,
+                  "seconds": seconds, "share": share, "rss_ratio": ratio, "results": results}
+        pathlib.Path(args.out).write_text(json.dumps(report, indent=2))
     return 0
 
 

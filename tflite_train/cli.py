@@ -219,6 +219,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         args.weights, backbone=args.backbone, input_size=args.input_size, in_channels=args.in_channels,
         candidate_blocks=args.candidate_blocks, class_capacity=args.capacity, optimizer=args.optimizer,
         learning_rate=args.learning_rate, cosine_scale=args.cosine_scale, seed=args.seed,
+        mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None,
     )
     result = write_export(config, args.out)
     print(f"wrote {args.out} ({len(result.model)} bytes, candidates: {', '.join(result.metadata['candidates'])})")
@@ -333,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--input-size", type=int, help="default: the weights' sidecar, else 128")
     p.add_argument("--in-channels", type=int)
+    p.add_argument("--mean", type=float, nargs="+", help="input normalisation (x - mean) / std; default: "
+                   "0 with a weights sidecar (training fed [0, 1] unnormalised), else 0.5")
+    p.add_argument("--std", type=float, nargs="+", help="default: 1 with a weights sidecar, else 0.5")
     p.add_argument("--candidate-blocks", type=int, default=4)
     p.add_argument("--capacity", type=int, default=64)
     p.add_argument("--optimizer", choices=("adam", "sgd_momentum"), default="adam")

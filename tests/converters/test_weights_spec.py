@@ -47,3 +47,27 @@ def test_bad_sidecar(tmp_path, bad):
 def test_weights_name_must_be_keras_weights():
     with pytest.raises(ValueError, match="weights must be a Keras '.weights.h5' file"):
         sidecar_path("model.h5")
+
+
+def test_shipped_weights_export_module_matches_keras():
+    """The export module (what is converted) embeds [0, 1] images like the trained Keras model."""
+    import pathlib
+
+    import numpy as np
+    import tensorflow as tf
+
+    from converters.build_module import folded_backbone, module_from_backbone
+    from tflite_train.models import build_backbone
+
+    weights = pathlib.Path(__file__).resolve().parents[2] / "weights" / "mcunet_64_meta.weights.h5"
+    config = resolve_export_config(str(weights), candidate_blocks=1, class_capacity=4)
+    assert (config.backbone, config.input_size, config.mean, config.std) == ("mcunet", (64, 64), (0.0,) * 3, (1.0,) * 3)
+    assert config.cosine_scale == pytest.approx(10.0692, abs=1e-3)
+    module = module_from_backbone(config, folded_backbone(config))
+    keras_model = build_backbone("mcunet", 64).model
+    keras_model.load_weights(weights)
+    images = np.random.default_rng(0).uniform(size=(3, 64, 64, 3)).astype(np.float32)
+    ref = keras_model(images, training=False).numpy()
+    got = module.infer(tf.constant(images))["embeddings"].numpy()
+    assert np.abs(ref).max() > 1e-2  # trained features, not a degenerate random net
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())

@@ -110,6 +110,47 @@ def test_state_roundtrip_and_persistence(model_path):
     assert not any(state[f"{n}_mask"].any() for n in meta["candidates"])
 
 
+def test_small_step_descends(model_path):
+    """One optimizer step at a small enough learning rate lowers the loss on its own batch.
+
+    At the fixtures' learning rates the loss may rise: ``tiny_sgd_full_17`` (SGD, lr 0.05) goes
+    0.718 -> 0.837 after one step on the three channels {final: 0, 1, 2} -- a TF autodiff reference on
+    the same state gives the same 0.8367, so the step is right and lr 0.05 overshoots on this random
+    model (|g|^2 = 0.283, first-order decrease lr |g|^2 = 0.014; curvature along g ~ 370 makes any
+    lr > ~5e-3 overshoot). ``mcunet_adam_35`` (random init, 14 blocks) has embeddings of norm ~5e-7,
+    so Adam's first step (every selected weight moves by ~lr) overshoots down to lr ~1e-6.
+    The test therefore looks for the largest lr in 1e-3 .. 1e-8 whose step lowers the loss by more
+    than float noise (1e-6): a wrong-sign or wrong-scale gradient finds none. For SGD the first step
+    is W -= lr g exactly (zero momentum), so at lr 1e-4 the decrease must match lr |g|^2 = |dW|^2 / lr.
+    """
+    meta = read_metadata(model_path)
+    top = meta["candidates"][-1]
+    model = TrainableModel(model_path)
+    h, w, c = model.input_shape
+    rng = np.random.default_rng(1)
+    images = rng.uniform(size=(4, h, w, c)).astype(np.float32)
+    labels = np.arange(4) % 3
+    emb = model.infer(images)["embeddings"]
+    prototypes = np.stack([emb[labels == k].mean(0) for k in range(3)])
+
+    def one_step(lr):
+        model.reset_state()
+        model.set_head(prototypes)
+        model.set_learning_rate(lr)
+        model.set_selection({top: [0, 1, 2]})
+        before = model.get_state()
+        loss0 = model.train_step(images, labels)["loss"]
+        step_sq = sum(float(np.sum((model.get_state()[f"{top}_{p}"].astype(np.float64) - before[f"{top}_{p}"]) ** 2))
+                      for p in ("kernel", "bias"))
+        return loss0, model.train_step(images, labels)["loss"], step_sq
+
+    descents = [lr for lr in 10.0 ** -np.arange(3, 9) if (lambda r: r[0] - r[1] > 1e-6)(one_step(lr))]
+    assert descents, "no learning rate in 1e-3 .. 1e-8 lowers the loss"
+    if meta["optimizer"]["name"] == "sgd_momentum":
+        loss0, loss1, step_sq = one_step(1e-4)
+        assert loss0 - loss1 == pytest.approx(step_sq / 1e-4, rel=0.05)
+
+
 def test_variable_batch_and_classes():
     model = TrainableModel(_path("tiny_adam_33"))
     h, w, c = model.input_shape

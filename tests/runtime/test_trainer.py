@@ -163,3 +163,17 @@ def test_bad_support_sets(model, fashion, mutate, match):
 def test_bad_configs(kwargs, match):
     with pytest.raises(ValueError, match=match):
         AdaptConfig(**kwargs)
+
+
+def test_fisher_subset_is_class_balanced_and_seeded():
+    from tflite_train.runtime.trainer import fisher_subset
+
+    labels = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2], np.int32)
+    assert fisher_subset(labels, None, 0).tolist() == list(range(9))
+    assert fisher_subset(labels, 20, 0).tolist() == list(range(9))
+    chosen = fisher_subset(labels, 5, 3)
+    assert chosen.size == 5 and np.array_equal(chosen, np.sort(chosen))
+    assert np.bincount(labels[chosen], minlength=3).tolist() == [2, 2, 1]  # round-robin over classes 0, 1, 2
+    assert np.array_equal(chosen, fisher_subset(labels, 5, 3))
+    with pytest.raises(ValueError, match="fisher_samples"):
+        AdaptConfig(fisher_samples=0)

@@ -25,7 +25,9 @@ from tflite_train.runtime.trainer import (
     class_prototypes,
     embed,
     evaluate,
+    fisher_subset,
     predict,
+    pseudo_query_batches,
     support_fisher,
 )
 
@@ -46,6 +48,7 @@ __all__ = [
     "embed",
     "encode_png",
     "evaluate",
+    "fisher_subset",
     "layer_table",
     "load_checkpoint",
     "load_image_folder",
@@ -53,6 +56,7 @@ __all__ = [
     "load_interpreter_class",
     "parse_byte_size",
     "predict",
+    "pseudo_query_batches",
     "read_image",
     "read_metadata",
     "read_metadata_buffers",
