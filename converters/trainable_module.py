@@ -78,6 +78,22 @@ def state_names(table: LayerTable, candidates: tuple[int, ...], optimizer: str) 
     return names + ["prototypes", "num_classes", "step", "learning_rate"]
 
 
+def train_variant_name(table: LayerTable, cut: int) -> str:
+    """Signature name of the depth-specific train step whose backward stops at layer ``cut``."""
+    return f"train_step_{table.layers[cut].name}"
+
+
+def train_cuts(table: LayerTable, candidates: tuple[int, ...], variants: int) -> tuple[int, ...]:
+    """Lowest layers of the depth-specific train steps: the first layer of each of the last
+    ``variants`` blocks holding candidates (the lowest candidate itself excluded: the general
+    ``train_step`` already stops there), ascending."""
+    firsts = {}
+    for i in candidates:
+        firsts.setdefault(table.layers[i].block, i)
+    cuts = sorted(i for i in firsts.values() if i != candidates[0])
+    return tuple(cuts[len(cuts) - variants:]) if variants > 0 else ()
+
+
 class TrainableModule(tf.Module):
     """The exported model as TF code; signatures are listed in ``signatures()``.
 
@@ -125,6 +141,7 @@ class TrainableModule(tf.Module):
         self._add_var("step", np.array(0.0, np.float32))
         self._add_var("learning_rate", np.array(config.learning_rate, np.float32))
         self.names = state_names(table, self.candidates, config.optimizer)
+        self.train_cuts = train_cuts(table, self.candidates, config.train_variants)
         self.variables_list = [self._vars[n] for n in self.names]
         self._build_functions()
 
@@ -281,13 +298,19 @@ class TrainableModule(tf.Module):
         g_pad = tf.nn.depthwise_conv2d(d, flipped, [1, 1, 1, 1], "VALID")
         return g_pad[:, hb:hb + h, wb:wb + w, :]
 
-    def _backward(self, images, labels, mode: str):
-        """Shared backward walk. mode "fisher": returns (loss, {layer: Delta}); "train": updates."""
+    def _backward(self, images, labels, mode: str, cut: int | None = None):
+        """Shared backward walk. mode "fisher": returns (loss, {layer: Delta}); "train": updates.
+
+        ``cut`` (train only): index of the lowest layer the walk reaches. None = the lowest candidate,
+        with the input gradient of each layer gated by "a selected layer lies below" (general
+        ``train_step``); an int = a depth-specific variant whose input gradients above ``cut`` are
+        unconditional (valid only for selections with no selected layer below ``cut``).
+        """
         emb, h_last, acts = self._forward(images)
         loss, accuracy, g_emb = self._loss_grad(emb, labels, per_sample=(mode == "fisher"))
         hw = float(h_last.shape[1] * h_last.shape[2])
         g = tf.zeros_like(h_last) + tf.reshape(g_emb / hw, [-1, 1, 1, self.feature_dim])
-        lowest = self.candidates[0]
+        lowest = self.candidates[0] if cut is None else cut
         cand_pos = {i: p for p, i in enumerate(self.candidates)}
         selected = [tf.reduce_max(self._vars[f"{self.table.layers[i].name}_mask"]) > 0.5 for i in self.candidates]
         below = [tf.constant(False)]
@@ -296,32 +319,31 @@ class TrainableModule(tf.Module):
         fisher = {}
         n = tf.cast(tf.shape(images)[0], tf.float32)
 
+        def grad_z(spec: LayerSpec, y, g_y):
+            return g_y * tf.cast((y > 0.0) & (y < 6.0), tf.float32) if spec.activation == "relu6" else g_y
+
         def layer_back(spec: LayerSpec, g_y):
             x, y = acts[spec.name]
             needs_input_grad = spec.index != lowest
             if mode == "fisher":
                 per_sample = tf.reduce_sum(y * g_y, axis=[1, 2])
                 fisher[spec.name] = tf.reduce_sum(per_sample * per_sample, axis=0) / (2.0 * n)
-                g_z = g_y * tf.cast((y > 0.0) & (y < 6.0), tf.float32) if spec.activation == "relu6" else g_y
+                g_z = grad_z(spec, y, g_y)
                 return self._input_grad(spec, g_z) if needs_input_grad else None
             p = cand_pos[spec.index]
-
-            def body():
-                g_z = g_y * tf.cast((y > 0.0) & (y < 6.0), tf.float32) if spec.activation == "relu6" else g_y
-                # The input gradient reads the weights BEFORE this layer's update (program order is
-                # the execution order of stateful ops under automatic control dependencies).
-                if needs_input_grad:
-                    g_x = tf.cond(below[p], lambda: self._input_grad(spec, g_z), lambda: tf.zeros_like(x))
-                else:
-                    g_x = tf.zeros([], tf.float32)
-                with tf.control_dependencies([g_x]):
-                    tf.cond(selected[p], lambda: self._apply_update(spec, x, g_z), lambda: tf.constant(0))
-                return g_x
-
-            if not needs_input_grad:
-                tf.cond(selected[p], body, lambda: tf.zeros([], tf.float32))
-                return None
-            return tf.cond(tf.logical_or(selected[p], below[p]), body, lambda: tf.zeros_like(x))
+            # Flat, un-nested IFs (a TFLite IF copies its inputs into the branch and re-plans the
+            # branch's memory at every call; nesting multiplies both). The input gradient reads the
+            # weights BEFORE this layer's update (automatic control dependencies keep program order).
+            g_x = None
+            if needs_input_grad and cut is not None:
+                g_x = self._input_grad(spec, grad_z(spec, y, g_y))
+            elif needs_input_grad:
+                # Not taken: nothing below is selected, so g_x is never used; pass x through as a
+                # same-shaped placeholder instead of filling zeros.
+                g_x = tf.cond(below[p], lambda: self._input_grad(spec, grad_z(spec, y, g_y)), lambda: tf.identity(x))
+            with tf.control_dependencies([g_x] if g_x is not None else []):
+                tf.cond(selected[p], lambda: self._apply_update(spec, x, grad_z(spec, y, g_y)), lambda: tf.constant(0))
+            return g_x
 
         done = False
         for kind, b, specs in reversed(self._units()):
@@ -427,14 +449,24 @@ class TrainableModule(tf.Module):
                 self._vars[n].assign(tf.constant(self._initial[n]))
             return {"ok": tf.constant(1, tf.int32)}
 
+        def variant(cut: int):
+            @tf.function(input_signature=[images, labels])
+            def train_step_cut(images, labels):
+                self._vars["step"].assign_add(1.0)
+                loss, accuracy, _ = self._backward(images, labels, "train", cut=cut)
+                return {"loss": loss, "accuracy": accuracy}
+            return train_step_cut
+
+        self.train_variants = {train_variant_name(self.table, cut): variant(cut) for cut in self.train_cuts}
         self.infer, self.fisher, self.train_step = infer, fisher, train_step
         self.set_head, self.set_selection, self.set_hparams = set_head, set_selection, set_hparams
         self.get_state, self.set_state, self.reset_state = get_state, set_state, reset_state
 
     def signatures(self) -> dict:
         """Signature name -> concrete function, for ``tf.saved_model.save``."""
-        return {
+        out = {
             name: getattr(self, name).get_concrete_function()
             for name in ("infer", "fisher", "train_step", "set_head", "set_selection", "set_hparams",
                          "get_state", "set_state", "reset_state")
         }
+        return {**out, **{name: fn.get_concrete_function() for name, fn in self.train_variants.items()}}
