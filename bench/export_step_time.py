@@ -71,7 +71,6 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--default-delegates", action="store_true", help="keep XNNPACK (off by default)")
     parser.add_argument("--export-only", action="store_true")
     parser.add_argument("--force-export", action="store_true")
     args = parser.parse_args()
@@ -80,7 +79,7 @@ def main() -> None:
     if args.export_only:
         return
     rng = np.random.default_rng(0)
-    opts = {"num_threads": args.threads, "default_delegates": args.default_delegates}
+    opts = {"num_threads": args.threads}
     full = TrainableModel(model_path(out_dir, "full"), **opts)
     sparse = TrainableModel(model_path(out_dir, "k6"), **opts)
     images = rng.uniform(size=(args.batch, *sparse.input_shape)).astype(np.float32)
@@ -99,7 +98,7 @@ def main() -> None:
         t["sparse"].append(timed(lambda: sparse.train_step(images, labels), args.repeats))
     t_infer, t_full, t_sparse = (min(t[k]) for k in ("infer", "full", "sparse"))
     print(f"runtime {sparse.runtime}, batch {args.batch}, threads {args.threads}, "
-          f"default delegates {'on' if args.default_delegates else 'off'}; best of 3 medians")
+          "best of 3 medians")
     print(f"infer        {1e3 * t_infer:8.2f} ms  (mcunet128_k6)")
     print(f"full step    {1e3 * t_full:8.2f} ms  (mcunet128_full, all {len(full.candidates)} layers selected, "
           f"signature {full.train_signature()})")

@@ -242,22 +242,20 @@ class TrainableModule(tf.Module):
         return x_pad[:, dy:dy + s * (ho - 1) + 1:s, dx:dx + s * (wo - 1) + 1:s, :]
 
     def _weight_grad(self, spec: LayerSpec, x, g_z, idx):
-        """Dense (dW, db) with zeros outside the channels ``idx`` (only those are computed)."""
+        """Channel-major gradients of the channels ``idx`` only: dW_sel [n, fan] and db_sel [n].
+
+        ``fan`` = k*k (depthwise, tap order dy, dx) or k*k*C_in (dense, Keras order dy, dx, ci).
+        """
         n = tf.shape(idx)[0]
         g_sel = tf.gather(g_z, idx, axis=3)
-        cout = spec.out_channels
         db_sel = tf.reduce_sum(g_sel, axis=[0, 1, 2])
-        db = tf.scatter_nd(idx[:, None], db_sel, [cout])
         if spec.is_depthwise:
             x_sel = tf.gather(self._pad_same(spec, x), idx, axis=3)
             taps = [
                 tf.reduce_sum(self._shifted(spec, x_sel, dy, dx) * g_sel, axis=[0, 1, 2])
                 for dy in range(spec.kernel) for dx in range(spec.kernel)
             ]
-            dw_sel = tf.stack(taps, axis=1)  # [n, k*k]
-            dw = tf.scatter_nd(idx[:, None], dw_sel, [cout, spec.kernel * spec.kernel])
-            dw = tf.reshape(tf.transpose(dw), [spec.kernel, spec.kernel, cout, 1])
-            return dw, db
+            return tf.stack(taps, axis=1), db_sel  # [n, k*k]
         if spec.kernel == 1 and spec.stride == 1:
             cols = tf.reshape(x, [-1, spec.in_channels])
         else:
@@ -267,12 +265,8 @@ class TrainableModule(tf.Module):
                 axis=3,
             )
             cols = tf.reshape(cols, [-1, spec.kernel * spec.kernel * spec.in_channels])
-        fan_in = spec.kernel * spec.kernel * spec.in_channels
         g_mat = tf.reshape(g_sel, tf.stack([-1, n]))
-        dw_sel = tf.matmul(g_mat, cols, transpose_a=True)  # [n, fan_in]
-        dw = tf.scatter_nd(idx[:, None], dw_sel, [cout, fan_in])
-        dw = tf.reshape(tf.transpose(dw), [spec.kernel, spec.kernel, spec.in_channels, cout])
-        return dw, db
+        return tf.matmul(g_mat, cols, transpose_a=True), db_sel  # [n, fan]
 
     def _input_grad(self, spec: LayerSpec, g_z):
         kernel, _ = self._params(spec)
@@ -360,31 +354,54 @@ class TrainableModule(tf.Module):
         return loss, accuracy, fisher
 
     def _apply_update(self, spec: LayerSpec, x, g_z):
+        """Optimizer step on the selected channels only: O(K) arithmetic, O(full) merge.
+
+        The selected channels of the variable and its slots are gathered channel-major ([n, fan]),
+        updated (Adam / SGD-momentum elementwise, as on dense tensors), scattered back and merged
+        with SELECT, so unselected channels keep their exact bits and the full-size work is one
+        scatter, one transpose and one select per tensor (no full-size optimizer arithmetic).
+        """
         mask = self._vars[f"{spec.name}_mask"]
-        idx = tf.cast(tf.reshape(tf.where(mask > 0.5), [-1]), tf.int32)
-        dw, db = self._weight_grad(spec, x, g_z, idx)
         sel = mask > 0.5
-        sel_w = tf.reshape(sel, [1, 1, spec.out_channels, 1]) if spec.is_depthwise else sel
+        idx = tf.cast(tf.reshape(tf.where(sel), [-1]), tf.int32)
+        dw_sel, db_sel = self._weight_grad(spec, x, g_z, idx)
+        cout = spec.out_channels
+        fan = dw_sel.shape[1]
+        sel_w = tf.reshape(sel, [1, 1, cout, 1]) if spec.is_depthwise else sel
         cfg = self.config
         lr = self._vars["learning_rate"]
-        for param, grad, where in (("kernel", dw, sel_w), ("bias", db, sel)):
-            var = self._vars[f"{spec.name}_{param}"]
+        writes = []
+        for param, grad, where in (("kernel", dw_sel, sel_w), ("bias", db_sel, sel)):
+            names = [f"{spec.name}_{param}"] + [f"{spec.name}_{param}_{s}" for s in self._slots]
+            variables = [self._vars[nm] for nm in names]
+            values = [var.read_value() for var in variables]  # one READ_VARIABLE each
+            if param == "kernel":
+                def gather(v):  # [.., cout] (depthwise [k, k, C, 1]) -> [n, fan]
+                    return tf.transpose(tf.gather(tf.reshape(v, [fan, cout]), idx, axis=1))
+
+                def merge(v, new):
+                    full = tf.transpose(tf.scatter_nd(idx[:, None], new, [cout, fan]))
+                    return tf.where(where, tf.reshape(full, v.shape), v)
+            else:
+                def gather(v):
+                    return tf.gather(v, idx)
+
+                def merge(v, new):
+                    return tf.where(where, tf.scatter_nd(idx[:, None], new, [cout]), v)
+            cur = [gather(v) for v in values]
             if cfg.optimizer == "adam":
                 t = self._vars["step"]
-                m_var, v_var = self._vars[f"{spec.name}_{param}_m"], self._vars[f"{spec.name}_{param}_v"]
-                m = cfg.beta1 * m_var + (1.0 - cfg.beta1) * grad
-                v = cfg.beta2 * v_var + (1.0 - cfg.beta2) * grad * grad
+                m = cfg.beta1 * cur[1] + (1.0 - cfg.beta1) * grad
+                v = cfg.beta2 * cur[2] + (1.0 - cfg.beta2) * grad * grad
                 m_hat = m / (1.0 - tf.pow(cfg.beta1, t))
                 v_hat = v / (1.0 - tf.pow(cfg.beta2, t))
-                new = var - lr * m_hat / (tf.sqrt(v_hat) + cfg.epsilon)
-                m_var.assign(tf.where(where, m, m_var))
-                v_var.assign(tf.where(where, v, v_var))
+                new = [cur[0] - lr * m_hat / (tf.sqrt(v_hat) + cfg.epsilon), m, v]
             else:
-                mom_var = self._vars[f"{spec.name}_{param}_mom"]
-                mom = cfg.momentum * mom_var + grad
-                new = var - lr * mom
-                mom_var.assign(tf.where(where, mom, mom_var))
-            var.assign(tf.where(where, new, var))
+                mom = cfg.momentum * cur[1] + grad
+                new = [cur[0] - lr * mom, mom]
+            writes += [(var, merge(old, value)) for var, old, value in zip(variables, values, new)]
+        for var, value in writes:
+            var.assign(value)
         return tf.constant(0)
 
     # --------------------------------------------------------------- signatures

@@ -20,22 +20,6 @@ LOG = logging.getLogger(__name__)
 INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter", "tensorflow.lite.python.interpreter")
 
 
-def interpreter_options(module_name: str, default_delegates: bool) -> dict[str, Any]:
-    """Constructor options: without ``default_delegates`` the builtin kernels run without XNNPACK.
-
-    Measured (MCUNet@128, tflite-runtime 2.14, 1 thread): the train steps' IF branches are re-planned
-    at every call, which re-prepares an XNNPACK delegate inside them each time; without it the
-    sparse step was ~30% faster and ``infer`` no slower (weights are resource variables, which
-    XNNPACK does not take anyway).
-    """
-    if default_delegates:
-        return {}
-    resolver = getattr(importlib.import_module(module_name), "OpResolverType", None)
-    if resolver is None or not hasattr(resolver, "BUILTIN_WITHOUT_DEFAULT_DELEGATES"):
-        return {}
-    return {"experimental_op_resolver_type": resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
-
-
 def load_interpreter_class(preferred: str | None = None) -> tuple[type, str]:
     """(Interpreter class, module name) of the first importable runtime (``preferred`` first).
 
@@ -61,8 +45,6 @@ class TrainableModel:
       model: Path or bytes of the ``.tflite`` file.
       runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
       num_threads: Interpreter threads.
-      default_delegates: Keep the runtime's default delegates (XNNPACK); off by default (see
-        ``interpreter_options``).
 
     ``train_step`` runs the shallowest depth-specific variant (metadata ``train_variants``) whose
     backward reaches the deepest selected layer, else the general ``train_step`` signature; the
@@ -74,13 +56,11 @@ class TrainableModel:
         model: str | os.PathLike | bytes,
         runtime: str | None = None,
         num_threads: int = 1,
-        default_delegates: bool = False,
     ) -> None:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
         self.metadata: dict[str, Any] = read_metadata(content)
         interpreter_cls, self.runtime = load_interpreter_class(runtime)
-        self.interpreter = interpreter_cls(model_content=bytes(content), num_threads=num_threads,
-                                           **interpreter_options(self.runtime, default_delegates))
+        self.interpreter = interpreter_cls(model_content=bytes(content), num_threads=num_threads)
         self._runners: dict[str, Any] = {}
         inp = self.metadata["input"]
         self.input_shape = (inp["height"], inp["width"], inp["channels"])
