@@ -286,11 +286,16 @@ class TrainableModule(tf.Module):
             d = d[:, : (ho - 1) * s + 1, : (wo - 1) * s + 1, :]
         hb, _, _ = same_padding(h, k, s)
         wb, _, _ = same_padding(w, k, s)
-        full_h, full_w = (ho - 1) * s + k, (wo - 1) * s + k
-        d = tf.pad(d, [[0, 0], [k - 1, k - 1 + max(0, hb + h - full_h)], [k - 1, k - 1 + max(0, wb + w - full_w)], [0, 0]])
+        # Only the h x w outputs that map to x are computed: g_x[i] = sum_t d_pad[i + t] * Wflip[t],
+        # with d_pad = d shifted by k-1-hb (pad before) and cut/padded to h + k - 1 rows (same for w).
+        dh, dw_ = (ho - 1) * s + 1, (wo - 1) * s + 1
+        top, left = k - 1 - hb, k - 1 - wb
+        bottom, right = h + k - 1 - top - dh, w + k - 1 - left - dw_
+        d = tf.pad(d, [[0, 0], [top, max(bottom, 0)], [left, max(right, 0)], [0, 0]])
+        if bottom < 0 or right < 0:
+            d = d[:, : h + k - 1, : w + k - 1, :]
         flipped = tf.reverse(tf.reverse(kernel, [0]), [1])  # one axis per op: tflite-runtime 2.14 REVERSE_V2
-        g_pad = tf.nn.depthwise_conv2d(d, flipped, [1, 1, 1, 1], "VALID")
-        return g_pad[:, hb:hb + h, wb:wb + w, :]
+        return tf.nn.depthwise_conv2d(d, flipped, [1, 1, 1, 1], "VALID")
 
     def _backward(self, images, labels, mode: str, cut: int | None = None):
         """Shared backward walk. mode "fisher": returns (loss, {layer: Delta}); "train": updates.
