@@ -11,7 +11,8 @@ the full step (everything selected), and ``mcunet128_k6.tflite`` (candidate bloc
 TinyTrain user would use) for ``infer`` and the sparse step: the expand and project layers of the
 last two blocks (b12, b13), 1/4 of their output channels. Timings: medians over ``--repeats`` calls,
 batch 1, ``--threads`` threads, on whatever interpreter is installed (tflite-runtime on the Pi env).
-Targets (issue 3): full / sparse >= 5 and sparse / infer <= 2.
+Targets (issue 3): full / sparse >= 5 and sparse / infer <= 2. ``--out-dir`` times other exports
+of the same two configurations (e.g. older ones, for a before/after comparison).
 """
 
 from __future__ import annotations
@@ -87,23 +88,29 @@ def main() -> None:
     protos = rng.normal(size=(2, sparse.feature_dim))
     for model in (full, sparse):
         model.set_head(protos)
-    full.set_selection({name: np.arange(c) for name, c in full.candidate_channels.items()})
+    everything = {name: np.arange(c) for name, c in full.candidate_channels.items()}
     selection = {n: np.arange(max(1, sparse.candidate_channels[n] // 4)) for n in SPARSE_LAYERS}
     sparse.set_selection(selection)
-    # interleave the three measurements so that load changes on a shared machine hit all of them
-    t = {"infer": [], "full": [], "sparse": []}
+    # interleave the measurements so that load changes on a shared machine hit all of them
+    t = {"infer": [], "full": [], "sparse": [], "sparse_on_full": []}
     for _ in range(3):
         t["infer"].append(timed(lambda: sparse.infer(images), args.repeats))
+        full.set_selection(everything)
+        full_signature = full.train_signature()
         t["full"].append(timed(lambda: full.train_step(images, labels), max(5, args.repeats // 3)))
         t["sparse"].append(timed(lambda: sparse.train_step(images, labels), args.repeats))
-    t_infer, t_full, t_sparse = (min(t[k]) for k in ("infer", "full", "sparse"))
+        full.set_selection(selection)
+        t["sparse_on_full"].append(timed(lambda: full.train_step(images, labels), args.repeats))
+    t_infer, t_full, t_sparse, t_sparse_full = (min(t[k]) for k in ("infer", "full", "sparse", "sparse_on_full"))
     print(f"runtime {sparse.runtime}, batch {args.batch}, threads {args.threads}, "
           "best of 3 medians")
     print(f"infer        {1e3 * t_infer:8.2f} ms  (mcunet128_k6)")
     print(f"full step    {1e3 * t_full:8.2f} ms  (mcunet128_full, all {len(full.candidates)} layers selected, "
-          f"signature {full.train_signature()})")
+          f"signature {full_signature})")
     print(f"sparse step  {1e3 * t_sparse:8.2f} ms  (mcunet128_k6, {', '.join(SPARSE_LAYERS)} at 1/4 channels, "
           f"signature {sparse.train_signature()})")
+    print(f"(same sparse selection on mcunet128_full: {1e3 * t_sparse_full:.2f} ms, signature "
+          f"{full.train_signature()})")
     ok_speedup, ok_infer = t_full / t_sparse >= 5.0, t_sparse / t_infer <= 2.0
     print(f"full/sparse  {t_full / t_sparse:8.2f} x  (target >= 5: {'met' if ok_speedup else 'MISSED'})")
     print(f"sparse/infer {t_sparse / t_infer:8.2f} x  (target <= 2: {'met' if ok_infer else 'MISSED'})")
