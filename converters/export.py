@@ -17,7 +17,7 @@ import tensorflow as tf
 from converters.build_module import folded_backbone, module_from_backbone
 from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
-from converters.trainable_module import TrainableModule
+from converters.trainable_module import TrainableModule, train_variant_name
 from tflite_train.runtime.metadata import METADATA_NAME, SELFTEST_NAME
 from tflite_train.sparse.cost_model import layer_cost
 
@@ -78,7 +78,10 @@ def build_metadata(module: TrainableModule) -> dict:
         "get_state": {"inputs": [], "outputs": module.names},
         "set_state": {"inputs": module.names, "outputs": ["ok"]},
         "reset_state": {"inputs": [], "outputs": ["ok"]},
+        **{name: {"inputs": ["images", "labels"], "outputs": ["loss", "accuracy"]} for name in module.train_variants},
     }
+    variants = [{"signature": train_variant_name(module.table, cut), "lowest_layer": module.table.layers[cut].name,
+                 "lowest_index": cut} for cut in module.train_cuts]
     return {
         "format": "tflite-train",
         "format_version": 1,
@@ -95,6 +98,7 @@ def build_metadata(module: TrainableModule) -> dict:
         "candidates": [module.table.layers[i].name for i in module.candidates],
         "state": module.names,
         "signatures": sig,
+        "train_variants": variants,
         "selftest": {"entry": SELFTEST_NAME, "format": "npz (see tflite_train.runtime.selftest)"},
         "config": cfg.to_dict(),
     }

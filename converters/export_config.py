@@ -28,6 +28,8 @@ class ExportConfig:
       seed: Seed of the backbone initialisers when no weights are given, and of the self-test inputs.
       weights: Path of Keras weights that were loaded (informational), or None.
       selftest_batch: Number of images in the embedded self-test.
+      train_variants: Number of depth-specific ``train_step_<layer>`` signatures, cut at the first
+        layer of each of the last ``train_variants`` candidate blocks (0: only ``train_step``).
     """
 
     backbone: str = "tiny"
@@ -47,6 +49,7 @@ class ExportConfig:
     seed: int = 0
     weights: str | None = None
     selftest_batch: int = 3
+    train_variants: int = 4
 
     def __post_init__(self) -> None:
         size = self.input_size
@@ -71,6 +74,8 @@ class ExportConfig:
             raise ValueError(f"std must be positive; got {self.std!r}")
         object.__setattr__(self, "mean", mean)
         object.__setattr__(self, "std", std)
+        if not isinstance(self.train_variants, int) or self.train_variants < 0:
+            raise ValueError(f"train_variants must be an int >= 0; got {self.train_variants!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive; got {self.learning_rate!r}")
 

@@ -19,16 +19,26 @@ output; g_y = dL/dy, g_z = dL/dz, g_x = dL/dx.
 * Fisher (TinyTrain Eq. 1): Delta_o = 1/(2N) sum_n (sum_{h,w} a_nhwo g_nhwo)^2 with a = y and g the
   per-sample gradient dL_n/dy.
 
-Selection (``set_selection``): one f32 mask variable per candidate layer. ``train_step`` wraps each
-candidate layer's backward in ``tf.cond`` (TFLite IF): the weight gradient of a layer is computed
-only when the layer has a selected channel, and only for those channels (``tf.where`` + GATHER, then
-SCATTER_ND back); the input gradient is propagated only while a selected layer lies below. Updates
-are written with SELECT so unselected channels stay bit-identical.
+Selection (``set_selection``): one f32 mask variable per candidate layer. The weight gradient and
+optimizer step of a candidate layer sit in one flat ``tf.cond`` (TFLite IF) taken only when the
+layer has a selected channel; inside, only the selected channels are gathered (``tf.where`` +
+GATHER), differentiated and updated (O(K) optimizer arithmetic), then scattered back and merged
+with SELECT so unselected channels stay bit-identical.
 
-Design note (measured, MCUNet@128, tflite-runtime 2.14, 1 thread): one flat IF per candidate layer
-(false branch: zeros) beat a nested IF chain (walk below layer p inside layer p's IF): 21.9 vs
-31.8 ms per sparse step, because a TFLite IF copies every captured tensor into its branch and the
-nested chain captures all activations below at every level.
+Depth: the general ``train_step`` walks down to the lowest candidate with each input gradient in
+an IF gated by "a selected layer lies below" (not taken: x is passed through as a same-shaped
+placeholder, no zero fill). The depth-specific ``train_step_<layer>`` signatures (metadata
+``train_variants``; cut at the first layer of each of the last ``train_variants`` candidate blocks)
+stop the walk at that layer and compute the input gradients above it without IFs; the runtime
+wrapper runs the shallowest one that reaches the deepest selected layer.
+
+Design notes (measured, MCUNet@128, tflite-runtime 2.14, 1 thread):
+* a TFLite IF copies its inputs into the branch and the branch's buffers are freshly allocated at
+  every call, so IF bodies must be flat (no nesting) and hold few full-size intermediates: the
+  old dense Adam inside an IF cost 8.6 ms (no XNNPACK) / 1.5 ms (XNNPACK) for b13_project vs
+  1.0 ms with the gathered update;
+* the depthwise input gradient computes only the h x w outputs that map to x (11.8 -> 2.1 ms for
+  b10_depthwise, 7x7 stride 2).
 """
 
 from __future__ import annotations
@@ -78,6 +88,22 @@ def state_names(table: LayerTable, candidates: tuple[int, ...], optimizer: str) 
     return names + ["prototypes", "num_classes", "step", "learning_rate"]
 
 
+def train_variant_name(table: LayerTable, cut: int) -> str:
+    """Signature name of the depth-specific train step whose backward stops at layer ``cut``."""
+    return f"train_step_{table.layers[cut].name}"
+
+
+def train_cuts(table: LayerTable, candidates: tuple[int, ...], variants: int) -> tuple[int, ...]:
+    """Lowest layers of the depth-specific train steps: the first layer of each of the last
+    ``variants`` blocks holding candidates (the lowest candidate itself excluded: the general
+    ``train_step`` already stops there), ascending."""
+    firsts = {}
+    for i in candidates:
+        firsts.setdefault(table.layers[i].block, i)
+    cuts = sorted(i for i in firsts.values() if i != candidates[0])
+    return tuple(cuts[len(cuts) - variants:]) if variants > 0 else ()
+
+
 class TrainableModule(tf.Module):
     """The exported model as TF code; signatures are listed in ``signatures()``.
 
@@ -125,6 +151,7 @@ class TrainableModule(tf.Module):
         self._add_var("step", np.array(0.0, np.float32))
         self._add_var("learning_rate", np.array(config.learning_rate, np.float32))
         self.names = state_names(table, self.candidates, config.optimizer)
+        self.train_cuts = train_cuts(table, self.candidates, config.train_variants)
         self.variables_list = [self._vars[n] for n in self.names]
         self._build_functions()
 
@@ -225,22 +252,20 @@ class TrainableModule(tf.Module):
         return x_pad[:, dy:dy + s * (ho - 1) + 1:s, dx:dx + s * (wo - 1) + 1:s, :]
 
     def _weight_grad(self, spec: LayerSpec, x, g_z, idx):
-        """Dense (dW, db) with zeros outside the channels ``idx`` (only those are computed)."""
+        """Channel-major gradients of the channels ``idx`` only: dW_sel [n, fan] and db_sel [n].
+
+        ``fan`` = k*k (depthwise, tap order dy, dx) or k*k*C_in (dense, Keras order dy, dx, ci).
+        """
         n = tf.shape(idx)[0]
         g_sel = tf.gather(g_z, idx, axis=3)
-        cout = spec.out_channels
         db_sel = tf.reduce_sum(g_sel, axis=[0, 1, 2])
-        db = tf.scatter_nd(idx[:, None], db_sel, [cout])
         if spec.is_depthwise:
             x_sel = tf.gather(self._pad_same(spec, x), idx, axis=3)
             taps = [
                 tf.reduce_sum(self._shifted(spec, x_sel, dy, dx) * g_sel, axis=[0, 1, 2])
                 for dy in range(spec.kernel) for dx in range(spec.kernel)
             ]
-            dw_sel = tf.stack(taps, axis=1)  # [n, k*k]
-            dw = tf.scatter_nd(idx[:, None], dw_sel, [cout, spec.kernel * spec.kernel])
-            dw = tf.reshape(tf.transpose(dw), [spec.kernel, spec.kernel, cout, 1])
-            return dw, db
+            return tf.stack(taps, axis=1), db_sel  # [n, k*k]
         if spec.kernel == 1 and spec.stride == 1:
             cols = tf.reshape(x, [-1, spec.in_channels])
         else:
@@ -250,12 +275,8 @@ class TrainableModule(tf.Module):
                 axis=3,
             )
             cols = tf.reshape(cols, [-1, spec.kernel * spec.kernel * spec.in_channels])
-        fan_in = spec.kernel * spec.kernel * spec.in_channels
         g_mat = tf.reshape(g_sel, tf.stack([-1, n]))
-        dw_sel = tf.matmul(g_mat, cols, transpose_a=True)  # [n, fan_in]
-        dw = tf.scatter_nd(idx[:, None], dw_sel, [cout, fan_in])
-        dw = tf.reshape(tf.transpose(dw), [spec.kernel, spec.kernel, spec.in_channels, cout])
-        return dw, db
+        return tf.matmul(g_mat, cols, transpose_a=True), db_sel  # [n, fan]
 
     def _input_grad(self, spec: LayerSpec, g_z):
         kernel, _ = self._params(spec)
@@ -275,19 +296,30 @@ class TrainableModule(tf.Module):
             d = d[:, : (ho - 1) * s + 1, : (wo - 1) * s + 1, :]
         hb, _, _ = same_padding(h, k, s)
         wb, _, _ = same_padding(w, k, s)
-        full_h, full_w = (ho - 1) * s + k, (wo - 1) * s + k
-        d = tf.pad(d, [[0, 0], [k - 1, k - 1 + max(0, hb + h - full_h)], [k - 1, k - 1 + max(0, wb + w - full_w)], [0, 0]])
+        # Only the h x w outputs that map to x are computed: g_x[i] = sum_t d_pad[i + t] * Wflip[t],
+        # with d_pad = d shifted by k-1-hb (pad before) and cut/padded to h + k - 1 rows (same for w).
+        dh, dw_ = (ho - 1) * s + 1, (wo - 1) * s + 1
+        top, left = k - 1 - hb, k - 1 - wb
+        bottom, right = h + k - 1 - top - dh, w + k - 1 - left - dw_
+        d = tf.pad(d, [[0, 0], [top, max(bottom, 0)], [left, max(right, 0)], [0, 0]])
+        if bottom < 0 or right < 0:
+            d = d[:, : h + k - 1, : w + k - 1, :]
         flipped = tf.reverse(tf.reverse(kernel, [0]), [1])  # one axis per op: tflite-runtime 2.14 REVERSE_V2
-        g_pad = tf.nn.depthwise_conv2d(d, flipped, [1, 1, 1, 1], "VALID")
-        return g_pad[:, hb:hb + h, wb:wb + w, :]
+        return tf.nn.depthwise_conv2d(d, flipped, [1, 1, 1, 1], "VALID")
 
-    def _backward(self, images, labels, mode: str):
-        """Shared backward walk. mode "fisher": returns (loss, {layer: Delta}); "train": updates."""
+    def _backward(self, images, labels, mode: str, cut: int | None = None):
+        """Shared backward walk. mode "fisher": returns (loss, {layer: Delta}); "train": updates.
+
+        ``cut`` (train only): index of the lowest layer the walk reaches. None = the lowest candidate,
+        with the input gradient of each layer gated by "a selected layer lies below" (general
+        ``train_step``); an int = a depth-specific variant whose input gradients above ``cut`` are
+        unconditional (valid only for selections with no selected layer below ``cut``).
+        """
         emb, h_last, acts = self._forward(images)
         loss, accuracy, g_emb = self._loss_grad(emb, labels, per_sample=(mode == "fisher"))
         hw = float(h_last.shape[1] * h_last.shape[2])
         g = tf.zeros_like(h_last) + tf.reshape(g_emb / hw, [-1, 1, 1, self.feature_dim])
-        lowest = self.candidates[0]
+        lowest = self.candidates[0] if cut is None else cut
         cand_pos = {i: p for p, i in enumerate(self.candidates)}
         selected = [tf.reduce_max(self._vars[f"{self.table.layers[i].name}_mask"]) > 0.5 for i in self.candidates]
         below = [tf.constant(False)]
@@ -296,32 +328,31 @@ class TrainableModule(tf.Module):
         fisher = {}
         n = tf.cast(tf.shape(images)[0], tf.float32)
 
+        def grad_z(spec: LayerSpec, y, g_y):
+            return g_y * tf.cast((y > 0.0) & (y < 6.0), tf.float32) if spec.activation == "relu6" else g_y
+
         def layer_back(spec: LayerSpec, g_y):
             x, y = acts[spec.name]
             needs_input_grad = spec.index != lowest
             if mode == "fisher":
                 per_sample = tf.reduce_sum(y * g_y, axis=[1, 2])
                 fisher[spec.name] = tf.reduce_sum(per_sample * per_sample, axis=0) / (2.0 * n)
-                g_z = g_y * tf.cast((y > 0.0) & (y < 6.0), tf.float32) if spec.activation == "relu6" else g_y
+                g_z = grad_z(spec, y, g_y)
                 return self._input_grad(spec, g_z) if needs_input_grad else None
             p = cand_pos[spec.index]
-
-            def body():
-                g_z = g_y * tf.cast((y > 0.0) & (y < 6.0), tf.float32) if spec.activation == "relu6" else g_y
-                # The input gradient reads the weights BEFORE this layer's update (program order is
-                # the execution order of stateful ops under automatic control dependencies).
-                if needs_input_grad:
-                    g_x = tf.cond(below[p], lambda: self._input_grad(spec, g_z), lambda: tf.zeros_like(x))
-                else:
-                    g_x = tf.zeros([], tf.float32)
-                with tf.control_dependencies([g_x]):
-                    tf.cond(selected[p], lambda: self._apply_update(spec, x, g_z), lambda: tf.constant(0))
-                return g_x
-
-            if not needs_input_grad:
-                tf.cond(selected[p], body, lambda: tf.zeros([], tf.float32))
-                return None
-            return tf.cond(tf.logical_or(selected[p], below[p]), body, lambda: tf.zeros_like(x))
+            # Flat, un-nested IFs (a TFLite IF copies its inputs into the branch and re-plans the
+            # branch's memory at every call; nesting multiplies both). The input gradient reads the
+            # weights BEFORE this layer's update (automatic control dependencies keep program order).
+            g_x = None
+            if needs_input_grad and cut is not None:
+                g_x = self._input_grad(spec, grad_z(spec, y, g_y))
+            elif needs_input_grad:
+                # Not taken: nothing below is selected, so g_x is never used; pass x through as a
+                # same-shaped placeholder instead of filling zeros.
+                g_x = tf.cond(below[p], lambda: self._input_grad(spec, grad_z(spec, y, g_y)), lambda: tf.identity(x))
+            with tf.control_dependencies([g_x] if g_x is not None else []):
+                tf.cond(selected[p], lambda: self._apply_update(spec, x, grad_z(spec, y, g_y)), lambda: tf.constant(0))
+            return g_x
 
         done = False
         for kind, b, specs in reversed(self._units()):
@@ -338,31 +369,54 @@ class TrainableModule(tf.Module):
         return loss, accuracy, fisher
 
     def _apply_update(self, spec: LayerSpec, x, g_z):
+        """Optimizer step on the selected channels only: O(K) arithmetic, O(full) merge.
+
+        The selected channels of the variable and its slots are gathered channel-major ([n, fan]),
+        updated (Adam / SGD-momentum elementwise, as on dense tensors), scattered back and merged
+        with SELECT, so unselected channels keep their exact bits and the full-size work is one
+        scatter, one transpose and one select per tensor (no full-size optimizer arithmetic).
+        """
         mask = self._vars[f"{spec.name}_mask"]
-        idx = tf.cast(tf.reshape(tf.where(mask > 0.5), [-1]), tf.int32)
-        dw, db = self._weight_grad(spec, x, g_z, idx)
         sel = mask > 0.5
-        sel_w = tf.reshape(sel, [1, 1, spec.out_channels, 1]) if spec.is_depthwise else sel
+        idx = tf.cast(tf.reshape(tf.where(sel), [-1]), tf.int32)
+        dw_sel, db_sel = self._weight_grad(spec, x, g_z, idx)
+        cout = spec.out_channels
+        fan = dw_sel.shape[1]
+        sel_w = tf.reshape(sel, [1, 1, cout, 1]) if spec.is_depthwise else sel
         cfg = self.config
         lr = self._vars["learning_rate"]
-        for param, grad, where in (("kernel", dw, sel_w), ("bias", db, sel)):
-            var = self._vars[f"{spec.name}_{param}"]
+        writes = []
+        for param, grad, where in (("kernel", dw_sel, sel_w), ("bias", db_sel, sel)):
+            names = [f"{spec.name}_{param}"] + [f"{spec.name}_{param}_{s}" for s in self._slots]
+            variables = [self._vars[nm] for nm in names]
+            values = [var.read_value() for var in variables]  # one READ_VARIABLE each
+            if param == "kernel":
+                def gather(v):  # [.., cout] (depthwise [k, k, C, 1]) -> [n, fan]
+                    return tf.transpose(tf.gather(tf.reshape(v, [fan, cout]), idx, axis=1))
+
+                def merge(v, new):
+                    full = tf.transpose(tf.scatter_nd(idx[:, None], new, [cout, fan]))
+                    return tf.where(where, tf.reshape(full, v.shape), v)
+            else:
+                def gather(v):
+                    return tf.gather(v, idx)
+
+                def merge(v, new):
+                    return tf.where(where, tf.scatter_nd(idx[:, None], new, [cout]), v)
+            cur = [gather(v) for v in values]
             if cfg.optimizer == "adam":
                 t = self._vars["step"]
-                m_var, v_var = self._vars[f"{spec.name}_{param}_m"], self._vars[f"{spec.name}_{param}_v"]
-                m = cfg.beta1 * m_var + (1.0 - cfg.beta1) * grad
-                v = cfg.beta2 * v_var + (1.0 - cfg.beta2) * grad * grad
+                m = cfg.beta1 * cur[1] + (1.0 - cfg.beta1) * grad
+                v = cfg.beta2 * cur[2] + (1.0 - cfg.beta2) * grad * grad
                 m_hat = m / (1.0 - tf.pow(cfg.beta1, t))
                 v_hat = v / (1.0 - tf.pow(cfg.beta2, t))
-                new = var - lr * m_hat / (tf.sqrt(v_hat) + cfg.epsilon)
-                m_var.assign(tf.where(where, m, m_var))
-                v_var.assign(tf.where(where, v, v_var))
+                new = [cur[0] - lr * m_hat / (tf.sqrt(v_hat) + cfg.epsilon), m, v]
             else:
-                mom_var = self._vars[f"{spec.name}_{param}_mom"]
-                mom = cfg.momentum * mom_var + grad
-                new = var - lr * mom
-                mom_var.assign(tf.where(where, mom, mom_var))
-            var.assign(tf.where(where, new, var))
+                mom = cfg.momentum * cur[1] + grad
+                new = [cur[0] - lr * mom, mom]
+            writes += [(var, merge(old, value)) for var, old, value in zip(variables, values, new)]
+        for var, value in writes:
+            var.assign(value)
         return tf.constant(0)
 
     # --------------------------------------------------------------- signatures
@@ -427,14 +481,24 @@ class TrainableModule(tf.Module):
                 self._vars[n].assign(tf.constant(self._initial[n]))
             return {"ok": tf.constant(1, tf.int32)}
 
+        def variant(cut: int):
+            @tf.function(input_signature=[images, labels])
+            def train_step_cut(images, labels):
+                self._vars["step"].assign_add(1.0)
+                loss, accuracy, _ = self._backward(images, labels, "train", cut=cut)
+                return {"loss": loss, "accuracy": accuracy}
+            return train_step_cut
+
+        self.train_variants = {train_variant_name(self.table, cut): variant(cut) for cut in self.train_cuts}
         self.infer, self.fisher, self.train_step = infer, fisher, train_step
         self.set_head, self.set_selection, self.set_hparams = set_head, set_selection, set_hparams
         self.get_state, self.set_state, self.reset_state = get_state, set_state, reset_state
 
     def signatures(self) -> dict:
         """Signature name -> concrete function, for ``tf.saved_model.save``."""
-        return {
+        out = {
             name: getattr(self, name).get_concrete_function()
             for name in ("infer", "fisher", "train_step", "set_head", "set_selection", "set_hparams",
                          "get_state", "set_state", "reset_state")
         }
+        return {**out, **{name: fn.get_concrete_function() for name, fn in self.train_variants.items()}}

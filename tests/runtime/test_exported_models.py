@@ -224,3 +224,41 @@ def test_cli_verify_and_ops(tmp_path, capsys):
     truncated = tmp_path / "truncated.tflite"
     truncated.write_bytes(bytes(data[:1000]))
     assert main(["verify", str(truncated)]) == 2
+
+
+def test_depth_variant_matches_general_train_step(model_path):
+    """The depth-specific train step the wrapper picks equals the general ``train_step`` (rel 1e-5)."""
+    meta = read_metadata(model_path)
+    assert meta["train_variants"], "fixtures export with the default train_variants"
+    index = {layer["name"]: layer["index"] for layer in meta["layers"]}
+    for variant in meta["train_variants"]:
+        chosen = [n for n in meta["candidates"] if index[n] >= variant["lowest_index"]]
+        selection = {chosen[0]: [0, 1], chosen[-1]: [1]}
+        runs = []
+        for general in (False, True):
+            model, _, after, losses, images, labels = _trained(model_path, selection, steps=0)
+            assert model.train_signature() == variant["signature"]
+            call = (lambda: model.call("train_step", images=images, labels=labels.astype(np.int32))) if general \
+                else (lambda: model.train_step(images, labels))
+            losses = [float(call()["loss"]) for _ in range(2)]
+            runs.append((losses, model.get_state()))
+        (loss_v, state_v), (loss_g, state_g) = runs
+        np.testing.assert_allclose(loss_v, loss_g, rtol=1e-5)
+        for key in state_g:
+            np.testing.assert_allclose(state_v[key], state_g[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_wrapper_tracks_selection_for_variants(model_path):
+    meta = read_metadata(model_path)
+    model = TrainableModel(model_path)
+    top, low = meta["candidates"][-1], meta["candidates"][0]
+    assert model.train_signature() == "train_step"
+    model.set_selection({top: [0]})
+    assert model.train_signature() == meta["train_variants"][-1]["signature"]
+    state = model.get_state()
+    model.set_selection({low: [0]})
+    assert model.train_signature() == "train_step"
+    model.set_state(state)
+    assert model.train_signature() == meta["train_variants"][-1]["signature"]
+    model.reset_state()
+    assert model.train_signature() == "train_step"

@@ -45,9 +45,18 @@ class TrainableModel:
       model: Path or bytes of the ``.tflite`` file.
       runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
       num_threads: Interpreter threads.
+
+    ``train_step`` runs the shallowest depth-specific variant (metadata ``train_variants``) whose
+    backward reaches the deepest selected layer, else the general ``train_step`` signature; the
+    wrapper tracks the selection through ``set_selection``/``set_state``/``reset_state``.
     """
 
-    def __init__(self, model: str | os.PathLike | bytes, runtime: str | None = None, num_threads: int = 1) -> None:
+    def __init__(
+        self,
+        model: str | os.PathLike | bytes,
+        runtime: str | None = None,
+        num_threads: int = 1,
+    ) -> None:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
         self.metadata: dict[str, Any] = read_metadata(content)
         interpreter_cls, self.runtime = load_interpreter_class(runtime)
@@ -61,6 +70,24 @@ class TrainableModel:
         self.candidates: list[str] = list(self.metadata["candidates"])
         self.candidate_channels = {name: int(by_name[name]["out_channels"]) for name in self.candidates}
         self.num_classes = 0
+        self._layer_index = {layer["name"]: int(layer["index"]) for layer in self.metadata["layers"]}
+        self._variants = sorted(((int(v["lowest_index"]), v["signature"]) for v in self.metadata.get("train_variants", [])),
+                                reverse=True)
+        self._deepest_selected: int | None = None
+
+    def train_signature(self) -> str:
+        """The train signature for the current selection: the variant with the highest cut at or
+        below the deepest selected layer, else ``train_step`` (also for an empty selection)."""
+        if self._deepest_selected is None:
+            return "train_step"
+        for cut, name in self._variants:
+            if cut <= self._deepest_selected:
+                return name
+        return "train_step"
+
+    def _track_selection(self, masks: Mapping[str, np.ndarray]) -> None:
+        chosen = [self._layer_index[n] for n in self.candidates if np.any(np.asarray(masks[n]) > 0.5)]
+        self._deepest_selected = min(chosen) if chosen else None
 
     def _runner(self, name: str):
         if name not in self._runners:
@@ -68,8 +95,15 @@ class TrainableModel:
         return self._runners[name]
 
     def call(self, signature: str, **inputs: np.ndarray) -> dict[str, np.ndarray]:
-        """Runs a signature with no checks (outputs are copied)."""
+        """Runs a signature with no checks (outputs are copied); tracks the selection it sets."""
         out = self._runner(signature)(**inputs)
+        if signature == "set_selection":
+            parts = np.split(np.asarray(inputs["channel_mask"]), np.cumsum([self.candidate_channels[n] for n in self.candidates])[:-1])
+            self._track_selection(dict(zip(self.candidates, parts)))
+        elif signature == "set_state":
+            self._track_selection({n: inputs[f"{n}_mask"] for n in self.candidates})
+        elif signature == "reset_state":
+            self._deepest_selected = None
         return {k: np.array(v) for k, v in out.items()}
 
     # --------------------------------------------------------------- validation
@@ -105,7 +139,7 @@ class TrainableModel:
     def train_step(self, images: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         """One optimizer step on the selected channels; returns loss and accuracy."""
         images = self._images(images)
-        out = self.call("train_step", images=images, labels=self._labels(labels, images.shape[0]))
+        out = self.call(self.train_signature(), images=images, labels=self._labels(labels, images.shape[0]))
         return {k: float(v) for k, v in out.items()}
 
     def set_head(self, prototypes: np.ndarray) -> None:
