@@ -43,6 +43,7 @@ class BenchConfig:
       timing_support: Support images of the timed tasks.
       tf_recipe: Run the TF-recipe (Flex) peer in the timing section.
       cost_input_size: Resolution of the backward-cost section (paper: 128).
+      cost_full_train_batch: FullTrain's batch in the backward-cost section (paper: 100).
       threads: Interpreter (and TF) threads.
       sections: Sections to run (subset of ``SECTIONS``).
     """
@@ -77,13 +78,14 @@ class BenchConfig:
     timing_support: int = 25
     tf_recipe: bool = True
     cost_input_size: int = 128
+    cost_full_train_batch: int = 100
     threads: int = 1
     sections: tuple[str, ...] = SECTIONS
 
     def __post_init__(self) -> None:
         for name in ("input_size", "candidate_blocks", "tasks", "min_ways", "max_ways", "max_query",
                      "max_support_per_class", "max_support_total", "full_train_batch", "ablation_tasks",
-                     "timing_runs", "timing_support", "cost_input_size", "threads"):
+                     "timing_runs", "timing_support", "cost_input_size", "cost_full_train_batch", "threads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int; got {value!r}")

@@ -2,7 +2,8 @@
 
 ``sparse``: the last ``candidate_blocks`` blocks are candidates (LastLayer, SparseUpdate, TinyTrain);
 ``full``: every block (and the stem) is a candidate (FullTrain); ``pretrained``: as ``sparse`` from
-the pre-trained-only weights (meta-training ablation). A model is re-exported only when its file or
+the pre-trained-only weights (meta-training ablation). Keys with identical export configs share one
+file (e.g. ``candidate_blocks`` = the number of blocks). A model is re-exported only when its file or
 its ``<file>.config.json`` is missing or that config differs from the wanted one.
 """
 
@@ -48,8 +49,12 @@ def ensure_models(config: BenchConfig, keys: tuple[str, ...] | None = None) -> d
     if keys is not None:
         wanted = {k: v for k, v in wanted.items() if k in keys}
     model_dir = pathlib.Path(config.model_dir)
-    paths = {}
+    paths: dict[str, pathlib.Path] = {}
+    done: dict[object, pathlib.Path] = {}
     for key, export_config in wanted.items():
+        if export_config in done:
+            paths[key] = done[export_config]
+            continue
         blocks = export_config.candidate_blocks
         path = model_dir / f"{config.backbone}_{config.input_size}_{key}_k{blocks}.tflite"
         meta = path.with_suffix(path.suffix + ".config.json")
@@ -60,5 +65,5 @@ def ensure_models(config: BenchConfig, keys: tuple[str, ...] | None = None) -> d
 
             LOG.info("exporting %s (%s, k=%d)", path, key, blocks)
             write_export(export_config, path)
-        paths[key] = path
+        paths[key] = done[export_config] = path
     return paths

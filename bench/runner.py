@@ -85,7 +85,7 @@ def _backward_cost_section(config: BenchConfig, measured_fisher: dict | None) ->
                                     memory_bytes=config.memory_budget_mib * 2**20,
                                     compute_fraction=config.compute_fraction, tinytrain_ratio=config.channel_ratio,
                                     sparse_update_ratio=config.sparse_update_channel_ratio,
-                                    full_train_batch=config.full_train_batch, fisher=fisher, seed=config.seed)
+                                    full_train_batch=config.cost_full_train_batch, fisher=fisher, seed=config.seed)
             out[f"{backbone}/{optimizer}"] = [{
                 "method": r.method, "description": r.description, "batch_size": r.batch_size,
                 "weights_bytes": r.cost.updated_weight_bytes, "optimizer_bytes": r.cost.optimizer_bytes,
@@ -99,7 +99,7 @@ def _backward_cost_section(config: BenchConfig, measured_fisher: dict | None) ->
         table = build_layer_table(backbone, config.cost_input_size)
         full = out[f"{backbone}/adam"][0]
         out[f"{backbone}/unfused_full_train_bytes"] = (
-            unfused_activation_bytes(table, config.full_train_batch) + full["weights_bytes"] + full["optimizer_bytes"])
+            unfused_activation_bytes(table, config.cost_full_train_batch) + full["weights_bytes"] + full["optimizer_bytes"])
     return out
 
 
@@ -234,3 +234,17 @@ def _json_default(value):
     if isinstance(value, float) and math.isinf(value):
         return None
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def render_saved(out_dir: str | pathlib.Path) -> pathlib.Path:
+    """Re-renders ``BENCHMARKS.md`` from the ``config.json`` and ``results.json`` of a finished run."""
+    out = pathlib.Path(out_dir)
+    try:
+        data = json.loads((out / "config.json").read_text())
+        results = json.loads((out / "results.json").read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{out} holds no finished benchmark run (config.json + results.json): {err}") from err
+    config = BenchConfig(**data)
+    report = out / "BENCHMARKS.md"
+    report.write_text(render_report(config, results))
+    return report

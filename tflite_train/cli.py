@@ -49,8 +49,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     """Runs the benchmarks (needs TensorFlow for the exports and the TF-recipe peer)."""
     import shlex
 
-    from bench import BenchConfig, run_benchmarks
+    from bench import BenchConfig, render_saved, run_benchmarks
 
+    if args.render_only:
+        print(f"wrote {render_saved(args.out)}")
+        return 0
     _setup_tf(args)
     config = BenchConfig(
         cache_dir=args.cache, out_dir=args.out, model_dir=args.model_dir, backbone=args.backbone,
@@ -301,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--section", action="append", choices=("accuracy", "backward_cost", "timing", "ablations", "plots"),
                    help="repeatable; default: all")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--render-only", action="store_true", help="re-render BENCHMARKS.md from --out's saved results")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("cost-report", help="MCUNet backward-pass costs beside the paper's Tables 2 and 6")

@@ -36,7 +36,7 @@ def smoke_run(tmp_path_factory):
     ))
     config = BenchConfig(
         cache_dir=str(root / "cache"), out_dir=str(root / "out"), model_dir=str(root / "models"), backbone="tiny",
-        input_size=32, weights=None, pretrained_weights=None, candidate_blocks=2, tasks=2, min_ways=2, max_ways=3,
+        input_size=32, weights=None, pretrained_weights=None, candidate_blocks=4, tasks=2, min_ways=2, max_ways=3,
         max_query=2, max_support_per_class=3, max_support_total=8, iterations=2, full_train_batch=4,
         ablation_tasks=2, channel_ratios=(0.5,), timing_runs=1, timing_support=6, tf_recipe=True,
     )
@@ -89,3 +89,20 @@ def test_mean_ci95_by_hand():
 def test_config_validation(field, value):
     with pytest.raises(ValueError, match=field):
         BenchConfig(**{field: value})
+
+
+def test_render_only_reproduces_the_report(smoke_run, capsys):
+    from tflite_train.cli import main
+
+    config, report = smoke_run
+    before = report.read_text()
+    report.unlink()
+    assert main(["bench", "--out", config.out_dir, "--render-only"]) == 0
+    assert report.read_text() == before
+
+
+def test_render_only_without_a_run_fails_cleanly(tmp_path, capsys):
+    from tflite_train.cli import main
+
+    assert main(["bench", "--out", str(tmp_path), "--render-only"]) == 2
+    assert "no finished benchmark run" in capsys.readouterr().err
