@@ -2,6 +2,6 @@
 
 from bench.config import SECTIONS, BenchConfig
 from bench.runner import render_saved, run_benchmarks
-from bench.statistics import MeanCI, mean_ci95
+from bench.confidence import MeanCI, mean_ci95
 
 __all__ = ["SECTIONS", "BenchConfig", "MeanCI", "mean_ci95", "render_saved", "run_benchmarks"]

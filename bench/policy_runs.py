@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from bench.config import BenchConfig
-from bench.statistics import MeanCI, mean_ci95
+from bench.confidence import MeanCI, mean_ci95
 from bench.tasks import Task
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate

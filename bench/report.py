@@ -222,9 +222,12 @@ def render_report(config: BenchConfig, results: Mapping) -> str:
              f"{env['interpreter_version']}. Wall time of this run: {results['wall_seconds'] / 60:.1f} min "
              f"({', '.join(f'{k} {v / 60:.1f}' for k, v in results['section_seconds'].items())} min).", ""]
     if config.tasks < 50:
+        accuracy = results["section_seconds"].get("accuracy", 0.0)
+        estimate = (results["wall_seconds"] - accuracy + accuracy * 50 / config.tasks) / 60
         lines += [f"**N = {config.tasks} tasks per target, below the issue's N ≥ 50**: the CIs are correspondingly "
-                  "wide. Rerun with `--tasks 50` when the machine is free (runtime scales about linearly in N; see "
-                  "the per-section minutes above).", ""]
+                  f"wide. Rerun with the command above and `--tasks 50` when the machine is free: the accuracy "
+                  f"section scales linearly in N, so about {estimate:.0f} min on this machine in this state "
+                  "(less on idle cores).", ""]
     average = timing = None
     if "accuracy" in results["sections"]:
         average = _accuracy_section(config, results, lines)

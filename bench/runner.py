@@ -23,7 +23,7 @@ from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods, timin
 from bench.models import ensure_models
 from bench.policy_runs import Method, run_method, scaled_memory_budget, source_fisher_tasks
 from bench.report import render_report
-from bench.statistics import mean_ci95
+from bench.confidence import mean_ci95
 from bench.tasks import Task, cache_targets, target_tasks, timing_task
 from tflite_train.data import read_manifest
 from tflite_train.runtime import TrainableModel, class_prototypes, embed, layer_table, support_fisher
