@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bench.config import BenchConfig
+from bench.methods import PROTOCOL_SUFFIX
 from tflite_train.paper_figures import MCUNET_ACCURACY_AVERAGE
 
 MIB = 2**20
@@ -132,7 +133,13 @@ def _timing_section(config: BenchConfig, results: Mapping, lines: list[str]) -> 
         lines.append(f"| TF recipe (full gradient, GradientTape, Flex-converted) | {peer['batch_size']} | "
                      f"{peer['load']:.3f} | - | - | {peer['step_median'] * config.iterations:.3f} (est.) | "
                      f"{peer['step_median'] * 1e3:.1f} ms | - | - |")
-    lines += ["", PAPER_TABLE8_NOTE]
+    lines += ["", f"Rows marked \"Table 8 protocol\" run {config.iterations} passes over the {task['support']} support "
+              f"images ({config.iterations * task['support']} steps of batch 1; the paper's \"training using all the "
+              f"samples (e.g. 25) for 40 iterations\"); the others use the accuracy section's {config.iterations} "
+              "steps." + ("" if section.get("infer_seconds_batch1") is None else
+                          f" Forward pass alone (`infer`, batch 1): {section['infer_seconds_batch1'] * 1e3:.1f} ms - "
+                          "the floor of any train step, since every step runs the whole forward pass."),
+              "", PAPER_TABLE8_NOTE]
     if peer:
         lines += ["", f"- TF-recipe peer: `bench/tf_recipe.py`, converted with SELECT_TF_OPS to a "
                   f"{peer['flex_model_bytes'] / 1e6:.1f} MB Flex model in {peer['convert_seconds']:.0f} s; ran on "
@@ -144,7 +151,7 @@ def _timing_section(config: BenchConfig, results: Mapping, lines: list[str]) -> 
                          "`tf.function` in TensorFlow - the kernels Flex would run, minus the delegate's copies, so "
                          "the peer is if anything flattered.")
     lines.append("")
-    return {"rows": rows, "peer": peer}
+    return {"rows": rows, "peer": peer, "infer": section.get("infer_seconds_batch1")}
 
 
 def _ablation_section(config: BenchConfig, results: Mapping, lines: list[str]) -> None:
@@ -194,11 +201,15 @@ def _targets(config: BenchConfig, results: Mapping, average: dict | None, timing
                 lines.append(f"- TinyTrain step ≥ {STEP_TARGET_FULL:g}x faster than {label}: {_verdict(ratio >= STEP_TARGET_FULL)} "
                              f"({ratio:.1f}x: {tiny['step'] * 1e3:.1f} vs {rows[label]['step'] * 1e3:.1f} ms"
                              + ("; same batch, the like-for-like comparison" if "batch 1)" in label else
-                                "; per step at the paper's FullTrain batch") + ").")
-        if tiny:
-            share = tiny["selection_share"]
-            lines.append(f"- Selection ≤ {SELECTION_TARGET:.0%} of TinyTrain's end-to-end time: {_verdict(share <= SELECTION_TARGET)} "
-                         f"({share:.1%}: {tiny['seconds']['fisher_selection']:.3f} of {tiny['end_to_end']:.3f} s).")
+                                f"; per step at the accuracy section's FullTrain batch, not like-for-like") + ").")
+        for label, how in (("TinyTrain" + PROTOCOL_SUFFIX, "the paper's Table 8 protocol"),
+                           ("TinyTrain", f"the accuracy section's {config.iterations} steps")):
+            row = rows.get(label)
+            if row:
+                share = row["selection_share"]
+                lines.append(f"- Selection ≤ {SELECTION_TARGET:.0%} of TinyTrain's end-to-end time ({how}): "
+                             f"{_verdict(share <= SELECTION_TARGET)} ({share:.1%}: "
+                             f"{row['seconds']['fisher_selection']:.3f} of {row['end_to_end']:.3f} s).")
         if tiny and peer:
             ratio = peer["step_median"] / tiny["step"]
             lines.append(f"- TinyTrain step ≥ {STEP_TARGET_PEER:g}x faster than the TF-recipe peer: "
@@ -206,8 +217,25 @@ def _targets(config: BenchConfig, results: Mapping, average: dict | None, timing
                          f"{peer['step_median'] * 1e3:.1f} ms, batch 1; peer ran on {peer['runner']}).")
         elif tiny:
             lines.append("- TF-recipe peer: not run (`tf_recipe` off).")
+        infer = timing["infer"]
+        if tiny and infer:
+            lines.append(f"- Why the step ratios are bounded here: every train step runs the full forward pass "
+                         f"({infer * 1e3:.1f} ms at batch 1), which is {infer / tiny['step']:.0%} of TinyTrain's step; "
+                         "sparse updates only shrink the backward part, so on this 64x64 model the ratio to a "
+                         "same-batch full update cannot exceed (forward + full backward) / forward.")
     else:
         lines.append("- Timing targets: timing section not run.")
+    missed = average and "TinyTrain" in average and any(
+        average[k]["mean"] > average["TinyTrain"]["mean"] for k in ("FullTrain", "SparseUpdate", "LastLayer") if k in average)
+    if missed and "None" in average and "FullTrain" in average:
+        lines.append(f"- Why the accuracy targets are missed here: TinyTrain moves the average by "
+                     f"{average['TinyTrain']['mean'] - average['None']['mean']:+.1f} pp over None (no update) with "
+                     f"{config.iterations} batch-1 steps on ~0.1-0.5 MiB of weights, while FullTrain (batch "
+                     f"{config.full_train_batch}, all layers) moves it by "
+                     f"{average['FullTrain']['mean'] - average['None']['mean']:+.1f} pp. The sparse methods change few weights "
+                     "in few batch-1 steps at the export's default learning rate (not tuned; the same for every "
+                     "method), and this demo's backbone (64x64, glyph source; meta-training measured as neutral in "
+                     "weights/README.md) is far from the paper's ImageNet/MiniImageNet-pretrained MCUNet at 128x128.")
     lines.append("")
 
 

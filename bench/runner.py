@@ -106,9 +106,19 @@ def _backward_cost_section(config: BenchConfig, measured_fisher: dict | None) ->
 def _timing_section(config: BenchConfig, paths: dict, memory_bytes: float, candidates: list[str], target: str,
                     fisher_tasks: list | None) -> dict:
     task = timing_task(config, target)
+    size = int(task.support.shape[0])
     rows = [time_method(m, paths[m.model], task, config.timing_runs, config.threads, fisher_tasks).to_dict()
-            for m in timing_methods(config, memory_bytes, candidates)]
-    out = {"task": {"target": target, "ways": task.ways, "support": int(task.support.shape[0])}, "rows": rows}
+            for m in timing_methods(config, memory_bytes, candidates, size)]
+    model = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
+    model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
+    one = task.support[:1]
+    model.infer(one)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        model.infer(one)
+    infer_seconds = (time.perf_counter() - t0) / 20
+    out = {"task": {"target": target, "ways": task.ways, "support": size}, "rows": rows,
+           "infer_seconds_batch1": infer_seconds}
     if config.tf_recipe:
         from bench.tf_recipe import build_recipe_model, time_recipe_steps
 
