@@ -32,6 +32,7 @@ def accuracy_vs_compute(rows: Sequence[Mapping], path: str | pathlib.Path, title
         ax.annotate(f"{row['label']}\n{row['memory_bytes'] / 2**20:.2f} MiB", (x, row["accuracy"]),
                     textcoords="offset points", xytext=(8, -4), fontsize=8)
     ax.set_xscale("log")
+    ax.margins(x=0.25, y=0.12)
     ax.set_xlabel("backward MACs per sample (M, log; None plotted at 1e-6 M)")
     ax.set_ylabel("average accuracy (%)")
     ax.set_title(title, fontsize=10)

@@ -132,6 +132,24 @@ def _timing_section(config: BenchConfig, paths: dict, memory_bytes: float, candi
     return out
 
 
+def _write_plots(config: BenchConfig, results: dict, out: pathlib.Path) -> dict[str, str]:
+    """Writes the PNGs from the run's results; returns plot name -> file name."""
+    figures = {}
+    targets = results["targets"]
+    if "accuracy" in results["sections"]:
+        rows = [{"label": k, "accuracy": v["mean"], "backward_macs": v["backward_macs"],
+                 "memory_bytes": v["memory_bytes"]} for k, v in results["sections"]["accuracy"]["average"].items()]
+        figures["accuracy_vs_compute"] = plots.accuracy_vs_compute(
+            rows, out / "accuracy_vs_compute.png",
+            f"{config.backbone} @ {config.input_size}px, average over {len(targets)} targets, N={config.tasks}").name
+    task = results["sections"]["plots"]["fisher_task"]
+    figures["fisher_layers"] = plots.fisher_layers(
+        task["layers"], task["potentials"], task["scores"], task["chosen"], out / "fisher_layers.png",
+        f"one {task['target']} task: candidates of {config.backbone} @ {config.input_size}px "
+        "(red = TinyTrain's selection)").name
+    return figures
+
+
 def run_benchmarks(config: BenchConfig, command: str = "") -> pathlib.Path:
     """Runs ``config.sections`` and writes the outputs; returns the path of BENCHMARKS.md."""
     if not isinstance(config, BenchConfig):
@@ -216,19 +234,8 @@ def run_benchmarks(config: BenchConfig, command: str = "") -> pathlib.Path:
         section_seconds["ablations"] = time.time() - t0
 
     if "plots" in config.sections:
-        figures = {}
-        if "accuracy" in results["sections"]:
-            rows = [{"label": k, "accuracy": v["mean"], "backward_macs": v["backward_macs"],
-                     "memory_bytes": v["memory_bytes"]} for k, v in results["sections"]["accuracy"]["average"].items()]
-            figures["accuracy_vs_compute"] = plots.accuracy_vs_compute(
-                rows, out / "accuracy_vs_compute.png",
-                f"{config.backbone} @ {config.input_size}px, average over {len(targets)} targets, N={config.tasks}").name
-        figures["fisher_layers"] = plots.fisher_layers(
-            fisher_figures["layers"], fisher_figures["potentials"], fisher_figures["scores"], fisher_figures["chosen"],
-            out / "fisher_layers.png", f"one {fisher_figures['target']} task: candidates of {config.backbone} "
-            f"@ {config.input_size}px (red = TinyTrain's selection)").name
-        results["sections"]["plots"] = {"files": figures, "fisher_task": {k: v for k, v in fisher_figures.items()
-                                                                           if k != "fisher"}}
+        results["sections"]["plots"] = {"fisher_task": {k: v for k, v in fisher_figures.items() if k != "fisher"}}
+        results["sections"]["plots"]["files"] = _write_plots(config, results, out)
     results["section_seconds"] = section_seconds
     results["wall_seconds"] = time.time() - started
     (out / "results.json").write_text(json.dumps(results, indent=1, default=_json_default) + "\n")
@@ -247,7 +254,7 @@ def _json_default(value):
 
 
 def render_saved(out_dir: str | pathlib.Path) -> pathlib.Path:
-    """Re-renders ``BENCHMARKS.md`` from the ``config.json`` and ``results.json`` of a finished run."""
+    """Re-renders ``BENCHMARKS.md`` and the PNGs from the ``config.json`` and ``results.json`` of a finished run."""
     out = pathlib.Path(out_dir)
     try:
         data = json.loads((out / "config.json").read_text())
@@ -255,6 +262,8 @@ def render_saved(out_dir: str | pathlib.Path) -> pathlib.Path:
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"{out} holds no finished benchmark run (config.json + results.json): {err}") from err
     config = BenchConfig(**data)
+    if "plots" in results["sections"]:
+        results["sections"]["plots"]["files"] = _write_plots(config, results, out)
     report = out / "BENCHMARKS.md"
     report.write_text(render_report(config, results))
     return report

@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--section", action="append", choices=("accuracy", "backward_cost", "timing", "ablations", "plots"),
                    help="repeatable; default: all")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--render-only", action="store_true", help="re-render BENCHMARKS.md from --out's saved results")
+    p.add_argument("--render-only", action="store_true", help="re-render BENCHMARKS.md and the PNGs from --out's saved results")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("cost-report", help="MCUNet backward-pass costs beside the paper's Tables 2 and 6")
