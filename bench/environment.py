@@ -28,7 +28,8 @@ def _version(distribution: str) -> str | None:
 
 
 def environment(interpreter_module: str) -> dict[str, str | int | None]:
-    """CPU model, usable cores, OS, and the versions of python, numpy, TensorFlow, the interpreter.
+    """CPU model, usable cores, OS, 1-minute load average, and the versions of python, numpy, TensorFlow,
+    the interpreter.
 
     Args:
       interpreter_module: The TFLite interpreter module the runtime path used
@@ -50,4 +51,5 @@ def environment(interpreter_module: str) -> dict[str, str | int | None]:
         "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
         "interpreter_module": interpreter_module,
         "interpreter_version": version,
+        "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
