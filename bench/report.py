@@ -175,8 +175,8 @@ def _ablation_section(config: BenchConfig, results: Mapping, lines: list[str]) -
         lines += [f"- Pre-trained-only weights: {where}; the meta-training-off rows were not run "
                   "(`tflite-train train-weights` writes `weights/pretrain/backbone.weights.h5`).", ""]
     else:
-        lines += [f"- Pre-trained-only weights: `{config.pretrained_weights}` (the pre-training stage of the shipped "
-                  "weights' run; paper: meta-training adds 5.6 pp to TinyTrain on MCUNet).", ""]
+        lines += [f"- Pre-trained-only weights: `{config.pretrained_weights}` (the pre-training stage of `tflite-train "
+                  "train-weights`, before meta-training; paper: meta-training adds 5.6 pp to TinyTrain on MCUNet).", ""]
 
 
 def _targets(config: BenchConfig, results: Mapping, average: dict | None, timing: dict | None, lines: list[str]) -> None:
