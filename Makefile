@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PI_VENV := .venv-pi
 
-.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps data weights
+.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps data weights bench
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -41,6 +41,10 @@ data: $(VENV)/.installed data-deps
 # The shipped meta-trained MCUNet weights (about 20 min on 2 CPU cores), written to weights/.
 weights: data
 	nice -n 10 $(VENV)/bin/tflite-train train-weights --cache $(DATA_CACHE) --out weights --threads 2
+
+# The benchmarks: bench/results/BENCHMARKS.md + PNGs (N = 50 tasks per target; see the file for the runtime).
+bench: data
+	nice -n 10 $(VENV)/bin/python -m tflite_train.cli bench --cache $(DATA_CACHE) --out bench/results --tasks 50
 
 # Exported test models + golden self-tests, replayed by tests/runtime in both envs (needs TF).
 fixtures: $(VENV)/.installed data-deps

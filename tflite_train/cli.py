@@ -48,6 +48,31 @@ def _cmd_golden(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    """Runs the benchmarks (needs TensorFlow for the exports and the TF-recipe peer)."""
+    import shlex
+
+    from bench import BenchConfig, render_saved, run_benchmarks
+
+    if args.render_only:
+        print(f"wrote {render_saved(args.out)}")
+        return 0
+    _setup_tf(args)
+    config = BenchConfig(
+        cache_dir=args.cache, out_dir=args.out, model_dir=args.model_dir, backbone=args.backbone,
+        input_size=args.input_size, weights=args.weights or None, pretrained_weights=args.pretrained_weights or None,
+        candidate_blocks=args.candidate_blocks, targets=tuple(args.target) if args.target else None,
+        tasks=args.tasks, seed=args.seed, max_ways=args.max_ways, max_support_total=args.max_support_total,
+        max_support_per_class=args.max_support_per_class, iterations=args.iterations,
+        full_train_batch=args.full_train_batch, ablation_target=args.ablation_target,
+        ablation_tasks=args.ablation_tasks, timing_runs=args.timing_runs, tf_recipe=not args.no_tf_recipe,
+        threads=args.threads, sections=tuple(args.section) if args.section else BenchConfig.sections,
+    )
+    report = run_benchmarks(config, command="tflite-train " + shlex.join(args.argv))
+    print(f"wrote {report}")
+    return 0
+
+
 def _cmd_data_prepare(args: argparse.Namespace) -> int:
     from tflite_train.data.cache import default_datasets, image_folder_spec, prepare_cache, verify_cache
 
@@ -260,6 +285,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--totals-only", action="store_true")
     p.set_defaults(func=_cmd_backbones)
 
+    p = sub.add_parser("bench", help="regenerate the paper's tables and figures: BENCHMARKS.md + PNGs")
+    p.add_argument("--cache", default="build/data_cache", help="data cache (tflite-train data prepare)")
+    p.add_argument("--out", default="bench/results", help="output folder (BENCHMARKS.md, PNGs, results/config JSON)")
+    p.add_argument("--model-dir", default="build/bench/models", help="exported models (reused when up to date)")
+    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
+    p.add_argument("--input-size", type=int, default=64)
+    p.add_argument("--weights", default="weights/mcunet_64_meta.weights.h5", help="'' = seeded init")
+    p.add_argument("--pretrained-weights", default="weights/pretrain/backbone.weights.h5",
+                   help="pre-trained-only weights for the meta-training ablation ('' = skip)")
+    p.add_argument("--candidate-blocks", type=int, default=7)
+    p.add_argument("--target", action="append", help="repeatable; default: every target of the cache")
+    p.add_argument("--tasks", type=int, default=50, help="N tasks per target")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--max-ways", type=int, default=10)
+    p.add_argument("--max-support-total", type=int, default=50)
+    p.add_argument("--max-support-per-class", type=int, default=10)
+    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--full-train-batch", type=int, default=100)
+    p.add_argument("--ablation-target", default=None)
+    p.add_argument("--ablation-tasks", type=int, default=20)
+    p.add_argument("--timing-runs", type=int, default=3)
+    p.add_argument("--no-tf-recipe", action="store_true", help="skip the TF-recipe (Flex) timing peer")
+    p.add_argument("--section", action="append", choices=("accuracy", "backward_cost", "timing", "ablations", "plots"),
+                   help="repeatable; default: all")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--render-only", action="store_true", help="re-render BENCHMARKS.md and the PNGs from --out's saved results")
+    p.set_defaults(func=_cmd_bench)
+
     p = sub.add_parser("cost-report", help="MCUNet backward-pass costs beside the paper's Tables 2 and 6")
     p.add_argument("--input-size", type=int, default=128)
     p.set_defaults(func=_cmd_cost_report)
@@ -359,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)

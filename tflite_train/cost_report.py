@@ -137,3 +137,86 @@ def backbone_summary(backbone: str, input_size: int = 128, in_channels: int = 3,
         f"last layer {lastlayer.total_bytes / MIB:.2f} MB / {lastlayer.backward_macs / 1e6:.2f}M MACs"
     )
     return "\n".join(lines)
+
+
+def synthetic_fisher(table: LayerTable, seed: int = 0) -> dict[str, "np.ndarray"]:
+    """A seeded stand-in for a task's Fisher vectors: Delta_{l,o} ~ Exp(1) i.i.d. for every layer.
+
+    Used where no measured Fisher exists for a backbone (no trained weights); with i.i.d. channels
+    the potential P_l = sum_o Delta_{l,o} (Eq. 2) is about C_out, so Eq. 3's ranking is driven by the
+    layer's size and its memory/compute costs.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return {layer.name: rng.exponential(1.0, layer.out_channels).astype(np.float32) for layer in table}
+
+
+def selection_report(
+    backbone: str,
+    input_size: int = 128,
+    *,
+    optimizer: str = "adam",
+    memory_bytes: float = float(MIB),
+    compute_fraction: float = 0.15,
+    tinytrain_ratio: float = 0.25,
+    sparse_update_ratio: float = 0.5,
+    full_train_batch: int = 100,
+    fisher: Mapping[str, "np.ndarray"] | None = None,
+    seed: int = 0,
+) -> list[ReportRow]:
+    """Backward-pass rows of any backbone, the sparse selections made by the real policies.
+
+    FullTrain: every conv, all channels, batch ``full_train_batch``. LastLayer: the final conv.
+    SparseUpdate (static): MIT's MCUNet layers when ``backbone == "mcunet"``; otherwise
+    ``sparse_update_policy`` ranking by the plain Fisher potential averaged over 8 synthetic tasks,
+    under the budget. TinyTrain: ``tinytrain_policy`` (Eq. 3, greedy under B_mem = ``memory_bytes``,
+    B_compute = ``compute_fraction`` of the forward MACs) on ``fisher`` (measured) or
+    ``synthetic_fisher``. Sparse methods use batch 1 (paper).
+    """
+    import numpy as np
+
+    from tflite_train.sparse.budget import Budget
+    from tflite_train.sparse.policies import (
+        MIT_SPARSE_UPDATE_LAYERS,
+        SelectionConfig,
+        sparse_update_policy,
+        tinytrain_policy,
+    )
+
+    table = build_layer_table(backbone, input_size)
+    paper = (paper_figures.MCUNET_BACKWARD_SGD if optimizer != "adam" and backbone == "mcunet"
+             else paper_figures.BACKWARD_ADAM.get(backbone, {}) if optimizer == "adam" else {})
+    budget = Budget(memory_bytes=memory_bytes, compute_fraction=compute_fraction)
+    last = table.layers[-1]
+    rows = [
+        ("FullTrain", f"all {len(table)} convs, all channels", {l.name: l.out_channels for l in table}, full_train_batch),
+        ("LastLayer", f"{last.name}, all channels", {last.name: last.out_channels}, 1),
+    ]
+    su_config = SelectionConfig(policy="sparse_update", budget=budget, channel_ratio=sparse_update_ratio,
+                                criterion="fisher", optimizer=optimizer, on_empty="empty")
+    rng = np.random.default_rng(seed + 1)
+    weights = {l.name: rng.normal(size=(l.fan_in, l.out_channels)).astype(np.float32) for l in table}
+    if backbone in MIT_SPARSE_UPDATE_LAYERS:
+        layers = MIT_SPARSE_UPDATE_LAYERS[backbone]
+        su = {n: channel_count(table[n].out_channels, sparse_update_ratio) for n in layers}
+        su_text = f"MIT's {len(layers)} layers, {sparse_update_ratio:g} of channels"
+    else:
+        tasks = [synthetic_fisher(table, seed + 100 + t) for t in range(8)]
+        selection = sparse_update_policy(table, su_config, fisher_tasks=tasks, weights=weights)
+        su = selection.channel_counts()
+        su_text = f"static Fisher ranking (synthetic tasks), {len(su)} layers, {sparse_update_ratio:g}"
+    rows.append(("SparseUpdate", su_text, su, 1))
+    tt_config = SelectionConfig(policy="tinytrain", budget=budget, channel_ratio=tinytrain_ratio,
+                                optimizer=optimizer, on_empty="empty")
+    measured = fisher is not None
+    fisher = dict(fisher) if measured else synthetic_fisher(table, seed)
+    selection = tinytrain_policy(table, tt_config, candidates=[n for n in table.names if n in fisher], fisher=fisher)
+    tt = selection.channel_counts()
+    rows.append(("TinyTrain", f"Eq. 3 on {'measured' if measured else 'synthetic'} Fisher: "
+                 + (", ".join(tt) or "nothing fits") + f", {tinytrain_ratio:g}", tt, 1))
+    out = []
+    for method, text, channels, batch in rows:
+        cost = backward_cost(table, channels, optimizer=optimizer, batch_size=batch)
+        out.append(ReportRow(method, text, optimizer, batch, cost, paper.get(method)))
+    return out

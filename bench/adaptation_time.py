@@ -1,0 +1,77 @@
+"""End-to-end adaptation time on the installed interpreter (the paper's Table 8 shape).
+
+For each timed method: ``load`` (``TrainableModel`` construction: read + interpreter + allocation),
+then ``adapt``'s phases: ``head`` (prototypes), ``fisher_selection`` (Fisher pass + Algorithm 1
+lines 1-4), ``training`` (``iterations`` steps); end-to-end = their sum. Selection overhead =
+fisher_selection / end-to-end. Step time = training / iterations. The median over ``timing_runs``
+runs (fresh model each) is reported per phase.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import pathlib
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from bench.policy_runs import Method
+from bench.tasks import Task
+from tflite_train.runtime import TrainableModel, adapt
+
+LOG = logging.getLogger(__name__)
+PHASES = ("load", "head", "fisher_selection", "training")
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingResult:
+    """Median seconds per phase of one method, and derived figures."""
+
+    label: str
+    batch_size: int
+    iterations: int
+    seconds: dict[str, float]
+    runs: int
+
+    @property
+    def end_to_end(self) -> float:
+        return sum(self.seconds[p] for p in PHASES)
+
+    @property
+    def step(self) -> float:
+        return self.seconds["training"] / max(1, self.iterations)
+
+    @property
+    def selection_share(self) -> float:
+        return self.seconds["fisher_selection"] / self.end_to_end
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "batch_size": self.batch_size, "iterations": self.iterations,
+                "seconds": dict(self.seconds), "runs": self.runs, "end_to_end": self.end_to_end,
+                "step": self.step, "selection_share": self.selection_share}
+
+
+def time_method(method: Method, model_path: str | pathlib.Path, task: Task, runs: int, threads: int = 1,
+                fisher_tasks: Sequence[Mapping[str, np.ndarray]] | None = None) -> TimingResult:
+    """Times ``runs`` fresh load + ``adapt`` runs of ``method`` on ``task``; medians per phase.
+
+    ``fisher_tasks`` (offline meta-training Fisher of the static SparseUpdate) is not timed.
+    """
+    if method.adapt is None:
+        raise ValueError(f"method {method.label!r} has no adaptation config")
+    per_phase: dict[str, list[float]] = {p: [] for p in PHASES}
+    for run in range(runs):
+        t0 = time.perf_counter()
+        model = TrainableModel(str(model_path), num_threads=threads)
+        per_phase["load"].append(time.perf_counter() - t0)
+        static = fisher_tasks if method.adapt.policy == "sparse_update" else None
+        result = adapt(model, task.support, task.support_labels, method.adapt, fisher_tasks=static)
+        for phase in PHASES[1:]:
+            per_phase[phase].append(float(result.seconds.get(phase, 0.0)))
+        LOG.info("timing %s run %d/%d: %s", method.label, run + 1, runs,
+                 {p: round(v[-1], 3) for p, v in per_phase.items()})
+    return TimingResult(method.label, method.adapt.batch_size, method.adapt.iterations,
+                        {p: statistics.median(v) for p, v in per_phase.items()}, runs)

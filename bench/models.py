@@ -1,0 +1,69 @@
+"""The exported models a benchmark needs, written once into ``BenchConfig.model_dir`` and reused.
+
+``sparse``: the last ``candidate_blocks`` blocks are candidates (LastLayer, SparseUpdate, TinyTrain);
+``full``: every block (and the stem) is a candidate (FullTrain); ``pretrained``: as ``sparse`` from
+the pre-trained-only weights (meta-training ablation). Keys with identical export configs share one
+file (e.g. ``candidate_blocks`` = the number of blocks). A model is re-exported only when its file or
+its ``<file>.config.json`` is missing or that config differs from the wanted one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+
+from bench.config import BenchConfig
+from tflite_train.architectures import get_config
+
+LOG = logging.getLogger(__name__)
+
+
+def export_configs(config: BenchConfig) -> dict[str, object]:
+    """Model key -> ``converters.ExportConfig`` (imports TensorFlow-free ``export_config`` only)."""
+    from converters.export_config import ExportConfig
+
+    blocks = len(get_config(config.backbone).blocks)
+    common = dict(backbone=config.backbone, input_size=config.input_size, optimizer="adam")
+    out = {
+        "sparse": ExportConfig(**common, candidate_blocks=min(config.candidate_blocks, blocks), weights=config.weights),
+        "full": ExportConfig(**common, candidate_blocks=blocks, weights=config.weights),
+    }
+    if config.pretrained_weights and pathlib.Path(config.pretrained_weights).exists():
+        out["pretrained"] = ExportConfig(**common, candidate_blocks=min(config.candidate_blocks, blocks),
+                                         weights=config.pretrained_weights)
+    elif config.pretrained_weights:
+        LOG.warning("pre-trained-only weights %s not found: the meta-training ablation is skipped",
+                    config.pretrained_weights)
+    return out
+
+
+def ensure_models(config: BenchConfig, keys: tuple[str, ...] | None = None) -> dict[str, pathlib.Path]:
+    """Exports (or reuses) the models; returns model key -> ``.tflite`` path.
+
+    Args:
+      config: The benchmark config (``model_dir``, backbone, weights, ...).
+      keys: Which models (default: all of ``export_configs``).
+    """
+    wanted = export_configs(config)
+    if keys is not None:
+        wanted = {k: v for k, v in wanted.items() if k in keys}
+    model_dir = pathlib.Path(config.model_dir)
+    paths: dict[str, pathlib.Path] = {}
+    done: dict[object, pathlib.Path] = {}
+    for key, export_config in wanted.items():
+        if export_config in done:
+            paths[key] = done[export_config]
+            continue
+        blocks = export_config.candidate_blocks
+        path = model_dir / f"{config.backbone}_{config.input_size}_{key}_k{blocks}.tflite"
+        meta = path.with_suffix(path.suffix + ".config.json")
+        if path.exists() and meta.exists() and json.loads(meta.read_text()) == export_config.to_dict():
+            LOG.info("reusing %s", path)
+        else:
+            from converters.export import write_export
+
+            LOG.info("exporting %s (%s, k=%d)", path, key, blocks)
+            write_export(export_config, path)
+        paths[key] = done[export_config] = path
+    return paths

@@ -1,0 +1,269 @@
+"""``run_benchmarks``: runs the configured sections and writes results.json, the PNGs and BENCHMARKS.md.
+
+Outputs in ``config.out_dir``: ``config.json`` (resolved ``BenchConfig``), ``results.json`` (every
+number of the run), ``BENCHMARKS.md`` (rendered by ``bench.report``), ``accuracy_vs_compute.png``
+(Figure 1) and ``fisher_layers.png`` (per-layer potential/score of one task).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import pathlib
+import time
+
+import numpy as np
+
+from bench import plots
+from bench.adaptation_time import time_method
+from bench.config import BenchConfig
+from bench.environment import environment
+from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods, timing_methods
+from bench.models import ensure_models
+from bench.policy_runs import Method, run_method, scaled_memory_budget, source_fisher_tasks
+from bench.report import render_report
+from bench.confidence import mean_ci95
+from bench.tasks import Task, cache_targets, target_tasks, timing_task
+from tflite_train.data import read_manifest
+from tflite_train.runtime import TrainableModel, class_prototypes, embed, layer_table, support_fisher
+
+LOG = logging.getLogger(__name__)
+
+
+class _Runs:
+    """Caches ``run_method`` results by (model, config, target) so shared rows run once."""
+
+    def __init__(self, config: BenchConfig, paths: dict[str, pathlib.Path], fisher_tasks: list | None) -> None:
+        self.config, self.paths, self.fisher_tasks, self.cache = config, paths, fisher_tasks, {}
+
+    def run(self, method: Method, target: str, tasks: list[Task]) -> dict:
+        key = (method.model, method.adapt, target, len(tasks))
+        if key not in self.cache:
+            result = run_method(method, self.paths[method.model], tasks, threads=self.config.threads,
+                                fisher_tasks=self.fisher_tasks if method.adapt.policy == "sparse_update" else None,
+                                progress=target)
+            self.cache[key] = result.to_dict()
+        return {**self.cache[key], "label": method.label}
+
+
+def _fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Task, memory_bytes: float) -> dict:
+    """Fisher potential, Eq. 3 score and the TinyTrain selection of one task (for the plot)."""
+    from tflite_train.runtime import AdaptConfig
+    from tflite_train.sparse import fisher_potentials, fisher_scores, select
+
+    model = TrainableModel(str(model_path), num_threads=config.threads)
+    table = layer_table(model.metadata)
+    model.reset_state()
+    model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
+    fisher = support_fisher(model, task.support, task.support_labels)
+    adapt_config = AdaptConfig(policy="tinytrain", memory_bytes=memory_bytes, compute_fraction=config.compute_fraction,
+                               channel_ratio=config.channel_ratio, seed=config.seed, on_empty="empty")
+    selection = select(table, adapt_config.selection_config(model.metadata["optimizer"]["name"]),
+                       candidates=model.candidates, fisher=fisher)
+    potentials = fisher_potentials(fisher)
+    scores = fisher_scores(table, fisher, criterion="tinytrain")
+    names = list(model.candidates)
+    return {"layers": names, "potentials": [potentials[n] for n in names], "scores": [scores[n] for n in names],
+            "chosen": list(selection.layers), "fisher": {n: fisher[n].tolist() for n in names}}
+
+
+def _backward_cost_section(config: BenchConfig, measured_fisher: dict | None) -> dict:
+    from tflite_train.architectures import build_layer_table
+    from tflite_train.cost_report import selection_report
+    from tflite_train.sparse import unfused_activation_bytes
+
+    out = {}
+    for backbone in ("mcunet", "mbv2", "proxyless"):
+        fisher = None
+        if measured_fisher and backbone == config.backbone:
+            table = build_layer_table(backbone, config.cost_input_size)
+            if all(n in table.names for n in measured_fisher):
+                fisher = {n: np.asarray(v, np.float32) for n, v in measured_fisher.items()}
+        for optimizer in ("adam", "sgd"):
+            rows = selection_report(backbone, config.cost_input_size, optimizer=optimizer,
+                                    memory_bytes=config.memory_budget_mib * 2**20,
+                                    compute_fraction=config.compute_fraction, tinytrain_ratio=config.channel_ratio,
+                                    sparse_update_ratio=config.sparse_update_channel_ratio,
+                                    full_train_batch=config.cost_full_train_batch, fisher=fisher, seed=config.seed)
+            out[f"{backbone}/{optimizer}"] = [{
+                "method": r.method, "description": r.description, "batch_size": r.batch_size,
+                "weights_bytes": r.cost.updated_weight_bytes, "optimizer_bytes": r.cost.optimizer_bytes,
+                "activation_bytes": r.cost.activation_bytes, "total_bytes": r.cost.total_bytes,
+                "backward_macs": r.cost.backward_macs,
+                "paper": None if r.paper is None else {"total_mib": r.paper.total_mib, "macs": r.paper.macs,
+                                                        "weights_mib": r.paper.weights_mib,
+                                                        "optimizer_mib": r.paper.optimizer_mib,
+                                                        "activation_mib": r.paper.activation_mib},
+            } for r in rows]
+        table = build_layer_table(backbone, config.cost_input_size)
+        full = out[f"{backbone}/adam"][0]
+        out[f"{backbone}/unfused_full_train_bytes"] = (
+            unfused_activation_bytes(table, config.cost_full_train_batch) + full["weights_bytes"] + full["optimizer_bytes"])
+    return out
+
+
+def _timing_section(config: BenchConfig, paths: dict, memory_bytes: float, candidates: list[str], target: str,
+                    fisher_tasks: list | None) -> dict:
+    task = timing_task(config, target)
+    size = int(task.support.shape[0])
+    rows = [time_method(m, paths[m.model], task, config.timing_runs, config.threads, fisher_tasks).to_dict()
+            for m in timing_methods(config, memory_bytes, candidates, size)]
+    model = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
+    model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
+    one = task.support[:1]
+    model.infer(one)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        model.infer(one)
+    infer_seconds = (time.perf_counter() - t0) / 20
+    out = {"task": {"target": target, "ways": task.ways, "support": size}, "rows": rows,
+           "infer_seconds_batch1": infer_seconds}
+    if config.tf_recipe:
+        from bench.tf_recipe import build_recipe_model, time_recipe_steps
+
+        t0 = time.perf_counter()
+        module, flex_model = build_recipe_model(config.backbone, config.input_size, config.weights, task.ways, 1,
+                                                seed=config.seed)
+        peer = time_recipe_steps(module, flex_model, 1, config.input_size, task.ways, config.iterations,
+                                 threads=config.threads, seed=config.seed)
+        peer.update({"convert_seconds": time.perf_counter() - t0, "flex_model_bytes": len(flex_model), "batch_size": 1})
+        out["tf_recipe"] = peer
+    return out
+
+
+def _write_plots(config: BenchConfig, results: dict, out: pathlib.Path) -> dict[str, str]:
+    """Writes the PNGs from the run's results; returns plot name -> file name."""
+    figures = {}
+    targets = results["targets"]
+    if "accuracy" in results["sections"]:
+        rows = [{"label": k, "accuracy": v["mean"], "backward_macs": v["backward_macs"],
+                 "memory_bytes": v["memory_bytes"]} for k, v in results["sections"]["accuracy"]["average"].items()]
+        figures["accuracy_vs_compute"] = plots.accuracy_vs_compute(
+            rows, out / "accuracy_vs_compute.png",
+            f"{config.backbone} @ {config.input_size}px, average over {len(targets)} targets, N={config.tasks}").name
+    task = results["sections"]["plots"]["fisher_task"]
+    figures["fisher_layers"] = plots.fisher_layers(
+        task["layers"], task["potentials"], task["scores"], task["chosen"], out / "fisher_layers.png",
+        f"one {task['target']} task: candidates of {config.backbone} @ {config.input_size}px "
+        "(red = TinyTrain's selection)").name
+    return figures
+
+
+def run_benchmarks(config: BenchConfig, command: str = "") -> pathlib.Path:
+    """Runs ``config.sections`` and writes the outputs; returns the path of BENCHMARKS.md."""
+    if not isinstance(config, BenchConfig):
+        raise TypeError(f"config must be a BenchConfig; got {type(config).__name__}")
+    started = time.time()
+    out = pathlib.Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    targets = cache_targets(config)
+    paths = ensure_models(config)
+    probe = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
+    memory_bytes = scaled_memory_budget(config)
+    results: dict = {
+        "command": command, "environment": environment(probe.runtime), "targets": list(targets),
+        "memory_budget_bytes": memory_bytes, "candidates": list(probe.candidates),
+        "models": {k: str(v) for k, v in paths.items()}, "tinytl_note": TINYTL_NOTE, "sections": {},
+    }
+    section_seconds = {}
+    fisher_tasks = None
+    methods = accuracy_methods(config, memory_bytes, probe.candidates)
+    if any(m.adapt is not None and m.adapt.policy == "sparse_update" and m.adapt.sparse_update_layers is None
+           for m in methods):
+        source = [name for name, e in read_manifest(config.cache_dir)["datasets"].items() if e["role"] == "source"]
+        fisher_tasks = source_fisher_tasks(paths["sparse"], target_tasks(config, source[0], 8, split="train"),
+                                           config.threads) if source else None
+    runs = _Runs(config, paths, fisher_tasks)
+
+    if "accuracy" in config.sections:
+        t0 = time.time()
+        table = {}
+        for target in targets:
+            tasks = target_tasks(config, target, config.tasks)
+            table[target] = [runs.run(m, target, tasks) if m.adapt is not None else {"label": m.label, "not_built": True}
+                             for m in methods]
+        average = {}
+        for m in methods:
+            if m.adapt is None:
+                continue
+            per_target = [next(r for r in table[t] if r["label"] == m.label) for t in targets]
+            per_task_means = np.mean([r["accuracies"] for r in per_target], axis=0) if len(
+                {len(r["accuracies"]) for r in per_target}) == 1 else None
+            average[m.label] = {
+                "mean": float(np.mean([r["summary"]["mean"] for r in per_target])),
+                "ci95": None if per_task_means is None else mean_ci95(per_task_means).ci95,
+                "memory_bytes": float(np.mean([r["memory_bytes"] for r in per_target])),
+                "backward_macs": float(np.mean([r["backward_macs"] for r in per_target])),
+            }
+        results["sections"]["accuracy"] = {"per_target": table, "average": average,
+                                           "methods": {m.label: None if m.adapt is None else {
+                                               "model": m.model, "adapt": m.adapt.to_dict()} for m in methods}}
+        section_seconds["accuracy"] = time.time() - t0
+
+    fisher_figures = None
+    if "plots" in config.sections or "backward_cost" in config.sections:
+        first = target_tasks(config, targets[0], 1)[0]
+        fisher_figures = _fisher_task_figures(config, paths["sparse"], first, memory_bytes)
+        fisher_figures["target"] = targets[0]
+
+    if "backward_cost" in config.sections:
+        t0 = time.time()
+        results["sections"]["backward_cost"] = _backward_cost_section(
+            config, fisher_figures["fisher"] if fisher_figures else None)
+        section_seconds["backward_cost"] = time.time() - t0
+
+    if "timing" in config.sections:
+        t0 = time.time()
+        results["sections"]["timing"] = _timing_section(config, paths, memory_bytes, probe.candidates, targets[0],
+                                                          fisher_tasks)
+        section_seconds["timing"] = time.time() - t0
+
+    if "ablations" in config.sections:
+        t0 = time.time()
+        target = config.ablation_target or targets[0]
+        if target not in targets:
+            raise ValueError(f"ablation_target {target!r} is not one of the cache's targets {list(targets)}")
+        tasks = target_tasks(config, target, config.ablation_tasks)
+        groups = ablation_methods(config, memory_bytes, "pretrained" in paths)
+        results["sections"]["ablations"] = {
+            "target": target, "tasks": len(tasks), "pretrained_available": "pretrained" in paths,
+            "groups": {name: [runs.run(m, target, tasks) for m in group] for name, group in groups.items()},
+        }
+        section_seconds["ablations"] = time.time() - t0
+
+    if "plots" in config.sections:
+        results["sections"]["plots"] = {"fisher_task": {k: v for k, v in fisher_figures.items() if k != "fisher"}}
+        results["sections"]["plots"]["files"] = _write_plots(config, results, out)
+    results["section_seconds"] = section_seconds
+    results["wall_seconds"] = time.time() - started
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=_json_default) + "\n")
+    report = out / "BENCHMARKS.md"
+    report.write_text(render_report(config, results))
+    LOG.info("wrote %s in %.0f s", report, results["wall_seconds"])
+    return report
+
+
+def _json_default(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, float) and math.isinf(value):
+        return None
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def render_saved(out_dir: str | pathlib.Path) -> pathlib.Path:
+    """Re-renders ``BENCHMARKS.md`` and the PNGs from the ``config.json`` and ``results.json`` of a finished run."""
+    out = pathlib.Path(out_dir)
+    try:
+        data = json.loads((out / "config.json").read_text())
+        results = json.loads((out / "results.json").read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{out} holds no finished benchmark run (config.json + results.json): {err}") from err
+    config = BenchConfig(**data)
+    if "plots" in results["sections"]:
+        results["sections"]["plots"]["files"] = _write_plots(config, results, out)
+    report = out / "BENCHMARKS.md"
+    report.write_text(render_report(config, results))
+    return report
