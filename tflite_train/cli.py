@@ -203,8 +203,8 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
         policy=args.policy,
         memory_bytes=math.inf if args.mem_budget is None else float(parse_byte_size(args.mem_budget)),
         compute_fraction=args.compute_budget, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,
-        iterations=args.iterations, batch_size=args.batch_size, learning_rate=args.learning_rate, seed=args.seed,
-        on_empty=args.on_empty,
+        iterations=args.iterations, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, seed=args.seed, on_empty=args.on_empty,
     )
     report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
                             include_optimizer=args.include_optimizer)
@@ -367,7 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compute-budget", type=_non_negative_float, help="B_compute as a fraction of forward MACs, e.g. 0.15")
     p.add_argument("--compute-macs", type=_non_negative_float, help="B_compute in MACs (instead of --compute-budget)")
     p.add_argument("--channel-ratio", type=float, default=0.25)
-    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--iterations", type=int, default=40, help="optimizer steps (unless --epochs)")
+    p.add_argument("--epochs", type=int, help="passes over the support set instead of --iterations "
+                   "(the paper: 40 passes at batch 1)")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--learning-rate", type=float, help="default: the model's")
     p.add_argument("--seed", type=int, default=0)

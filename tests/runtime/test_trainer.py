@@ -158,11 +158,27 @@ def test_bad_support_sets(model, fashion, mutate, match):
     "kwargs, match",
     [({"policy": "magic"}, "unknown policy"), ({"memory_bytes": -1.0}, "memory_bytes"),
      ({"compute_fraction": -0.1}, "compute_fraction"), ({"iterations": -1}, "iterations"),
-     ({"batch_size": 0}, "batch_size"), ({"learning_rate": 0.0}, "learning_rate")],
+     ({"batch_size": 0}, "batch_size"), ({"learning_rate": 0.0}, "learning_rate"),
+     ({"epochs": 0}, "epochs must be None or an int >= 1; got 0")],
 )
 def test_bad_configs(kwargs, match):
     with pytest.raises(ValueError, match=match):
         AdaptConfig(**kwargs)
+
+
+@pytest.mark.parametrize("epochs, batch_size, support, expected", [
+    (None, 1, 25, 40),   # iterations
+    (40, 1, 25, 1000),   # the paper's protocol: 40 passes over 25 samples at batch 1
+    (2, 4, 10, 6),       # 2 * ceil(10 / 4)
+])
+def test_num_steps(epochs, batch_size, support, expected):
+    assert AdaptConfig(epochs=epochs, batch_size=batch_size).num_steps(support) == expected
+
+
+def test_epochs_run_passes_over_the_support_set(model, fashion):
+    xs, ys, _, _ = episode_arrays(fashion, model.input_shape, seed=3)
+    result = adapt(model, xs, ys, AdaptConfig(policy="last_layer", epochs=2, batch_size=3))
+    assert len(result.losses) == 2 * -(-len(xs) // 3)
 
 
 def test_fisher_subset_is_class_balanced_and_seeded():

@@ -200,7 +200,8 @@ class AdaptationSimulator:
     def _train(self, selection, images, labels, protos, config, augment, augment_config):
         losses: list[float] = []
         accuracies: list[float] = []
-        if selection.is_empty or config.iterations == 0:
+        steps = config.num_steps(images.shape[0])
+        if selection.is_empty or steps == 0:
             return losses, accuracies
         opt = self.optimizer
         lr = float(opt["learning_rate"] if config.learning_rate is None else config.learning_rate)
@@ -217,7 +218,7 @@ class AdaptationSimulator:
             slots[(name, p)] = [np.zeros(shape, np.float32), np.zeros(shape, np.float32)]
         protos_t = tf.constant(protos)
         rng = np.random.default_rng(config.seed)
-        batches = pseudo_query_batches(rng, images.shape[0], config.batch_size, config.iterations)
+        batches = pseudo_query_batches(rng, images.shape[0], config.batch_size, steps)
         for t, batch in enumerate(batches, start=1):
             queries = np.asarray(augment(images[batch], rng, augment_config), np.float32)
             loss, accuracy, grads = self._step_fn(self._normalise(queries), tf.constant(labels[batch]), protos_t)

@@ -54,7 +54,11 @@ class AdaptConfig:
       criterion, channel_method: Layer score and channel choice (``SelectionConfig``).
       sparse_update_layers: Fixed priority list for ``sparse_update`` when no meta-training Fisher
         tasks are given to ``adapt``.
-      iterations: Optimizer steps (paper: 40).
+      iterations: Optimizer steps (when ``epochs`` is None).
+      epochs: None, or passes over the support set: then the run takes
+        epochs * ceil(N_support / batch_size) steps. The paper's protocol is 40 such passes at batch 1
+        ("training using all the samples (e.g. 25) for ... 40 iterations", appendix A.2), i.e. 1,000
+        steps for 25 support images.
       batch_size: Pseudo-query images per step (paper: 1 for the sparse methods).
       learning_rate: None = the model's default (metadata ``optimizer.learning_rate``).
       seed: Seed of batch sampling, augmentation and the random-channel ablation.
@@ -78,6 +82,7 @@ class AdaptConfig:
     channel_method: str = "fisher"
     sparse_update_layers: tuple[str, ...] | None = None
     iterations: int = 40
+    epochs: int | None = None
     batch_size: int = 1
     learning_rate: float | None = None
     seed: int = 0
@@ -93,6 +98,9 @@ class AdaptConfig:
         if self.fisher_samples is not None and (isinstance(self.fisher_samples, bool)
                                                 or not isinstance(self.fisher_samples, int) or self.fisher_samples < 1):
             raise ValueError(f"fisher_samples must be None or an int >= 1; got {self.fisher_samples!r}")
+        if self.epochs is not None and (isinstance(self.epochs, bool) or not isinstance(self.epochs, int)
+                                        or self.epochs < 1):
+            raise ValueError(f"epochs must be None or an int >= 1; got {self.epochs!r}")
         for name in ("iterations", "batch_size", "chunk_size", "fisher_chunk_size", "seed"):
             value, low = getattr(self, name), 0 if name in ("iterations", "seed") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -107,6 +115,13 @@ class AdaptConfig:
         if self.sparse_update_layers is not None:
             object.__setattr__(self, "sparse_update_layers", tuple(self.sparse_update_layers))
         self.selection_config("adam")  # validates budget, ratio, criterion, channel method, on_empty
+
+    def num_steps(self, num_support: int) -> int:
+        """Optimizer steps for ``num_support`` support images: ``iterations``, or
+        ``epochs * ceil(num_support / batch_size)`` when ``epochs`` is set."""
+        if self.epochs is None:
+            return self.iterations
+        return self.epochs * -(-num_support // self.batch_size)
 
     @property
     def budget(self) -> Budget:
@@ -318,15 +333,18 @@ def adapt(
     losses: list[float] = []
     accuracies: list[float] = []
     with timer.phase("training"):
-        if not selection.is_empty and config.iterations > 0:
+        steps = config.num_steps(images.shape[0])
+        if not selection.is_empty and steps > 0:
             model.set_selection(selection.channel_mask(table, model.candidates))
             rng = np.random.default_rng(config.seed)
-            for step, batch in enumerate(pseudo_query_batches(rng, images.shape[0], config.batch_size, config.iterations)):
+            for step, batch in enumerate(pseudo_query_batches(rng, images.shape[0], config.batch_size, steps)):
                 queries = np.asarray(augment(images[batch], rng, augment_config), dtype=np.float32)
                 out = model.train_step(queries, labels[batch])
                 losses.append(out["loss"])
                 accuracies.append(out["accuracy"])
-                LOG.info("step %d/%d loss %.4f accuracy %.3f", step + 1, config.iterations, out["loss"], out["accuracy"])
+                LOG.debug("step %d/%d loss %.4f accuracy %.3f", step + 1, steps, out["loss"], out["accuracy"])
+                if (step + 1) % max(1, steps // 10) == 0 or step + 1 == steps:
+                    LOG.info("step %d/%d loss %.4f", step + 1, steps, out["loss"])
     if losses and config.refresh_head:
         with timer.phase("head"):
             model.set_head(class_prototypes(embed(model, images, config.chunk_size), labels))
