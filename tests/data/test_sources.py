@@ -8,7 +8,7 @@ from PIL import Image
 
 from tflite_train.data.dataset import SourceUnavailable
 from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, load_fashion_mnist, read_idx
-from tflite_train.data.glyphs import MULTISCRIPT_CHARS, SCRIPTS, SOURCE_CONFIG, TARGET_CHARS, GlyphConfig, render_glyph_dataset
+from tflite_train.data.glyphs import MULTISCRIPT_CHARS, SCRIPTS, MULTISCRIPT_CONFIG, TARGET_CHARS, GlyphConfig, render_glyph_dataset
 from tflite_train.data.image_folder import TUXPAINT_STAMPS, load_image_folder, load_tuxpaint_stamps
 
 NEEDS = "Debian packages missing: run `make data-deps` (apt-get install fonts-noto-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default)"
@@ -88,14 +88,14 @@ def test_multiscript_source_excludes_the_target_scripts():
     assert not [c for c in MULTISCRIPT_CHARS if any(lo <= ord(c) <= hi for lo, hi in armenian_georgian)]
     assert not set(MULTISCRIPT_CHARS) & set(TARGET_CHARS)
     assert len(set(MULTISCRIPT_CHARS)) == len(MULTISCRIPT_CHARS) > 1000
-    assert len(SCRIPTS) >= 40 and SOURCE_CONFIG.chars == MULTISCRIPT_CHARS
+    assert len(SCRIPTS) >= 40 and MULTISCRIPT_CONFIG.chars == MULTISCRIPT_CHARS
 
 
 @pytest.mark.skipif(not pathlib.Path("/usr/share/fonts/truetype/noto").exists(), reason=NEEDS)
 def test_glyphs_stroke_change_is_deterministic_and_varies_ink():
     # Tifinagh letters (many Noto Tifinagh fonts) with the source's distortion, incl. stroke weight.
     chars = tuple(chr(c) for c in range(0x2D30, 0x2D36))
-    config = dataclasses.replace(SOURCE_CONFIG, chars=chars)
+    config = dataclasses.replace(MULTISCRIPT_CONFIG, chars=chars)
     data = render_glyph_dataset(config, 32)
     assert data.num_classes >= 4 and data.class_counts().min() == 10
     np.testing.assert_array_equal(render_glyph_dataset(config, 32).images, data.images)

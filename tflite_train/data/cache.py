@@ -56,18 +56,21 @@ class DatasetSpec:
 
 
 def default_datasets() -> tuple[DatasetSpec, ...]:
-    """The project's data sets: multi-script glyph source (``glyphs.SOURCE_CONFIG``); fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets;
+    """The project's data sets: glyph source (Latin/Greek/Cyrillic, the shipped weights' source) and the larger
+    multi-script glyph source ``glyphs_multiscript`` (``glyphs.MULTISCRIPT_CONFIG``); fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets;
     optional: scikit-learn digits (if scikit-learn is installed), TFDS omniglot (if installed and prepared)."""
     from tflite_train.data.digits import load_sklearn_digits
     from tflite_train.data.fashion_mnist import load_fashion_mnist
-    from tflite_train.data.glyphs import SCRIPTS, SOURCE_CONFIG, TARGET_CHARS, GlyphConfig, render_glyph_dataset
+    from tflite_train.data.glyphs import MULTISCRIPT_CONFIG, SCRIPTS, TARGET_CHARS, GlyphConfig, render_glyph_dataset
     from tflite_train.data.image_folder import load_tuxpaint_stamps
     from tflite_train.data.tfds_source import load_tfds
 
     return (
-        DatasetSpec("glyphs", "source", f"letters of {len(SCRIPTS) + 3} scripts (Latin, Greek, Cyrillic, "
+        DatasetSpec("glyphs", "source", "Latin/Greek/Cyrillic letters + digits rendered from Debian font packages",
+                    lambda s: render_glyph_dataset(GlyphConfig(), s)),
+        DatasetSpec("glyphs_multiscript", "source", f"letters of {len(SCRIPTS) + 3} scripts (Latin, Greek, Cyrillic, "
                     + ", ".join(n for n, _ in SCRIPTS) + ") + digits rendered from Debian font packages, 10 per class",
-                    lambda s: render_glyph_dataset(SOURCE_CONFIG, s)),
+                    lambda s: render_glyph_dataset(MULTISCRIPT_CONFIG, s)),
         DatasetSpec("fashion_mnist", "target", "Debian dataset-fashion-mnist, t10k, 100 per class",
                     lambda s: load_fashion_mnist(s)),
         DatasetSpec("tuxpaint", "target", "Debian tuxpaint-stamps-default, category/subcategory folders",

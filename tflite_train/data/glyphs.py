@@ -9,10 +9,12 @@ Characters that render like an earlier class in a reference font are dropped (La
 ``fonts-freefont-ttf``, ``fonts-liberation``, ``fonts-noto-core``; a font "has" a character when its
 cmap maps the code point (read with fontTools) and it inks something other than its .notdef box.
 
-Two character sets are defined:
+Three character sets are defined:
 
-- ``MULTISCRIPT_CHARS`` (the meta-training source): the digits and the Latin, Greek and Cyrillic
-  letters plus the letters of ``len(SCRIPTS)`` other scripts (Hebrew, Arabic, the Indic scripts, Thai,
+- ``SOURCE_CHARS`` (cache data set ``glyphs``, the shipped weights' source): digits, Latin, Greek and
+  Cyrillic letters, 20 samples per class from >= 10 distinct font drawings, mild affine jitter.
+- ``MULTISCRIPT_CHARS`` (``MULTISCRIPT_CONFIG``, cache data set ``glyphs_multiscript``): the digits
+  and the Latin, Greek and Cyrillic letters plus the letters of ``len(SCRIPTS)`` other scripts (Hebrew, Arabic, the Indic scripts, Thai,
   Lao, Tibetan, Myanmar, Ethiopic, Cherokee, Canadian syllabics, Ogham, Runic, Khmer, Tifinagh, Vai,
   Yi, ...), at most ``MAX_PER_SCRIPT`` evenly spaced code points per script so that no script
   dominates. Armenian and Georgian are NOT in it.
@@ -140,9 +142,9 @@ class GlyphConfig:
     dedup_threshold: float = 0.004
 
 
-# The meta-training source: many scripts, few fonts per character for most of them, so 10 samples per
+# The larger meta-training source (cache data set ``glyphs_multiscript``): many scripts, few fonts per character for most of them, so 10 samples per
 # class with a stronger distortion (rotation, shear, scale, stroke weight) than the default.
-SOURCE_CONFIG = GlyphConfig(chars=MULTISCRIPT_CHARS, min_fonts=2, samples_per_class=10, max_rotation_deg=12.0,
+MULTISCRIPT_CONFIG = GlyphConfig(chars=MULTISCRIPT_CHARS, min_fonts=2, samples_per_class=10, max_rotation_deg=12.0,
                             max_shift=6.0, scale_range=(0.75, 1.1), max_shear=0.25, max_stroke=2)
 
 
