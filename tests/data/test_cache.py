@@ -50,6 +50,15 @@ def test_second_run_does_nothing(tmp_path, caplog):
     assert mtimes == {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
 
 
+def test_changed_source_origin_rebuilds(tmp_path):
+    prepare_cache(tmp_path, image_size=32, datasets=SPECS)
+    calls = []
+    changed = (DatasetSpec("src", "source", "toy v2", lambda size: calls.append(1) or _toy(20, 3, size, 0)), SPECS[1])
+    manifest = prepare_cache(tmp_path, image_size=32, datasets=changed)
+    assert calls == [1]
+    assert manifest["datasets"]["src"]["origin"] == "toy v2"
+
+
 def test_corrupt_file_fails_clearly_and_is_rebuilt(tmp_path):
     prepare_cache(tmp_path, image_size=32, datasets=SPECS)
     path = tmp_path / "src.npz"

@@ -1,3 +1,4 @@
+import dataclasses
 import gzip
 import pathlib
 
@@ -7,7 +8,7 @@ from PIL import Image
 
 from tflite_train.data.dataset import SourceUnavailable
 from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, load_fashion_mnist, read_idx
-from tflite_train.data.glyphs import GlyphConfig, render_glyph_dataset
+from tflite_train.data.glyphs import MULTISCRIPT_CHARS, SCRIPTS, MULTISCRIPT_CONFIG, TARGET_CHARS, GlyphConfig, render_glyph_dataset
 from tflite_train.data.image_folder import TUXPAINT_STAMPS, load_image_folder, load_tuxpaint_stamps
 
 NEEDS = "Debian packages missing: run `make data-deps` (apt-get install fonts-noto-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default)"
@@ -80,3 +81,25 @@ def test_glyphs_distinct_fonts_and_dedup():
     assert len({im.tobytes() for im in imgs}) == 12  # genuinely different samples
     again = render_glyph_dataset(config, 32)
     np.testing.assert_array_equal(again.images, data.images)  # deterministic
+
+
+def test_multiscript_source_excludes_the_target_scripts():
+    armenian_georgian = [(0x0530, 0x058F), (0x10A0, 0x10FF), (0x1C90, 0x1CBF), (0x2D00, 0x2D2F)]
+    assert not [c for c in MULTISCRIPT_CHARS if any(lo <= ord(c) <= hi for lo, hi in armenian_georgian)]
+    assert not set(MULTISCRIPT_CHARS) & set(TARGET_CHARS)
+    assert len(set(MULTISCRIPT_CHARS)) == len(MULTISCRIPT_CHARS) > 1000
+    assert len(SCRIPTS) >= 40 and MULTISCRIPT_CONFIG.chars == MULTISCRIPT_CHARS
+
+
+@pytest.mark.skipif(not pathlib.Path("/usr/share/fonts/truetype/noto").exists(), reason=NEEDS)
+def test_glyphs_stroke_change_is_deterministic_and_varies_ink():
+    # Tifinagh letters (many Noto Tifinagh fonts) with the source's distortion, incl. stroke weight.
+    chars = tuple(chr(c) for c in range(0x2D30, 0x2D36))
+    config = dataclasses.replace(MULTISCRIPT_CONFIG, chars=chars)
+    data = render_glyph_dataset(config, 32)
+    assert data.num_classes >= 4 and data.class_counts().min() == 10
+    np.testing.assert_array_equal(render_glyph_dataset(config, 32).images, data.images)
+    plain = render_glyph_dataset(dataclasses.replace(config, max_stroke=0), 32)
+    assert not np.array_equal(plain.images, data.images)
+    ink = (255 - data.images[..., 0].astype(np.float64)).sum(axis=(1, 2))
+    assert ink.min() > 0  # erosion never wipes a glyph out

@@ -17,6 +17,7 @@ from tflite_train.meta import (
     evaluate_none_policy,
     make_strategy,
     meta_train,
+    paired_delta,
     pretrain,
     protonet_episode_accuracy,
     protonet_loss,
@@ -72,6 +73,14 @@ def test_episode_accuracy_and_ci_by_hand():
     assert protonet_episode_accuracy(emb, e) == pytest.approx(2 / 3)
     s = summarize([0.5, 0.7])
     assert s.mean == pytest.approx(0.6) and s.ci95 == pytest.approx(1.96 * np.std([0.5, 0.7], ddof=1) / math.sqrt(2))
+
+
+def test_paired_delta_by_hand():
+    # deltas 0.1, 0.3, -0.1: mean 0.1, std (ddof=1) 0.2, CI 1.96 * 0.2 / sqrt(3).
+    d = paired_delta([0.6, 0.8, 0.4], [0.5, 0.5, 0.5])
+    assert d.mean == pytest.approx(0.1) and d.ci95 == pytest.approx(1.96 * 0.2 / math.sqrt(3)) and d.num_episodes == 3
+    with pytest.raises(ValueError, match="same length"):
+        paired_delta([0.1, 0.2], [0.1])
 
 
 def test_meta_training_lowers_the_loss(tmp_path):

@@ -56,17 +56,21 @@ class DatasetSpec:
 
 
 def default_datasets() -> tuple[DatasetSpec, ...]:
-    """The project's data sets: glyph source; fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets;
+    """The project's data sets: glyph source (Latin/Greek/Cyrillic, the shipped weights' source) and the larger
+    multi-script glyph source ``glyphs_multiscript`` (``glyphs.MULTISCRIPT_CONFIG``); fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets;
     optional: scikit-learn digits (if scikit-learn is installed), TFDS omniglot (if installed and prepared)."""
     from tflite_train.data.digits import load_sklearn_digits
     from tflite_train.data.fashion_mnist import load_fashion_mnist
-    from tflite_train.data.glyphs import TARGET_CHARS, GlyphConfig, render_glyph_dataset
+    from tflite_train.data.glyphs import MULTISCRIPT_CONFIG, SCRIPTS, TARGET_CHARS, GlyphConfig, render_glyph_dataset
     from tflite_train.data.image_folder import load_tuxpaint_stamps
     from tflite_train.data.tfds_source import load_tfds
 
     return (
         DatasetSpec("glyphs", "source", "Latin/Greek/Cyrillic letters + digits rendered from Debian font packages",
                     lambda s: render_glyph_dataset(GlyphConfig(), s)),
+        DatasetSpec("glyphs_multiscript", "source", f"letters of {len(SCRIPTS) + 3} scripts (Latin, Greek, Cyrillic, "
+                    + ", ".join(n for n, _ in SCRIPTS) + ") + digits rendered from Debian font packages, 10 per class",
+                    lambda s: render_glyph_dataset(MULTISCRIPT_CONFIG, s)),
         DatasetSpec("fashion_mnist", "target", "Debian dataset-fashion-mnist, t10k, 100 per class",
                     lambda s: load_fashion_mnist(s)),
         DatasetSpec("tuxpaint", "target", "Debian tuxpaint-stamps-default, category/subcategory folders",
@@ -187,8 +191,9 @@ def prepare_cache(
 ) -> dict:
     """Builds (or confirms) the cache in ``out``; returns the manifest.
 
-    Idempotent: when ``out`` holds a manifest for the same image size and data set names whose files
-    all pass their checksums, nothing is rebuilt (unless ``force``).
+    Idempotent: when ``out`` holds a manifest for the same image size and data set names, with the
+    same ``origin`` descriptions (a changed source definition changes its origin), whose files all
+    pass their checksums, nothing is rebuilt (unless ``force``).
 
     Raises:
       ValueError: bad ``image_size``; a required source is missing (message says what to install);
@@ -205,7 +210,10 @@ def prepare_cache(
             log.warning("existing cache not usable (%s); rebuilding", err)
         else:
             wanted = {s.name for s in specs if s.required}
-            if manifest.get("format") == CACHE_FORMAT and manifest.get("image_size") == image_size and wanted <= set(manifest["datasets"]):
+            have = manifest["datasets"]
+            same_sources = all(have[s.name].get("origin") == s.origin for s in specs if s.name in have)
+            if (manifest.get("format") == CACHE_FORMAT and manifest.get("image_size") == image_size
+                    and wanted <= set(have) and same_sources):
                 log.info("cache in %s is up to date (%d data sets); nothing to do", out, len(manifest["datasets"]))
                 return manifest
     out.mkdir(parents=True, exist_ok=True)

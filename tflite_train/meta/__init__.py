@@ -1,7 +1,15 @@
 """Offline training (TensorFlow/Keras): supervised pre-training and episodic ProtoNet meta-training."""
 
 from tflite_train.meta.config import MetaTrainConfig, PretrainConfig, ScheduleConfig
-from tflite_train.meta.evaluate import EpisodeAccuracy, embed, evaluate_none_policy, protonet_episode_accuracy, summarize
+from tflite_train.meta.evaluate import (
+    EpisodeAccuracy,
+    embed,
+    episode_accuracies,
+    evaluate_none_policy,
+    paired_delta,
+    protonet_episode_accuracy,
+    summarize,
+)
 from tflite_train.meta.meta_train import meta_train
 from tflite_train.meta.pretrain import pretrain
 from tflite_train.meta.protonet import CosineHead, cosine_logits, prototypes, protonet_loss
@@ -17,9 +25,11 @@ __all__ = [
     "WarmupCosine",
     "cosine_logits",
     "embed",
+    "episode_accuracies",
     "evaluate_none_policy",
     "make_strategy",
     "meta_train",
+    "paired_delta",
     "pretrain",
     "protonet_episode_accuracy",
     "protonet_loss",

@@ -58,6 +58,31 @@ def evaluate_none_policy(
     episode_config: EpisodeConfig = EpisodeConfig(),
 ) -> EpisodeAccuracy:
     """Embeds every image of ``data`` once, then scores ``num_episodes`` seeded episodes."""
+    return summarize(episode_accuracies(model, data, num_episodes=num_episodes, seed=seed, episode_config=episode_config))
+
+
+def episode_accuracies(
+    model: keras.Model,
+    data: LabeledImages,
+    *,
+    num_episodes: int = 100,
+    seed: int = 0,
+    episode_config: EpisodeConfig = EpisodeConfig(),
+) -> np.ndarray:
+    """Per-episode None-policy accuracies (num_episodes,), the episodes fixed by ``seed`` (same for any model)."""
     embeddings = embed(model, data.images)
     episodes = sample_episodes(data.labels, num_episodes, seed, episode_config)
-    return summarize([protonet_episode_accuracy(embeddings, e) for e in episodes])
+    return np.asarray([protonet_episode_accuracy(embeddings, e) for e in episodes], np.float64)
+
+
+def paired_delta(after, before) -> EpisodeAccuracy:
+    """Mean and 95 % CI of the per-episode difference ``after - before`` (same episodes for both models).
+
+    delta_i = a_i - b_i; CI half-width 1.96 * std(delta, ddof=1) / sqrt(n). Pairing removes the
+    episode-to-episode variance that both models share, so this CI is much tighter than the CIs of
+    the two means.
+    """
+    after, before = np.asarray(after, np.float64), np.asarray(before, np.float64)
+    if after.shape != before.shape or after.ndim != 1:
+        raise ValueError(f"after and before must be 1-D of the same length, got {after.shape} and {before.shape}")
+    return summarize(after - before)

@@ -21,10 +21,12 @@ import logging
 import pathlib
 import time
 
+import numpy as np
+
 from tflite_train.data.cache import load_split, read_manifest
 from tflite_train.data.episodes import EpisodeConfig
 from tflite_train.meta.config import MetaTrainConfig, PretrainConfig
-from tflite_train.meta.evaluate import evaluate_none_policy
+from tflite_train.meta.evaluate import episode_accuracies, paired_delta, summarize
 from tflite_train.meta.meta_train import meta_train
 from tflite_train.meta.plots import plot_training
 from tflite_train.meta.pretrain import pretrain
@@ -32,17 +34,23 @@ from tflite_train.meta.pretrain import pretrain
 log = logging.getLogger(__name__)
 
 
-def evaluate_all(model, cache_dir: pathlib.Path, source: str, num_episodes: int, seed: int) -> dict[str, dict]:
-    """None-policy accuracy on the source's test classes and each target data set of the cache."""
+def episode_accuracies_all(model, cache_dir: pathlib.Path, source: str, num_episodes: int, seed: int) -> dict[str, np.ndarray]:
+    """Per-episode None-policy accuracies on the source's test classes (key ``<source>/test``) and on each
+    target data set of the cache; the episodes depend on ``seed`` only, so they are the same for every model."""
     manifest = read_manifest(cache_dir)
     names = [(source, "test")] + [(n, "test") for n, e in manifest["datasets"].items() if e["role"] == "target"]
     out = {}
     for name, split in names:
         data = load_split(cache_dir, name, split)
-        result = evaluate_none_policy(model, data, num_episodes=num_episodes, seed=seed, episode_config=EpisodeConfig())
-        out[f"{name}/{split}" if name == source else name] = dataclasses.asdict(result)
-        log.info("  %s: %s", name, result)
+        key = f"{name}/{split}" if name == source else name
+        out[key] = episode_accuracies(model, data, num_episodes=num_episodes, seed=seed, episode_config=EpisodeConfig())
+        log.info("  %s: %s", key, summarize(out[key]))
     return out
+
+
+def evaluate_all(model, cache_dir: pathlib.Path, source: str, num_episodes: int, seed: int) -> dict[str, dict]:
+    """None-policy accuracy (mean, ci95, num_episodes) on the source's test classes and each target data set."""
+    return {k: dataclasses.asdict(summarize(v)) for k, v in episode_accuracies_all(model, cache_dir, source, num_episodes, seed).items()}
 
 
 def train_shipped_weights(
@@ -67,12 +75,15 @@ def train_shipped_weights(
     backbone, _ = pretrain(train, pretrain_config, out_dir / "pretrain")
     t_pre = time.time() - t0
     log.info("pre-trained only (None policy):")
-    pre_acc = evaluate_all(backbone.model, cache_dir, source, eval_episodes, eval_seed)
+    pre_episodes = episode_accuracies_all(backbone.model, cache_dir, source, eval_episodes, eval_seed)
     t1 = time.time()
     backbone, head, records = meta_train(train, meta_config, out_dir / "meta", val=val, backbone=backbone)
     t_meta = time.time() - t1
     log.info("meta-trained (None policy):")
-    meta_acc = evaluate_all(backbone.model, cache_dir, source, eval_episodes, eval_seed)
+    meta_episodes = episode_accuracies_all(backbone.model, cache_dir, source, eval_episodes, eval_seed)
+    pre_acc = {k: dataclasses.asdict(summarize(v)) for k, v in pre_episodes.items()}
+    meta_acc = {k: dataclasses.asdict(summarize(v)) for k, v in meta_episodes.items()}
+    deltas = {k: dataclasses.asdict(paired_delta(meta_episodes[k], pre_episodes[k])) for k in pre_episodes}
     stem = f"{meta_config.backbone}_{meta_config.image_size}_meta"
     backbone.model.save_weights(str(out_dir / f"{stem}.weights.h5"))
     val_records = [r for r in records if "val_acc" in r]
@@ -88,7 +99,7 @@ def train_shipped_weights(
         "cache": {n: e["sha256"] for n, e in manifest["datasets"].items()},
         "train_seconds": {"pretrain": round(t_pre, 1), "meta_train": round(t_meta, 1)},
         "final_val": val_records[-1] if val_records else None,
-        "none_policy_accuracy": {"pretrained_only": pre_acc, "meta_trained": meta_acc},
+        "none_policy_accuracy": {"pretrained_only": pre_acc, "meta_trained": meta_acc, "paired_delta": deltas},
         "eval_episodes": eval_episodes,
         "eval_seed": eval_seed,
         "pretrain_config": dataclasses.asdict(pretrain_config),
@@ -97,10 +108,12 @@ def train_shipped_weights(
     (out_dir / f"{stem}.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     lines = [f"# None-policy ProtoNet accuracy, {meta_config.backbone} @ {meta_config.image_size}px",
              "", f"Mean +- 95 % CI over {eval_episodes} Meta-Dataset various-way various-shot episodes (seed {eval_seed}).", "",
-             "| data set | pre-trained only | meta-trained | delta (pp) |", "|---|---|---|---|"]
+             "The delta is the mean of the per-episode differences (meta-trained - pre-trained only) +- its 95 % CI.", "",
+             "| data set | pre-trained only | meta-trained | delta (pp), paired |", "|---|---|---|---|"]
     for name in pre_acc:
-        a, b = pre_acc[name], meta_acc[name]
-        lines.append(f"| {name} | {100 * a['mean']:.2f} +- {100 * a['ci95']:.2f} | {100 * b['mean']:.2f} +- {100 * b['ci95']:.2f} | {100 * (b['mean'] - a['mean']):+.2f} |")
+        a, b, d = pre_acc[name], meta_acc[name], deltas[name]
+        lines.append(f"| {name} | {100 * a['mean']:.2f} +- {100 * a['ci95']:.2f} | {100 * b['mean']:.2f} +- {100 * b['ci95']:.2f} "
+                     f"| {100 * d['mean']:+.2f} +- {100 * d['ci95']:.2f} |")
     (out_dir / "evaluation.md").write_text("\n".join(lines) + "\n")
     plot_training(out_dir)
     return summary
