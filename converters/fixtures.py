@@ -14,6 +14,28 @@ import pathlib
 
 from converters.export import write_export
 from converters.export_config import ExportConfig
+from converters.weights_spec import export_fields_from_sidecar, sidecar_path
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MCUNET_WEIGHTS = ROOT / "weights" / "mcunet_64_meta.weights.h5"
+"""The shipped meta-trained MCUNet (trained at 64x64; conv shapes do not depend on the input size)."""
+
+
+def trained_config(weights: pathlib.Path, input_size: tuple[int, int], **fields) -> ExportConfig:
+    """An ``ExportConfig`` for trained ``weights`` loaded into the same backbone at another input size.
+
+    ``resolve_export_config`` refuses a size other than the sidecar's (a deployment should match
+    training); a test fixture wants a small input. The sidecar still fixes the backbone, channels,
+    the in-graph normalisation (identity: training feeds [0, 1] images) and the cosine scale.
+
+    Raises:
+      ValueError: if ``weights`` has no sidecar JSON.
+    """
+    spec = export_fields_from_sidecar(weights)
+    if not spec:
+        raise ValueError(f"weights {str(weights)!r} have no sidecar JSON {str(sidecar_path(weights))!r}")
+    return ExportConfig(**{**spec, "input_size": input_size, "weights": str(weights), **fields})
+
 
 FIXTURES: dict[str, ExportConfig] = {
     # odd input, stride-2 depthwise layers among the candidates, Adam
@@ -21,17 +43,28 @@ FIXTURES: dict[str, ExportConfig] = {
     # every layer a candidate (FullTrain incl. the stem), SGD with momentum
     "tiny_sgd_full_17": ExportConfig(backbone="tiny", input_size=(17, 17), candidate_blocks=4, class_capacity=6,
                                      optimizer="sgd_momentum", learning_rate=0.05),
-    "mcunet_adam_35": ExportConfig(backbone="mcunet", input_size=(35, 35), candidate_blocks=2, class_capacity=8),
+    # the shipped meta-trained weights (embeddings of norm ~10, not the ~5e-7 of a random 14-block init)
+    "mcunet_adam_35": trained_config(MCUNET_WEIGHTS, (35, 35), candidate_blocks=2, class_capacity=8),
+    # the two other paper backbones (random init), small: even input (Keras pads the extra row after)
+    "mbv2_adam_32": ExportConfig(backbone="mbv2", input_size=(32, 32), candidate_blocks=2, class_capacity=4,
+                                 train_variants=2),
+    # odd input, SGD with momentum
+    "proxyless_sgd_33": ExportConfig(backbone="proxyless", input_size=(33, 33), candidate_blocks=2, class_capacity=4,
+                                     optimizer="sgd_momentum", learning_rate=0.01, train_variants=2),
 }
 
 
-def code_stamp() -> str:
-    """sha256 over the exporter and backbone sources: a fixture is stale when they change."""
-    root = pathlib.Path(__file__).resolve().parents[1]
+def code_stamp(config: ExportConfig | None = None) -> str:
+    """sha256 over the exporter and backbone sources (and the config's weights file, if any).
+
+    A fixture is stale when they change.
+    """
     digest = hashlib.sha256()
-    for file in sorted([*root.glob("converters/*.py"), *root.glob("tflite_train/models/*.py"),
-                        *root.glob("tflite_train/architectures.py")]):
+    for file in sorted([*ROOT.glob("converters/*.py"), *ROOT.glob("tflite_train/models/*.py"),
+                        *ROOT.glob("tflite_train/architectures.py")]):
         digest.update(file.read_bytes())
+    if config is not None and config.weights:
+        digest.update(pathlib.Path(config.weights).read_bytes())
     return digest.hexdigest()
 
 
@@ -44,7 +77,7 @@ def write_fixtures(out: pathlib.Path, names: list[str] | None = None) -> list[pa
         path = out / f"{name}.tflite"
         config_path = path.with_suffix(".tflite.config.json")
         stamp_path = path.with_suffix(".tflite.stamp")
-        stamp = code_stamp()
+        stamp = code_stamp(config)
         if (path.exists() and config_path.exists() and stamp_path.exists() and stamp_path.read_text() == stamp
                 and json.loads(config_path.read_text()) == config.to_dict()):
             logging.info("fixture %s up to date", path)
