@@ -46,8 +46,10 @@ weights: data
 bench: data
 	nice -n 10 $(VENV)/bin/python -m tflite_train.cli bench --cache $(DATA_CACHE) --out bench/results --tasks 50
 
-# Exported test models + golden self-tests, replayed by tests/runtime in both envs (needs TF).
-fixtures: $(VENV)/.installed data-deps
+# Exported test models + golden self-tests, replayed by tests/runtime in both envs and read by the Java
+# core (needs TF). The venv is made here only when missing (test-main refreshes a stale one), so that
+# `make test-java` in a fresh git worktree does not reinstall a venv that several worktrees share.
+fixtures: data-deps $(if $(wildcard $(VENV)/.installed),,$(VENV)/.installed)
 	$(VENV)/bin/python -m converters.fixtures --out build/test-models
 
 test-main: $(VENV)/.installed data-deps fixtures
