@@ -46,8 +46,10 @@ weights: data
 bench: data
 	nice -n 10 $(VENV)/bin/python -m tflite_train.cli bench --cache $(DATA_CACHE) --out bench/results --tasks 50
 
-# Exported test models + golden self-tests, replayed by tests/runtime in both envs (needs TF).
-fixtures: $(VENV)/.installed data-deps
+# Exported test models + golden self-tests, replayed by tests/runtime in both envs and read by the Java
+# core (needs TF). The venv is made here only when missing (test-main refreshes a stale one), so that
+# `make test-java` in a fresh git worktree does not reinstall a venv that several worktrees share.
+fixtures: data-deps $(if $(wildcard $(VENV)/.installed),,$(VENV)/.installed)
 	$(VENV)/bin/python -m converters.fixtures --out build/test-models
 
 test-main: $(VENV)/.installed data-deps fixtures
@@ -58,7 +60,8 @@ test-pi: $(PI_VENV)/.installed fixtures
 	TFLITE_TRAIN_PI_ENV=1 $(PI_VENV)/bin/python -m pytest -m pi tests
 
 # The Android demo's pure-Java core, on the JVM (JDK 17 + Debian's junit4; no Gradle, no downloads
-# beyond apt). Golden vectors in android_demo/core/src/test/resources/golden pin it to the Python side.
+# beyond apt). Golden vectors in android_demo/core/src/test/resources/golden pin it to the Python side;
+# the exported test models (fixtures) are read by the Java metadata reader too.
 JAVA_CORE := android_demo/core
 JAVA_OUT := build/java
 JUNIT_CP := /usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar
@@ -66,12 +69,12 @@ JUNIT_CP := /usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar
 /usr/share/java/junit4.jar:
 	apt-get update -qq && apt-get install -y -qq junit4
 
-test-java: /usr/share/java/junit4.jar
+test-java: /usr/share/java/junit4.jar fixtures
 	rm -rf $(JAVA_OUT) && mkdir -p $(JAVA_OUT)/main $(JAVA_OUT)/test
 	javac --release 17 -Xlint:all -Werror -d $(JAVA_OUT)/main $$(find $(JAVA_CORE)/src/main/java -name '*.java')
 	javac --release 17 -Xlint:all -Werror -cp $(JAVA_OUT)/main:$(JUNIT_CP) -d $(JAVA_OUT)/test $$(find $(JAVA_CORE)/src/test/java -name '*.java')
 	cp -r $(JAVA_CORE)/src/test/resources/. $(JAVA_OUT)/test/
-	java -cp $(JAVA_OUT)/main:$(JAVA_OUT)/test:$(JUNIT_CP) org.junit.runner.JUnitCore \
+	java -Dtflitetrain.fixtures=build/test-models -cp $(JAVA_OUT)/main:$(JAVA_OUT)/test:$(JUNIT_CP) org.junit.runner.JUnitCore \
 	  $$(cd $(JAVA_CORE)/src/test/java && find . -name '*Test.java' | sort | sed 's|^\./||; s|\.java$$||; s|/|.|g')
 
 clean-venvs:

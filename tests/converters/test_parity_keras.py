@@ -19,6 +19,7 @@ import tensorflow as tf
 from converters.build_module import folded_backbone, module_from_backbone
 from converters.export import build_metadata, convert
 from converters.export_config import ExportConfig
+from converters.fixtures import MCUNET_WEIGHTS, trained_config
 from converters.flatbuffer_metadata import add_metadata
 from tflite_train.runtime import TrainableModel
 
@@ -26,7 +27,9 @@ CASES = {
     "tiny": ExportConfig(backbone="tiny", input_size=(33, 33), candidate_blocks=2, class_capacity=6),
     "tiny_sgd_full": ExportConfig(backbone="tiny", input_size=(19, 19), candidate_blocks=4, class_capacity=6,
                                   optimizer="sgd_momentum", learning_rate=0.01),
-    "mcunet": ExportConfig(backbone="mcunet", input_size=(35, 35), candidate_blocks=2, class_capacity=6),
+    # the shipped meta-trained weights: a random 14-block init has embeddings of norm ~5e-7, comparable
+    # to the cosine head's eps, which would make the comparison weak
+    "mcunet": trained_config(MCUNET_WEIGHTS, (35, 35), candidate_blocks=2, class_capacity=6),
 }
 
 
@@ -62,6 +65,11 @@ def _setup_head(model, images, labels, k):
     return padded
 
 
+def _normalise(config, images):
+    """The exported graph's in-graph normalisation, (x - mean) / std."""
+    return (images - np.asarray(config.mean, np.float32)) / np.asarray(config.std, np.float32)
+
+
 def _rel(a, b):
     return float(np.max(np.abs(np.asarray(a, np.float64) - b)) / max(np.max(np.abs(b)), 1e-12))
 
@@ -72,8 +80,10 @@ def test_infer_matches_keras(case):
     model.reset_state()
     protos = _setup_head(model, images, labels, 3)
     out = model.infer(images)
-    emb = folded.model((images - 0.5) / 0.5)
+    emb = folded.model(_normalise(config, images))
     assert _rel(out["embeddings"], emb.numpy()) < 1e-4
+    if config.weights:  # trained weights: embeddings far above the cosine head's eps (1e-12 on |e|^2)
+        assert np.linalg.norm(emb.numpy(), axis=1).min() > 1.0
     ref = _head(config, emb, protos, 3).numpy()
     assert _rel(out["logits"][:, :3], ref[:, :3]) < 1e-4
     assert (out["logits"][:, 3:] < -1e8).all()
@@ -98,7 +108,7 @@ def test_fisher_matches_autodiff(case):
     names = model.candidates
     act_model = _activation_model(folded, names)
     with tf.GradientTape() as tape:
-        *acts, emb = act_model((images - 0.5) / 0.5)
+        *acts, emb = act_model(_normalise(config, images))
         logits = _head(config, emb, protos, 3)
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
         total = tf.reduce_sum(losses)
@@ -129,7 +139,7 @@ def test_train_steps_match_tf_reference(case):
     ref_losses = []
     for t in range(1, 4):
         with tf.GradientTape() as tape:
-            logits = _head(config, keras_model((images - 0.5) / 0.5), protos, 3)
+            logits = _head(config, keras_model(_normalise(config, images)), protos, 3)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
         ref_losses.append(float(loss))
         grads = tape.gradient(loss, list(variables.values()))
