@@ -7,13 +7,11 @@ environment has no TensorFlow, so it can only replay these files.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import logging
 import pathlib
 
-import numpy as np
 
 from converters.export import write_export
 from converters.export_config import ExportConfig
@@ -48,45 +46,13 @@ FIXTURES: dict[str, ExportConfig] = {
                                      optimizer="sgd_momentum", learning_rate=0.05),
     # the shipped meta-trained weights (embeddings of norm ~10, not the ~5e-7 of a random 14-block init)
     "mcunet_adam_35": trained_config(MCUNET_WEIGHTS, (35, 35), candidate_blocks=2, class_capacity=8),
-    # the two other paper backbones (random init with fan-in-corrected depthwise kernels, see
-    # FAN_IN_CORRECTED), small; even input (Keras pads the extra row after)
+    # the two other paper backbones (seeded He init), small; even input (Keras pads the extra row after)
     "mbv2_adam_32": ExportConfig(backbone="mbv2", input_size=(32, 32), candidate_blocks=2, class_capacity=4,
                                  train_variants=2),
     # odd input, SGD with momentum
     "proxyless_sgd_33": ExportConfig(backbone="proxyless", input_size=(33, 33), candidate_blocks=2, class_capacity=4,
                                      optimizer="sgd_momentum", learning_rate=0.01, train_variants=2),
 }
-
-FAN_IN_CORRECTED = frozenset({"mbv2_adam_32", "proxyless_sgd_33"})
-"""Fixtures exported from ``write_fan_in_corrected_init`` weights instead of the plain seeded init."""
-
-
-def write_fan_in_corrected_init(config: ExportConfig, path: pathlib.Path) -> None:
-    """Writes the seeded random BN-form weights of ``config`` with depthwise kernels scaled by sqrt(C).
-
-    Keras' ``HeNormal`` takes fan_in = k^2 C for a DepthwiseConv2D kernel (k, k, C, 1), though each
-    output channel sees only k^2 inputs: Var(w) = 2 / (k^2 C) instead of He's 2 / k^2. With the
-    BatchNorm layers at their initial identity statistics (what a random-init export folds), every
-    block then shrinks the activations by about sqrt(C), and the embeddings of 17-20 blocks end at
-    norm ~1e-6 -- |e|^2 comparable to the cosine head's eps (1e-12), so the head's gradients are
-    ~1/|e| and a test of them is weak. Multiplying the depthwise kernels by sqrt(C) (He variance
-    2 / k^2) gives embeddings of norm ~10-25 (measured at 32x32 / 33x33).
-
-    Raises:
-      ValueError: if ``path`` does not end in ``.weights.h5`` (Keras' requirement).
-    """
-    from tflite_train.models import build_backbone
-
-    if not path.name.endswith(".weights.h5"):
-        raise ValueError(f"path must end in '.weights.h5'; got {str(path)!r}")
-    backbone = build_backbone(config.backbone, config.input_size, config.in_channels, seed=config.seed)
-    for spec in backbone.table:
-        if spec.is_depthwise:
-            layer = backbone.model.get_layer(spec.name)
-            kernel, *rest = layer.get_weights()
-            layer.set_weights([kernel * np.float32(np.sqrt(spec.in_channels)), *rest])
-    backbone.model.save_weights(str(path))
-
 
 def code_stamp(config: ExportConfig | None = None) -> str:
     """sha256 over the exporter and backbone sources (and the config's weights file, if any).
@@ -111,17 +77,12 @@ def write_fixtures(out: pathlib.Path, names: list[str] | None = None) -> list[pa
         path = out / f"{name}.tflite"
         config_path = path.with_suffix(".tflite.config.json")
         stamp_path = path.with_suffix(".tflite.stamp")
-        stamp = code_stamp(config)  # before the derived init weights: they follow from code and seed
-        init_path = out / f"{name}.init.weights.h5"
-        if name in FAN_IN_CORRECTED:
-            config = dataclasses.replace(config, weights=str(init_path))
+        stamp = code_stamp(config)
         if (path.exists() and config_path.exists() and stamp_path.exists() and stamp_path.read_text() == stamp
                 and json.loads(config_path.read_text()) == config.to_dict()):
             logging.info("fixture %s up to date", path)
         else:
             logging.info("exporting fixture %s", path)
-            if name in FAN_IN_CORRECTED:
-                write_fan_in_corrected_init(FIXTURES[name], init_path)
             write_export(config, path)
             stamp_path.write_text(stamp)
         written.append(path)

@@ -96,3 +96,17 @@ def test_seeded_builds_are_reproducible():
 def test_bad_input(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         build_backbone(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_random_init_keeps_signal(name):
+    """He init with the true fan-in (depthwise: k^2, not k^2 * C) keeps random-init features alive."""
+    backbone = build_backbone(name, 33, seed=0)
+    for spec, layer in zip(backbone.table, conv_layers(backbone)):
+        if spec.is_depthwise:
+            std = float(np.std(layer.get_weights()[0]))
+            # truncated normal at 2 sigma has std 0.88 * sigma; sigma = sqrt(2 / k^2)
+            assert std == pytest.approx(0.88 * np.sqrt(2.0 / spec.kernel**2), rel=0.35)
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 33, 33, 3)).astype(np.float32)
+    norms = np.linalg.norm(fold_batchnorm(backbone).model(images).numpy(), axis=1)
+    assert norms.min() > 0.5

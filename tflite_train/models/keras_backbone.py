@@ -17,6 +17,20 @@ from tflite_train.architectures import BackboneConfig, build_layer_table, get_co
 from tflite_train.sparse.layer_table import LayerSpec, LayerTable
 
 
+def he_normal(spec: LayerSpec, seed: int | None = None) -> keras.initializers.Initializer:
+    """He initialisation, Var(w) = 2 / fan_in, with the true fan-in k^2 * C_in / groups of ``spec``.
+
+    Keras' ``HeNormal`` derives fan_in from the kernel shape, which for a DepthwiseConv2D kernel
+    (k, k, C, 1) gives k^2 * C although each output channel sees only k^2 inputs: its variance is C
+    times too small, and through 14-20 blocks the random-init embeddings shrink to norm ~1e-6. The
+    scale below corrects that (it is 1 for dense convs).
+    """
+    shape_fan_in = spec.kernel * spec.kernel * spec.in_channels
+    return keras.initializers.VarianceScaling(
+        scale=2.0 * shape_fan_in / spec.fan_in, mode="fan_in", distribution="truncated_normal", seed=seed
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Backbone:
     """A Keras backbone together with its configuration and layer table.
@@ -68,7 +82,7 @@ def build_backbone(
     seeds = iter(range(0 if seed is None else seed, 10**9))
 
     def conv(x, spec: LayerSpec):
-        init = keras.initializers.HeNormal(seed=None if seed is None else next(seeds))
+        init = he_normal(spec, seed=None if seed is None else next(seeds))
         common = dict(strides=spec.stride, padding="same", use_bias=not batch_norm, name=spec.name)
         if spec.is_depthwise:
             x = keras.layers.DepthwiseConv2D(spec.kernel, depthwise_initializer=init, **common)(x)
