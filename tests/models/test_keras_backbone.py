@@ -53,8 +53,8 @@ def _randomize_batchnorm(model, rng):
         if isinstance(layer, keras.layers.BatchNormalization):
             gamma, beta, mean, var = layer.get_weights()
             layer.set_weights([
-                rng.uniform(0.5, 1.5, gamma.shape), rng.normal(0, 0.2, beta.shape),
-                rng.normal(0, 0.2, mean.shape), rng.uniform(0.3, 2.0, var.shape),
+                rng.uniform(0.5, 1.2, gamma.shape), rng.normal(0, 0.2, beta.shape),
+                rng.normal(0, 0.2, mean.shape), rng.uniform(0.5, 2.0, var.shape),
             ])
 
 
@@ -69,7 +69,7 @@ def test_bn_folding_preserves_outputs(name):
     images = rng.uniform(0, 1, (4, 64, 64, 3)).astype(np.float32)
     expected = backbone.model(images, training=False).numpy()
     got = folded.model(images).numpy()
-    assert np.abs(expected).max() > 1e-2  # non-trivial features
+    assert np.abs(expected).max() > 0.1  # non-trivial features
     assert np.abs(expected - got).max() <= 1e-4
 
 
