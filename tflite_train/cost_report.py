@@ -22,12 +22,10 @@ from tflite_train.sparse.cost_model import (
     unfused_activation_bytes,
 )
 from tflite_train.sparse.layer_table import LayerTable
+from tflite_train.sparse.policies import MIT_SPARSE_UPDATE_LAYERS
 
 MIB = 2**20
 
-# MIT's SparseUpdate scheme for MCUNet updates the weights of the expand convs of blocks
-# 7, 8, 9, 10, 12, 13 (conv indices 21, 24, 27, 30, 36, 39); see shared/ARCHITECTURES.md.
-MCUNET_SPARSE_UPDATE_LAYERS = ("b07_expand", "b08_expand", "b09_expand", "b10_expand", "b12_expand", "b13_expand")
 # A TinyTrain-like selection: a few layers of the last three blocks, 1/4 of their channels.
 MCUNET_TINYTRAIN_LIKE_LAYERS = ("b11_expand", "b12_expand", "b13_expand", "b13_depthwise")
 
@@ -48,7 +46,7 @@ def reference_selections(table: LayerTable) -> dict[str, tuple[str, Mapping[str,
     """Method -> (description, channels per layer, batch size) for MCUNet's report rows."""
     full = {layer.name: layer.out_channels for layer in table}
     last = table.layers[-1]
-    sparse = {n: channel_count(table[n].out_channels, 0.5) for n in MCUNET_SPARSE_UPDATE_LAYERS}
+    sparse = {n: channel_count(table[n].out_channels, 0.5) for n in MIT_SPARSE_UPDATE_LAYERS["mcunet"]}
     tiny = {n: channel_count(table[n].out_channels, 0.25) for n in MCUNET_TINYTRAIN_LIKE_LAYERS}
     return {
         "FullTrain": ("all 42 convs, all channels", full, 100),
@@ -178,7 +176,6 @@ def selection_report(
 
     from tflite_train.sparse.budget import Budget
     from tflite_train.sparse.policies import (
-        MIT_SPARSE_UPDATE_LAYERS,
         SelectionConfig,
         sparse_update_policy,
         tinytrain_policy,
