@@ -21,17 +21,23 @@ LOG = logging.getLogger(__name__)
 
 def export_configs(config: BenchConfig) -> dict[str, object]:
     """Model key -> ``converters.ExportConfig`` (imports TensorFlow-free ``export_config`` only)."""
-    from converters.export_config import ExportConfig
+    from converters.weights_spec import resolve_export_config
 
     blocks = len(get_config(config.backbone).blocks)
     common = dict(backbone=config.backbone, input_size=config.input_size, optimizer="adam")
+    # Trained weights are exported with their sidecar's input normalisation and cosine scale. The
+    # pre-training stage writes no sidecar; like every training run here it fed unnormalised [0, 1]
+    # images, hence the identity normalisation.
+    identity = dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)) if config.weights else {}
     out = {
-        "sparse": ExportConfig(**common, candidate_blocks=min(config.candidate_blocks, blocks), weights=config.weights),
-        "full": ExportConfig(**common, candidate_blocks=blocks, weights=config.weights),
+        "sparse": resolve_export_config(config.weights, **common, **identity,
+                                        candidate_blocks=min(config.candidate_blocks, blocks)),
+        "full": resolve_export_config(config.weights, **common, **identity, candidate_blocks=blocks),
     }
     if config.pretrained_weights and pathlib.Path(config.pretrained_weights).exists():
-        out["pretrained"] = ExportConfig(**common, candidate_blocks=min(config.candidate_blocks, blocks),
-                                         weights=config.pretrained_weights)
+        out["pretrained"] = resolve_export_config(config.pretrained_weights, **common, mean=(0.0, 0.0, 0.0),
+                                                  std=(1.0, 1.0, 1.0),
+                                                  candidate_blocks=min(config.candidate_blocks, blocks))
     elif config.pretrained_weights:
         LOG.warning("pre-trained-only weights %s not found: the meta-training ablation is skipped",
                     config.pretrained_weights)

@@ -29,7 +29,7 @@ from tflite_train.sparse.fisher import (
     mean_fisher_potentials,
 )
 from tflite_train.sparse.layer_selection import ON_EMPTY, greedy_select_layers, layer_channel_counts
-from tflite_train.sparse.layer_table import LayerSpec, LayerTable, resolve_layers
+from tflite_train.sparse.layer_table import LayerSpec, LayerTable, check_candidates, resolve_layers
 from tflite_train.sparse.policies import (
     MIT_SPARSE_UPDATE_LAYERS,
     POLICIES,
@@ -75,6 +75,7 @@ __all__ = [
     "backward_cost",
     "canonical_policy_name",
     "channel_count",
+    "check_candidates",
     "channel_l2_norms",
     "fisher_channels",
     "fisher_information",

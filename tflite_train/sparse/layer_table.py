@@ -173,3 +173,22 @@ class LayerTable:
 def resolve_layers(table: LayerTable, layers: Sequence[int | str]) -> tuple[int, ...]:
     """Maps names or indices to sorted unique indices, validating each."""
     return tuple(sorted({table.index_of(layer) for layer in layers}))
+
+
+def check_candidates(table: LayerTable, candidates: Sequence[str]) -> tuple[str, ...]:
+    """Validates a candidate-layer list (names of ``table``, non-empty, no repeats); keeps its order.
+
+    Raises:
+      TypeError: a single str instead of a sequence of names.
+      ValueError: empty, repeated or unknown names.
+    """
+    if isinstance(candidates, str):
+        raise TypeError(f"candidates must be a sequence of layer names, not a str; got {candidates!r}")
+    names = tuple(candidates)
+    if not names:
+        raise ValueError("candidates must not be empty")
+    if len(set(names)) != len(names):
+        raise ValueError(f"candidates must not repeat a layer; got {list(names)}")
+    for name in names:
+        table.index_of(name)
+    return names

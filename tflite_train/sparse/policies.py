@@ -43,7 +43,7 @@ from tflite_train.sparse.channel_selection import CHANNEL_METHODS, fisher_channe
 from tflite_train.sparse.cost_model import OPTIMIZER_SLOTS, channel_count
 from tflite_train.sparse.fisher import mean_fisher_potentials
 from tflite_train.sparse.layer_selection import check_on_empty, greedy_select_layers
-from tflite_train.sparse.layer_table import LayerTable
+from tflite_train.sparse.layer_table import LayerTable, check_candidates
 from tflite_train.sparse.scoring import (
     check_criterion,
     check_fisher_shapes,
@@ -286,14 +286,7 @@ def _candidates(table: LayerTable, candidates: Sequence[str] | None) -> tuple[st
     """Candidate names in forward order (None = all layers); validated, no repeats, non-empty."""
     if candidates is None:
         return table.names
-    if isinstance(candidates, str):
-        raise TypeError(f"candidates must be a sequence of layer names, not a str; got {candidates!r}")
-    names = list(candidates)
-    if not names:
-        raise ValueError("candidates must not be empty")
-    if len(set(names)) != len(names):
-        raise ValueError(f"candidates must not repeat a layer; got {names}")
-    return tuple(sorted(names, key=table.index_of))
+    return tuple(sorted(check_candidates(table, candidates), key=table.index_of))
 
 
 def _greedy(table: LayerTable, ranking: Sequence[str], config: SelectionConfig) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tflite_train.sparse.cost_model import BackwardCost, backward_cost
-from tflite_train.sparse.layer_table import LayerTable
+from tflite_train.sparse.layer_table import LayerTable, check_candidates
 
 SELECTION_FORMAT = "tflite-train-selection"
 SELECTION_FORMAT_VERSION = 1
@@ -123,7 +123,7 @@ class Selection:
         Raises:
           ValueError: a selected layer is not a candidate, a repeated candidate, or a bad index.
         """
-        candidates = _check_candidates(table, candidates)
+        candidates = check_candidates(table, candidates)
         self.validate(table)
         outside = [n for n in self.layers if n not in candidates]
         if outside:
@@ -145,7 +145,7 @@ class Selection:
         Raises:
           ValueError: wrong length, or entries other than 0.0 and 1.0.
         """
-        candidates = _check_candidates(table, candidates)
+        candidates = check_candidates(table, candidates)
         vector = np.asarray(mask, dtype=np.float64)
         expected = sum(table[n].out_channels for n in candidates)
         if vector.shape != (expected,):
@@ -201,14 +201,3 @@ class Selection:
         return cls.from_dict(data)
 
 
-def _check_candidates(table: LayerTable, candidates: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(candidates, str):
-        raise TypeError(f"candidates must be a sequence of layer names, not a str; got {candidates!r}")
-    names = tuple(candidates)
-    if not names:
-        raise ValueError("candidates must not be empty")
-    if len(set(names)) != len(names):
-        raise ValueError(f"candidates must not repeat a layer; got {list(names)}")
-    for name in names:
-        table.index_of(name)
-    return names
