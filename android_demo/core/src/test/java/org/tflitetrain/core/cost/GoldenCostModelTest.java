@@ -1,5 +1,8 @@
 package org.tflitetrain.core.cost;
 
+import static org.tflitetrain.core.Resources.list;
+import static org.tflitetrain.core.Resources.obj;
+
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertTrue;
@@ -14,16 +17,6 @@ import org.tflitetrain.core.json.Json;
 
 /** Every number of the Python cost model's golden vectors, recomputed in Java. */
 public class GoldenCostModelTest {
-  @SuppressWarnings("unchecked")
-  private static Map<String, Object> obj(Object o) {
-    return (Map<String, Object>) o;
-  }
-
-  @SuppressWarnings("unchecked")
-  private static List<Object> list(Object o) {
-    return (List<Object>) o;
-  }
-
   private static long num(Object o) {
     return (Long) o;
   }

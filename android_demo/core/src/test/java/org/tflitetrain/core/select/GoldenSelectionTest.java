@@ -1,5 +1,8 @@
 package org.tflitetrain.core.select;
 
+import static org.tflitetrain.core.Resources.list;
+import static org.tflitetrain.core.Resources.obj;
+
 import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertThrows;
@@ -36,16 +39,6 @@ public class GoldenSelectionTest {
   static {
     // The "nothing fits" cases with on_empty=empty log a warning each; keep the test output readable.
     Logger.getLogger(GreedyLayerSelection.class.getName()).setLevel(Level.SEVERE);
-  }
-
-  @SuppressWarnings("unchecked")
-  private static Map<String, Object> obj(Object o) {
-    return (Map<String, Object>) o;
-  }
-
-  @SuppressWarnings("unchecked")
-  private static List<Object> list(Object o) {
-    return (List<Object>) o;
   }
 
   private static double num(Object o) {
