@@ -9,7 +9,6 @@ its ``<file>.config.json`` is missing or that config differs from the wanted one
 
 from __future__ import annotations
 
-import json
 import logging
 import pathlib
 
@@ -63,13 +62,8 @@ def ensure_models(config: BenchConfig, keys: tuple[str, ...] | None = None) -> d
             continue
         blocks = export_config.candidate_blocks
         path = model_dir / f"{config.backbone}_{config.input_size}_{key}_k{blocks}.tflite"
-        meta = path.with_suffix(path.suffix + ".config.json")
-        if path.exists() and meta.exists() and json.loads(meta.read_text()) == export_config.to_dict():
-            LOG.info("reusing %s", path)
-        else:
-            from converters.export import write_export
+        from converters.export import ensure_export
 
-            LOG.info("exporting %s (%s, k=%d)", path, key, blocks)
-            write_export(export_config, path)
+        ensure_export(export_config, path)
         paths[key] = done[export_config] = path
     return paths

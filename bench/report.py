@@ -195,13 +195,13 @@ def _targets(config: BenchConfig, results: Mapping, average: dict | None, timing
     if timing:
         rows, peer = timing["rows"], timing["peer"]
         tiny = rows.get("TinyTrain")
-        for label in (f"FullTrain (batch 1)", f"FullTrain (batch {config.full_train_batch})"):
+        for label in ("FullTrain (batch 1)", f"FullTrain (batch {config.full_train_batch})"):
             if tiny and label in rows:
                 ratio = rows[label]["step"] / tiny["step"]
                 lines.append(f"- TinyTrain step ≥ {STEP_TARGET_FULL:g}x faster than {label}: {_verdict(ratio >= STEP_TARGET_FULL)} "
                              f"({ratio:.1f}x: {tiny['step'] * 1e3:.1f} vs {rows[label]['step'] * 1e3:.1f} ms"
                              + ("; same batch, the like-for-like comparison" if "batch 1)" in label else
-                                f"; per step at the accuracy section's FullTrain batch, not like-for-like") + ").")
+                                "; per step at the accuracy section's FullTrain batch, not like-for-like") + ").")
         for label, how in (("TinyTrain" + PROTOCOL_SUFFIX, "the paper's Table 8 protocol"),
                            ("TinyTrain", f"the accuracy section's {config.iterations} steps")):
             row = rows.get(label)

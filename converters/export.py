@@ -179,3 +179,19 @@ def write_export(config: ExportConfig, out: str | pathlib.Path) -> ExportResult:
     out.write_bytes(result.model)
     out.with_suffix(out.suffix + ".config.json").write_text(json.dumps(config.to_dict(), indent=2))
     return result
+
+
+def ensure_export(config: ExportConfig, out: str | pathlib.Path) -> bool:
+    """Exports ``config`` to ``out`` unless ``out`` and its ``.config.json`` already hold this config.
+
+    Returns:
+      True when the model was (re-)exported, False when the existing file was reused.
+    """
+    out = pathlib.Path(out)
+    sidecar = out.with_suffix(out.suffix + ".config.json")
+    if out.exists() and sidecar.exists() and json.loads(sidecar.read_text()) == config.to_dict():
+        LOG.info("reusing %s (same export config)", out)
+        return False
+    LOG.info("exporting %s", out)
+    write_export(config, out)
+    return True

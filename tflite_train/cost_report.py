@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+import numpy as np
+
 from tflite_train import paper_figures
 from tflite_train.architectures import build_layer_table, get_config
 from tflite_train.sparse.cost_model import (
@@ -137,15 +139,13 @@ def backbone_summary(backbone: str, input_size: int = 128, in_channels: int = 3,
     return "\n".join(lines)
 
 
-def synthetic_fisher(table: LayerTable, seed: int = 0) -> dict[str, "np.ndarray"]:
+def synthetic_fisher(table: LayerTable, seed: int = 0) -> dict[str, np.ndarray]:
     """A seeded stand-in for a task's Fisher vectors: Delta_{l,o} ~ Exp(1) i.i.d. for every layer.
 
     Used where no measured Fisher exists for a backbone (no trained weights); with i.i.d. channels
     the potential P_l = sum_o Delta_{l,o} (Eq. 2) is about C_out, so Eq. 3's ranking is driven by the
     layer's size and its memory/compute costs.
     """
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     return {layer.name: rng.exponential(1.0, layer.out_channels).astype(np.float32) for layer in table}
 
@@ -160,7 +160,7 @@ def selection_report(
     tinytrain_ratio: float = 0.25,
     sparse_update_ratio: float = 0.5,
     full_train_batch: int = 100,
-    fisher: Mapping[str, "np.ndarray"] | None = None,
+    fisher: Mapping[str, np.ndarray] | None = None,
     seed: int = 0,
 ) -> list[ReportRow]:
     """Backward-pass rows of any backbone, the sparse selections made by the real policies.
@@ -172,8 +172,6 @@ def selection_report(
     B_compute = ``compute_fraction`` of the forward MACs) on ``fisher`` (measured) or
     ``synthetic_fisher``. Sparse methods use batch 1 (paper).
     """
-    import numpy as np
-
     from tflite_train.sparse.budget import Budget
     from tflite_train.sparse.policies import (
         SelectionConfig,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import math
 import pathlib
 import time
@@ -22,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-LOG = logging.getLogger(__name__)
 MIB = 2**20
 
 
@@ -66,17 +64,12 @@ class DemoConfig:
 
 def _export(config: DemoConfig) -> pathlib.Path:
     """Exports the shipped weights unless an export with the same resolved config exists."""
-    from converters.export import write_export
+    from converters.export import ensure_export
     from converters.weights_spec import resolve_export_config
 
     export_config = resolve_export_config(config.weights, candidate_blocks=config.candidate_blocks)
     path = pathlib.Path(config.out) / f"{export_config.backbone}_{export_config.input_size[0]}.tflite"
-    sidecar = path.with_suffix(path.suffix + ".config.json")
-    if path.exists() and sidecar.exists() and json.loads(sidecar.read_text()) == export_config.to_dict():
-        LOG.info("reusing %s (same export config)", path)
-        return path
-    LOG.info("exporting %s to %s (takes a minute or two)", config.weights, path)
-    write_export(export_config, path)
+    ensure_export(export_config, path)
     return path
 
 

@@ -31,7 +31,6 @@ import pathlib
 import struct
 import tempfile
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 

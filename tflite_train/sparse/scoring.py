@@ -23,7 +23,7 @@ needs back-propagation through fewer layers and so costs less compute and memory
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 
