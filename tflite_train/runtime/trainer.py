@@ -21,7 +21,6 @@ model, data and config give the same selection and the same losses.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train.data.augment import AugmentConfig
+from tflite_train.data.augment import augment as augment_images
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, layer_table
 from tflite_train.runtime.timing import PhaseTimer
@@ -267,12 +268,8 @@ def candidate_weights(model: TrainableModel, state: Mapping[str, np.ndarray] | N
 
 
 def default_augment() -> Augment:
-    """``tflite_train.data.augment.augment`` (imported lazily).
-
-    Raises:
-      ImportError: the data package's augmentation is not installed.
-    """
-    return importlib.import_module("tflite_train.data.augment").augment
+    """The default pseudo-query augmentation: ``tflite_train.data.augment.augment`` (numpy only)."""
+    return augment_images
 
 
 def adapt(
@@ -408,8 +405,8 @@ def evaluate(model: TrainableModel, query_images: Any, query_labels: Any, chunk_
     return float(np.mean(predict(model, images, chunk_size) == labels))
 
 
-def _default_augment_config() -> Any:
-    return importlib.import_module("tflite_train.data.augment").AugmentConfig()
+def _default_augment_config() -> AugmentConfig:
+    return AugmentConfig()
 
 
 def _augment_config_dict(value: Any) -> Any:
