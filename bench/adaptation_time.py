@@ -2,8 +2,8 @@
 
 For each timed method: ``load`` (``TrainableModel`` construction: read + interpreter + allocation),
 then ``adapt``'s phases: ``head`` (prototypes), ``fisher_selection`` (Fisher pass + Algorithm 1
-lines 1-4), ``training`` (``iterations`` steps); end-to-end = their sum. Selection overhead =
-fisher_selection / end-to-end. Step time = training / iterations. The median over ``timing_runs``
+lines 1-4), ``training`` (``AdaptConfig.num_steps`` steps); end-to-end = their sum. Selection
+overhead = fisher_selection / end-to-end. Step time = training / steps. The median over ``timing_runs``
 runs (fresh model each) is reported per phase.
 """
 
@@ -32,7 +32,7 @@ class TimingResult:
 
     label: str
     batch_size: int
-    iterations: int
+    steps: int
     seconds: dict[str, float]
     runs: int
 
@@ -42,14 +42,14 @@ class TimingResult:
 
     @property
     def step(self) -> float:
-        return self.seconds["training"] / max(1, self.iterations)
+        return self.seconds["training"] / max(1, self.steps)
 
     @property
     def selection_share(self) -> float:
         return self.seconds["fisher_selection"] / self.end_to_end
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "batch_size": self.batch_size, "iterations": self.iterations,
+        return {"label": self.label, "batch_size": self.batch_size, "steps": self.steps,
                 "seconds": dict(self.seconds), "runs": self.runs, "end_to_end": self.end_to_end,
                 "step": self.step, "selection_share": self.selection_share}
 
@@ -73,5 +73,5 @@ def time_method(method: Method, model_path: str | pathlib.Path, task: Task, runs
             per_phase[phase].append(float(result.seconds.get(phase, 0.0)))
         LOG.info("timing %s run %d/%d: %s", method.label, run + 1, runs,
                  {p: round(v[-1], 3) for p, v in per_phase.items()})
-    return TimingResult(method.label, method.adapt.batch_size, method.adapt.iterations,
+    return TimingResult(method.label, method.adapt.batch_size, method.adapt.num_steps(int(task.support.shape[0])),
                         {p: statistics.median(v) for p, v in per_phase.items()}, runs)

@@ -21,8 +21,9 @@ class BenchConfig:
       model_dir: Where the exported ``.tflite`` models are cached (reused when their config matches).
       backbone, input_size: The demo backbone and resolution of the accuracy/timing/ablation sections.
       weights: Keras BN-form weights exported for the accuracy runs (None = seeded init).
-      pretrained_weights: Pre-trained-only weights for the meta-training on/off ablation (None or a
-        missing file: the ablation row says it was not run).
+      meta_ablation_weights: (pre-trained only, meta-trained from those) weights of one
+        ``train-weights`` run, for the meta-training on/off ablation; None or a missing file: the
+        ablation rows say they were not run.
       candidate_blocks: k of the sparse export (LastLayer, SparseUpdate, TinyTrain); FullTrain uses a
         second export with every block a candidate.
       targets: Target data sets (None = every ``target`` of the cache).
@@ -30,12 +31,22 @@ class BenchConfig:
       seed: Seed of episodes and adaptation.
       min_ways, max_ways, max_query, max_support_per_class, max_support_total: Episode sampler bounds
         (Meta-Dataset's are 5/50/10/100/500; smaller here to fit the machine).
-      iterations: Optimizer steps per task (paper: 40).
-      learning_rate: Adam learning rate (None = the export's default).
-      full_train_batch: FullTrain's batch (paper: 100); the sparse methods use batch 1 (paper).
+      epochs: Passes over each task's support set (the paper's protocol: "training using all the
+        samples (e.g. 25) for 40 iterations", appendix A.2): ``epochs * ceil(N_support / batch)``
+        steps, so every method sees each support image ``epochs`` times (augmented). None = a fixed
+        ``iterations`` steps instead.
+      iterations: Optimizer steps per task when ``epochs`` is None.
+      learning_rates: Candidate Adam learning rates; each method gets the one with the best mean
+        accuracy on ``tuning_tasks`` separate episodes per target (``bench.learning_rates``). One
+        rate = that rate for every method, no tuning runs.
+      tuning_tasks: Tuning episodes per target (a different seed from the reported ones).
+      full_train_batch: FullTrain's batch (paper: 100); the sparse methods use batch 1 (paper). The
+        default, ``max_support_total``, makes one FullTrain step one pass over the largest support
+        set.
       memory_budget_mib: The paper's B_mem at 128x128 (1 MiB); scaled to ``input_size`` (see
         ``scaled_memory_budget``).
-      compute_fraction: B_compute as a fraction of the forward MACs (paper: 0.15).
+      compute_fraction: B_compute as a fraction of FullTrain's backward MACs (paper: "15 % of total
+        MACs"; see ``bench.policy_runs.compute_budget_macs`` for why the backward MACs).
       channel_ratio: TinyTrain's channel ratio; ``sparse_update_channel_ratio`` SparseUpdate's.
       ablation_target, ablation_tasks: The target and N of the ablation section.
       channel_ratios: Channel ratios of the channel-method ablation (Figure 5).
@@ -45,6 +56,8 @@ class BenchConfig:
       cost_input_size: Resolution of the backward-cost section (paper: 128).
       cost_full_train_batch: FullTrain's batch in the backward-cost section (paper: 100).
       threads: Interpreter (and TF) threads.
+      workers: Processes the accuracy and ablation tasks are spread over (the timing section always
+        runs alone in this process); results do not depend on it.
       sections: Sections to run (subset of ``SECTIONS``).
     """
 
@@ -54,7 +67,8 @@ class BenchConfig:
     backbone: str = "mcunet"
     input_size: int = 64
     weights: str | None = "weights/mcunet_64_meta.weights.h5"
-    pretrained_weights: str | None = "weights/pretrain/backbone.weights.h5"
+    meta_ablation_weights: tuple[str, str] | None = ("weights/meta_ablation/pretrain.weights.h5",
+                                                     "weights/meta_ablation/mcunet_64_meta.weights.h5")
     candidate_blocks: int = 7
     targets: tuple[str, ...] | None = None
     tasks: int = 50
@@ -64,9 +78,11 @@ class BenchConfig:
     max_query: int = 10
     max_support_per_class: int = 10
     max_support_total: int = 50
+    epochs: int | None = 40
     iterations: int = 40
-    learning_rate: float | None = None
-    full_train_batch: int = 100
+    learning_rates: tuple[float, ...] = (3e-4, 1e-3, 3e-3, 1e-2)
+    tuning_tasks: int = 3
+    full_train_batch: int = 50
     memory_budget_mib: float = 1.0
     compute_fraction: float = 0.15
     channel_ratio: float = 0.25
@@ -80,19 +96,24 @@ class BenchConfig:
     cost_input_size: int = 128
     cost_full_train_batch: int = 100
     threads: int = 1
+    workers: int = 1
     sections: tuple[str, ...] = SECTIONS
 
     def __post_init__(self) -> None:
         for name in ("input_size", "candidate_blocks", "tasks", "min_ways", "max_ways", "max_query",
                      "max_support_per_class", "max_support_total", "full_train_batch", "ablation_tasks",
-                     "timing_runs", "timing_support", "cost_input_size", "cost_full_train_batch", "threads"):
+                     "timing_runs", "timing_support", "tuning_tasks", "cost_input_size", "cost_full_train_batch", "threads", "workers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int; got {value!r}")
         if isinstance(self.iterations, bool) or not isinstance(self.iterations, int) or self.iterations < 0:
             raise ValueError(f"iterations must be an int >= 0; got {self.iterations!r}")
-        if self.tasks < 2:
-            raise ValueError(f"tasks must be >= 2 (a confidence interval needs two); got {self.tasks!r}")
+        if self.epochs is not None and (isinstance(self.epochs, bool) or not isinstance(self.epochs, int)
+                                        or self.epochs < 1):
+            raise ValueError(f"epochs must be None or an int >= 1; got {self.epochs!r}")
+        for name in ("tasks", "ablation_tasks"):
+            if getattr(self, name) < 2:
+                raise ValueError(f"{name} must be >= 2 (a confidence interval needs two); got {getattr(self, name)!r}")
         if self.min_ways > self.max_ways:
             raise ValueError(f"min_ways must be <= max_ways; got {self.min_ways} > {self.max_ways}")
         for name in ("memory_budget_mib", "compute_fraction", "channel_ratio", "sparse_update_channel_ratio"):
@@ -102,6 +123,12 @@ class BenchConfig:
         for name in ("channel_ratio", "sparse_update_channel_ratio", "compute_fraction"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be in (0, 1]; got {getattr(self, name)!r}")
+        if self.meta_ablation_weights is not None:
+            pair = tuple(self.meta_ablation_weights)
+            if len(pair) != 2 or not all(isinstance(x, str) and x for x in pair):
+                raise ValueError("meta_ablation_weights must be None or two paths (pre-trained only, meta-trained); "
+                                 f"got {self.meta_ablation_weights!r}")
+            object.__setattr__(self, "meta_ablation_weights", pair)
         if self.targets is not None:
             object.__setattr__(self, "targets", tuple(self.targets))
             if not self.targets:
@@ -110,6 +137,10 @@ class BenchConfig:
         if not ratios or any(not 0 < r <= 1 for r in ratios):
             raise ValueError(f"channel_ratios must be non-empty, each in (0, 1]; got {self.channel_ratios!r}")
         object.__setattr__(self, "channel_ratios", ratios)
+        rates = tuple(float(r) for r in self.learning_rates)
+        if not rates or any(not (math.isfinite(r) and r > 0) for r in rates) or len(set(rates)) != len(rates):
+            raise ValueError(f"learning_rates must be distinct positive numbers (at least one); got {self.learning_rates!r}")
+        object.__setattr__(self, "learning_rates", rates)
         sections = tuple(self.sections)
         unknown = [s for s in sections if s not in SECTIONS]
         if unknown or not sections:

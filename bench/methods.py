@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
 from bench.config import BenchConfig
-from bench.policy_runs import Method, sparse_update_layers
+from bench.policy_runs import Method, compute_budget_macs, sparse_update_layers
 from tflite_train.runtime import AdaptConfig
 
 TINYTL_NOTE = "TinyTL (lite residual modules) is not built in this project: no row can be measured."
 
 
-def _base(config: BenchConfig, memory_bytes: float, **overrides) -> AdaptConfig:
-    fields = dict(policy="tinytrain", memory_bytes=memory_bytes, compute_fraction=config.compute_fraction,
-                  channel_ratio=config.channel_ratio, iterations=config.iterations, batch_size=1,
-                  learning_rate=config.learning_rate, seed=config.seed, on_empty="empty")
+def _method_config(config: BenchConfig, memory_bytes: float, **overrides) -> AdaptConfig:
+    fields = dict(policy="tinytrain", memory_bytes=memory_bytes,
+                  compute_macs=compute_budget_macs(config.backbone, config.input_size, config.compute_fraction),
+                  channel_ratio=config.channel_ratio, iterations=config.iterations, epochs=config.epochs, batch_size=1,
+                  seed=config.seed, on_empty="empty")
     fields.update(overrides)
     return AdaptConfig(**fields)
 
@@ -28,56 +30,80 @@ def accuracy_methods(config: BenchConfig, memory_bytes: float, candidates: Seque
     row) when the backbone has one, else the static Fisher ranking under the TinyTrain budget.
     """
     mit = sparse_update_layers(config, candidates)
-    sparse_update = _base(config, math.inf if mit else memory_bytes, policy="sparse_update",
-                          compute_fraction=None if mit else config.compute_fraction,
-                          channel_ratio=config.sparse_update_channel_ratio, sparse_update_layers=mit)
+    unbounded = dict(compute_macs=None) if mit else {}
+    sparse_update = _method_config(config, math.inf if mit else memory_bytes, policy="sparse_update",
+                                   channel_ratio=config.sparse_update_channel_ratio, sparse_update_layers=mit,
+                                   **unbounded)
     return [
-        Method("None", "sparse", _base(config, math.inf, policy="none", compute_fraction=None)),
-        Method("LastLayer", "sparse", _base(config, math.inf, policy="last_layer", compute_fraction=None)),
-        Method("FullTrain", "full", _base(config, math.inf, policy="full_train", compute_fraction=None,
-                                          batch_size=config.full_train_batch)),
+        Method("None", "sparse", _method_config(config, math.inf, policy="none", compute_macs=None)),
+        Method("LastLayer", "sparse", _method_config(config, math.inf, policy="last_layer", compute_macs=None)),
+        Method("FullTrain", "full", _method_config(config, math.inf, policy="full_train", compute_macs=None,
+                                                   batch_size=config.full_train_batch)),
         Method("TinyTL", "sparse", None),
         Method("SparseUpdate", "sparse", sparse_update),
-        Method("TinyTrain", "sparse", _base(config, memory_bytes)),
+        Method("TinyTrain", "sparse", _method_config(config, memory_bytes)),
     ]
 
 
 PROTOCOL_SUFFIX = ", Table 8 protocol"
+PAPER_EPOCHS = 40
+"""The paper's Table 8 protocol: all support samples for 40 iterations (passes)."""
 
 
-def timing_methods(config: BenchConfig, memory_bytes: float, candidates: Sequence[str],
-                   support_size: int) -> list[Method]:
-    """Table 8's rows.
+FORWARD_BUDGET_LABEL = "TinyTrain (B_compute of forward MACs)"
 
-    As in the accuracy section: FullTrain at its batch and at batch 1, SparseUpdate, TinyTrain
-    (``iterations`` steps of batch 1). Then the paper's Table 8 protocol ("training using all the
-    samples (e.g. 25) for 40 iterations"): ``iterations`` passes over the ``support_size`` support
-    images, i.e. iterations * support_size steps of batch 1 (the selection is unchanged), for
-    FullTrain, SparseUpdate and TinyTrain.
+
+def forward_budget_variant(tinytrain: Method, config: BenchConfig) -> Method:
+    """TinyTrain under the other reading of "15 % of total MACs": ``compute_fraction`` of the
+    forward MACs (about half the default budget, which is relative to FullTrain's backward MACs)."""
+    return Method(FORWARD_BUDGET_LABEL, tinytrain.model,
+                  dataclasses.replace(tinytrain.adapt, compute_macs=None, compute_fraction=config.compute_fraction))
+
+
+def timing_methods(config: BenchConfig, accuracy_rows: Sequence[Method]) -> list[Method]:
+    """Table 8's rows from the accuracy section's ``accuracy_rows`` (their learning rates included).
+
+    As in the accuracy section: FullTrain at its batch and at batch 1, SparseUpdate, TinyTrain, and
+    TinyTrain under the forward-MACs compute budget (``forward_budget_variant``). When
+    the accuracy section runs fixed ``iterations`` (``config.epochs`` None) rather than the paper's
+    passes over the support set, FullTrain (batch 1), SparseUpdate and TinyTrain are timed a second
+    time on the paper's Table 8 protocol (``PAPER_EPOCHS`` passes at batch 1).
     """
-    rows = {m.label: m for m in accuracy_methods(config, memory_bytes, candidates)}
+    rows = {m.label: m for m in accuracy_rows}
     full = rows["FullTrain"]
     out = [dataclasses.replace(full, label=f"FullTrain (batch {config.full_train_batch})")]
     full_1 = Method("FullTrain (batch 1)", "full", dataclasses.replace(full.adapt, batch_size=1))
     if config.full_train_batch != 1:
         out.append(full_1)
-    out += [rows["SparseUpdate"], rows["TinyTrain"]]
-    steps = config.iterations * support_size
-    for method in (full_1, rows["SparseUpdate"], rows["TinyTrain"]):
-        out.append(Method(method.label.replace(" (batch 1)", "") + PROTOCOL_SUFFIX, method.model,
-                          dataclasses.replace(method.adapt, iterations=steps)))
+    out += [rows["SparseUpdate"], rows["TinyTrain"], forward_budget_variant(rows["TinyTrain"], config)]
+    if config.epochs is None:
+        for method in (full_1, rows["SparseUpdate"], rows["TinyTrain"]):
+            out.append(Method(method.label.replace(" (batch 1)", "") + PROTOCOL_SUFFIX, method.model,
+                              dataclasses.replace(method.adapt, epochs=PAPER_EPOCHS)))
     return out
 
 
-def ablation_methods(config: BenchConfig, memory_bytes: float, has_pretrained: bool) -> dict[str, list[Method]]:
-    """Table 3 / Figure 5 groups: layer criteria, channel methods x ratios, meta-training on/off."""
-    criteria = [Method(f"criterion {c}", "sparse", _base(config, memory_bytes, criterion=c))
+def ablation_methods(config: BenchConfig, memory_bytes: float, has_meta_pair: bool,
+                     learning_rate: float | None = None) -> dict[str, list[Method]]:
+    """Table 3 / Figure 5 groups: layer criteria, channel methods x ratios, meta-training on/off, and
+    the two readings of the paper's compute budget.
+
+    Every variant trains at ``learning_rate`` (TinyTrain's chosen rate; None = the export's default).
+    """
+    base = functools.partial(_method_config, config, learning_rate=learning_rate)
+
+    criteria = [Method(f"criterion {c}", "sparse", base(memory_bytes, criterion=c))
                 for c in ("tinytrain", "fisher", "fisher_memory", "fisher_compute", "l2")]
-    channels = [Method(f"channels {m} @ {r:g}", "sparse", _base(config, memory_bytes, channel_method=m, channel_ratio=r))
+    channels = [Method(f"channels {m} @ {r:g}", "sparse", base(memory_bytes, channel_method=m, channel_ratio=r))
                 for r in config.channel_ratios for m in ("fisher", "random", "l2")]
-    meta = [Method("None, meta-trained", "sparse", _base(config, math.inf, policy="none", compute_fraction=None)),
-            Method("TinyTrain, meta-trained", "sparse", _base(config, memory_bytes))]
-    if has_pretrained:
-        meta += [Method("None, pre-trained only", "pretrained", _base(config, math.inf, policy="none", compute_fraction=None)),
-                 Method("TinyTrain, pre-trained only", "pretrained", _base(config, memory_bytes))]
-    return {"criteria": criteria, "channels": channels, "meta_training": meta}
+    meta = []
+    if has_meta_pair:
+        for model, stage in (("pretrained", "pre-trained only"), ("meta_pair", "meta-trained")):
+            meta += [Method(f"None, {stage}", model, base(math.inf, policy="none", compute_macs=None)),
+                     Method(f"TinyTrain, {stage}", model, base(memory_bytes))]
+    tinytrain = Method("TinyTrain (B_compute of FullTrain's backward MACs)", "sparse", base(memory_bytes))
+    budgets = [tinytrain, forward_budget_variant(tinytrain, config)]
+    groups = {"criteria": criteria, "channels": channels, "compute_budget": budgets}
+    if meta:
+        groups["meta_training"] = meta
+    return groups

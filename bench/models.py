@@ -1,8 +1,8 @@
 """The exported models a benchmark needs, written once into ``BenchConfig.model_dir`` and reused.
 
 ``sparse``: the last ``candidate_blocks`` blocks are candidates (LastLayer, SparseUpdate, TinyTrain);
-``full``: every block (and the stem) is a candidate (FullTrain); ``pretrained``: as ``sparse`` from
-the pre-trained-only weights (meta-training ablation). Keys with identical export configs share one
+``full``: every block (and the stem) is a candidate (FullTrain); ``pretrained`` and ``meta_pair``:
+as ``sparse`` from the two weights of ``BenchConfig.meta_ablation_weights`` (meta-training ablation). Keys with identical export configs share one
 file (e.g. ``candidate_blocks`` = the number of blocks). A model is re-exported only when its file or
 its ``<file>.config.json`` is missing or that config differs from the wanted one.
 """
@@ -24,22 +24,24 @@ def export_configs(config: BenchConfig) -> dict[str, object]:
 
     blocks = len(get_config(config.backbone).blocks)
     common = dict(backbone=config.backbone, input_size=config.input_size, optimizer="adam")
-    # Trained weights are exported with their sidecar's input normalisation and cosine scale. The
-    # pre-training stage writes no sidecar; like every training run here it fed unnormalised [0, 1]
-    # images, hence the identity normalisation.
+    # Trained weights are exported with their sidecar's input normalisation and cosine scale; every
+    # training run here fed unnormalised [0, 1] images, hence the identity normalisation.
     identity = dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)) if config.weights else {}
     out = {
         "sparse": resolve_export_config(config.weights, **common, **identity,
                                         candidate_blocks=min(config.candidate_blocks, blocks)),
         "full": resolve_export_config(config.weights, **common, **identity, candidate_blocks=blocks),
     }
-    if config.pretrained_weights and pathlib.Path(config.pretrained_weights).exists():
-        out["pretrained"] = resolve_export_config(config.pretrained_weights, **common, mean=(0.0, 0.0, 0.0),
-                                                  std=(1.0, 1.0, 1.0),
-                                                  candidate_blocks=min(config.candidate_blocks, blocks))
-    elif config.pretrained_weights:
-        LOG.warning("pre-trained-only weights %s not found: the meta-training ablation is skipped",
-                    config.pretrained_weights)
+    pair = config.meta_ablation_weights
+    missing = [p for p in pair or () if not pathlib.Path(p).exists()]
+    if pair and not missing:
+        # Both stages of train-weights fed unnormalised [0, 1] images; the pre-training stage writes
+        # no sidecar (default cosine scale), the meta-training stage does (its learned scale).
+        for key, path in zip(("pretrained", "meta_pair"), pair):
+            out[key] = resolve_export_config(path, **common, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0),
+                                             candidate_blocks=min(config.candidate_blocks, blocks))
+    elif pair:
+        LOG.warning("meta-training ablation weights %s not found: the ablation is skipped", missing)
     return out
 
 

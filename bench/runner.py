@@ -7,8 +7,10 @@ number of the run), ``BENCHMARKS.md`` (rendered by ``bench.report``), ``accuracy
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
+import multiprocessing
 import math
 import pathlib
 import time
@@ -19,9 +21,10 @@ from bench import plots
 from bench.adaptation_time import time_method
 from bench.config import BenchConfig
 from bench.environment import environment
+from bench.learning_rates import choose_learning_rates, tuning_config, with_learning_rates
 from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods, timing_methods
 from bench.models import ensure_models
-from bench.policy_runs import Method, run_method, scaled_memory_budget, source_fisher_tasks
+from bench.policy_runs import Method, compute_budget_macs, run_method, scaled_memory_budget, source_fisher_tasks
 from bench.report import render_report
 from bench.confidence import mean_ci95
 from bench.tasks import Task, cache_targets, target_tasks, timing_task
@@ -29,20 +32,24 @@ from tflite_train.data import read_manifest
 from tflite_train.runtime import TrainableModel, class_prototypes, embed, layer_table, support_fisher
 
 LOG = logging.getLogger(__name__)
+PEER_STEPS = 40
+"""Timed steps of the TF-recipe peer (its step time is the median)."""
 
 
 class _Runs:
-    """Caches ``run_method`` results by (model, config, target) so shared rows run once."""
+    """Caches ``run_method`` results by (model, config, target) so shared rows run once; spreads each
+    method's tasks over ``config.workers`` processes of ``executor`` (None: this process)."""
 
-    def __init__(self, config: BenchConfig, paths: dict[str, pathlib.Path], fisher_tasks: list | None) -> None:
-        self.config, self.paths, self.fisher_tasks, self.cache = config, paths, fisher_tasks, {}
+    def __init__(self, config: BenchConfig, paths: dict[str, pathlib.Path], fisher_tasks: list | None,
+                 executor: concurrent.futures.Executor | None) -> None:
+        self.config, self.paths, self.fisher_tasks, self.executor, self.cache = config, paths, fisher_tasks, executor, {}
 
     def run(self, method: Method, target: str, tasks: list[Task]) -> dict:
         key = (method.model, method.adapt, target, len(tasks))
         if key not in self.cache:
             result = run_method(method, self.paths[method.model], tasks, threads=self.config.threads,
                                 fisher_tasks=self.fisher_tasks if method.adapt.policy == "sparse_update" else None,
-                                progress=target)
+                                progress=target, executor=self.executor, workers=self.config.workers)
             self.cache[key] = result.to_dict()
         return {**self.cache[key], "label": method.label}
 
@@ -83,7 +90,9 @@ def _backward_cost_section(config: BenchConfig, measured_fisher: dict | None) ->
         for optimizer in ("adam", "sgd"):
             rows = selection_report(backbone, config.cost_input_size, optimizer=optimizer,
                                     memory_bytes=config.memory_budget_mib * 2**20,
-                                    compute_fraction=config.compute_fraction, tinytrain_ratio=config.channel_ratio,
+                                    compute_macs=compute_budget_macs(backbone, config.cost_input_size,
+                                                                     config.compute_fraction),
+                                    tinytrain_ratio=config.channel_ratio,
                                     sparse_update_ratio=config.sparse_update_channel_ratio,
                                     full_train_batch=config.cost_full_train_batch, fisher=fisher, seed=config.seed)
             out[f"{backbone}/{optimizer}"] = [{
@@ -103,12 +112,12 @@ def _backward_cost_section(config: BenchConfig, measured_fisher: dict | None) ->
     return out
 
 
-def _timing_section(config: BenchConfig, paths: dict, memory_bytes: float, candidates: list[str], target: str,
+def _timing_section(config: BenchConfig, paths: dict, accuracy_rows: list[Method], target: str,
                     fisher_tasks: list | None) -> dict:
     task = timing_task(config, target)
     size = int(task.support.shape[0])
     rows = [time_method(m, paths[m.model], task, config.timing_runs, config.threads, fisher_tasks).to_dict()
-            for m in timing_methods(config, memory_bytes, candidates, size)]
+            for m in timing_methods(config, accuracy_rows)]
     model = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
     model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
     one = task.support[:1]
@@ -125,7 +134,7 @@ def _timing_section(config: BenchConfig, paths: dict, memory_bytes: float, candi
         t0 = time.perf_counter()
         module, flex_model = build_recipe_model(config.backbone, config.input_size, config.weights, task.ways, 1,
                                                 seed=config.seed)
-        peer = time_recipe_steps(module, flex_model, 1, config.input_size, task.ways, config.iterations,
+        peer = time_recipe_steps(module, flex_model, 1, config.input_size, task.ways, PEER_STEPS,
                                  threads=config.threads, seed=config.seed)
         peer.update({"convert_seconds": time.perf_counter() - t0, "flex_model_bytes": len(flex_model), "batch_size": 1})
         out["tf_recipe"] = peer
@@ -154,6 +163,15 @@ def run_benchmarks(config: BenchConfig, command: str = "") -> pathlib.Path:
     """Runs ``config.sections`` and writes the outputs; returns the path of BENCHMARKS.md."""
     if not isinstance(config, BenchConfig):
         raise TypeError(f"config must be a BenchConfig; got {type(config).__name__}")
+    if config.workers == 1:
+        return _run(config, command, None)
+    # spawn, not fork: the parent has TensorFlow's threads running (exports), the workers need only
+    # numpy and the interpreter.
+    with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return _run(config, command, pool)
+
+
+def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executor | None) -> pathlib.Path:
     started = time.time()
     out = pathlib.Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -175,7 +193,24 @@ def run_benchmarks(config: BenchConfig, command: str = "") -> pathlib.Path:
         source = [name for name, e in read_manifest(config.cache_dir)["datasets"].items() if e["role"] == "source"]
         fisher_tasks = source_fisher_tasks(paths["sparse"], target_tasks(config, source[0], 8, split="train"),
                                            config.threads) if source else None
-    runs = _Runs(config, paths, fisher_tasks)
+    runs = _Runs(config, paths, fisher_tasks, executor)
+
+    chosen: dict[str, float] = {}
+    if "accuracy" in config.sections or "ablations" in config.sections:
+        t0 = time.time()
+        tuning = {t: target_tasks(tuning_config(config), t, config.tuning_tasks) for t in targets}
+
+        def mean_accuracy(method: Method) -> float:
+            return float(np.mean([a for t in targets for a in runs.run(method, f"tuning/{t}", tuning[t])["accuracies"]]))
+
+        choice = choose_learning_rates(methods, config.learning_rates, mean_accuracy)
+        chosen = {label: c["chosen"] for label, c in choice.items()}
+        results["learning_rates"] = {"grid": list(config.learning_rates), "tuning_tasks": config.tuning_tasks,
+                                     "choice": choice}
+        LOG.info("learning rates: %s", chosen)
+        if len(config.learning_rates) > 1:
+            section_seconds["learning_rates"] = time.time() - t0
+    methods = with_learning_rates(methods, chosen)
 
     if "accuracy" in config.sections:
         t0 = time.time()
@@ -216,8 +251,7 @@ def run_benchmarks(config: BenchConfig, command: str = "") -> pathlib.Path:
 
     if "timing" in config.sections:
         t0 = time.time()
-        results["sections"]["timing"] = _timing_section(config, paths, memory_bytes, probe.candidates, targets[0],
-                                                          fisher_tasks)
+        results["sections"]["timing"] = _timing_section(config, paths, methods, targets[0], fisher_tasks)
         section_seconds["timing"] = time.time() - t0
 
     if "ablations" in config.sections:
@@ -226,9 +260,10 @@ def run_benchmarks(config: BenchConfig, command: str = "") -> pathlib.Path:
         if target not in targets:
             raise ValueError(f"ablation_target {target!r} is not one of the cache's targets {list(targets)}")
         tasks = target_tasks(config, target, config.ablation_tasks)
-        groups = ablation_methods(config, memory_bytes, "pretrained" in paths)
+        has_pair = "pretrained" in paths and "meta_pair" in paths
+        groups = ablation_methods(config, memory_bytes, has_pair, chosen.get("TinyTrain"))
         results["sections"]["ablations"] = {
-            "target": target, "tasks": len(tasks), "pretrained_available": "pretrained" in paths,
+            "target": target, "tasks": len(tasks), "meta_pair_available": has_pair,
             "groups": {name: [runs.run(m, target, tasks) for m in group] for name, group in groups.items()},
         }
         section_seconds["ablations"] = time.time() - t0

@@ -116,7 +116,7 @@ def time_recipe_steps(module: object, model: bytes, batch_size: int, input_size:
     module docstring); ``"runner"`` says which ran and ``"interpreter_error"`` why.
 
     Returns:
-      {"runner", "load", "first_step", "step_median", "step_mean", "loss_first", "loss_last",
+      {"runner", "load", "first_step", "step_median", "step_mean", "loss_first", "loss_last", "steps",
        "interpreter_error" (or None)}.
     """
     import tensorflow as tf
@@ -152,4 +152,4 @@ def time_recipe_steps(module: object, model: bytes, batch_size: int, input_size:
         times.append(time.perf_counter() - t)
     return {"runner": name, "load": load, "first_step": times[0], "step_median": float(np.median(times[1:])),
             "step_mean": float(np.mean(times[1:])), "loss_first": losses[0], "loss_last": losses[-1],
-            "interpreter_error": error}
+            "steps": steps, "interpreter_error": error}

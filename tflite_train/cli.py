@@ -60,13 +60,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     _setup_tf(args)
     config = BenchConfig(
         cache_dir=args.cache, out_dir=args.out, model_dir=args.model_dir, backbone=args.backbone,
-        input_size=args.input_size, weights=args.weights or None, pretrained_weights=args.pretrained_weights or None,
+        input_size=args.input_size, weights=args.weights or None,
+        meta_ablation_weights=tuple(args.meta_ablation_weights) if args.meta_ablation_weights else None,
         candidate_blocks=args.candidate_blocks, targets=tuple(args.target) if args.target else None,
         tasks=args.tasks, seed=args.seed, max_ways=args.max_ways, max_support_total=args.max_support_total,
-        max_support_per_class=args.max_support_per_class, iterations=args.iterations,
+        max_support_per_class=args.max_support_per_class, epochs=args.epochs or None, iterations=args.iterations,
+        learning_rates=tuple(args.learning_rates), tuning_tasks=args.tuning_tasks,
         full_train_batch=args.full_train_batch, ablation_target=args.ablation_target,
         ablation_tasks=args.ablation_tasks, timing_runs=args.timing_runs, tf_recipe=not args.no_tf_recipe,
-        threads=args.threads, sections=tuple(args.section) if args.section else BenchConfig.sections,
+        threads=args.threads, workers=args.workers,
+        sections=tuple(args.section) if args.section else BenchConfig.sections,
     )
     report = run_benchmarks(config, command="tflite-train " + shlex.join(args.argv))
     print(f"wrote {report}")
@@ -292,8 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
     p.add_argument("--input-size", type=int, default=64)
     p.add_argument("--weights", default="weights/mcunet_64_meta.weights.h5", help="'' = seeded init")
-    p.add_argument("--pretrained-weights", default="weights/pretrain/backbone.weights.h5",
-                   help="pre-trained-only weights for the meta-training ablation ('' = skip)")
+    p.add_argument("--meta-ablation-weights", nargs="*",
+                   default=["weights/meta_ablation/pretrain.weights.h5", "weights/meta_ablation/mcunet_64_meta.weights.h5"],
+                   help="pre-trained-only and meta-trained weights of one train-weights run (none given = skip)")
     p.add_argument("--candidate-blocks", type=int, default=7)
     p.add_argument("--target", action="append", help="repeatable; default: every target of the cache")
     p.add_argument("--tasks", type=int, default=50, help="N tasks per target")
@@ -301,8 +305,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-ways", type=int, default=10)
     p.add_argument("--max-support-total", type=int, default=50)
     p.add_argument("--max-support-per-class", type=int, default=10)
-    p.add_argument("--iterations", type=int, default=40)
-    p.add_argument("--full-train-batch", type=int, default=100)
+    p.add_argument("--epochs", type=int, default=40,
+                   help="passes over each support set (the paper's protocol); 0 = --iterations steps instead")
+    p.add_argument("--iterations", type=int, default=40, help="steps per task when --epochs 0")
+    p.add_argument("--learning-rates", type=float, nargs="+", default=[3e-4, 1e-3, 3e-3, 1e-2],
+                   help="candidate Adam rates, each method's chosen on tuning episodes (one rate = no tuning)")
+    p.add_argument("--tuning-tasks", type=int, default=3,
+                   help="tuning episodes per target for the learning-rate choice")
+    p.add_argument("--full-train-batch", type=int, default=50)
     p.add_argument("--ablation-target", default=None)
     p.add_argument("--ablation-tasks", type=int, default=20)
     p.add_argument("--timing-runs", type=int, default=3)
@@ -310,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--section", action="append", choices=("accuracy", "backward_cost", "timing", "ablations", "plots"),
                    help="repeatable; default: all")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes for the accuracy and ablation tasks (results do not depend on it)")
     p.add_argument("--render-only", action="store_true", help="re-render BENCHMARKS.md and the PNGs from --out's saved results")
     p.set_defaults(func=_cmd_bench)
 

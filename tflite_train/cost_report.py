@@ -157,6 +157,7 @@ def selection_report(
     optimizer: str = "adam",
     memory_bytes: float = float(MIB),
     compute_fraction: float = 0.15,
+    compute_macs: float | None = None,
     tinytrain_ratio: float = 0.25,
     sparse_update_ratio: float = 0.5,
     full_train_batch: int = 100,
@@ -169,7 +170,8 @@ def selection_report(
     SparseUpdate (static): MIT's MCUNet layers when ``backbone == "mcunet"``; otherwise
     ``sparse_update_policy`` ranking by the plain Fisher potential averaged over 8 synthetic tasks,
     under the budget. TinyTrain: ``tinytrain_policy`` (Eq. 3, greedy under B_mem = ``memory_bytes``,
-    B_compute = ``compute_fraction`` of the forward MACs) on ``fisher`` (measured) or
+    B_compute = ``compute_fraction`` of the forward MACs, or ``compute_macs`` MACs when given) on
+    ``fisher`` (measured) or
     ``synthetic_fisher``. Sparse methods use batch 1 (paper).
     """
     from tflite_train.sparse.budget import Budget
@@ -182,7 +184,8 @@ def selection_report(
     table = build_layer_table(backbone, input_size)
     paper = (paper_figures.MCUNET_BACKWARD_SGD if optimizer != "adam" and backbone == "mcunet"
              else paper_figures.BACKWARD_ADAM.get(backbone, {}) if optimizer == "adam" else {})
-    budget = Budget(memory_bytes=memory_bytes, compute_fraction=compute_fraction)
+    budget = (Budget(memory_bytes=memory_bytes, compute_macs=compute_macs) if compute_macs is not None
+              else Budget(memory_bytes=memory_bytes, compute_fraction=compute_fraction))
     last = table.layers[-1]
     rows = [
         ("FullTrain", f"all {len(table)} convs, all channels", {l.name: l.out_channels for l in table}, full_train_batch),

@@ -36,9 +36,10 @@ def smoke_run(tmp_path_factory):
     ))
     config = BenchConfig(
         cache_dir=str(root / "cache"), out_dir=str(root / "out"), model_dir=str(root / "models"), backbone="tiny",
-        input_size=32, weights=None, pretrained_weights=None, candidate_blocks=4, tasks=2, min_ways=2, max_ways=3,
-        max_query=2, max_support_per_class=3, max_support_total=8, iterations=2, full_train_batch=4,
+        input_size=32, weights=None, meta_ablation_weights=None, candidate_blocks=4, tasks=2, min_ways=2, max_ways=3,
+        max_query=2, max_support_per_class=3, max_support_total=8, epochs=1, full_train_batch=4,
         ablation_tasks=2, channel_ratios=(0.5,), timing_runs=1, timing_support=6, tf_recipe=True,
+        learning_rates=(1e-3, 3e-3), tuning_tasks=2,
     )
     report = run_benchmarks(config, command="pytest smoke")
     return config, report
@@ -65,6 +66,52 @@ def test_every_section_and_png_written(smoke_run):
     assert all(len(a) == 2 and all(0 <= x <= 100 for x in a) for a in accuracies.values())
     assert results["sections"]["timing"]["tf_recipe"]["step_median"] > 0
     assert len(results["sections"]["backward_cost"]["mbv2/adam"]) == 4
+    choice = results["learning_rates"]["choice"]
+    assert set(choice) == {"LastLayer", "FullTrain", "SparseUpdate", "TinyTrain"}
+    for label, c in choice.items():
+        assert set(c["scores"]) == {"0.001", "0.003"} and c["chosen"] in (1e-3, 3e-3)
+        assert results["sections"]["accuracy"]["methods"][label]["adapt"]["learning_rate"] == c["chosen"]
+    assert "**Learning rates**" in text
+
+
+def test_timing_rows_follow_the_epochs_protocol(smoke_run):
+    # The timing task is 5-way with timing_support // 5 = 1 shot: one pass over its 5 support images
+    # (epochs=1) is 5 steps at batch 1 and ceil(5 / 4) = 2 at batch 4.
+    config, _ = smoke_run
+    results = json.loads((pathlib.Path(config.out_dir) / "results.json").read_text())
+    steps = {r["label"]: r["steps"] for r in results["sections"]["timing"]["rows"]}
+    assert steps == {"FullTrain (batch 4)": 2, "FullTrain (batch 1)": 5, "SparseUpdate": 5, "TinyTrain": 5,
+                     "TinyTrain (B_compute of forward MACs)": 5}
+
+
+def test_process_pool_gives_the_same_results(smoke_run):
+    import concurrent.futures
+    import multiprocessing
+
+    from bench.methods import accuracy_methods
+    from bench.models import ensure_models
+    from bench.policy_runs import run_method, scaled_memory_budget
+    from bench.tasks import target_tasks
+    from tflite_train.runtime import TrainableModel
+
+    config, _ = smoke_run
+    paths = ensure_models(config, ("sparse",))
+    tasks = target_tasks(config, "tgt", 3)
+    candidates = TrainableModel(str(paths["sparse"])).candidates
+    tiny = next(m for m in accuracy_methods(config, scaled_memory_budget(config), candidates) if m.label == "TinyTrain")
+    alone = run_method(tiny, paths["sparse"], tasks)
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pooled = run_method(tiny, paths["sparse"], tasks, executor=pool, workers=2)
+    assert pooled.accuracies == alone.accuracies and pooled.layers == alone.layers
+    assert pooled.memory_bytes == alone.memory_bytes and pooled.backward_macs == alone.backward_macs
+
+
+def test_compute_budget_is_a_fraction_of_full_backward_macs():
+    from bench.policy_runs import compute_budget_macs
+
+    # MCUNet@128: forward 22,453,504 MACs; the full backward pass is twice that minus the stem's
+    # input gradient (64x64 outputs x 16 channels x 27 taps = 1,769,472), i.e. 43,137,536.
+    assert compute_budget_macs("mcunet", 128, 0.15) == pytest.approx(0.15 * (2 * 22_453_504 - 64 * 64 * 16 * 27))
 
 
 def test_models_are_reused(smoke_run, caplog):
@@ -76,6 +123,17 @@ def test_models_are_reused(smoke_run, caplog):
     assert "reusing" in caplog.text and "exporting" not in caplog.text
 
 
+def test_best_learning_rate_by_hand():
+    from bench.learning_rates import best_learning_rate
+
+    assert best_learning_rate({1e-3: 50.0, 3e-3: 52.5, 3e-4: 41.0}) == 3e-3
+    assert best_learning_rate({1e-3: 50.0, 3e-3: 50.0}) == 1e-3  # tie: the smaller rate
+    with pytest.raises(ValueError, match="finite"):
+        best_learning_rate({1e-3: float("nan")})
+    with pytest.raises(ValueError, match="at least one"):
+        best_learning_rate({})
+
+
 def test_mean_ci95_by_hand():
     # values 1, 2, 3: mean 2, s = 1, ci = 1.96 / sqrt(3)
     result = mean_ci95([1.0, 2.0, 3.0])
@@ -85,7 +143,8 @@ def test_mean_ci95_by_hand():
 
 
 @pytest.mark.parametrize("field, value", [("tasks", 1), ("sections", ("nope",)), ("channel_ratio", 1.5),
-                                          ("iterations", -1), ("channel_ratios", ())])
+                                          ("iterations", -1), ("channel_ratios", ()), ("epochs", 0),
+                                          ("workers", 0), ("learning_rates", ()), ("learning_rates", (1e-3, -1.0))])
 def test_config_validation(field, value):
     with pytest.raises(ValueError, match=field):
         BenchConfig(**{field: value})
@@ -106,3 +165,19 @@ def test_render_only_without_a_run_fails_cleanly(tmp_path, capsys):
 
     assert main(["bench", "--out", str(tmp_path), "--render-only"]) == 2
     assert "no finished benchmark run" in capsys.readouterr().err
+
+
+def test_meta_ablation_rows_need_both_weights(tmp_path):
+    from bench.methods import ablation_methods
+    from bench.models import export_configs
+
+    config = BenchConfig(meta_ablation_weights=(str(tmp_path / "pre.weights.h5"), str(tmp_path / "meta.weights.h5")))
+    assert "meta_training" not in ablation_methods(config, 2**20, has_meta_pair=False)
+    rows = ablation_methods(config, 2**20, has_meta_pair=True, learning_rate=3e-3)["meta_training"]
+    assert [(m.label, m.model) for m in rows] == [
+        ("None, pre-trained only", "pretrained"), ("TinyTrain, pre-trained only", "pretrained"),
+        ("None, meta-trained", "meta_pair"), ("TinyTrain, meta-trained", "meta_pair")]
+    assert all(m.adapt.learning_rate == 3e-3 for m in rows)
+    assert {"pretrained", "meta_pair"}.isdisjoint(export_configs(config))  # files missing: no exports
+    with pytest.raises(ValueError, match="meta_ablation_weights"):
+        BenchConfig(meta_ablation_weights=("only-one",))
