@@ -42,9 +42,10 @@ data: $(VENV)/.installed data-deps
 weights: data
 	nice -n 10 $(VENV)/bin/tflite-train train-weights --cache $(DATA_CACHE) --out weights --threads 2
 
-# The benchmarks: bench/results/BENCHMARKS.md + PNGs (N = 50 tasks per target; see the file for the runtime).
+# The benchmarks: bench/results/BENCHMARKS.md + PNGs (N = 50 tasks per target, one worker per core; see
+# the file for the runtime).
 bench: data
-	nice -n 10 $(VENV)/bin/python -m tflite_train.cli bench --cache $(DATA_CACHE) --out bench/results --tasks 50
+	$(VENV)/bin/python -m tflite_train.cli bench --cache $(DATA_CACHE) --out bench/results --tasks 50 --workers $(shell nproc)
 
 # Exported test models + golden self-tests, replayed by tests/runtime in both envs and read by the Java
 # core (needs TF). The venv is made here only when missing (test-main refreshes a stale one), so that
