@@ -41,8 +41,8 @@ class BenchConfig:
         rate = that rate for every method, no tuning runs.
       tuning_tasks: Tuning episodes per target (a different seed from the reported ones).
       full_train_batch: FullTrain's batch (paper: 100); the sparse methods use batch 1 (paper). The
-        default, ``max_support_total``, makes one FullTrain step one pass over the largest support
-        set.
+        default 50 is the default ``max_support_total``: one FullTrain step covers the largest
+        support set (the paper's 100 exceeds every support set here).
       memory_budget_mib: The paper's B_mem at 128x128 (1 MiB); scaled to ``input_size`` (see
         ``scaled_memory_budget``).
       compute_fraction: B_compute as a fraction of FullTrain's backward MACs (paper: "15 % of total

@@ -48,7 +48,7 @@ def best_learning_rate(scores: Mapping[float, float]) -> float:
 def choose_learning_rates(
     methods: Sequence[Method],
     grid: Sequence[float],
-    mean_accuracy: Callable[[Method], float],
+    mean_accuracies: Callable[[list[Method]], Sequence[float]],
 ) -> dict[str, dict]:
     """Per method label: ``{"chosen": lr, "scores": {lr: mean accuracy}}``.
 
@@ -58,21 +58,22 @@ def choose_learning_rates(
     Args:
       methods: The rows to tune (their ``adapt.learning_rate`` is replaced by each grid rate).
       grid: Candidate rates.
-      mean_accuracy: Runs a method on the tuning tasks and returns its mean accuracy (%).
+      mean_accuracies: Runs a list of methods on the tuning tasks (in one batch, so that it can
+        run them in parallel) and returns each one's mean accuracy (%).
     """
     if not grid:
         raise ValueError("grid must hold at least one learning rate")
+    trained = [m for m in methods if m.adapt is not None and m.adapt.policy != "none"]
+    if len(grid) == 1:
+        return {m.label: {"chosen": float(grid[0]), "scores": {}} for m in trained}
+    trials = [dataclasses.replace(m, adapt=dataclasses.replace(m.adapt, learning_rate=lr)) for m in trained for lr in grid]
+    accuracies = list(mean_accuracies(trials))
+    if len(accuracies) != len(trials):
+        raise ValueError(f"mean_accuracies returned {len(accuracies)} values for {len(trials)} methods")
     out = {}
-    for method in methods:
-        if method.adapt is None or method.adapt.policy == "none":
-            continue
-        scores = {}
-        if len(grid) > 1:
-            for lr in grid:
-                trial = dataclasses.replace(method, adapt=dataclasses.replace(method.adapt, learning_rate=lr))
-                scores[lr] = float(mean_accuracy(trial))
-        out[method.label] = {"chosen": best_learning_rate(scores) if scores else float(grid[0]),
-                             "scores": {str(lr): s for lr, s in scores.items()}}
+    for k, method in enumerate(trained):
+        scores = {float(lr): float(a) for lr, a in zip(grid, accuracies[k * len(grid):(k + 1) * len(grid)])}
+        out[method.label] = {"chosen": best_learning_rate(scores), "scores": {str(lr): a for lr, a in scores.items()}}
     return out
 
 

@@ -123,6 +123,70 @@ def _run_tasks(method: Method, model_path: str, tasks: Sequence[Task], threads: 
     return out
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Job:
+    """One method on one list of tasks (``run_methods``' unit of work)."""
+
+    method: Method
+    model_path: str | pathlib.Path
+    tasks: Sequence[Task]
+    fisher_tasks: Sequence[Mapping[str, np.ndarray]] | None = None
+    """Meta-training Fisher of the static SparseUpdate ranking (None otherwise)."""
+    progress: str = ""
+    """Prefix of the per-task log lines."""
+
+
+def run_methods(
+    jobs: Sequence[Job],
+    *,
+    threads: int = 1,
+    executor: concurrent.futures.Executor | None = None,
+    chunk_tasks: int = 4,
+) -> list[MethodResult]:
+    """Adapts each job's model to each of its tasks and evaluates on the task's query set.
+
+    Args:
+      jobs: What to run.
+      threads: Interpreter threads per process.
+      executor: A process pool; None = this process, job after job. With a pool, every job's tasks
+        are cut into chunks of ``chunk_tasks`` (one interpreter per chunk) and the chunks of all jobs
+        are submitted at once, so the workers stay busy across jobs. The results are the same
+        either way: every ``adapt`` resets the model and seeds its own generator.
+      chunk_tasks: Tasks per submitted chunk.
+
+    Returns:
+      One ``MethodResult`` per job, in order.
+
+    Raises:
+      ValueError: a job's ``method.adapt`` is None (nothing to run) or it has no tasks, or
+        ``chunk_tasks`` < 1.
+    """
+    for job in jobs:
+        if job.method.adapt is None:
+            raise ValueError(f"method {job.method.label!r} has no adaptation config (not built)")
+        if not job.tasks:
+            raise ValueError(f"tasks must be non-empty for method {job.method.label!r}")
+    if isinstance(chunk_tasks, bool) or not isinstance(chunk_tasks, int) or chunk_tasks < 1:
+        raise ValueError(f"chunk_tasks must be an int >= 1; got {chunk_tasks!r}")
+
+    def chunks(job: Job):
+        n = len(job.tasks)
+        return [(job.method, str(job.model_path), job.tasks[a:a + chunk_tasks], threads, job.fisher_tasks,
+                 job.progress, a, n) for a in range(0, n, chunk_tasks)]
+
+    if executor is None:
+        per_job = [[row for args in chunks(job) for row in _run_tasks(*args)] for job in jobs]
+    else:
+        futures = [[executor.submit(_run_tasks, *args) for args in chunks(job)] for job in jobs]
+        per_job = [[row for future in job_futures for row in future.result()] for job_futures in futures]
+    results = []
+    for job, rows in zip(jobs, per_job):
+        accuracies, memory, macs, seconds, layers = zip(*rows)
+        results.append(MethodResult(job.method.label, tuple(accuracies), float(np.mean(memory)), float(np.mean(macs)),
+                                    float(np.sum(seconds)), layers[0]))
+    return results
+
+
 def run_method(
     method: Method,
     model_path: str | pathlib.Path,
@@ -132,40 +196,10 @@ def run_method(
     fisher_tasks: Sequence[Mapping[str, np.ndarray]] | None = None,
     progress: str = "",
     executor: concurrent.futures.Executor | None = None,
-    workers: int = 1,
 ) -> MethodResult:
-    """Adapts ``method``'s model to each task and evaluates on the task's query set.
-
-    Args:
-      method: The row to run.
-      model_path: Its exported model.
-      tasks: The tasks (adapted in turn; the model is reset by every ``adapt``).
-      threads: Interpreter threads per process.
-      fisher_tasks: Meta-training Fisher of the static SparseUpdate ranking.
-      progress: Prefix of the per-task log lines.
-      executor: A process pool to spread the tasks over (``workers`` contiguous chunks, one
-        interpreter each); None = this process. The results are the same either way.
-      workers: Chunks submitted to ``executor``.
-
-    Raises:
-      ValueError: ``method.adapt`` is None (nothing to run), no tasks, or ``workers`` < 1.
-    """
-    if method.adapt is None:
-        raise ValueError(f"method {method.label!r} has no adaptation config (not built)")
-    if not tasks:
-        raise ValueError(f"tasks must be non-empty for method {method.label!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an int >= 1; got {workers!r}")
-    if executor is None or workers == 1 or len(tasks) == 1:
-        rows = _run_tasks(method, str(model_path), tasks, threads, fisher_tasks, progress, 0, len(tasks))
-    else:
-        bounds = np.linspace(0, len(tasks), min(workers, len(tasks)) + 1).astype(int)
-        futures = [executor.submit(_run_tasks, method, str(model_path), tasks[a:b], threads, fisher_tasks, progress,
-                                   int(a), len(tasks)) for a, b in zip(bounds[:-1], bounds[1:])]
-        rows = [row for future in futures for row in future.result()]
-    accuracies, memory, macs, seconds, layers = zip(*rows)
-    return MethodResult(method.label, tuple(accuracies), float(np.mean(memory)), float(np.mean(macs)),
-                        float(np.sum(seconds)), layers[0])
+    """``run_methods`` of one job (see there)."""
+    return run_methods([Job(method, model_path, tasks, fisher_tasks, progress)], threads=threads,
+                       executor=executor)[0]
 
 
 def source_fisher_tasks(model_path: str | pathlib.Path, tasks: Sequence[Task], threads: int = 1) -> list[dict]:

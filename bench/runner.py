@@ -24,7 +24,7 @@ from bench.environment import environment
 from bench.learning_rates import choose_learning_rates, tuning_config, with_learning_rates
 from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods, timing_methods
 from bench.models import ensure_models
-from bench.policy_runs import Method, compute_budget_macs, run_method, scaled_memory_budget, source_fisher_tasks
+from bench.policy_runs import Job, Method, compute_budget_macs, run_methods, scaled_memory_budget, source_fisher_tasks
 from bench.report import render_report
 from bench.confidence import mean_ci95
 from bench.tasks import Task, cache_targets, target_tasks, timing_task
@@ -37,21 +37,25 @@ PEER_STEPS = 40
 
 
 class _Runs:
-    """Caches ``run_method`` results by (model, config, target) so shared rows run once; spreads each
-    method's tasks over ``config.workers`` processes of ``executor`` (None: this process)."""
+    """Runs (method, target, tasks) requests through ``run_methods``, caching results by (model,
+    config, target, task count) so shared rows run once; with ``executor``, each batch of requests
+    is spread over its worker processes at once."""
 
     def __init__(self, config: BenchConfig, paths: dict[str, pathlib.Path], fisher_tasks: list | None,
                  executor: concurrent.futures.Executor | None) -> None:
         self.config, self.paths, self.fisher_tasks, self.executor, self.cache = config, paths, fisher_tasks, executor, {}
 
-    def run(self, method: Method, target: str, tasks: list[Task]) -> dict:
-        key = (method.model, method.adapt, target, len(tasks))
-        if key not in self.cache:
-            result = run_method(method, self.paths[method.model], tasks, threads=self.config.threads,
-                                fisher_tasks=self.fisher_tasks if method.adapt.policy == "sparse_update" else None,
-                                progress=target, executor=self.executor, workers=self.config.workers)
+    def run_many(self, requests: list[tuple[Method, str, list[Task]]]) -> list[dict]:
+        keys = [(m.model, m.adapt, target, len(tasks)) for m, target, tasks in requests]
+        todo = {}
+        for key, (method, target, tasks) in zip(keys, requests):
+            if key not in self.cache and key not in todo:
+                fisher = self.fisher_tasks if method.adapt.policy == "sparse_update" else None
+                todo[key] = Job(method, self.paths[method.model], tasks, fisher, progress=target)
+        results = run_methods(list(todo.values()), threads=self.config.threads, executor=self.executor)
+        for key, result in zip(todo, results):
             self.cache[key] = result.to_dict()
-        return {**self.cache[key], "label": method.label}
+        return [{**self.cache[key], "label": method.label} for key, (method, _, _) in zip(keys, requests)]
 
 
 def _fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Task, memory_bytes: float) -> dict:
@@ -167,8 +171,15 @@ def run_benchmarks(config: BenchConfig, command: str = "") -> pathlib.Path:
         return _run(config, command, None)
     # spawn, not fork: the parent has TensorFlow's threads running (exports), the workers need only
     # numpy and the interpreter.
-    with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=_worker_logging,
+                                                initargs=(logging.getLogger().level,)) as pool:
         return _run(config, command, pool)
+
+
+def _worker_logging(level: int) -> None:
+    """Spawned workers start with logging unconfigured: log their per-task progress at the parent's level."""
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s [worker %(process)d]: %(message)s")
 
 
 def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executor | None) -> pathlib.Path:
@@ -200,10 +211,12 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         t0 = time.time()
         tuning = {t: target_tasks(tuning_config(config), t, config.tuning_tasks) for t in targets}
 
-        def mean_accuracy(method: Method) -> float:
-            return float(np.mean([a for t in targets for a in runs.run(method, f"tuning/{t}", tuning[t])["accuracies"]]))
+        def mean_accuracies(trials: list[Method]) -> list[float]:
+            rows = runs.run_many([(m, f"tuning/{t}", tuning[t]) for m in trials for t in targets])
+            per_trial = [rows[k * len(targets):(k + 1) * len(targets)] for k in range(len(trials))]
+            return [float(np.mean([a for r in trial for a in r["accuracies"]])) for trial in per_trial]
 
-        choice = choose_learning_rates(methods, config.learning_rates, mean_accuracy)
+        choice = choose_learning_rates(methods, config.learning_rates, mean_accuracies)
         chosen = {label: c["chosen"] for label, c in choice.items()}
         results["learning_rates"] = {"grid": list(config.learning_rates), "tuning_tasks": config.tuning_tasks,
                                      "choice": choice}
@@ -214,11 +227,11 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
 
     if "accuracy" in config.sections:
         t0 = time.time()
-        table = {}
-        for target in targets:
-            tasks = target_tasks(config, target, config.tasks)
-            table[target] = [runs.run(m, target, tasks) if m.adapt is not None else {"label": m.label, "not_built": True}
-                             for m in methods]
+        built = [m for m in methods if m.adapt is not None]
+        requests = [(m, t, tasks) for t in targets for tasks in [target_tasks(config, t, config.tasks)] for m in built]
+        done = iter(runs.run_many(requests))
+        table = {t: [next(done) if m.adapt is not None else {"label": m.label, "not_built": True} for m in methods]
+                 for t in targets}
         average = {}
         for m in methods:
             if m.adapt is None:
@@ -264,7 +277,8 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         groups = ablation_methods(config, memory_bytes, has_pair, chosen.get("TinyTrain"))
         results["sections"]["ablations"] = {
             "target": target, "tasks": len(tasks), "meta_pair_available": has_pair,
-            "groups": {name: [runs.run(m, target, tasks) for m in group] for name, group in groups.items()},
+            "groups": dict(zip(groups, _split(runs.run_many([(m, target, tasks) for g in groups.values() for m in g]),
+                                              [len(g) for g in groups.values()]))),
         }
         section_seconds["ablations"] = time.time() - t0
 
@@ -278,6 +292,12 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     report.write_text(render_report(config, results))
     LOG.info("wrote %s in %.0f s", report, results["wall_seconds"])
     return report
+
+
+def _split(items: list, sizes: list[int]) -> list[list]:
+    """``items`` cut into consecutive pieces of ``sizes``."""
+    bounds = np.cumsum([0, *sizes])
+    return [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _json_default(value):

@@ -90,7 +90,7 @@ def test_process_pool_gives_the_same_results(smoke_run):
 
     from bench.methods import accuracy_methods
     from bench.models import ensure_models
-    from bench.policy_runs import run_method, scaled_memory_budget
+    from bench.policy_runs import Job, run_methods, scaled_memory_budget
     from bench.tasks import target_tasks
     from tflite_train.runtime import TrainableModel
 
@@ -98,12 +98,16 @@ def test_process_pool_gives_the_same_results(smoke_run):
     paths = ensure_models(config, ("sparse",))
     tasks = target_tasks(config, "tgt", 3)
     candidates = TrainableModel(str(paths["sparse"])).candidates
-    tiny = next(m for m in accuracy_methods(config, scaled_memory_budget(config), candidates) if m.label == "TinyTrain")
-    alone = run_method(tiny, paths["sparse"], tasks)
+    rows = {m.label: m for m in accuracy_methods(config, scaled_memory_budget(config), candidates)}
+    jobs = [Job(rows[label], paths["sparse"], tasks) for label in ("TinyTrain", "LastLayer")]
+    alone = run_methods(jobs)
     with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pooled = run_method(tiny, paths["sparse"], tasks, executor=pool, workers=2)
-    assert pooled.accuracies == alone.accuracies and pooled.layers == alone.layers
-    assert pooled.memory_bytes == alone.memory_bytes and pooled.backward_macs == alone.backward_macs
+        pooled = run_methods(jobs, executor=pool, chunk_tasks=2)  # chunks of 2 + 1 tasks per job
+    for a, b in zip(alone, pooled):
+        assert (b.label, b.accuracies, b.layers) == (a.label, a.accuracies, a.layers)
+        assert (b.memory_bytes, b.backward_macs) == (a.memory_bytes, a.backward_macs)
+    with pytest.raises(ValueError, match="chunk_tasks"):
+        run_methods(jobs, chunk_tasks=0)
 
 
 def test_compute_budget_is_a_fraction_of_full_backward_macs():
