@@ -19,7 +19,7 @@ import numpy as np
 
 from bench import plots
 from bench.adaptation_time import time_method
-from bench.config import BenchConfig
+from bench.config import SECTIONS, BenchConfig
 from bench.environment import environment
 from bench.learning_rates import choose_learning_rates, tuning_config, with_learning_rates
 from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods, timing_methods
@@ -29,7 +29,7 @@ from bench.report import render_report
 from bench.confidence import mean_ci95
 from bench.tasks import Task, cache_targets, target_tasks, timing_task
 from tflite_train.data import read_manifest
-from tflite_train.runtime import TrainableModel, class_prototypes, embed, layer_table, support_fisher
+from tflite_train.runtime import AdaptConfig, TrainableModel, class_prototypes, embed, layer_table, support_fisher
 
 LOG = logging.getLogger(__name__)
 PEER_STEPS = 40
@@ -58,9 +58,9 @@ class _Runs:
         return [{**self.cache[key], "label": method.label} for key, (method, _, _) in zip(keys, requests)]
 
 
-def _fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Task, memory_bytes: float) -> dict:
-    """Fisher potential, Eq. 3 score and the TinyTrain selection of one task (for the plot)."""
-    from tflite_train.runtime import AdaptConfig
+def _fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Task, tinytrain: AdaptConfig) -> dict:
+    """Fisher potential, Eq. 3 score and the selection of ``tinytrain`` (the accuracy section's
+    TinyTrain config, its budgets) on one task (for the plot)."""
     from tflite_train.sparse import fisher_potentials, fisher_scores, select
 
     model = TrainableModel(str(model_path), num_threads=config.threads)
@@ -68,9 +68,7 @@ def _fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Ta
     model.reset_state()
     model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
     fisher = support_fisher(model, task.support, task.support_labels)
-    adapt_config = AdaptConfig(policy="tinytrain", memory_bytes=memory_bytes, compute_fraction=config.compute_fraction,
-                               channel_ratio=config.channel_ratio, seed=config.seed, on_empty="empty")
-    selection = select(table, adapt_config.selection_config(model.metadata["optimizer"]["name"]),
+    selection = select(table, tinytrain.selection_config(model.metadata["optimizer"]["name"]),
                        candidates=model.candidates, fisher=fisher)
     potentials = fisher_potentials(fisher)
     scores = fisher_scores(table, fisher, criterion="tinytrain")
@@ -163,18 +161,54 @@ def _write_plots(config: BenchConfig, results: dict, out: pathlib.Path) -> dict[
     return figures
 
 
-def run_benchmarks(config: BenchConfig, command: str = "") -> pathlib.Path:
-    """Runs ``config.sections`` and writes the outputs; returns the path of BENCHMARKS.md."""
+UPDATE_FREE_FIELDS = ("sections", "workers", "out_dir", "model_dir")
+"""Config fields an ``update`` run may change (they do not change any result)."""
+
+
+def run_benchmarks(config: BenchConfig, command: str = "", update: bool = False) -> pathlib.Path:
+    """Runs ``config.sections`` and writes the outputs; returns the path of BENCHMARKS.md.
+
+    Args:
+      config: The run.
+      command: The command line, for the report.
+      update: Rerun only ``config.sections`` of the finished run in ``config.out_dir`` and keep its
+        other sections (and its learning-rate choice): for a section whose code changed, or to
+        re-time on a quiet machine. The saved config must equal ``config`` apart from
+        ``UPDATE_FREE_FIELDS``.
+
+    Raises:
+      ValueError: ``update`` without a finished run in ``config.out_dir``, or with another config.
+    """
     if not isinstance(config, BenchConfig):
         raise TypeError(f"config must be a BenchConfig; got {type(config).__name__}")
+    previous = _previous_run(config) if update else None
     if config.workers == 1:
-        return _run(config, command, None)
+        return _run(config, command, None, previous)
     # spawn, not fork: the parent has TensorFlow's threads running (exports), the workers need only
     # numpy and the interpreter.
     with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"),
                                                 initializer=_worker_logging,
                                                 initargs=(logging.getLogger().level,)) as pool:
-        return _run(config, command, pool)
+        return _run(config, command, pool, previous)
+
+
+def _previous_run(config: BenchConfig) -> dict:
+    """The saved results of the finished run that an update extends (checked to match ``config``)."""
+    out = pathlib.Path(config.out_dir)
+    try:
+        saved = json.loads((out / "config.json").read_text())
+        results = json.loads((out / "results.json").read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"update needs a finished benchmark run in {out} (config.json + results.json): {err}") from err
+    if "command" in results:  # runs written before updates existed
+        results["commands"] = [results.pop("command")]
+    mine = config.to_dict()
+    differ = sorted(k for k in set(saved) | set(mine)
+                    if k not in UPDATE_FREE_FIELDS and saved.get(k) != mine.get(k))
+    if differ:
+        raise ValueError(f"update must keep the saved run's config; these fields differ: "
+                         + ", ".join(f"{k} ({saved.get(k)!r} saved, {mine.get(k)!r} now)" for k in differ))
+    return results
 
 
 def _worker_logging(level: int) -> None:
@@ -182,17 +216,20 @@ def _worker_logging(level: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s [worker %(process)d]: %(message)s")
 
 
-def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executor | None) -> pathlib.Path:
+def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executor | None,
+         previous: dict | None) -> pathlib.Path:
     started = time.time()
     out = pathlib.Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    if previous is None:
+        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     targets = cache_targets(config)
     paths = ensure_models(config)
     probe = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
     memory_bytes = scaled_memory_budget(config)
     results: dict = {
-        "command": command, "environment": environment(probe.runtime), "targets": list(targets),
+        "commands": [*(previous or {}).get("commands", []), command], "environment": environment(probe.runtime),
+        "targets": list(targets),
         "memory_budget_bytes": memory_bytes, "candidates": list(probe.candidates),
         "models": {k: str(v) for k, v in paths.items()}, "tinytl_note": TINYTL_NOTE, "sections": {},
     }
@@ -207,7 +244,10 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     runs = _Runs(config, paths, fisher_tasks, executor)
 
     chosen: dict[str, float] = {}
-    if "accuracy" in config.sections or "ablations" in config.sections:
+    if previous and "learning_rates" in previous:
+        results["learning_rates"] = previous["learning_rates"]
+        chosen = {label: c["chosen"] for label, c in previous["learning_rates"]["choice"].items()}
+    elif "accuracy" in config.sections or "ablations" in config.sections:
         t0 = time.time()
         tuning = {t: target_tasks(tuning_config(config), t, config.tuning_tasks) for t in targets}
 
@@ -253,7 +293,8 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     fisher_figures = None
     if "plots" in config.sections or "backward_cost" in config.sections:
         first = target_tasks(config, targets[0], 1)[0]
-        fisher_figures = _fisher_task_figures(config, paths["sparse"], first, memory_bytes)
+        tinytrain = next(m.adapt for m in methods if m.label == "TinyTrain")
+        fisher_figures = _fisher_task_figures(config, paths["sparse"], first, tinytrain)
         fisher_figures["target"] = targets[0]
 
     if "backward_cost" in config.sections:
@@ -284,9 +325,17 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
 
     if "plots" in config.sections:
         results["sections"]["plots"] = {"fisher_task": {k: v for k, v in fisher_figures.items() if k != "fisher"}}
-        results["sections"]["plots"]["files"] = _write_plots(config, results, out)
     results["section_seconds"] = section_seconds
     results["wall_seconds"] = time.time() - started
+    if previous:  # the saved run's other sections, in report order
+        merged = {**previous["sections"], **results["sections"]}
+        results["sections"] = {name: merged[name] for name in SECTIONS if name in merged}
+        results["section_seconds"] = {**previous["section_seconds"], **section_seconds}
+        results["wall_seconds"] += previous["wall_seconds"]
+        if "timing" not in config.sections:  # the machine state the kept timings were measured in
+            results["environment"] = previous["environment"]
+    if "plots" in results["sections"]:
+        results["sections"]["plots"]["files"] = _write_plots(config, results, out)
     (out / "results.json").write_text(json.dumps(results, indent=1, default=_json_default) + "\n")
     report = out / "BENCHMARKS.md"
     report.write_text(render_report(config, results))

@@ -71,7 +71,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         threads=args.threads, workers=args.workers,
         sections=tuple(args.section) if args.section else BenchConfig.sections,
     )
-    report = run_benchmarks(config, command="tflite-train " + shlex.join(args.argv))
+    report = run_benchmarks(config, command="tflite-train " + shlex.join(args.argv), update=args.update)
     print(f"wrote {report}")
     return 0
 
@@ -322,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--workers", type=int, default=1,
                    help="processes for the accuracy and ablation tasks (results do not depend on it)")
+    p.add_argument("--update", action="store_true",
+                   help="rerun only the --section(s) of --out's finished run, keeping its other sections (same settings)")
     p.add_argument("--render-only", action="store_true", help="re-render BENCHMARKS.md and the PNGs from --out's saved results")
     p.set_defaults(func=_cmd_bench)
 

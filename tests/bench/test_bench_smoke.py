@@ -154,6 +154,29 @@ def test_config_validation(field, value):
         BenchConfig(**{field: value})
 
 
+def test_update_reruns_some_sections_and_keeps_the_others(smoke_run, tmp_path):
+    import dataclasses
+    import shutil
+
+    config, _ = smoke_run
+    copy = tmp_path / "out"
+    shutil.copytree(config.out_dir, copy)
+    before = json.loads((copy / "results.json").read_text())
+    update = dataclasses.replace(config, out_dir=str(copy), sections=("plots",))
+    report = run_benchmarks(update, command="pytest update", update=True)
+    after = json.loads((copy / "results.json").read_text())
+    assert after["commands"] == ["pytest smoke", "pytest update"]
+    assert list(after["sections"]) == list(before["sections"])
+    for name in ("accuracy", "timing", "ablations", "backward_cost"):
+        assert after["sections"][name] == before["sections"][name]
+    assert after["learning_rates"] == before["learning_rates"]
+    assert "`pytest smoke`; then, rerunning some sections and keeping the others: `pytest update`" in report.read_text()
+    with pytest.raises(ValueError, match="tasks"):
+        run_benchmarks(dataclasses.replace(update, tasks=3), update=True)
+    with pytest.raises(ValueError, match="finished benchmark run"):
+        run_benchmarks(dataclasses.replace(update, out_dir=str(tmp_path / "empty")), update=True)
+
+
 def test_render_only_reproduces_the_report(smoke_run, capsys):
     from tflite_train.cli import main
 
