@@ -24,6 +24,8 @@ class BenchConfig:
       meta_ablation_weights: (pre-trained only, meta-trained from those) weights of one
         ``train-weights`` run, for the meta-training on/off ablation; None or a missing file: the
         ablation rows say they were not run.
+      train_variants: Depth-specific train signatures per export (``ExportConfig.train_variants``;
+        0 = only the general ``train_step``: a faster export, slower steps for shallow selections).
       candidate_blocks: k of the sparse export (LastLayer, SparseUpdate, TinyTrain); FullTrain uses a
         second export with every block a candidate.
       targets: Target data sets (None = every ``target`` of the cache).
@@ -70,6 +72,7 @@ class BenchConfig:
     meta_ablation_weights: tuple[str, str] | None = ("weights/meta_ablation/pretrain.weights.h5",
                                                      "weights/meta_ablation/mcunet_64_meta.weights.h5")
     candidate_blocks: int = 7
+    train_variants: int = 4
     targets: tuple[str, ...] | None = None
     tasks: int = 50
     seed: int = 1234
@@ -108,6 +111,8 @@ class BenchConfig:
                 raise ValueError(f"{name} must be a positive int; got {value!r}")
         if isinstance(self.iterations, bool) or not isinstance(self.iterations, int) or self.iterations < 0:
             raise ValueError(f"iterations must be an int >= 0; got {self.iterations!r}")
+        if isinstance(self.train_variants, bool) or not isinstance(self.train_variants, int) or self.train_variants < 0:
+            raise ValueError(f"train_variants must be an int >= 0; got {self.train_variants!r}")
         if self.epochs is not None and (isinstance(self.epochs, bool) or not isinstance(self.epochs, int)
                                         or self.epochs < 1):
             raise ValueError(f"epochs must be None or an int >= 1; got {self.epochs!r}")

@@ -23,7 +23,8 @@ def export_configs(config: BenchConfig) -> dict[str, object]:
     from converters.weights_spec import resolve_export_config
 
     blocks = len(get_config(config.backbone).blocks)
-    common = dict(backbone=config.backbone, input_size=config.input_size, optimizer="adam")
+    common = dict(backbone=config.backbone, input_size=config.input_size, optimizer="adam",
+                  train_variants=config.train_variants)
     # Trained weights are exported with their sidecar's input normalisation and cosine scale; every
     # training run here fed unnormalised [0, 1] images, hence the identity normalisation.
     identity = dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)) if config.weights else {}

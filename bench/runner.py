@@ -203,6 +203,7 @@ def _previous_run(config: BenchConfig) -> dict:
     if "command" in results:  # runs written before updates existed
         results["commands"] = [results.pop("command")]
     mine = config.to_dict()
+    saved = {**BenchConfig().to_dict(), **saved}  # a field added since the run: the run had its default
     differ = sorted(k for k in set(saved) | set(mine)
                     if k not in UPDATE_FREE_FIELDS and saved.get(k) != mine.get(k))
     if differ:

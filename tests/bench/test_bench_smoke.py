@@ -39,7 +39,7 @@ def smoke_run(tmp_path_factory):
         input_size=32, weights=None, meta_ablation_weights=None, candidate_blocks=4, tasks=2, min_ways=2, max_ways=3,
         max_query=2, max_support_per_class=3, max_support_total=8, epochs=1, full_train_batch=4,
         ablation_tasks=2, channel_ratios=(0.5,), timing_runs=1, timing_support=6, tf_recipe=True,
-        learning_rates=(1e-3, 3e-3), tuning_tasks=2,
+        learning_rates=(1e-3, 3e-3), tuning_tasks=2, train_variants=0,  # one train signature: a 2x faster export
     )
     report = run_benchmarks(config, command="pytest smoke")
     return config, report
@@ -148,7 +148,7 @@ def test_mean_ci95_by_hand():
 
 @pytest.mark.parametrize("field, value", [("tasks", 1), ("sections", ("nope",)), ("channel_ratio", 1.5),
                                           ("iterations", -1), ("channel_ratios", ()), ("epochs", 0),
-                                          ("workers", 0), ("learning_rates", ()), ("learning_rates", (1e-3, -1.0))])
+                                          ("workers", 0), ("train_variants", -1), ("learning_rates", ()), ("learning_rates", (1e-3, -1.0))])
 def test_config_validation(field, value):
     with pytest.raises(ValueError, match=field):
         BenchConfig(**{field: value})
