@@ -322,7 +322,7 @@ def render_report(config: BenchConfig, results: Mapping) -> str:
     env = results["environment"]
     lines = ["# Benchmarks (generated; do not edit)", "",
              "Command: " + "; then, rerunning some sections and keeping the others: ".join(
-                 f"`{c or 'run_benchmarks(config)'}`" for c in results["commands"])
+                 f"`{c or 'run_benchmarks(config)'}`" for c in results.get("commands") or [results.get("command")])
              + " (resolved config: `config.json`; every number: `results.json`).", "",
              f"Machine: {env['cpu']}, {env['cores']} usable core(s), {env['os']}. Versions: python {env['python']}, "
              f"numpy {env['numpy']}, TensorFlow {env['tensorflow']}, interpreter `{env['interpreter_module']}` "

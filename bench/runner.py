@@ -207,7 +207,7 @@ def _previous_run(config: BenchConfig) -> dict:
     differ = sorted(k for k in set(saved) | set(mine)
                     if k not in UPDATE_FREE_FIELDS and saved.get(k) != mine.get(k))
     if differ:
-        raise ValueError(f"update must keep the saved run's config; these fields differ: "
+        raise ValueError("update must keep the saved run's config; these fields differ: "
                          + ", ".join(f"{k} ({saved.get(k)!r} saved, {mine.get(k)!r} now)" for k in differ))
     return results
 
