@@ -1,7 +1,7 @@
 """Runs one adaptation method over a list of tasks on the TFLite runtime path (``adapt`` + ``evaluate``).
 
 A ``Method`` names an exported model (``"sparse"``, ``"full"``, ``"pretrained"``) and an
-``AdaptConfig``; ``run_method`` adapts the model to every task's support set and scores the query
+``AdaptConfig``; ``run_methods`` adapts the model to every task's support set and scores the query
 set, returning per-task accuracies (percent) and the selections' cost-model figures.
 """
 
@@ -21,7 +21,7 @@ from bench.confidence import MeanCI, mean_ci95
 from bench.tasks import Task
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
-from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, backward_cost
+from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, backward_cost, full_backward_macs
 
 LOG = logging.getLogger(__name__)
 MIB = 2**20
@@ -87,9 +87,7 @@ def compute_budget_macs(backbone: str, input_size: int, fraction: float) -> floa
     budget: TinyTrain's 6.51M backward MACs (Table 2) exceed 15 % of the 22.5M forward MACs
     (3.4M) but not 15 % of the 44.9M full backward MACs (6.7M; ours 43.1M -> 6.5M).
     """
-    table = build_layer_table(backbone, input_size)
-    full = backward_cost(table, {layer.name: layer.out_channels for layer in table}, optimizer="adam")
-    return fraction * full.backward_macs
+    return fraction * full_backward_macs(build_layer_table(backbone, input_size))
 
 
 def sparse_update_layers(config: BenchConfig, candidates: Sequence[str]) -> tuple[str, ...] | None:
@@ -185,21 +183,6 @@ def run_methods(
         results.append(MethodResult(job.method.label, tuple(accuracies), float(np.mean(memory)), float(np.mean(macs)),
                                     float(np.sum(seconds)), layers[0]))
     return results
-
-
-def run_method(
-    method: Method,
-    model_path: str | pathlib.Path,
-    tasks: Sequence[Task],
-    *,
-    threads: int = 1,
-    fisher_tasks: Sequence[Mapping[str, np.ndarray]] | None = None,
-    progress: str = "",
-    executor: concurrent.futures.Executor | None = None,
-) -> MethodResult:
-    """``run_methods`` of one job (see there)."""
-    return run_methods([Job(method, model_path, tasks, fisher_tasks, progress)], threads=threads,
-                       executor=executor)[0]
 
 
 def source_fisher_tasks(model_path: str | pathlib.Path, tasks: Sequence[Task], threads: int = 1) -> list[dict]:

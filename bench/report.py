@@ -226,6 +226,61 @@ def _ablation_section(config: BenchConfig, results: Mapping, lines: list[str]) -
                   "TinyTrain on MCUNet.", ""]
 
 
+def _step_ratio(label: str, row: Mapping, reference_step: float, target: float, reference: str, note: str = "") -> str:
+    """"- <label> step >= <target>x faster than <reference>: verdict (ratio: ms vs ms<note>)"."""
+    ratio = reference_step / row["step"]
+    return (f"- {label} step ≥ {target:g}x faster than {reference}: {_verdict(ratio >= target)} ({ratio:.1f}x: "
+            f"{row['step'] * 1e3:.1f} vs {reference_step * 1e3:.1f} ms{note}).")
+
+
+def _timing_targets(config: BenchConfig, timing: Mapping, lines: list[str]) -> None:
+    rows, peer = timing["rows"], timing["peer"]
+    tiny = rows.get("TinyTrain")
+    full_1 = rows.get("FullTrain (batch 1)")
+    full_b = rows.get(f"FullTrain (batch {config.full_train_batch})")
+    for variant in ("TinyTrain", FORWARD_BUDGET_LABEL):
+        row = rows.get(variant)
+        if row and full_1:
+            lines.append(_step_ratio(variant, row, full_1["step"], STEP_TARGET_FULL, "FullTrain's (batch 1, like for like)"))
+        if row and full_b and full_b is not full_1:
+            ratio = full_b["seconds"]["training"] / row["seconds"]["training"]
+            lines.append(f"  - Training time for the same passes over the support set against FullTrain at batch "
+                         f"{config.full_train_batch} (the accuracy section's setting): {ratio:.1f}x "
+                         f"({row['seconds']['training']:.2f} vs {full_b['seconds']['training']:.2f} s); per step "
+                         f"{full_b['step'] / row['step']:.0f}x, not like for like.")
+    for label, how in (("TinyTrain" + PROTOCOL_SUFFIX, "the paper's Table 8 protocol"),
+                       ("TinyTrain", "as in the accuracy section" if config.epochs is None else
+                        "the paper's Table 8 protocol, as in the accuracy section")):
+        row = rows.get(label)
+        if row:
+            share = row["selection_share"]
+            lines.append(f"- Selection ≤ {SELECTION_TARGET:.0%} of TinyTrain's end-to-end time ({how}): "
+                         f"{_verdict(share <= SELECTION_TARGET)} ({share:.1%}: "
+                         f"{row['seconds']['fisher_selection']:.3f} of {row['end_to_end']:.3f} s).")
+    tiny_protocol = rows.get("TinyTrain" + PROTOCOL_SUFFIX)
+    full_protocol = rows.get("FullTrain" + PROTOCOL_SUFFIX)
+    if tiny_protocol and full_protocol:
+        lines.append(_step_ratio("TinyTrain" + PROTOCOL_SUFFIX, tiny_protocol, full_protocol["step"], STEP_TARGET_FULL,
+                                 "FullTrain" + PROTOCOL_SUFFIX))
+    if peer:
+        for variant in ("TinyTrain", FORWARD_BUDGET_LABEL, "TinyTrain" + PROTOCOL_SUFFIX):
+            row = rows.get(variant)
+            if row:
+                lines.append(_step_ratio(variant, row, peer["step_median"], STEP_TARGET_PEER, "the TF-recipe peer",
+                                         f", batch 1; peer ran on {peer['runner']}"))
+    elif tiny:
+        lines.append("- TF-recipe peer: not run (`tf_recipe` off).")
+    infer = timing["infer"]
+    if tiny and infer:
+        lines.append(f"- Why the step ratios are bounded here: every train step runs the full forward pass "
+                     f"({infer * 1e3:.1f} ms at batch 1), which is {infer / tiny['step']:.0%} of TinyTrain's step; "
+                     "sparse updates only shrink the backward part, so on this 64x64 model the ratio to a "
+                     "same-batch full update cannot exceed (forward + full backward) / forward. Each selected "
+                     "layer also adds a fixed cost (its update runs in a TFLite IF branch whose tensors are "
+                     "re-planned at every call), so the step grows with the number of selected layers more "
+                     "than with their MACs.")
+
+
 def _targets(config: BenchConfig, results: Mapping, average: dict | None, timing: dict | None, lines: list[str]) -> None:
     lines += ["## Targets of the issue", ""]
     if average:
@@ -240,58 +295,7 @@ def _targets(config: BenchConfig, results: Mapping, average: dict | None, timing
     else:
         lines.append("- Accuracy targets: accuracy section not run.")
     if timing:
-        rows, peer = timing["rows"], timing["peer"]
-        tiny = rows.get("TinyTrain")
-        full_b = rows.get(f"FullTrain (batch {config.full_train_batch})")
-        for variant in ("TinyTrain", FORWARD_BUDGET_LABEL):
-            row = rows.get(variant)
-            full_1 = rows.get("FullTrain (batch 1)")
-            if row and full_1:
-                ratio = full_1["step"] / row["step"]
-                lines.append(f"- {variant} step ≥ {STEP_TARGET_FULL:g}x faster than FullTrain's (batch 1, like for like): "
-                             f"{_verdict(ratio >= STEP_TARGET_FULL)} ({ratio:.1f}x: {row['step'] * 1e3:.1f} vs "
-                             f"{full_1['step'] * 1e3:.1f} ms).")
-            if row and full_b and full_b is not full_1:
-                ratio = full_b["seconds"]["training"] / row["seconds"]["training"]
-                lines.append(f"  - Training time for the same passes over the support set against FullTrain at batch "
-                             f"{config.full_train_batch} (the accuracy section's setting): {ratio:.1f}x "
-                             f"({row['seconds']['training']:.2f} vs {full_b['seconds']['training']:.2f} s); per step "
-                             f"{full_b['step'] / row['step']:.0f}x, not like for like.")
-        for label, how in (("TinyTrain" + PROTOCOL_SUFFIX, "the paper's Table 8 protocol"),
-                           ("TinyTrain", "as in the accuracy section" if config.epochs is None else
-                            "the paper's Table 8 protocol, as in the accuracy section")):
-            row = rows.get(label)
-            if row:
-                share = row["selection_share"]
-                lines.append(f"- Selection ≤ {SELECTION_TARGET:.0%} of TinyTrain's end-to-end time ({how}): "
-                             f"{_verdict(share <= SELECTION_TARGET)} ({share:.1%}: "
-                             f"{row['seconds']['fisher_selection']:.3f} of {row['end_to_end']:.3f} s).")
-        tiny_protocol = rows.get("TinyTrain" + PROTOCOL_SUFFIX)
-        full_protocol = rows.get("FullTrain" + PROTOCOL_SUFFIX)
-        if tiny_protocol and full_protocol:
-            ratio = full_protocol["step"] / tiny_protocol["step"]
-            lines.append(f"- TinyTrain step vs FullTrain (batch 1) on the Table 8 protocol rows: {ratio:.1f}x "
-                         f"({tiny_protocol['step'] * 1e3:.1f} vs {full_protocol['step'] * 1e3:.1f} ms): "
-                         f"{_verdict(ratio >= STEP_TARGET_FULL)}.")
-        if peer:
-            for variant in ("TinyTrain", FORWARD_BUDGET_LABEL, "TinyTrain" + PROTOCOL_SUFFIX):
-                row = rows.get(variant)
-                if row:
-                    ratio = peer["step_median"] / row["step"]
-                    lines.append(f"- {variant} step ≥ {STEP_TARGET_PEER:g}x faster than the TF-recipe peer: "
-                                 f"{_verdict(ratio >= STEP_TARGET_PEER)} ({ratio:.1f}x: {row['step'] * 1e3:.1f} vs "
-                                 f"{peer['step_median'] * 1e3:.1f} ms, batch 1; peer ran on {peer['runner']}).")
-        elif tiny:
-            lines.append("- TF-recipe peer: not run (`tf_recipe` off).")
-        infer = timing["infer"]
-        if tiny and infer:
-            lines.append(f"- Why the step ratios are bounded here: every train step runs the full forward pass "
-                         f"({infer * 1e3:.1f} ms at batch 1), which is {infer / tiny['step']:.0%} of TinyTrain's step; "
-                         "sparse updates only shrink the backward part, so on this 64x64 model the ratio to a "
-                         "same-batch full update cannot exceed (forward + full backward) / forward. Each selected "
-                         "layer also adds a fixed cost (its update runs in a TFLite IF branch whose tensors are "
-                         "re-planned at every call), so the step grows with the number of selected layers more "
-                         "than with their MACs.")
+        _timing_targets(config, timing, lines)
     else:
         lines.append("- Timing targets: timing section not run.")
     missed = average and "TinyTrain" in average and any(

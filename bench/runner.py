@@ -254,8 +254,8 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
 
         def mean_accuracies(trials: list[Method]) -> list[float]:
             rows = runs.run_many([(m, f"tuning/{t}", tuning[t]) for m in trials for t in targets])
-            per_trial = [rows[k * len(targets):(k + 1) * len(targets)] for k in range(len(trials))]
-            return [float(np.mean([a for r in trial for a in r["accuracies"]])) for trial in per_trial]
+            return [float(np.mean([a for r in trial for a in r["accuracies"]]))
+                    for trial in _split(rows, [len(targets)] * len(trials))]
 
         choice = choose_learning_rates(methods, config.learning_rates, mean_accuracies)
         chosen = {label: c["chosen"] for label, c in choice.items()}
@@ -269,8 +269,8 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     if "accuracy" in config.sections:
         t0 = time.time()
         built = [m for m in methods if m.adapt is not None]
-        requests = [(m, t, tasks) for t in targets for tasks in [target_tasks(config, t, config.tasks)] for m in built]
-        done = iter(runs.run_many(requests))
+        tasks_of = {t: target_tasks(config, t, config.tasks) for t in targets}
+        done = iter(runs.run_many([(m, t, tasks_of[t]) for t in targets for m in built]))
         table = {t: [next(done) if m.adapt is not None else {"label": m.label, "not_built": True} for m in methods]
                  for t in targets}
         average = {}

@@ -205,6 +205,12 @@ def total_forward_macs(table: LayerTable) -> int:
     return sum(layer_cost(layer).forward_macs for layer in table)
 
 
+def full_backward_macs(table: LayerTable) -> int:
+    """Backward MACs per sample of updating every layer and channel (FullTrain): the input gradients of
+    every layer above the first plus every weight gradient (``backward_cost`` of the full selection)."""
+    return backward_cost(table, {layer.name: layer.out_channels for layer in table}).backward_macs
+
+
 def total_weights(table: LayerTable) -> int:
     """Sum of conv weights over all layers (the paper's parameter count; biases excluded)."""
     return sum(layer_cost(layer).weights for layer in table)
