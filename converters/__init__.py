@@ -1,23 +1,32 @@
-"""Offline converters (TensorFlow side): Keras backbone -> trainable, builtins-only ``.tflite``."""
+"""Offline converters (TensorFlow side): any supported Keras CNN -> trainable, builtins-only ``.tflite``."""
 
-from converters.build_module import folded_backbone, module_from_backbone
-from converters.export import ExportResult, build_metadata, convert, export_model, write_export
+from converters.build_module import PreparedModel, backbone_model, module_from_config, module_from_keras, prepare_model
+from converters.export import ExportResult, build_metadata, convert, export_keras, export_model, write_export
 from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
-from converters.trainable_module import TrainableModule, candidate_indices, same_padding, state_names
+from converters.graph import Graph, GraphReadError, EmbeddingError, RegionError, graph_layer_table, read_keras
+from converters.trainable_module import TrainableModule, state_names
 
 __all__ = [
+    "EmbeddingError",
     "ExportConfig",
     "ExportResult",
+    "Graph",
+    "GraphReadError",
+    "PreparedModel",
+    "RegionError",
     "TrainableModule",
     "add_metadata",
+    "backbone_model",
     "build_metadata",
-    "candidate_indices",
     "convert",
+    "export_keras",
     "export_model",
-    "folded_backbone",
-    "module_from_backbone",
-    "same_padding",
+    "graph_layer_table",
+    "module_from_config",
+    "module_from_keras",
+    "prepare_model",
+    "read_keras",
     "state_names",
     "write_export",
 ]

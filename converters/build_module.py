@@ -1,31 +1,102 @@
-"""Builds the ``TrainableModule`` of a BN-folded Keras backbone."""
+"""From a Keras model (a user's or a built-in backbone's) to the ``TrainableModule`` that is exported.
+
+One path for every model: read the Keras graph (``converters.graph.keras_reader``), prepare it
+(input preprocessing, embedding, BN folding, activation fusion), derive the layer table, resolve
+the candidate layers and check that their gradient region is differentiable -- all before anything
+is converted or written.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+
+import keras
+
 from converters.export_config import ExportConfig
+from converters.graph.ir import Graph, InputSpec
+from converters.graph.keras_reader import read_keras
+from converters.graph.layer_table import graph_layer_table
+from converters.graph.passes import prepare_graph
+from converters.graph.region import check_region, parse_candidates
 from converters.trainable_module import TrainableModule
-from tflite_train.models import Backbone, build_backbone, fold_batchnorm
+from tflite_train.models import build_backbone
+from tflite_train.sparse.layer_table import LayerTable
 
 
-def folded_backbone(config: ExportConfig) -> Backbone:
-    """The BN-folded Keras backbone of ``config`` (weights from ``config.weights`` or seeded init).
+@dataclasses.dataclass(frozen=True)
+class PreparedModel:
+    """A model ready to be assembled: its graph, layer table and candidate layers (table indices)."""
 
-    With random initialisation the BatchNorm layers hold their identity statistics, so folding is
-    exact; loaded weights (``config.weights``, a Keras ``.weights.h5`` of the BN form) are folded.
-    """
+    graph: Graph
+    table: LayerTable
+    candidates: tuple[int, ...]
+
+
+def backbone_model(config: ExportConfig) -> keras.Model:
+    """The built-in backbone of ``config`` as a Keras model in its training form (conv -> BatchNorm),
+    with ``config.weights`` loaded (or seeded initialisation)."""
+    if config.input_size is None:
+        raise ValueError(f"input_size is required for the built-in backbone {config.backbone!r}")
     backbone = build_backbone(config.backbone, config.input_size, config.in_channels, seed=config.seed)
     if config.weights:
         backbone.model.load_weights(config.weights)
-    return fold_batchnorm(backbone)
+    return backbone.model
 
 
-def module_from_backbone(config: ExportConfig, folded: Backbone) -> TrainableModule:
-    """Wraps the folded backbone's conv weights into a ``TrainableModule``."""
-    if folded.batch_norm:
-        raise ValueError("module_from_backbone needs a BN-folded backbone (fold_batchnorm)")
-    weights = {}
-    for spec in folded.table:
-        kernel, bias = folded.model.get_layer(spec.name).get_weights()
-        weights[spec.name] = (kernel, bias)
-    residual = frozenset(b for b, block in enumerate(folded.config.blocks) if block.residual)
-    return TrainableModule(config, folded.table, weights, folded.config.feature_dim, residual)
+def input_shape_of(model: keras.Model, config: ExportConfig) -> tuple[int, int, int]:
+    """(H, W, C): ``config.input_size`` or the model's static spatial size; C from the model.
+
+    Raises:
+      ValueError: the model's input has no static size and none is configured.
+    """
+    shape = tuple(model.inputs[0].shape) if getattr(model, "inputs", None) else ()
+    if len(shape) != 4:
+        raise ValueError(f"model {model.name!r} must take NHWC images; its input is {shape}")
+    channels = shape[3]
+    if channels is None:
+        raise ValueError(f"model {model.name!r} has no static channel count")
+    size = config.input_size or shape[1:3]
+    if size is None or None in size:
+        raise ValueError(f"model {model.name!r} has input {shape}: give --input-size H W")
+    return int(size[0]), int(size[1]), int(channels)
+
+
+def prepare_model(model: keras.Model, config: ExportConfig) -> PreparedModel:
+    """Reads and checks ``model`` (module docstring).
+
+    Raises:
+      ValueError (GraphReadError, EmbeddingError, RegionError): what cannot be exported, named.
+    """
+    shape = input_shape_of(model, config)
+    nodes, output = read_keras(model, shape)
+    channels = shape[2]
+    mean = config.mean if config.mean is not None else (0.0,) * channels
+    std = config.std if config.std is not None else (1.0,) * channels
+    if len(mean) == 1:
+        mean, std = mean * channels, std * channels
+    if len(mean) != channels or len(std) != channels:
+        raise ValueError(f"mean/std need {channels} values; got {config.mean!r} / {config.std!r}")
+    spec = InputSpec(shape, config.input_range or (0.0, 1.0), tuple(mean), tuple(std))
+    graph = prepare_graph(nodes, output, spec, config.feature_layer)
+    if graph.input_spec.source != "config":
+        if config.mean is not None:
+            raise ValueError(f"the model normalises its input itself ({graph.input_spec.source}); "
+                             "do not give mean/std as well")
+        if config.input_range is not None:
+            graph = dataclasses.replace(graph, input_spec=dataclasses.replace(graph.input_spec,
+                                                                               value_range=config.input_range))
+    table = graph_layer_table(graph)
+    candidates = parse_candidates(config.candidate_spec, graph, table)
+    check_region(graph, table, candidates)
+    return PreparedModel(graph, table, candidates)
+
+
+def module_from_keras(model: keras.Model, config: ExportConfig) -> TrainableModule:
+    """The ``TrainableModule`` of ``model`` (raises before building anything it cannot export)."""
+    prepared = prepare_model(model, config)
+    return TrainableModule(config, prepared.graph, prepared.table, prepared.candidates)
+
+
+def module_from_config(config: ExportConfig) -> TrainableModule:
+    """The ``TrainableModule`` of a built-in backbone (the same path as a user's model)."""
+    return module_from_keras(backbone_model(config), config)

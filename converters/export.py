@@ -1,4 +1,4 @@
-"""Exports a BN-folded backbone as one trainable, builtins-only ``.tflite`` file (CONTRACT.md v1)."""
+"""Exports a Keras model (a user's or a built-in backbone) as one trainable, builtins-only ``.tflite`` file (CONTRACT.md v1)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from converters.build_module import folded_backbone, module_from_backbone
+import keras
+
+from converters.build_module import backbone_model, module_from_keras
 from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
 from converters.trainable_module import TrainableModule, train_variant_name
@@ -51,8 +53,27 @@ def convert(module: TrainableModule) -> bytes:
 
 
 def model_id(module: TrainableModule) -> str:
-    """sha256 of the layer table JSON and the initial state arrays (sorted by name)."""
-    digest = hashlib.sha256(json.dumps(module.table.to_list(), sort_keys=True).encode())
+    """sha256 of everything that makes two exported models compute different things.
+
+    Covered: the layer table, every node of the graph (op, inputs, shape, attributes) with every
+    weight, frozen or trainable, the input spec (range and normalisation), the head (capacity and
+    cosine scale), the candidate layers, the optimizer and the initial state.
+    """
+    spec = module.graph.input_spec
+    header = {
+        "table": module.table.to_list(),
+        "input": {"shape": list(spec.shape), "range": list(spec.value_range), "mean": list(spec.mean),
+                  "std": list(spec.std)},
+        "head": {"capacity": module.config.class_capacity, "scale": module.config.cosine_scale},
+        "candidates": module.candidate_names,
+        "optimizer": module.config.optimizer,
+        "nodes": [{"name": n.name, "op": n.op, "inputs": list(n.inputs), "shape": list(n.shape),
+                   "attrs": repr(sorted((k, v) for k, v in n.attrs.items()))} for n in module.graph.nodes],
+    }
+    digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    for node in module.graph.nodes:
+        for weight in node.weights:
+            digest.update(np.ascontiguousarray(weight, np.float32).tobytes())
     for name, value in sorted(module.initial_state.items()):
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(value).tobytes())
@@ -62,6 +83,7 @@ def model_id(module: TrainableModule) -> str:
 def build_metadata(module: TrainableModule) -> dict:
     """The ``tflite_train`` metadata JSON (CONTRACT.md)."""
     cfg = module.config
+    spec = module.graph.input_spec
     layers = []
     for spec in module.table:
         cost = layer_cost(spec)
@@ -70,7 +92,7 @@ def build_metadata(module: TrainableModule) -> dict:
                        "candidate": spec.index in module.candidates})
     sig = {
         "infer": {"inputs": ["images"], "outputs": ["embeddings", "logits"]},
-        "fisher": {"inputs": ["images", "labels"], "outputs": [module.table.layers[i].name for i in module.candidates]},
+        "fisher": {"inputs": ["images", "labels"], "outputs": list(module.candidate_names)},
         "train_step": {"inputs": ["images", "labels"], "outputs": ["loss", "accuracy"]},
         "set_head": {"inputs": ["prototypes", "num_classes"], "outputs": ["ok"]},
         "set_selection": {"inputs": ["channel_mask"], "outputs": ["ok"]},
@@ -87,15 +109,16 @@ def build_metadata(module: TrainableModule) -> dict:
         "format_version": 1,
         "backbone": cfg.backbone,
         "model_id": model_id(module),
-        "input": {"height": cfg.input_size[0], "width": cfg.input_size[1], "channels": cfg.in_channels,
-                  "dtype": "float32", "range": [0.0, 1.0], "mean": list(cfg.mean), "std": list(cfg.std)},
+        "input": {"height": spec.shape[0], "width": spec.shape[1], "channels": spec.shape[2],
+                  "dtype": "float32", "range": list(spec.value_range), "mean": list(spec.mean), "std": list(spec.std),
+                  "normalisation_source": spec.source},
         "feature_dim": module.feature_dim,
         "class_capacity": cfg.class_capacity,
         "head": {"type": "cosine_prototype", "scale": cfg.cosine_scale},
         "optimizer": {"name": cfg.optimizer, "learning_rate": cfg.learning_rate, "beta1": cfg.beta1,
                       "beta2": cfg.beta2, "epsilon": cfg.epsilon, "momentum": cfg.momentum},
         "layers": layers,
-        "candidates": [module.table.layers[i].name for i in module.candidates],
+        "candidates": list(module.candidate_names),
         "state": module.names,
         "signatures": sig,
         "train_variants": variants,
@@ -111,8 +134,9 @@ def selftest_inputs(module: TrainableModule, seed: int, batch: int) -> dict[str,
     the replay back-propagates through every candidate layer and exercises channel sparsity.
     """
     rng = np.random.default_rng(seed)
-    h, w = module.config.input_size
-    images = rng.uniform(0.0, 1.0, (batch, h, w, module.config.in_channels)).astype(np.float32)
+    spec = module.graph.input_spec
+    low, high = spec.value_range
+    images = rng.uniform(low, high, (batch, *spec.shape)).astype(np.float32)
     num_classes = min(3, batch)
     labels = (np.arange(batch) % num_classes).astype(np.int32)
     module.reset_state()
@@ -146,8 +170,7 @@ def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray]) -> dic
         for k, v in module.train_step(images, labels).items():
             out[f"train_step/{i}/{k}"] = v.numpy()
     state = module.get_state()
-    for i in module.candidates:
-        name = module.table.layers[i].name
+    for name in module.candidate_names:
         for p in ("kernel", "bias"):
             out[f"state/{name}_{p}"] = state[f"{name}_{p}"].numpy()
     module.reset_state()
@@ -155,30 +178,47 @@ def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray]) -> dic
 
 
 def export_model(config: ExportConfig) -> ExportResult:
-    """Builds, converts and annotates the model of ``config`` (no files written)."""
+    """Builds, converts and annotates the built-in backbone of ``config`` (no files written)."""
+    return export_keras(backbone_model(config), config)
+
+
+def export_keras(model: keras.Model, config: ExportConfig) -> ExportResult:
+    """Reads, checks, converts and annotates a Keras model (no files written).
+
+    Raises:
+      ValueError: a model (or candidate choice) the exporter refuses, with the layer named; raised
+        before anything is converted.
+    """
     t0 = time.time()
-    module = module_from_backbone(config, folded_backbone(config))
+    module = module_from_keras(model, config)
     vectors = selftest_inputs(module, config.seed, config.selftest_batch)
     goldens = tf_procedure(module, vectors)
     selftest = {**vectors, **goldens, **{f"tolerance/{g}": np.array(t, np.float64) for g, t in TOLERANCES.items()}}
-    LOG.info("converting %s (%d candidate layers)", config.backbone, len(module.candidates))
+    LOG.info("converting %s (%d candidate layers)", model.name, len(module.candidates))
     raw = convert(module)
     metadata = build_metadata(module)
     buf = io.BytesIO()
     np.savez(buf, **selftest)
-    model = add_metadata(raw, {METADATA_NAME: json.dumps(metadata).encode(), SELFTEST_NAME: buf.getvalue()})
-    LOG.info("exported %s: %d bytes in %.1f s", config.backbone, len(model), time.time() - t0)
-    return ExportResult(model, metadata, selftest, module)
+    data = add_metadata(raw, {METADATA_NAME: json.dumps(metadata).encode(), SELFTEST_NAME: buf.getvalue()})
+    LOG.info("exported %s: %d bytes in %.1f s", config.backbone, len(data), time.time() - t0)
+    return ExportResult(data, metadata, selftest, module)
 
 
-def write_export(config: ExportConfig, out: str | pathlib.Path) -> ExportResult:
-    """Exports and writes ``out`` plus ``<out>.config.json`` (the resolved config)."""
+def write_export(config: ExportConfig, out: str | pathlib.Path, model: keras.Model | None = None) -> ExportResult:
+    """Exports (``model``, or the built-in backbone of ``config``) and writes ``out`` plus
+    ``<out>.config.json`` (the resolved config), each atomically; nothing is written on failure."""
     out = pathlib.Path(out)
-    result = export_model(config)
+    result = export_model(config) if model is None else export_keras(model, config)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(result.model)
-    out.with_suffix(out.suffix + ".config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    _write_atomic(out, result.model)
+    _write_atomic(out.with_suffix(out.suffix + ".config.json"), json.dumps(config.to_dict(), indent=2).encode())
     return result
+
+
+def _write_atomic(path: pathlib.Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def ensure_export(config: ExportConfig, out: str | pathlib.Path) -> bool:

@@ -13,29 +13,41 @@ class ExportConfig:
     """Everything that determines an exported ``.tflite`` file besides the backbone weights.
 
     Attributes:
-      backbone: Backbone name (``tflite_train.architectures.BACKBONES``).
-      input_size: Input height and width (H, W).
-      in_channels: Image channels C.
-      candidate_blocks: k: the layers of the last k blocks (plus the final conv) are candidates;
-        k = num_blocks also makes the stem a candidate (FullTrain).
+      backbone: Built-in backbone name (``tflite_train.architectures.BACKBONES``), or ``"keras"`` for
+        a user's Keras model (given to ``export_keras``).
+      input_size: Input height and width (H, W); None = the Keras model's own (built-ins need one).
+      in_channels: Image channels C of a built-in backbone (a Keras model brings its own).
+      candidate_blocks: Shorthand for ``candidates = "blocks:k"`` when ``candidates`` is empty: the
+        layers of the last k blocks (plus the trailing layers) are candidates; k = num_blocks also
+        makes the stem a candidate (FullTrain).
+      candidates: Candidate layers (``converters.graph.region``): "blocks:K", "layers:K",
+        "from:LAYER" or "all"; "" = "blocks:{candidate_blocks}".
+      feature_layer: Layer whose output is the embedding; None = the global pooling (or Flatten)
+        that feeds the model's classifier (``converters.graph.passes.select_embedding``).
       class_capacity: K_max, the most classes the head holds.
       optimizer: ``"adam"`` or ``"sgd_momentum"``.
       learning_rate: Initial learning rate (the ``learning_rate`` variable; ``set_hparams`` changes it).
       beta1, beta2, epsilon: Adam constants.
       momentum: SGD momentum constant.
       cosine_scale: s in logits = s * cos(embedding, prototype).
-      mean, std: Per-channel normalisation applied in-graph to images given in [0, 1].
+      mean, std: Per-channel normalisation (x - mean) / std applied in-graph; None = from the Keras
+        model's input Rescaling/Normalization layers, or the identity when it has none.
+      input_range: (low, high) of the pixels the device feeds; None = (0, 255) when the model's
+        preprocessing layers were absorbed, else (0, 1).
       seed: Seed of the backbone initialisers when no weights are given, and of the self-test inputs.
       weights: Path of Keras weights that were loaded (informational), or None.
+      keras_model: Path of the user's ``.keras`` / ``.h5`` model (informational), or None.
       selftest_batch: Number of images in the embedded self-test.
       train_variants: Number of depth-specific ``train_step_<layer>`` signatures, cut at the first
         layer of each of the last ``train_variants`` candidate blocks (0: only ``train_step``).
     """
 
     backbone: str = "tiny"
-    input_size: tuple[int, int] = (33, 33)
+    input_size: tuple[int, int] | None = (33, 33)
     in_channels: int = 3
     candidate_blocks: int = 2
+    candidates: str = ""
+    feature_layer: str | None = None
     class_capacity: int = 64
     optimizer: str = "adam"
     learning_rate: float = 1e-3
@@ -44,10 +56,12 @@ class ExportConfig:
     epsilon: float = 1e-7
     momentum: float = 0.9
     cosine_scale: float = 10.0
-    mean: tuple[float, ...] = (0.5, 0.5, 0.5)
-    std: tuple[float, ...] = (0.5, 0.5, 0.5)
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    input_range: tuple[float, float] | None = None
     seed: int = 0
     weights: str | None = None
+    keras_model: str | None = None
     selftest_batch: int = 3
     train_variants: int = 4
 
@@ -55,34 +69,43 @@ class ExportConfig:
         size = self.input_size
         if isinstance(size, int):
             size = (size, size)
-        object.__setattr__(self, "input_size", tuple(int(v) for v in size))
+        if size is not None:
+            object.__setattr__(self, "input_size", tuple(int(v) for v in size))
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
         if not isinstance(self.class_capacity, int) or self.class_capacity < 2:
             raise ValueError(f"class_capacity must be an int >= 2; got {self.class_capacity!r}")
         if not isinstance(self.candidate_blocks, int) or self.candidate_blocks < 1:
             raise ValueError(f"candidate_blocks must be a positive int; got {self.candidate_blocks!r}")
-        mean = tuple(float(v) for v in self.mean)
-        std = tuple(float(v) for v in self.std)
-        if len(mean) == 1:
-            mean = mean * self.in_channels
-        if len(std) == 1:
-            std = std * self.in_channels
-        if len(mean) != self.in_channels or len(std) != self.in_channels:
-            raise ValueError(f"mean/std need {self.in_channels} values; got {self.mean!r} / {self.std!r}")
-        if min(std) <= 0:
-            raise ValueError(f"std must be positive; got {self.std!r}")
-        object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "std", std)
+        if (self.mean is None) != (self.std is None):
+            raise ValueError("mean and std must be given together (or both None)")
+        if self.mean is not None:
+            mean = tuple(float(v) for v in self.mean)
+            std = tuple(float(v) for v in self.std)
+            if min(std) <= 0:
+                raise ValueError(f"std must be positive; got {self.std!r}")
+            object.__setattr__(self, "mean", mean)
+            object.__setattr__(self, "std", std)
+        if self.input_range is not None:
+            low, high = (float(v) for v in self.input_range)
+            if not low < high:
+                raise ValueError(f"input_range must be (low, high) with low < high; got {self.input_range!r}")
+            object.__setattr__(self, "input_range", (low, high))
+        if not isinstance(self.candidates, str):
+            raise ValueError(f"candidates must be a string; got {self.candidates!r}")
         if not isinstance(self.train_variants, int) or self.train_variants < 0:
             raise ValueError(f"train_variants must be an int >= 0; got {self.train_variants!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive; got {self.learning_rate!r}")
 
+    @property
+    def candidate_spec(self) -> str:
+        """The candidate spec: ``candidates``, or "blocks:{candidate_blocks}" when it is empty."""
+        return self.candidates or f"blocks:{self.candidate_blocks}"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         out = dataclasses.asdict(self)
-        out["input_size"] = list(self.input_size)
-        out["mean"] = list(self.mean)
-        out["std"] = list(self.std)
+        for key in ("input_size", "mean", "std", "input_range"):
+            out[key] = None if getattr(self, key) is None else list(getattr(self, key))
         return out

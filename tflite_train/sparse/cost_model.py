@@ -19,7 +19,9 @@ Backward-pass memory follows the paper's appendix A.4 and the TinyTL profiler it
 * (B1) updated weights: K * (k^2 * C_in / g + 1) floats per updated layer (weights + bias);
 * (B2) optimizer memory: ``OPTIMIZER_SLOTS[optimizer]`` x B1, plus one gradient buffer (1 x B1)
   when ``gradient_buffer`` (the paper's Table 6 counts Adam as 3 x B1 and SGD as 1 x B1);
-* (B3) 1-bit ReLU6 masks of every activation from the deepest updated layer to the top;
+* (B3) 1-bit masks of every ReLU-family activation (relu, relu6, leaky_relu) from the deepest
+  updated layer to the top; any other non-linear activation (sigmoid, swish, hard-swish, ...) keeps
+  its float32 output instead (32 bits per element; ``activation_bits``);
 * (B4) saved inputs of the updated layers (all of H x W x C_in for a dense conv, since each
   output channel reads every input channel; only the K selected input channels for a depthwise
   conv, whose output channel o reads input channel o alone);
@@ -37,7 +39,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from tflite_train.sparse.layer_table import LayerSpec, LayerTable
+from tflite_train.sparse.layer_table import MASK_ACTIVATIONS, LayerSpec, LayerTable
 
 BYTES_PER_FLOAT = 4
 OPTIMIZER_SLOTS: Mapping[str, int] = {"adam": 2, "sgd_momentum": 1, "sgd": 0}
@@ -78,6 +80,14 @@ def layer_cost(layer: LayerSpec) -> LayerCost:
         in_activation=layer.in_hw[0] * layer.in_hw[1] * layer.in_channels,
         out_activation=out_pixels * layer.out_channels,
     )
+
+
+def activation_bits(activation: str) -> int:
+    """Bits per output element a layer's activation keeps for the backward pass (B3): 1 for the
+    ReLU family (a mask), 0 for linear, 32 for any other activation (its float output)."""
+    if activation == "linear":
+        return 0
+    return 1 if activation in MASK_ACTIVATIONS else 32
 
 
 def weight_grad_macs(layer: LayerSpec, channels: int) -> int:
@@ -177,7 +187,7 @@ def backward_cost(
         _saved_input_elements(table.layers[i], costs[i], count) for i, count in resolved.items()
     )
     mask_bits = sum(
-        costs[i].out_activation for i in range(deepest, len(table)) if table.layers[i].activation == "relu6"
+        activation_bits(table.layers[i].activation) * costs[i].out_activation for i in range(deepest, len(table))
     )
     inference_peak = max(c.in_activation + c.out_activation for c in costs)
 
@@ -244,6 +254,6 @@ def unfused_activation_bytes(table: LayerTable, batch_size: int = 1) -> int:
     for layer in table:
         cost = layer_cost(layer)
         elements += cost.in_activation + cost.out_activation
-        if layer.activation == "relu6":
+        if layer.activation != "linear":
             elements += cost.out_activation
     return elements * BYTES_PER_FLOAT * batch_size

@@ -14,8 +14,10 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-ROLES = ("stem", "expand", "depthwise", "project", "final")
-ACTIVATIONS = ("relu6", "linear")
+ROLES = ("stem", "expand", "depthwise", "project", "final", "conv", "dense")
+ACTIVATIONS = ("relu6", "linear", "relu", "leaky_relu", "hard_swish", "hard_sigmoid", "swish", "sigmoid")
+MASK_ACTIVATIONS = ("relu", "relu6", "leaky_relu")
+"""Activations whose backward needs only a 1-bit mask of the output (the cost model's B3)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +132,8 @@ class LayerTable:
 
     @property
     def num_blocks(self) -> int:
-        """Number of inverted-residual blocks (stem and final conv excluded)."""
-        return len({layer.block for layer in self.layers if layer.role in ("expand", "depthwise", "project")})
+        """Number of blocks (stem and the trailing "final" layers excluded)."""
+        return len({layer.block for layer in self.layers if layer.role not in ("stem", "final")})
 
     def index_of(self, key: int | str) -> int:
         """Resolves a layer name or index to an index.

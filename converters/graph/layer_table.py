@@ -1,0 +1,81 @@
+"""The layer table (``tflite_train.sparse.LayerTable``) of a graph, with blocks found from its structure.
+
+Layers are the weighted nodes in topological order. Blocks (for ``--candidates blocks:K``):
+
+* the first layer is the stem (block -1, role "stem");
+* a block ends at a layer with a linear activation whose output feeds another layer, a residual
+  ``add`` or the embedding (the linear bottleneck of inverted-residual nets; a squeeze-excite conv,
+  whose output feeds a gate, does not end a block);
+* layers after the last block end form the trailing group: block ``num_blocks``, role "final";
+* inside a block: "depthwise", the block's last layer "project", a 1x1 conv before the block's
+  depthwise "expand", any other "conv" or "dense".
+
+On the built-in backbones this reproduces ``tflite_train.architectures.build_layer_table`` exactly.
+A graph without linear bottlenecks (a plain CNN) has no blocks: candidates are then given on layers.
+"""
+
+from __future__ import annotations
+
+from converters.graph.ir import Graph, Node
+from tflite_train.sparse.layer_table import LayerSpec, LayerTable
+
+
+def _ends_block(node: Node, graph: Graph, readers: dict[str, list[str]]) -> bool:
+    if node.attrs.get("activation", "linear") != "linear":
+        return False
+    by_name = graph.by_name
+    outs = readers[node.name]
+    if node.name == graph.output:
+        return True
+    return bool(outs) and all(by_name[r].is_weighted or by_name[r].op == "add" or r == graph.output for r in outs)
+
+
+def _spatial(shape: tuple[int, ...]) -> tuple[int, int]:
+    return (shape[0], shape[1]) if len(shape) == 3 else (1, 1)
+
+
+def graph_layer_table(graph: Graph) -> LayerTable:
+    """The table of ``graph``'s weighted layers (module docstring).
+
+    Raises:
+      ValueError: a graph without weighted layers.
+    """
+    weighted = graph.weighted()
+    if not weighted:
+        raise ValueError("the model has no Conv2D, DepthwiseConv2D or Dense layer to train")
+    readers = graph.consumers()
+    by_name = graph.by_name
+    blocks: list[list[Node]] = [[]]
+    for node in weighted[1:]:
+        blocks[-1].append(node)
+        if _ends_block(node, graph, readers):
+            blocks.append([])
+    trailing = blocks.pop()
+    layers: list[LayerSpec] = []
+
+    def add(node: Node, block: int, role: str) -> None:
+        in_shape = by_name[node.inputs[0]].shape
+        kernel = node.attrs.get("kernel", (1, 1))[0]
+        stride = node.attrs.get("strides", (1, 1))[0]
+        cin, cout = in_shape[-1], node.shape[-1]
+        groups = cin if node.op == "depthwise" else 1
+        layers.append(LayerSpec(len(layers), node.name, block, role, int(kernel), int(stride), int(cin), int(cout),
+                                int(groups), _spatial(in_shape), _spatial(node.shape),
+                                node.attrs.get("activation", "linear")))
+
+    add(weighted[0], -1, "stem")
+    for b, members in enumerate(blocks):
+        dw = next((k for k, n in enumerate(members) if n.op == "depthwise"), None)
+        for k, node in enumerate(members):
+            if node.op == "depthwise":
+                role = "depthwise"
+            elif k == len(members) - 1:
+                role = "project"
+            elif k == 0 and dw is not None and node.op == "conv2d" and node.attrs["kernel"] == (1, 1):
+                role = "expand"
+            else:
+                role = "dense" if node.op == "dense" else "conv"
+            add(node, b, role)
+    for node in trailing:
+        add(node, len(blocks), "final")
+    return LayerTable(tuple(layers))

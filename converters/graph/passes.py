@@ -1,0 +1,191 @@
+"""Pure rewrites of the graph IR: input preprocessing, the embedding, pruning, BN folding, fusion.
+
+Order (``prepare_graph``): absorb the input's Rescaling/Normalization into the input spec -> pick
+the embedding (dropping the user's classifier head) -> prune what the embedding does not read ->
+drop inference identities (Dropout) -> fold BatchNorm into the preceding conv/dense -> fuse each
+weighted layer with the activation that alone reads it.
+
+BN folding: an affine y = s * z + t after z = conv(x, W) + b, where the conv output is read by the
+affine alone, becomes the conv with W'[..., o] = s_o W[..., o] (output-channel axis: 3 for conv
+[kh, kw, C_in, C_out], 2 for depthwise [kh, kw, C, 1], 1 for dense [D_in, D_out]) and
+b'_o = s_o b_o + t_o. An affine after anything else stays (a per-channel op with a gradient).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from converters.graph.ir import Graph, InputSpec, Node
+
+
+class EmbeddingError(ValueError):
+    """The embedding cannot be found or has an unusable shape."""
+
+
+def _rewire(nodes: list[Node], removed: str, replacement: str) -> list[Node]:
+    """Drops node ``removed`` and makes its readers read ``replacement``."""
+    out = []
+    for node in nodes:
+        if node.name == removed:
+            continue
+        if removed in node.inputs:
+            node = node.replace(inputs=tuple(replacement if i == removed else i for i in node.inputs))
+        out.append(node)
+    return out
+
+
+def _consumers(nodes: list[Node]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {n.name: [] for n in nodes}
+    for node in nodes:
+        for i in node.inputs:
+            out[i].append(node.name)
+    return out
+
+
+def absorb_preprocessing(nodes: list[Node], spec: InputSpec) -> tuple[list[Node], InputSpec]:
+    """Folds the chain of Rescaling/Normalization right after the input into the input spec.
+
+    The chain computes x = a r + b per channel from raw pixels r; the exported graph computes
+    (r - mean) / std, so mean = -b / a and std = 1 / a, and the device feeds raw pixels in [0, 255].
+    """
+    a = np.ones(spec.shape[2], np.float64)
+    b = np.zeros(spec.shape[2], np.float64)
+    absorbed = []
+    image = nodes[0].name
+    while True:
+        readers = _consumers(nodes)[image]
+        if len(readers) != 1:
+            break
+        node = next(n for n in nodes if n.name == readers[0])
+        if node.op != "affine" or not node.attrs.get("preprocessing"):
+            break
+        scale, shift = (w.astype(np.float64) for w in node.weights)
+        a, b = a * scale, b * scale + shift
+        absorbed.append(node.name)
+        nodes = _rewire(nodes, node.name, image)
+    if not absorbed:
+        return nodes, spec
+    if np.any(a == 0):
+        raise EmbeddingError(f"input preprocessing {absorbed} multiplies a channel by 0")
+    mean = tuple(float(v) for v in -b / a)
+    std = tuple(float(v) for v in 1.0 / a)
+    return nodes, InputSpec(spec.shape, (0.0, 255.0), mean, std, source="+".join(absorbed))
+
+
+def _dominators(nodes: list[Node], target: str) -> set[str]:
+    """Nodes every path from the input to ``target`` passes through (``target`` included)."""
+    dom: dict[str, set[str]] = {}
+    for node in nodes:
+        if not node.inputs:
+            dom[node.name] = {node.name}
+        else:
+            dom[node.name] = set.intersection(*(dom[i] for i in node.inputs)) | {node.name}
+    return dom[target]
+
+
+def select_embedding(nodes: list[Node], output: str, feature_layer: str | None) -> tuple[list[Node], str]:
+    """The embedding node [N, D]: ``feature_layer`` if given, else the first global pooling (or
+    Flatten) that every path to the model's output passes through; the user's classifier after it
+    is dropped. A 4-D embedding gets a global average pooling appended, a [1, 1, D] one a reshape.
+
+    Raises:
+      EmbeddingError: an unknown ``feature_layer`` or an embedding of unusable rank.
+    """
+    by_name = {n.name: n for n in nodes}
+    if feature_layer is not None:
+        if feature_layer not in by_name:
+            raise EmbeddingError(f"--feature-layer {feature_layer!r} is not a layer of the model")
+        chosen = feature_layer
+    else:
+        dominators = _dominators(nodes, output)
+        pools = [n.name for n in nodes if n.name in dominators and
+                 (n.op == "global_pool" or (n.op == "reshape" and n.keras_class == "Flatten"))]
+        chosen = pools[0] if pools else output
+    node = by_name[chosen]
+    if len(node.shape) == 1:
+        return list(nodes), chosen
+    if len(node.shape) != 3:
+        raise EmbeddingError(f"the embedding {chosen!r} has shape {node.shape}; it must be [D] or [H, W, D]")
+    if node.shape[:2] == (1, 1):
+        extra = Node(f"{chosen}_embedding", "reshape", (chosen,), (node.shape[2],), keras_class="Flatten")
+    else:
+        extra = Node(f"{chosen}_embedding", "global_pool", (chosen,), (node.shape[2],), attrs={"keepdims": False},
+                     keras_class="GlobalAveragePooling2D")
+    return [*nodes, extra], extra.name
+
+
+def prune(nodes: list[Node], output: str) -> list[Node]:
+    """Only the nodes ``output`` reads (transitively)."""
+    needed = {output}
+    for node in reversed(nodes):
+        if node.name in needed:
+            needed.update(node.inputs)
+    return [n for n in nodes if n.name in needed]
+
+
+def drop_identities(nodes: list[Node], output: str) -> tuple[list[Node], str]:
+    """Removes inference identities (Dropout, linear Activation)."""
+    for node in [n for n in nodes if n.op == "identity"]:
+        nodes = _rewire(nodes, node.name, node.inputs[0])
+        if output == node.name:
+            output = node.inputs[0]
+    return nodes, output
+
+
+def _out_axis(node: Node) -> int:
+    return {"conv2d": 3, "depthwise": 2, "dense": 1}[node.op]
+
+
+def fold_batchnorm(nodes: list[Node], output: str) -> tuple[list[Node], str]:
+    """Folds every affine that alone reads a linear weighted node into it (module docstring)."""
+    changed = True
+    while changed:
+        changed = False
+        readers = _consumers(nodes)
+        by_name = {n.name: n for n in nodes}
+        for node in nodes:
+            if node.op != "affine" or node.attrs.get("preprocessing"):
+                continue
+            src = by_name[node.inputs[0]]
+            if not src.is_weighted or src.attrs.get("activation", "linear") != "linear" or readers[src.name] != [node.name]:
+                continue
+            scale, shift = node.weights
+            kernel, bias = src.weights
+            shape = [1] * kernel.ndim
+            shape[_out_axis(src)] = -1
+            folded = src.replace(weights=((kernel * scale.reshape(shape)).astype(np.float32),
+                                          (bias * scale + shift).astype(np.float32)))
+            nodes = [folded if n.name == src.name else n for n in nodes]
+            nodes = _rewire(nodes, node.name, src.name)
+            if output == node.name:
+                output = src.name
+            changed = True
+            break
+    return nodes, output
+
+
+def fuse_activations(nodes: list[Node], output: str) -> tuple[list[Node], str]:
+    """Moves an activation into the weighted node it alone reads (the layer's y = f(z))."""
+    for name in [n.name for n in nodes if n.op == "activation"]:
+        by_name = {n.name: n for n in nodes}
+        node = by_name[name]
+        src = by_name[node.inputs[0]]
+        if not src.is_weighted or src.attrs.get("activation", "linear") != "linear" or \
+                _consumers(nodes)[src.name] != [node.name]:
+            continue
+        fused = src.replace(attrs={**src.attrs, "activation": node.attrs["fn"], "alpha": node.attrs.get("alpha", 0.0)})
+        nodes = _rewire([fused if n.name == src.name else n for n in nodes], node.name, src.name)
+        if output == node.name:
+            output = src.name
+    return nodes, output
+
+
+def prepare_graph(nodes: list[Node], output: str, spec: InputSpec, feature_layer: str | None = None) -> Graph:
+    """All passes, in the module docstring's order."""
+    nodes, spec = absorb_preprocessing(nodes, spec)
+    nodes, output = select_embedding(nodes, output, feature_layer)
+    nodes = prune(nodes, output)
+    nodes, output = drop_identities(nodes, output)
+    nodes, output = fold_batchnorm(nodes, output)
+    nodes, output = fuse_activations(nodes, output)
+    return Graph(tuple(nodes), output, spec)

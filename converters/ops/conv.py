@@ -1,0 +1,166 @@
+"""Convolutions and Dense: forward, input gradient and channel-sparse weight gradient in builtin ops.
+
+Notation (one spatial axis; both axes alike): input x of size H, kernel k, stride s, padding
+(p_b, p_a), output size H'. Forward: z[i] = sum_t x_pad[s i + t] W[t] + b with x_pad = pad(x).
+
+* "same" (TF/Keras): H' = ceil(H / s), total = max((H' - 1) s + k - H, 0), p_b = total // 2 (the
+  extra row goes after: Keras is asymmetric at stride 2 on even sizes); "valid": p_b = 0,
+  H' = floor((H - k) / s) + 1.
+* weight gradient (only the selected output channels o in ``idx``):
+  dW[t, ci, o] = sum_{n, i} x_pad[n, s i + t, ci] g_z[n, i, o] (im2col + one MATMUL; depthwise: one
+  reduction per tap), db[o] = sum_{n, i} g_z[n, i, o].
+* input gradient: g_xpad[j] = sum_{i, t: s i + t = j} g_z[i] W[t] = a full correlation of the
+  zero-dilated gradient d (d[s i] = g_z[i]) with the flipped kernel; only the H rows that map to x
+  are computed (d is padded by k - 1 - p_b before and cut/padded to H + k - 1 rows), then a VALID
+  conv (dense: kernel transposed to [k, k, C_out, C_in]; depthwise: per channel).
+* Dense: z = x W + b; dW_sel = g_sel^T x; g_x = g_z W^T.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+
+def pad_amounts(size: int, kernel: int, stride: int, padding: str) -> tuple[int, int, int]:
+    """(pad_before, pad_after, out_size) along one axis for TF/Keras "same" or "valid" padding."""
+    if padding == "same":
+        out = math.ceil(size / stride)
+        total = max((out - 1) * stride + kernel - size, 0)
+        return total // 2, total - total // 2, out
+    if padding == "valid":
+        out = (size - kernel) // stride + 1
+        if out < 1:
+            raise ValueError(f"a {kernel}-wide 'valid' window does not fit an input of {size}")
+        return 0, 0, out
+    raise ValueError(f"padding must be 'same' or 'valid'; got {padding!r}")
+
+
+def _pads(in_hw, kernel, strides, padding):
+    return [pad_amounts(in_hw[a], kernel[a], strides[a], padding) for a in (0, 1)]
+
+
+def pad_input(x, in_hw, kernel, strides, padding):
+    """x padded as the forward pads it (zeros)."""
+    (hb, ha, _), (wb, wa, _) = _pads(in_hw, kernel, strides, padding)
+    if hb == ha == wb == wa == 0:
+        return x
+    return tf.pad(x, [[0, 0], [hb, ha], [wb, wa], [0, 0]])
+
+
+def shifted(x_pad, out_hw, strides, dy: int, dx: int):
+    """x_pad[:, s_h i + dy, s_w j + dx, :] for every output position (i, j)."""
+    (ho, wo), (sh, sw) = out_hw, strides
+    return x_pad[:, dy:dy + sh * (ho - 1) + 1:sh, dx:dx + sw * (wo - 1) + 1:sw, :]
+
+
+def conv2d_forward(x, kernel, bias, strides, padding):
+    """z = conv(x, W) + b (TF semantics, so the converter emits one CONV_2D)."""
+    return tf.nn.conv2d(x, kernel, list(strides), padding.upper()) + bias
+
+
+def depthwise_forward(x, kernel, bias, strides, padding):
+    """z = depthwise_conv(x, W) + b (one DEPTHWISE_CONV_2D)."""
+    return tf.nn.depthwise_conv2d(x, kernel, [1, strides[0], strides[1], 1], padding.upper()) + bias
+
+
+def dense_forward(x, kernel, bias):
+    """z = x W + b over the last axis (one FULLY_CONNECTED for rank-2 inputs)."""
+    if len(x.shape) == 2:
+        return tf.matmul(x, kernel) + bias
+    return tf.tensordot(x, kernel, axes=1) + bias
+
+
+def _dilate(d, out_hw, strides, channels: int):
+    """Zero-insertion d[s i] = g[i] along H and W (RESHAPE + PAD only)."""
+    (ho, wo), (sh, sw) = out_hw, strides
+    if sh > 1:
+        d = tf.reshape(d, [-1, ho, 1, wo * channels])
+        d = tf.pad(d, [[0, 0], [0, 0], [0, sh - 1], [0, 0]])
+        d = tf.reshape(d, [-1, ho * sh, wo, channels])[:, : (ho - 1) * sh + 1]
+    rows = (ho - 1) * sh + 1
+    if sw > 1:
+        d = tf.reshape(d, [-1, wo, 1, channels])
+        d = tf.pad(d, [[0, 0], [0, 0], [0, sw - 1], [0, 0]])
+        d = tf.reshape(d, [-1, rows, wo * sw, channels])[:, :, : (wo - 1) * sw + 1]
+    return d
+
+
+def _full_correlation_input(g_z, in_hw, out_hw, kernel, strides, padding, channels: int):
+    """The dilated, re-padded gradient whose VALID correlation with the flipped kernel is g_x."""
+    (hb, _, _), (wb, _, _) = _pads(in_hw, kernel, strides, padding)
+    d = _dilate(g_z, out_hw, strides, channels)
+    (h, w), (kh, kw) = in_hw, kernel
+    dh, dw = (out_hw[0] - 1) * strides[0] + 1, (out_hw[1] - 1) * strides[1] + 1
+    top, left = kh - 1 - hb, kw - 1 - wb
+    bottom, right = h + kh - 1 - top - dh, w + kw - 1 - left - dw
+    d = tf.pad(d, [[0, 0], [max(top, 0), max(bottom, 0)], [max(left, 0), max(right, 0)], [0, 0]])
+    if top < 0 or left < 0 or bottom < 0 or right < 0:
+        t, lft = max(-top, 0), max(-left, 0)
+        d = d[:, t:t + h + kh - 1, lft:lft + w + kw - 1, :]
+    return d
+
+
+def _flip(kernel):
+    return tf.reverse(tf.reverse(kernel, [0]), [1])  # one axis per op: tflite-runtime 2.14 REVERSE_V2
+
+
+def conv2d_input_grad(g_z, kernel, in_hw, out_hw, kernel_hw, strides, padding):
+    """g_x of a dense conv (module docstring); a 1x1 stride-1 conv is one CONV_2D with W^T."""
+    if tuple(kernel_hw) == (1, 1) and tuple(strides) == (1, 1):
+        return tf.nn.conv2d(g_z, tf.transpose(kernel, [0, 1, 3, 2]), 1, "VALID")
+    cout = g_z.shape[-1]
+    d = _full_correlation_input(g_z, in_hw, out_hw, kernel_hw, strides, padding, cout)
+    return tf.nn.conv2d(d, tf.transpose(_flip(kernel), [0, 1, 3, 2]), 1, "VALID")
+
+
+def depthwise_input_grad(g_z, kernel, in_hw, out_hw, kernel_hw, strides, padding):
+    """g_x of a depthwise conv (module docstring)."""
+    channels = g_z.shape[-1]
+    d = _full_correlation_input(g_z, in_hw, out_hw, kernel_hw, strides, padding, channels)
+    return tf.nn.depthwise_conv2d(d, _flip(kernel), [1, 1, 1, 1], "VALID")
+
+
+def dense_input_grad(g_z, kernel):
+    """g_x = g_z W^T."""
+    if len(g_z.shape) == 2:
+        return tf.matmul(g_z, kernel, transpose_b=True)
+    return tf.tensordot(g_z, tf.transpose(kernel), axes=1)
+
+
+def conv2d_weight_grad(x, g_z, idx, in_hw, out_hw, kernel_hw, strides, padding):
+    """dW and db of the output channels ``idx`` only, channel-major: [n, kh*kw*C_in] and [n].
+
+    The fan order (dy, dx, ci) is the row-major order of the Keras kernel [kh, kw, C_in, C_out].
+    """
+    n = tf.shape(idx)[0]
+    g_sel = tf.gather(g_z, idx, axis=3)
+    db = tf.reduce_sum(g_sel, axis=[0, 1, 2])
+    cin = x.shape[-1]
+    if tuple(kernel_hw) == (1, 1) and tuple(strides) == (1, 1):
+        cols = tf.reshape(x, [-1, cin])
+    else:
+        x_pad = pad_input(x, in_hw, kernel_hw, strides, padding)
+        taps = [shifted(x_pad, out_hw, strides, dy, dx) for dy in range(kernel_hw[0]) for dx in range(kernel_hw[1])]
+        cols = tf.reshape(tf.concat(taps, axis=3), [-1, kernel_hw[0] * kernel_hw[1] * cin])
+    g_mat = tf.reshape(g_sel, tf.stack([-1, n]))
+    return tf.matmul(g_mat, cols, transpose_a=True), db
+
+
+def depthwise_weight_grad(x, g_z, idx, in_hw, out_hw, kernel_hw, strides, padding):
+    """dW and db of the channels ``idx`` only: [n, kh*kw] (tap order dy, dx) and [n]."""
+    g_sel = tf.gather(g_z, idx, axis=3)
+    db = tf.reduce_sum(g_sel, axis=[0, 1, 2])
+    x_sel = tf.gather(pad_input(x, in_hw, kernel_hw, strides, padding), idx, axis=3)
+    taps = [tf.reduce_sum(shifted(x_sel, out_hw, strides, dy, dx) * g_sel, axis=[0, 1, 2])
+            for dy in range(kernel_hw[0]) for dx in range(kernel_hw[1])]
+    return tf.stack(taps, axis=1), db
+
+
+def dense_weight_grad(x, g_z, idx):
+    """dW and db of the output units ``idx`` only: [n, D_in] and [n]."""
+    din = x.shape[-1]
+    g_sel = tf.gather(g_z, idx, axis=len(g_z.shape) - 1)
+    g_mat = tf.reshape(g_sel, tf.stack([-1, tf.shape(idx)[0]]))
+    return tf.matmul(g_mat, tf.reshape(x, [-1, din]), transpose_a=True), tf.reduce_sum(g_mat, axis=0)

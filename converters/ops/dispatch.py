@@ -1,0 +1,104 @@
+"""Forward and backward of one graph node by its op kind (the op families live beside this module).
+
+``forward`` returns (z, y): y the node's output and z the pre-activation of weighted and activation
+nodes (None elsewhere), which the backward of the z-based activations needs. ``backward`` returns
+the gradient of every input of a non-weighted node (the trainable module handles weighted nodes,
+whose update depends on the channel selection).
+"""
+
+from __future__ import annotations
+
+from converters.graph.ir import Node
+from converters.ops import activations, conv, elementwise, pooling, shape_ops
+
+
+def weighted_pre_activation(node: Node, x, kernel, bias):
+    """z of a conv2d / depthwise / dense node."""
+    a = node.attrs
+    if node.op == "conv2d":
+        return conv.conv2d_forward(x, kernel, bias, a["strides"], a["padding"])
+    if node.op == "depthwise":
+        return conv.depthwise_forward(x, kernel, bias, a["strides"], a["padding"])
+    return conv.dense_forward(x, kernel, bias)
+
+
+def forward(node: Node, xs: list, params=None):
+    """(z, y) of ``node`` on input values ``xs``; ``params`` = (kernel, bias) of weighted nodes."""
+    a = node.attrs
+    if node.is_weighted:
+        z = weighted_pre_activation(node, xs[0], *params)
+        return z, activations.activation_forward(z, a.get("activation", "linear"), a.get("alpha", 0.0))
+    if node.op == "activation":
+        return xs[0], activations.activation_forward(xs[0], a["fn"], a.get("alpha", 0.0))
+    if node.op == "affine":
+        return None, elementwise.affine_forward(xs[0], *node.weights)
+    if node.op == "add":
+        return None, elementwise.add_forward(xs)
+    if node.op == "add_const":
+        return None, xs[0] + a["value"]
+    if node.op == "multiply":
+        return None, elementwise.multiply_forward(*xs)
+    if node.op == "scale":
+        return None, xs[0] * a["value"]
+    if node.op == "zero_pad":
+        return None, shape_ops.zero_pad_forward(xs[0], a["pads"])
+    if node.op == "avg_pool":
+        return None, pooling.avg_pool_forward(xs[0], a["pool"], a["strides"], a["padding"])
+    if node.op == "max_pool":
+        return None, pooling.max_pool_forward(xs[0], a["pool"], a["strides"], a["padding"])
+    if node.op == "global_pool":
+        return None, pooling.global_pool_forward(xs[0], a["keepdims"])
+    if node.op == "reshape":
+        return None, shape_ops.reshape_forward(xs[0], node.shape)
+    if node.op == "identity":
+        return None, xs[0]
+    if node.op == "opaque":
+        return None, node.call(xs)
+    raise ValueError(f"node {node.name!r}: unknown op {node.op!r}")
+
+
+def backward(node: Node, xs: list, z, y, g_y, in_shapes: list[tuple[int, ...]]) -> list:
+    """Gradients of the inputs of a non-weighted differentiable node."""
+    a = node.attrs
+    if node.op == "activation":
+        return [activations.activation_backward(z, y, g_y, a["fn"], a.get("alpha", 0.0))]
+    if node.op == "affine":
+        return [elementwise.affine_backward(g_y, node.weights[0])]
+    if node.op == "add":
+        return elementwise.add_backward(g_y, in_shapes, node.shape)
+    if node.op in ("add_const", "identity"):
+        return [g_y]
+    if node.op == "scale":
+        return [g_y * a["value"]]
+    if node.op == "multiply":
+        return list(elementwise.multiply_backward(xs[0], xs[1], g_y, in_shapes, node.shape))
+    if node.op == "zero_pad":
+        return [shape_ops.zero_pad_backward(g_y, a["pads"], in_shapes[0])]
+    if node.op == "avg_pool":
+        return [pooling.avg_pool_backward(g_y, in_shapes[0][:2], node.shape[:2], a["pool"], a["strides"], a["padding"])]
+    if node.op == "max_pool":
+        return [pooling.max_pool_backward(xs[0], y, g_y, in_shapes[0][:2], node.shape[:2], a["pool"], a["strides"],
+                                          a["padding"])]
+    if node.op == "global_pool":
+        return [pooling.global_pool_backward(g_y, in_shapes[0])]
+    if node.op == "reshape":
+        return [shape_ops.reshape_backward(g_y, in_shapes[0])]
+    raise ValueError(f"node {node.name!r} ({node.keras_class or node.op}) has no on-device gradient")
+
+
+def weighted_input_grad(node: Node, g_z, kernel, in_shape: tuple[int, ...]):
+    """g_x of a weighted node from g_z."""
+    a = node.attrs
+    if node.op == "dense":
+        return conv.dense_input_grad(g_z, kernel)
+    fn = conv.depthwise_input_grad if node.op == "depthwise" else conv.conv2d_input_grad
+    return fn(g_z, kernel, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"])
+
+
+def weighted_weight_grad(node: Node, x, g_z, idx, in_shape: tuple[int, ...]):
+    """(dW [n, fan], db [n]) of the output channels ``idx`` of a weighted node."""
+    a = node.attrs
+    if node.op == "dense":
+        return conv.dense_weight_grad(x, g_z, idx)
+    fn = conv.depthwise_weight_grad if node.op == "depthwise" else conv.conv2d_weight_grad
+    return fn(x, g_z, idx, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"])

@@ -1,0 +1,82 @@
+"""Pooling: average, max and global average pooling, forward and builtin-op backward.
+
+* avg_pool: y[i] = 1/c_i sum_{t in window i} x_pad[s i + t], where c_i counts the window's real
+  (non-padding) elements (TF excludes padding). Backward: the adjoint of that sum, i.e. the
+  depthwise-conv input gradient (``conv.depthwise_input_grad``) of g_y / c with a kernel of ones.
+* max_pool: y[i] = max_{t} x_pad[s i + t]; the gradient goes to the first maximal element of each
+  window in row-major tap order (TF's rule for ties): for tap t, m_t = [x_t == y] and not taken by
+  an earlier tap; g_x_pad += place_t(g_y * m_t), where place_t puts position i at s i + t
+  (zero-insertion and padding), then the padding is cropped.
+* global_pool: y = mean over H x W (keepdims or not), g_x = g_y / (H W) broadcast over H x W.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from converters.ops.conv import _dilate, depthwise_input_grad, pad_amounts, shifted
+
+POOL_PAD_VALUE = -3.0e38
+"""Padding value of max pooling's recomputation: below any finite activation."""
+
+
+def window_counts(in_hw, out_hw, pool, strides, padding) -> np.ndarray:
+    """c[i, j]: real input elements under window (i, j), as float32 [H', W']."""
+    axes = []
+    for a in (0, 1):
+        before, _, _ = pad_amounts(in_hw[a], pool[a], strides[a], padding)
+        starts = np.arange(out_hw[a]) * strides[a] - before
+        ends = starts + pool[a]
+        axes.append(np.minimum(ends, in_hw[a]) - np.maximum(starts, 0))
+    return np.outer(axes[0], axes[1]).astype(np.float32)
+
+
+def avg_pool_forward(x, pool, strides, padding):
+    """TF average pooling (one AVERAGE_POOL_2D)."""
+    return tf.nn.avg_pool2d(x, list(pool), list(strides), padding.upper())
+
+
+def avg_pool_backward(g_y, in_hw, out_hw, pool, strides, padding):
+    """g_x of average pooling (module docstring)."""
+    channels = g_y.shape[-1]
+    counts = window_counts(in_hw, out_hw, pool, strides, padding)
+    ones = tf.ones([pool[0], pool[1], channels, 1], tf.float32)
+    scaled = g_y * tf.constant(1.0 / counts[None, :, :, None])
+    return depthwise_input_grad(scaled, ones, in_hw, out_hw, pool, strides, padding)
+
+
+def max_pool_forward(x, pool, strides, padding):
+    """TF max pooling (one MAX_POOL_2D)."""
+    return tf.nn.max_pool2d(x, list(pool), list(strides), padding.upper())
+
+
+def max_pool_backward(x, y, g_y, in_hw, out_hw, pool, strides, padding):
+    """g_x of max pooling (module docstring)."""
+    (hb, ha, _), (wb, wa, _) = (pad_amounts(in_hw[a], pool[a], strides[a], padding) for a in (0, 1))
+    x_pad = tf.pad(x, [[0, 0], [hb, ha], [wb, wa], [0, 0]], constant_values=POOL_PAD_VALUE) if hb + ha + wb + wa else x
+    hp, wp = in_hw[0] + hb + ha, in_hw[1] + wb + wa
+    channels = g_y.shape[-1]
+    dh, dw = (out_hw[0] - 1) * strides[0] + 1, (out_hw[1] - 1) * strides[1] + 1
+    taken = tf.zeros_like(y)
+    g_pad = None
+    for dy in range(pool[0]):
+        for dx in range(pool[1]):
+            hit = tf.cast(tf.equal(shifted(x_pad, out_hw, strides, dy, dx), y), tf.float32) * (1.0 - taken)
+            taken = taken + hit
+            placed = _dilate(g_y * hit, out_hw, strides, channels)
+            placed = tf.pad(placed, [[0, 0], [dy, hp - dy - dh], [dx, wp - dx - dw], [0, 0]])
+            g_pad = placed if g_pad is None else g_pad + placed
+    return g_pad[:, hb:hb + in_hw[0], wb:wb + in_hw[1], :]
+
+
+def global_pool_forward(x, keepdims: bool):
+    """Mean over H and W (one MEAN)."""
+    return tf.reduce_mean(x, axis=[1, 2], keepdims=keepdims)
+
+
+def global_pool_backward(g_y, in_shape):
+    """g_x = g_y / (H W) broadcast over H x W."""
+    h, w, c = in_shape
+    g = tf.reshape(g_y, [-1, 1, 1, c]) * (1.0 / float(h * w))
+    return g + tf.zeros([1, h, w, c], tf.float32)
