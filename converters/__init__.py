@@ -1,6 +1,13 @@
 """Offline converters (TensorFlow side): any supported Keras CNN -> trainable, builtins-only ``.tflite``."""
 
-from converters.build_module import PreparedModel, backbone_model, module_from_config, module_from_keras, prepare_model
+from converters.build_module import (
+    PreparedModel,
+    backbone_model,
+    folded_backbone,
+    module_from_config,
+    module_from_keras,
+    prepare_model,
+)
 from converters.export import ExportResult, build_metadata, convert, export_keras, export_model, write_export
 from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
@@ -22,6 +29,7 @@ __all__ = [
     "convert",
     "export_keras",
     "export_model",
+    "folded_backbone",
     "graph_layer_table",
     "module_from_config",
     "module_from_keras",

@@ -100,3 +100,14 @@ def module_from_keras(model: keras.Model, config: ExportConfig) -> TrainableModu
 def module_from_config(config: ExportConfig) -> TrainableModule:
     """The ``TrainableModule`` of a built-in backbone (the same path as a user's model)."""
     return module_from_keras(backbone_model(config), config)
+
+
+def folded_backbone(config: ExportConfig):
+    """The BN-folded Keras form of a built-in backbone (a TF-side reference for tests and the
+    adaptation simulator; the export itself folds on the graph IR)."""
+    from tflite_train.models import fold_batchnorm
+
+    backbone = build_backbone(config.backbone, config.input_size, config.in_channels, seed=config.seed)
+    if config.weights:
+        backbone.model.load_weights(config.weights)
+    return fold_batchnorm(backbone)

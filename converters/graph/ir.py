@@ -61,6 +61,9 @@ class Node:
       keras_class: Class name of the Keras layer or op it came from (for messages).
       keras_op: The Keras operation, for ``opaque`` nodes only (called in the frozen forward).
       call: For ``opaque`` nodes, a function (values list) -> output tensor.
+
+    Weighted nodes also record ``attrs["keras_output"]``: the Keras layer whose output their y is
+    (after BN folding and activation fusion), for references computed on the Keras model.
     """
 
     name: str

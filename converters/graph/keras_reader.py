@@ -120,7 +120,7 @@ class _Reader:
             kernel = _f32(layer.kernel)
             bias = _f32(layer.bias) if layer.use_bias else np.zeros(kernel.shape[1], np.float32)
             out = self.add(name, "dense", inputs, (*shape[:-1], kernel.shape[1]), cls, weights=(kernel, bias),
-                           attrs={"activation": "linear"})
+                           attrs={"activation": "linear", "keras_output": name})
             return self._activation_after(layer, out)
         if cls == "BatchNormalization" and layer.axis in (-1, len(shape)):
             mean, var = _f32(layer.moving_mean), _f32(layer.moving_variance)
@@ -183,7 +183,7 @@ class _Reader:
         bias = _f32(layer.bias) if layer.use_bias else np.zeros(out_channels, np.float32)
         out = self.add(layer.name, op, [x], (*out_hw, out_channels), type(layer).__name__, weights=(kernel, bias),
                        attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding,
-                              "activation": "linear"})
+                              "activation": "linear", "keras_output": layer.name})
         return self._activation_after(layer, out)
 
     def _activation_after(self, layer, out: str) -> str:
@@ -198,6 +198,7 @@ class _Reader:
             return self.add(f"{layer.name}_{name}", "opaque", [out], shape, f"activation {name}",
                             call=lambda xs: activation(xs[0]))
         attrs = {"fn": fn, "alpha": 0.2} if fn == "leaky_relu" else {"fn": fn}
+        attrs["keras_output"] = layer.name
         return self.add(f"{layer.name}_{fn}", "activation", [out], shape, type(layer).__name__, attrs=attrs)
 
     def _preprocessing(self, layer, cls: str, inputs: list[str], shape) -> str:

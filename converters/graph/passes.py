@@ -154,7 +154,8 @@ def fold_batchnorm(nodes: list[Node], output: str) -> tuple[list[Node], str]:
             shape = [1] * kernel.ndim
             shape[_out_axis(src)] = -1
             folded = src.replace(weights=((kernel * scale.reshape(shape)).astype(np.float32),
-                                          (bias * scale + shift).astype(np.float32)))
+                                          (bias * scale + shift).astype(np.float32)),
+                                 attrs={**src.attrs, "keras_output": node.name})
             nodes = [folded if n.name == src.name else n for n in nodes]
             nodes = _rewire(nodes, node.name, src.name)
             if output == node.name:
@@ -173,7 +174,8 @@ def fuse_activations(nodes: list[Node], output: str) -> tuple[list[Node], str]:
         if not src.is_weighted or src.attrs.get("activation", "linear") != "linear" or \
                 _consumers(nodes)[src.name] != [node.name]:
             continue
-        fused = src.replace(attrs={**src.attrs, "activation": node.attrs["fn"], "alpha": node.attrs.get("alpha", 0.0)})
+        fused = src.replace(attrs={**src.attrs, "activation": node.attrs["fn"], "alpha": node.attrs.get("alpha", 0.0),
+                                   "keras_output": node.attrs.get("keras_output", node.name)})
         nodes = _rewire([fused if n.name == src.name else n for n in nodes], node.name, src.name)
         if output == node.name:
             output = src.name

@@ -56,14 +56,14 @@ def test_shipped_weights_export_module_matches_keras():
     import numpy as np
     import tensorflow as tf
 
-    from converters.build_module import folded_backbone, module_from_backbone
+    from converters.build_module import module_from_config
     from tflite_train.models import build_backbone
 
     weights = pathlib.Path(__file__).resolve().parents[2] / "weights" / "mcunet_64_meta.weights.h5"
     config = resolve_export_config(str(weights), candidate_blocks=1, class_capacity=4)
     assert (config.backbone, config.input_size, config.mean, config.std) == ("mcunet", (64, 64), (0.0,) * 3, (1.0,) * 3)
     assert config.cosine_scale == pytest.approx(10.0692, abs=1e-3)
-    module = module_from_backbone(config, folded_backbone(config))
+    module = module_from_config(config)
     keras_model = build_backbone("mcunet", 64).model
     keras_model.load_weights(weights)
     images = np.random.default_rng(0).uniform(size=(3, 64, 64, 3)).astype(np.float32)

@@ -1,0 +1,131 @@
+"""TensorFlow references for the parity tests of the exported signatures (run where TF is installed).
+
+* ``infer``: the Keras model itself (inference mode, BatchNorm unfolded) up to the embedding, then
+  the cosine head in TF.
+* ``fisher``: TF autodiff (``tf.GradientTape``) of the per-sample losses through the module's
+  forward pass, Delta_o = 1/(2N) sum_n (sum_d y_nd dL_n/dy_nd)^2 (TinyTrain Eq. 1).
+* ``train_step``: TF autodiff of the mean loss w.r.t. the candidate kernels and biases, then a
+  masked, bias-corrected Adam (or SGD with momentum) on the selected output channels in numpy.
+
+The vectors are saved beside each fixture (``<fixture>.parity.npz``) so that the same comparison
+runs on tflite-runtime in the Pi environment, which has no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from converters.trainable_module import TrainableModule
+
+PARITY_STEPS = 3
+TOLERANCES = {"embeddings": 1e-4, "logits": 1e-4, "fisher": 2e-3, "loss": 1e-4, "weights": 1e-3}
+"""max |tflite - reference| / max |reference| allowed per output (weights: per layer, after the steps)."""
+
+
+def keras_embedding(model: keras.Model, module: TrainableModule, images: np.ndarray) -> np.ndarray:
+    """The Keras model's embedding of raw ``images`` (the model's own preprocessing, or the export's)."""
+    graph = module.graph
+    by_name = graph.by_name
+    node = by_name[graph.output]
+    post = None
+    if node.name.endswith("_embedding") and node.keras_class in ("Flatten", "GlobalAveragePooling2D"):
+        post, node = node.op, by_name[node.inputs[0]]
+    layer = node.attrs.get("keras_output", node.name)
+    sub = keras.Model(model.inputs, model.get_layer(layer).output)
+    spec = graph.input_spec
+    x = images if spec.source != "config" else (images - np.float32(spec.mean)) / np.float32(spec.std)
+    out = np.asarray(sub(x.astype(np.float32), training=False))
+    if post == "global_pool":
+        out = out.mean(axis=(1, 2))
+    return out.reshape(out.shape[0], -1)
+
+
+def _head(module: TrainableModule, emb, prototypes, k: int):
+    e_hat = emb * tf.math.rsqrt(tf.reduce_sum(emb * emb, 1, keepdims=True) + 1e-12)
+    p = tf.constant(prototypes)
+    p_hat = p * tf.math.rsqrt(tf.reduce_sum(p * p, 1, keepdims=True) + 1e-12)
+    valid = tf.cast(tf.range(module.config.class_capacity) < k, tf.float32)
+    return module.config.cosine_scale * tf.matmul(e_hat, p_hat, transpose_b=True) * valid + (1 - valid) * -1e9
+
+
+def parity_selection(module: TrainableModule) -> np.ndarray:
+    """Every other channel of the lowest and of the highest candidate, all of a middle one."""
+    parts = []
+    count = len(module.mask_sizes)
+    for p, size in enumerate(module.mask_sizes):
+        mask = np.zeros(size, np.float32)
+        if p in (0, count - 1):
+            mask[::2] = 1.0
+        elif p == count // 2:
+            mask[:] = 1.0
+        parts.append(mask)
+    return np.concatenate(parts)
+
+
+def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0, n: int = 4,
+                      k: int = 3) -> dict[str, np.ndarray]:
+    """Inputs and reference outputs of infer, fisher and PARITY_STEPS train steps (module docstring)."""
+    rng = np.random.default_rng(seed)
+    spec = module.graph.input_spec
+    low, high = spec.value_range
+    images = rng.uniform(low, high, (n, *spec.shape)).astype(np.float32)
+    labels = (np.arange(n) % k).astype(np.int32)
+    module.reset_state()
+    emb = keras_embedding(model, module, images)
+    prototypes = np.zeros((module.config.class_capacity, module.feature_dim), np.float32)
+    prototypes[:k] = np.stack([emb[labels == c].mean(axis=0) for c in range(k)])
+    out = {"images": images, "labels": labels, "prototypes": prototypes, "num_classes": np.array(k, np.int32),
+           "infer/embeddings": emb, "infer/logits": _head(module, emb, prototypes, k).numpy()[:, :k]}
+
+    x = tf.constant(images)
+    with tf.GradientTape() as tape:
+        tape.watch(x)  # records the whole forward, so intermediate activations have gradients
+        emb_t, saved = module._forward(x)
+        acts = [saved[name][2] for name in module.candidate_names]
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, _head(module, emb_t, prototypes, k))
+        total = tf.reduce_sum(losses)
+    grads = tape.gradient(total, acts)
+    for name, a, g in zip(module.candidate_names, acts, grads):
+        axes = tuple(range(1, len(a.shape) - 1))
+        per_sample = np.sum((a * g).numpy(), axis=axes) if axes else (a * g).numpy()
+        out[f"fisher/{name}"] = np.sum(per_sample ** 2, axis=0) / (2 * n)
+
+    mask = parity_selection(module)
+    out["channel_mask"] = mask
+    masks = dict(zip(module.candidate_names, np.split(mask, np.cumsum(module.mask_sizes)[:-1])))
+    cfg = module.config
+    variables = {f"{c}_{p}": module._vars[f"{c}_{p}"] for c in module.candidate_names for p in ("kernel", "bias")}
+    values = {name: v.numpy().copy() for name, v in variables.items()}
+    slots = {name: [np.zeros_like(v) for _ in range(2)] for name, v in values.items()}
+    for step in range(1, PARITY_STEPS + 1):
+        with tf.GradientTape() as tape:
+            tape.watch(list(variables.values()))  # state variables are not trainable
+            emb_t, _ = module._forward(x)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels, _head(module, emb_t, prototypes, k)))
+        grads = dict(zip(variables, tape.gradient(loss, list(variables.values()))))
+        out[f"train_step/{step - 1}/loss"] = np.array(loss.numpy(), np.float32)
+        for name, value in values.items():
+            layer, param = name.rsplit("_", 1)
+            sel = masks[layer] > 0.5
+            where = sel.reshape(1, 1, -1, 1) if value.ndim == 4 and value.shape[-1] == 1 and \
+                module.graph.by_name[layer].op == "depthwise" else sel
+            g = grads[name].numpy()
+            m, v = slots[name]
+            if cfg.optimizer == "adam":
+                m_new = cfg.beta1 * m + (1 - cfg.beta1) * g
+                v_new = cfg.beta2 * v + (1 - cfg.beta2) * g * g
+                update = cfg.learning_rate * (m_new / (1 - cfg.beta1 ** step)) / (
+                    np.sqrt(v_new / (1 - cfg.beta2 ** step)) + cfg.epsilon)
+            else:
+                m_new, v_new = cfg.momentum * m + g, v
+                update = cfg.learning_rate * m_new
+            values[name] = np.where(where, value - update, value).astype(np.float32)
+            slots[name] = [np.where(where, m_new, m), np.where(where, v_new, v)]
+            variables[name].assign(values[name])
+    for name, value in values.items():
+        out[f"state/{name}"] = value
+    module.reset_state()
+    return out
