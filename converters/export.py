@@ -83,7 +83,7 @@ def model_id(module: TrainableModule) -> str:
 def build_metadata(module: TrainableModule) -> dict:
     """The ``tflite_train`` metadata JSON (CONTRACT.md)."""
     cfg = module.config
-    spec = module.graph.input_spec
+    inp = module.graph.input_spec
     layers = []
     for spec in module.table:
         cost = layer_cost(spec)
@@ -109,9 +109,9 @@ def build_metadata(module: TrainableModule) -> dict:
         "format_version": 1,
         "backbone": cfg.backbone,
         "model_id": model_id(module),
-        "input": {"height": spec.shape[0], "width": spec.shape[1], "channels": spec.shape[2],
-                  "dtype": "float32", "range": list(spec.value_range), "mean": list(spec.mean), "std": list(spec.std),
-                  "normalisation_source": spec.source},
+        "input": {"height": inp.shape[0], "width": inp.shape[1], "channels": inp.shape[2],
+                  "dtype": "float32", "range": list(inp.value_range), "mean": list(inp.mean), "std": list(inp.std),
+                  "normalisation_source": inp.source},
         "feature_dim": module.feature_dim,
         "class_capacity": cfg.class_capacity,
         "head": {"type": "cosine_prototype", "scale": cfg.cosine_scale},

@@ -13,8 +13,13 @@ import logging
 import pathlib
 
 
+import numpy as np
+
+from converters.build_module import backbone_model
+from converters.example_models import EXAMPLE_MODELS
 from converters.export import write_export
 from converters.export_config import ExportConfig
+from converters.reference import reference_vectors
 from converters.weights_spec import export_fields_from_sidecar, sidecar_path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -54,13 +59,31 @@ FIXTURES: dict[str, ExportConfig] = {
                                      optimizer="sgd_momentum", learning_rate=0.01, train_variants=2),
 }
 
+KERAS_FIXTURES: dict[str, tuple[str, ExportConfig]] = {
+    # user models (converters.example_models), exported through the same path as the built-ins
+    "byo_plain_cnn_23": ("plain_cnn", ExportConfig(backbone="keras", input_size=None, candidates="all",
+                                                   feature_layer="features", class_capacity=6,
+                                                   optimizer="sgd_momentum", learning_rate=0.01, train_variants=2)),
+    "byo_rescaling_20": ("rescaling_net", ExportConfig(backbone="keras", input_size=None, candidates="all",
+                                                       class_capacity=6, train_variants=2)),
+    "byo_mobilenet_v2_32": ("mobilenet_v2", ExportConfig(backbone="keras", input_size=None, candidates="blocks:2",
+                                                         class_capacity=6, train_variants=2)),
+    "byo_mobilenet_v3_small_32": ("mobilenet_v3_small", ExportConfig(backbone="keras", input_size=None,
+                                                                     candidates="blocks:2", class_capacity=6,
+                                                                     train_variants=2)),
+}
+"""User-model fixtures: (``converters.example_models`` builder, export config)."""
+
+ALL_FIXTURES = [*FIXTURES, *KERAS_FIXTURES]
+
+
 def code_stamp(config: ExportConfig | None = None) -> str:
     """sha256 over the exporter and backbone sources (and the config's weights file, if any).
 
     A fixture is stale when they change.
     """
     digest = hashlib.sha256()
-    for file in sorted([*ROOT.glob("converters/*.py"), *ROOT.glob("tflite_train/models/*.py"),
+    for file in sorted([*ROOT.glob("converters/**/*.py"), *ROOT.glob("tflite_train/models/*.py"),
                         *ROOT.glob("tflite_train/architectures.py")]):
         digest.update(file.read_bytes())
     if config is not None and config.weights:
@@ -72,8 +95,8 @@ def write_fixtures(out: pathlib.Path, names: list[str] | None = None) -> list[pa
     """Exports the named fixtures (default: all) into ``out``; skips files whose config is unchanged."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in names or list(FIXTURES):
-        config = FIXTURES[name]
+    for name in names or ALL_FIXTURES:
+        builder, config = KERAS_FIXTURES[name] if name in KERAS_FIXTURES else (None, FIXTURES[name])
         path = out / f"{name}.tflite"
         config_path = path.with_suffix(".tflite.config.json")
         stamp_path = path.with_suffix(".tflite.stamp")
@@ -83,7 +106,9 @@ def write_fixtures(out: pathlib.Path, names: list[str] | None = None) -> list[pa
             logging.info("fixture %s up to date", path)
         else:
             logging.info("exporting fixture %s", path)
-            write_export(config, path)
+            model = EXAMPLE_MODELS[builder]() if builder else backbone_model(config)
+            result = write_export(config, path, model)
+            np.savez(path.with_suffix(".parity.npz"), **reference_vectors(model, result.module))
             stamp_path.write_text(stamp)
         written.append(path)
     return written
@@ -92,12 +117,12 @@ def write_fixtures(out: pathlib.Path, names: list[str] | None = None) -> list[pa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("build/test-models"))
-    parser.add_argument("--only", action="append", choices=sorted(FIXTURES))
+    parser.add_argument("--only", action="append", choices=sorted(ALL_FIXTURES))
     parser.add_argument("--force", action="store_true", help="re-export even when up to date")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.force:
-        for name in args.only or FIXTURES:
+        for name in args.only or ALL_FIXTURES:
             (args.out / f"{name}.tflite").unlink(missing_ok=True)
     for path in write_fixtures(args.out, args.only):
         print(path)
