@@ -14,7 +14,7 @@ import keras
 
 from converters.export_config import ExportConfig
 from converters.graph.ir import Graph, InputSpec
-from converters.graph.keras_reader import read_keras
+from converters.graph.keras_reader import GraphReadError, read_keras
 from converters.graph.layer_table import graph_layer_table
 from converters.graph.passes import prepare_graph
 from converters.graph.region import check_region, parse_candidates
@@ -49,9 +49,13 @@ def input_shape_of(model: keras.Model, config: ExportConfig) -> tuple[int, int, 
     Raises:
       ValueError: the model's input has no static size and none is configured.
     """
-    shape = tuple(model.inputs[0].shape) if getattr(model, "inputs", None) else ()
+    inputs = getattr(model, "inputs", None) or []
+    if len(inputs) != 1:
+        raise GraphReadError(f"model {model.name!r} must have exactly one input (an NHWC image); got {len(inputs)}")
+    shape = tuple(inputs[0].shape)
     if len(shape) != 4:
-        raise ValueError(f"model {model.name!r} must take NHWC images; its input is {shape}")
+        raise GraphReadError(f"model {model.name!r} takes rank-{len(shape)} input {shape}; only image CNNs "
+                             "(N, H, W, C) can be exported")
     channels = shape[3]
     if channels is None:
         raise ValueError(f"model {model.name!r} has no static channel count")

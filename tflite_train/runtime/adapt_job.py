@@ -40,6 +40,15 @@ def load_model(model_path: str | os.PathLike) -> TrainableModel:
     return model
 
 
+def to_input_range(images: np.ndarray, model: TrainableModel) -> np.ndarray:
+    """Images decoded to [0, 1] mapped to the model's input range (metadata ``input.range``, e.g.
+    raw pixels [0, 255] for a model that normalises its input itself): x = low + (high - low) u."""
+    low, high = (float(v) for v in model.metadata["input"].get("range", (0.0, 1.0)))
+    if (low, high) == (0.0, 1.0):
+        return images
+    return (low + (high - low) * images).astype(np.float32)
+
+
 def run_adaptation(
     model_path: str | os.PathLike,
     support_dir: str | os.PathLike,
@@ -57,10 +66,12 @@ def run_adaptation(
     model = load_model(model_path)
     load_seconds = time.perf_counter() - start
     images, labels, names = load_image_folder(support_dir, model.input_shape)
+    images = to_input_range(images, model)
     check_labelled_set(model, images, labels)
     query = None
     if query_dir is not None:
         q_images, q_labels, q_names = load_image_folder(query_dir, model.input_shape)
+        q_images = to_input_range(q_images, model)
         index = {name: i for i, name in enumerate(names)}
         unknown = sorted(set(q_names) - set(index))
         if unknown:
@@ -96,7 +107,7 @@ def run_prediction(
         raise ValueError("no images given to predict")
     model = load_model(model_path)
     checkpoint = restore_checkpoint(model, load_checkpoint(checkpoint_path))
-    images = load_images(image_paths, model.input_shape)
+    images = to_input_range(load_images(image_paths, model.input_shape), model)
     ids = predict(model, images)
     names = checkpoint.class_names or tuple(str(i) for i in range(model.num_classes))
     return [(str(p), int(i), names[int(i)]) for p, i in zip(image_paths, ids)]

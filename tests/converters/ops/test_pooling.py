@@ -1,0 +1,49 @@
+"""Average, max and global average pooling: builtin-op backward vs TF autodiff (stride 1 and 2,
+odd sizes, "same" with its padding-excluding counts, "valid")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from op_parity import autodiff, rel
+from converters.ops import pooling
+
+CASES = [((9, 9), (2, 2), (2, 2), "valid"), ((9, 8), (3, 3), (2, 2), "same"), ((7, 7), (2, 2), (1, 1), "same"),
+         ((8, 8), (3, 3), (1, 1), "valid"), ((10, 9), (2, 2), (2, 2), "same")]
+
+
+@pytest.mark.parametrize("hw,pool,strides,padding", CASES)
+def test_avg_pool(rng, hw, pool, strides, padding):
+    x = rng.normal(size=(2, *hw, 3)).astype(np.float32)
+    y = pooling.avg_pool_forward(tf.constant(x), pool, strides, padding)
+    g = rng.normal(size=y.shape).astype(np.float32)
+    (ref,) = autodiff(lambda v: pooling.avg_pool_forward(v, pool, strides, padding), [x], g)
+    got = pooling.avg_pool_backward(tf.constant(g), hw, tuple(y.shape[1:3]), pool, strides, padding)
+    assert rel(got, ref) < 1e-5
+
+
+@pytest.mark.parametrize("hw,pool,strides,padding", CASES)
+def test_max_pool(rng, hw, pool, strides, padding):
+    x = rng.normal(size=(2, *hw, 3)).astype(np.float32)
+    y = pooling.max_pool_forward(tf.constant(x), pool, strides, padding)
+    g = rng.normal(size=y.shape).astype(np.float32)
+    (ref,) = autodiff(lambda v: pooling.max_pool_forward(v, pool, strides, padding), [x], g)
+    got = pooling.max_pool_backward(tf.constant(x), y, tf.constant(g), hw, tuple(y.shape[1:3]), pool, strides, padding)
+    assert rel(got, ref) < 1e-6
+
+
+def test_window_counts_by_hand():
+    # 5 wide, window 3, stride 2, "same": out 3, pad 1 before and after -> counts 2, 3, 2
+    np.testing.assert_array_equal(pooling.window_counts((5, 5), (3, 3), (3, 3), (2, 2), "same"),
+                                  np.outer([2, 3, 2], [2, 3, 2]))
+
+
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_global_pool(rng, keepdims):
+    x = rng.normal(size=(2, 5, 3, 4)).astype(np.float32)
+    y = pooling.global_pool_forward(tf.constant(x), keepdims)
+    g = rng.normal(size=y.shape).astype(np.float32)
+    (ref,) = autodiff(lambda v: pooling.global_pool_forward(v, keepdims), [x], g)
+    assert rel(pooling.global_pool_backward(tf.constant(g), (5, 3, 4)), ref) < 1e-6

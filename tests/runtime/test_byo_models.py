@@ -1,0 +1,63 @@
+"""User Keras models on the device side (no TensorFlow needed): verify, adapt and predict.
+
+The fixtures are keras.applications MobileNetV2-0.35 and MobileNetV3-Small (raw-pixel input:
+its Rescaling layer became the input spec) and a plain CNN, exported by the same path as the
+built-in backbones (``converters.fixtures``). Runs in the main env and in the Pi env.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from runtime_fixtures import fixture_model, write_episode_folders
+from tflite_train.cli import main
+from tflite_train.runtime import TrainableModel, read_metadata
+from tflite_train.runtime.selftest import verify
+
+BYO = ["byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]
+
+
+@pytest.mark.parametrize("name", BYO)
+def test_verify_passes(name):
+    result = verify(fixture_model(name))
+    assert result.passed, result.format()
+
+
+def test_raw_pixel_models_declare_their_range():
+    meta = read_metadata(fixture_model("byo_mobilenet_v3_small_32"))
+    assert meta["input"]["range"] == [0.0, 255.0]
+    np.testing.assert_allclose(meta["input"]["mean"], [127.5] * 3, rtol=1e-6)
+    np.testing.assert_allclose(meta["input"]["std"], [127.5] * 3, rtol=1e-6)
+    assert read_metadata(fixture_model("byo_mobilenet_v2_32"))["input"]["range"] == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("name", ["byo_mobilenet_v3_small_32", "byo_plain_cnn_23"])
+def test_adapt_and_predict_cli(name, fashion, tmp_path, capsys):
+    support, query = write_episode_folders(fashion, tmp_path / "data", ways=3, shots=3, queries=4, seed=1)
+    out = tmp_path / "m.ckpt"
+    model = str(fixture_model(name))
+    assert main(["adapt", "--model", model, "--support", str(support), "--query", str(query), "--out", str(out),
+                 "--iterations", "6", "--policy", "tinytrain", "--mem-budget", "4MiB"]) == 0
+    report = json.loads((tmp_path / "m.ckpt.report.json").read_text())
+    assert report["selection"]["layers"], "TinyTrain selected nothing"
+    assert len(report["losses"]) == 6 and all(np.isfinite(report["losses"]))
+    assert 0.0 <= report["query_accuracy"] <= 1.0
+    capsys.readouterr()
+    images = sorted(str(p) for p in (query / "class2").iterdir())
+    assert main(["predict", "--model", model, "--checkpoint", str(out), *images]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == len(images)
+
+
+def test_raw_pixel_model_gets_raw_pixels(fashion, tmp_path):
+    """Images decoded to [0, 1] reach a [0, 255] model scaled: its embeddings equal those of the
+    same images fed as raw pixels."""
+    from tflite_train.runtime.adapt_job import to_input_range
+
+    model = TrainableModel(fixture_model("byo_mobilenet_v3_small_32"))
+    unit = np.random.default_rng(0).uniform(size=(2, *model.input_shape)).astype(np.float32)
+    np.testing.assert_allclose(model.infer(to_input_range(unit, model))["embeddings"],
+                               model.infer(unit * 255.0)["embeddings"], rtol=1e-5, atol=1e-6)
