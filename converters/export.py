@@ -73,7 +73,7 @@ def model_id(module: TrainableModule) -> str:
     digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
     for node in module.graph.nodes:
         for weight in node.weights:
-            digest.update(np.ascontiguousarray(weight, np.float32).tobytes())
+            digest.update(np.ascontiguousarray(weight).tobytes())
     for name, value in sorted(module.initial_state.items()):
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(value).tobytes())

@@ -27,7 +27,7 @@ max_pool       pool, strides, padding                                           
 global_pool    keepdims (global average pooling)                                    yes
 reshape        -- (Flatten and Reshape: output shape = ``shape``)                   yes
 identity       -- (Dropout and other inference-time identities)                     yes
-opaque         layer class name; ``keras_op`` is called on the inputs              no (frozen only)
+opaque         -- (``call`` runs the Keras layer on constant copies of its weights)   no (frozen only)
 ============== ==================================================================== ===============
 """
 
@@ -59,8 +59,8 @@ class Node:
       attrs: Op attributes (module docstring).
       weights: Constant arrays (kernel, bias; or scale, shift).
       keras_class: Class name of the Keras layer or op it came from (for messages).
-      keras_op: The Keras operation, for ``opaque`` nodes only (called in the frozen forward).
-      call: For ``opaque`` nodes, a function (values list) -> output tensor.
+      call: For ``opaque`` nodes, a function (values list) -> output tensor (the Keras layer run
+        statelessly on constant copies of its weights, which ``weights`` holds for the model id).
 
     Weighted nodes also record ``attrs["keras_output"]``: the Keras layer whose output their y is
     (after BN folding and activation fusion), for references computed on the Keras model.

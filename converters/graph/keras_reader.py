@@ -251,7 +251,8 @@ class _Reader:
         if not isinstance(out, tuple) or (out and isinstance(out[0], (tuple, list))):
             raise GraphReadError(f"layer {op.name!r} ({cls}) returns several tensors")
         call = _opaque_call(op, node, len(inputs))
-        return self.add(op.name, "opaque", inputs, tuple(out[1:]), cls, call=call)
+        weights = tuple(np.array(v) for v in op.variables) if isinstance(op, keras.layers.Layer) else ()
+        return self.add(op.name, "opaque", inputs, tuple(out[1:]), cls, call=call, weights=weights)
 
 
 def _relu_kind(layer) -> dict | None:
@@ -268,14 +269,28 @@ def _relu_kind(layer) -> dict | None:
 
 
 def _opaque_call(op, node, num_inputs: int) -> Callable[[list], Any]:
-    if node is None:
-        return lambda xs: op(xs[0] if num_inputs == 1 else xs)
-    ids = [id(t) for t in node.input_tensors]
+    """Runs a Keras operation on values; a layer with weights runs statelessly on constant copies
+    of them (``Layer.stateless_call``), so the export holds no variables of the frozen part."""
+    ids = [id(t) for t in node.input_tensors] if node is not None else []
 
-    def call(xs):
-        args, kwargs = node.arguments.fill_in(dict(zip(ids, xs)))
-        return op(*args, **kwargs)
-    return call
+    def arguments(xs):
+        if node is None:
+            return (xs[0] if num_inputs == 1 else xs,), {}
+        return node.arguments.fill_in(dict(zip(ids, xs)))
+
+    if not isinstance(op, keras.layers.Layer) or not op.variables:
+        def call(xs):
+            args, kwargs = arguments(xs)
+            return op(*args, **kwargs)
+        return call
+    trainable = [np.array(v) for v in op.trainable_variables]
+    frozen = [np.array(v) for v in op.non_trainable_variables]
+
+    def stateless(xs):
+        args, kwargs = arguments(xs)
+        consts = [[keras.ops.convert_to_tensor(v) for v in group] for group in (trainable, frozen)]
+        return op.stateless_call(*consts, *args, **kwargs)[0]
+    return stateless
 
 
 def _topological_nodes(model) -> list[tuple[Any, Any]]:
