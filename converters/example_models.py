@@ -11,26 +11,34 @@ import numpy as np
 
 
 def randomize_batchnorm(model: keras.Model, seed: int = 0) -> keras.Model:
-    """Gives every BatchNormalization non-trivial statistics (gamma, beta, mean, variance)."""
+    """Gives every top-level BatchNormalization non-trivial, calibrated statistics.
+
+    Layer by layer in graph order, the moving mean and variance are set to the statistics of the
+    BN's input on random images (as if the model had been trained on them), and gamma, beta get
+    random values near 1 and 0. A random-weight net then keeps activations of unit scale through
+    all its blocks (untouched, deep random nets such as MobileNetV2 give near-constant embeddings
+    and gradients at float-noise level, which make parity tests weak).
+    """
     rng = np.random.default_rng(seed)
-    for layer in _all_layers(model):
-        if isinstance(layer, keras.layers.BatchNormalization):
-            c = layer.moving_mean.shape[0]
-            values = {"gamma": rng.uniform(0.6, 1.4, c), "beta": rng.normal(0, 0.2, c),
-                      "moving_mean": rng.normal(0, 0.2, c), "moving_variance": rng.uniform(0.6, 1.4, c)}
-            for name, value in values.items():
-                var = getattr(layer, name, None)
-                if var is not None:
-                    var.assign(value.astype(np.float32))
+    shape = tuple(model.inputs[0].shape[1:])
+    images = rng.uniform(0.0, 255.0 if _takes_raw_pixels(model) else 1.0, (16, *shape)).astype(np.float32)
+    for layer in model.layers:
+        if not isinstance(layer, keras.layers.BatchNormalization):
+            continue
+        probe = keras.Model(model.inputs, layer.input)
+        x = np.asarray(probe(images, training=False)).reshape(-1, layer.moving_mean.shape[0])
+        c = x.shape[1]
+        layer.moving_mean.assign(x.mean(axis=0).astype(np.float32))
+        layer.moving_variance.assign((x.var(axis=0) + 1e-3).astype(np.float32))
+        if layer.gamma is not None:
+            layer.gamma.assign(rng.uniform(0.6, 1.4, c).astype(np.float32))
+        if layer.beta is not None:
+            layer.beta.assign(rng.normal(0, 0.2, c).astype(np.float32))
     return model
 
 
-def _all_layers(model: keras.Model):
-    for layer in model.layers:
-        if isinstance(layer, keras.Model):
-            yield from _all_layers(layer)
-        else:
-            yield layer
+def _takes_raw_pixels(model: keras.Model) -> bool:
+    return any(isinstance(layer, keras.layers.Rescaling) for layer in model.layers)
 
 
 def plain_cnn(input_size: int = 23, channels: int = 3, classes: int = 10, seed: int = 0) -> keras.Model:

@@ -20,8 +20,6 @@ import tensorflow as tf
 from converters.trainable_module import TrainableModule
 
 PARITY_STEPS = 3
-TOLERANCES = {"embeddings": 1e-4, "logits": 1e-4, "fisher": 2e-3, "loss": 1e-4, "weights": 1e-3}
-"""max |tflite - reference| / max |reference| allowed per output (weights: per layer, after the steps)."""
 
 
 def keras_embedding(model: keras.Model, module: TrainableModule, images: np.ndarray) -> np.ndarray:

@@ -7,7 +7,9 @@ References (``converters.reference``, saved beside each fixture as ``.parity.npz
 the Keras model + cosine head; ``fisher`` = TF autodiff of the per-sample losses; ``train_step`` =
 TF autodiff + masked Adam / SGD-momentum in numpy, 3 steps with the same selection.
 Tolerances (max |tflite - reference| / max |reference|): embeddings and logits 1e-4, Fisher 2e-3,
-losses 1e-4, weights after the steps 1e-3 per layer.
+losses 1e-4, weights after the steps 2e-3 per layer, with at most 1 % of a layer's weights off by
+more than 1e-4 (Adam divides each gradient by its own magnitude, so a weight whose gradient is at
+float-noise level moves by up to the learning rate per step, either way, in either runtime).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tflite_train.runtime import TrainableModel
 
 FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "mbv2_adam_32", "proxyless_sgd_33",
             "byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]
-TOL = {"embeddings": 1e-4, "logits": 1e-4, "fisher": 2e-3, "loss": 1e-4, "weights": 1e-3}
+TOL = {"embeddings": 1e-4, "logits": 1e-4, "fisher": 2e-3, "loss": 1e-4, "weights": 2e-3}
 
 
 def _rel(a, b) -> float:
@@ -68,6 +70,8 @@ def test_train_steps_match_autodiff_optimizer(case):
     for key in (k for k in ref if k.startswith("state/")):
         name = key[len("state/"):]
         assert _rel(state[name], ref[key]) < TOL["weights"], name
+        off = np.abs(state[name] - ref[key]) > 1e-4 * max(np.max(np.abs(ref[key])), 1e-12)
+        assert off.mean() <= 0.01, name
         moved += int(np.any(state[name] != initial[name]))
     assert moved >= 2  # the selection really trained something
     model.reset_state()
