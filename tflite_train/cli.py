@@ -118,7 +118,8 @@ def _meta_config(args: argparse.Namespace):
 
     return MetaTrainConfig(backbone=args.backbone, image_size=args.image_size, dataset=args.dataset, episodes=args.episodes,
                            episode=EpisodeConfig(ways=args.ways, shots=args.shots, queries=args.queries),
-                           schedule=ScheduleConfig(peak_lr=args.meta_lr), val_every=args.val_every, seed=args.seed)
+                           schedule=ScheduleConfig(peak_lr=args.meta_lr), val_every=args.val_every, seed=args.seed,
+                           episodes_per_step=args.episodes_per_step)
 
 
 def _cmd_pretrain(args: argparse.Namespace) -> int:
@@ -179,7 +180,10 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF default)")
-    p.add_argument("--strategy", choices=("default", "mirrored"), default="default")
+    p.add_argument("--strategy", choices=("default", "mirrored"), default="default",
+                   help="tf.distribute strategy: 'mirrored' = MirroredStrategy over all local GPUs (or the CPU)")
+    p.add_argument("--episodes-per-step", type=int, default=1,
+                   help="meta-train: episodes averaged per step, split over the strategy's replicas (a multiple of them)")
     p.add_argument("--pretrain-steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--pretrain-lr", type=float, default=0.05)
