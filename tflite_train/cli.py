@@ -382,7 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="checkpoint path (config/report JSON written beside it)")
     p.add_argument("--policy", default="tinytrain", help="none | last_layer | full_train | sparse_update | tinytrain")
     p.add_argument("--mem-budget", help="B_mem, e.g. 1MiB, 512KiB, 1.5MB (default unlimited)")
-    p.add_argument("--compute-budget", type=_non_negative_float, help="B_compute as a fraction of forward MACs, e.g. 0.15")
+    p.add_argument("--compute-budget", type=_non_negative_float,
+                   help="B_compute as a fraction of the full backward pass, i.e. of FullTrain's backward MACs per "
+                        "image (every layer updated); e.g. 0.15 = 15 %% of it, 1 = no compute limit")
     p.add_argument("--compute-macs", type=_non_negative_float, help="B_compute in MACs (instead of --compute-budget)")
     p.add_argument("--channel-ratio", type=float, default=0.25)
     p.add_argument("--iterations", type=int, default=40, help="optimizer steps (unless --epochs)")
