@@ -180,8 +180,9 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF default)")
-    p.add_argument("--strategy", choices=("default", "mirrored"), default="default",
-                   help="tf.distribute strategy: 'mirrored' = MirroredStrategy over all local GPUs (or the CPU)")
+    p.add_argument("--strategy", choices=("default", "mirrored", "multi_worker"), default="default",
+                   help="tf.distribute strategy: 'mirrored' = all local GPUs (or the CPU); 'multi_worker' = the "
+                        "machines in TF_CONFIG (run the same command on each)")
     p.add_argument("--episodes-per-step", type=int, default=1,
                    help="meta-train: episodes averaged per step, split over the strategy's replicas (a multiple of them)")
     p.add_argument("--pretrain-steps", type=int, default=1500)

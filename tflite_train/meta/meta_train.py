@@ -98,15 +98,15 @@ def meta_train(
                 loss, acc = tf.add_n(losses) / per_replica, tf.add_n(accs) / per_replica
                 l2 = tf.add_n([tf.reduce_sum(tf.square(v)) for v in decayed]) * (config.weight_decay / 2)
                 scaled = (loss + l2) / replicas  # the optimizer sums gradients over replicas
-            for j, v in enumerate(stats):  # mean over this replica's episodes
-                v.assign(tf.add_n([e[j] for e in ends]) / per_replica)
+            means = [tf.add_n([e[j] for e in ends]) / per_replica for j in range(len(stats))]  # this replica's
+            if replicas > 1 and means:  # mean over all replicas (and workers); every copy gets the same value
+                means = tf.distribute.get_replica_context().all_reduce("MEAN", means)
+            for v, mean in zip(stats, means):
+                v.assign(mean)
             grads = tape.gradient(scaled, variables)
             optimizer.apply_gradients(zip(grads, variables))
             return loss, acc
         loss, acc = strategy.run(replica, args=(sx, sy, qx, qy))
-        if replicas > 1:  # mean over the replicas, written back to every replica's copy
-            for v in stats:
-                v.assign(tf.add_n([tf.identity(c) for c in v.value.values]) / replicas)
         return strategy.reduce("MEAN", loss, axis=None), strategy.reduce("MEAN", acc, axis=None)
 
     def episode_tensors(step: int):
