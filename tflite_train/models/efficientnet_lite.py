@@ -24,7 +24,9 @@ TensorFlow checkpoint into ``efficientnet_lite_pytorch`` (a fork of lukemelas/Ef
 whose ``Conv2dStaticSamePadding`` pads exactly as TensorFlow's ``SAME``: total padding
 p = max((ceil(H/s) - 1) s + k - H, 0), of which floor(p/2) before and the rest after. Keras'
 ``padding="same"`` is that same rule, so every conv here uses ``padding="same"`` and the imported
-model computes the original function (the classification test on real photographs checks it).
+model computes the original function: tests/models/test_efficientnet_lite.py compares the logits
+with a numpy transcription of the source's forward (max error 4e-6 at 224 px; symmetric padding
+would give 1.2) and classifies real photographs.
 RangiLyu/EfficientNet-Lite, another PyTorch port with its own weights, pads (k-1)/2 symmetrically;
 its checkpoints are not what this module loads.
 
