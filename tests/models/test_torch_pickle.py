@@ -222,3 +222,19 @@ def test_truncated_and_inconsistent_files_are_refused(fake_torch):
     bad = collections.OrderedDict(w=_Tensor("0", np.zeros(4, np.float32), 2, (2, 2), (2, 1)))  # reads past storage
     with pytest.raises(TorchPickleError, match="past"):
         load_torch_pickle_bytes(_legacy_bytes(bad))
+
+
+def test_amplification_is_refused(fake_torch):
+    flat = np.zeros(1000, np.float32)
+    expanded = collections.OrderedDict(w=_Tensor("0", flat, 0, (10**6, 10**6), (0, 0)))  # 4 TB from 4 KB
+    with pytest.raises(TorchPickleError, match="more elements than its storage"):
+        load_torch_pickle_bytes(_legacy_bytes(expanded))
+    shared = _Tensor("0", flat, 0, (1000,), (1,))
+    many = collections.OrderedDict((f"w{i}", shared) for i in range(100))  # one storage, 100 copies
+    with pytest.raises(TorchPickleError, match="more than 4x the file's size"):
+        load_torch_pickle_bytes(_legacy_bytes(many))
+    deep = [_tensor(np.ones(2, np.float32), "0")]
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(TorchPickleError, match="nested deeper"):
+        load_torch_pickle_bytes(_zip_bytes(deep))

@@ -185,8 +185,26 @@ def _load_restricted(stream: io.BytesIO, *, legacy: bool, source: str) -> Any:
         raise TorchPickleError(f"{source}: corrupt pickle ({type(exc).__name__}: {exc})") from None
 
 
-def _materialize(obj: Any, storages: dict[str, np.ndarray], source: str) -> Any:
+MAX_DEPTH = 32
+"""Deepest nesting of containers accepted in a checkpoint (state dicts are 1-3 levels deep)."""
+
+
+class _Budget:
+    """Elements still allowed to be materialized (bounds what a small pickle can make us allocate)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes
+
+    def take(self, nbytes: int, source: str) -> None:
+        self.left -= nbytes
+        if self.left < 0:
+            raise TorchPickleError(f"{source}: its tensors would take more than 4x the file's size in memory; refused")
+
+
+def _materialize(obj: Any, storages: dict[str, np.ndarray], source: str, budget: _Budget, depth: int = 0) -> Any:
     """Replaces every ``_TensorRef`` in ``obj`` (dicts, lists, tuples) by its numpy array."""
+    if depth > MAX_DEPTH:
+        raise TorchPickleError(f"{source}: containers nested deeper than {MAX_DEPTH}")
     if isinstance(obj, _TensorRef):
         root = storages.get(obj.storage.key)
         if root is None:
@@ -202,12 +220,18 @@ def _materialize(obj: Any, storages: dict[str, np.ndarray], source: str) -> Any:
         numel = math.prod(obj.size)
         if numel == 0:
             return np.zeros(obj.size, data.dtype)
+        if numel > data.size:
+            raise TorchPickleError(
+                f"{source}: tensor of size {obj.size} has more elements than its storage ({data.size}); "
+                f"expanded (stride-0) tensors are not supported"
+            )
         last = obj.offset + sum((n - 1) * s for n, s in zip(obj.size, obj.stride))
         if last >= data.size:
             raise TorchPickleError(
                 f"{source}: tensor of size {obj.size}, stride {obj.stride}, offset {obj.offset} reads past "
                 f"its storage of {data.size} elements"
             )
+        budget.take(numel * data.itemsize, source)
         view = np.lib.stride_tricks.as_strided(
             data[obj.offset:], shape=obj.size, strides=tuple(s * data.itemsize for s in obj.stride), writeable=False
         )
@@ -215,24 +239,26 @@ def _materialize(obj: Any, storages: dict[str, np.ndarray], source: str) -> Any:
     if isinstance(obj, dict):
         out = type(obj)() if isinstance(obj, collections.OrderedDict) else {}
         for key, value in obj.items():
-            out[key] = _materialize(value, storages, source)
+            out[key] = _materialize(value, storages, source, budget, depth + 1)
         return out
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_materialize(v, storages, source) for v in obj)
+        return type(obj)(_materialize(v, storages, source, budget, depth + 1) for v in obj)
     return obj
 
 
-def _collect_refs(obj: Any, out: dict[str, _StorageRef]) -> None:
+def _collect_refs(obj: Any, out: dict[str, _StorageRef], source: str, depth: int = 0) -> None:
+    if depth > MAX_DEPTH:
+        raise TorchPickleError(f"{source}: containers nested deeper than {MAX_DEPTH}")
     if isinstance(obj, _TensorRef):
         prev = out.setdefault(obj.storage.key, obj.storage)
         if prev.dtype != obj.storage.dtype or prev.numel != obj.storage.numel:
-            raise TorchPickleError(f"storage {obj.storage.key!r} is named with two types or sizes")
+            raise TorchPickleError(f"{source}: storage {obj.storage.key!r} is named with two types or sizes")
     elif isinstance(obj, dict):
         for value in obj.values():
-            _collect_refs(value, out)
+            _collect_refs(value, out, source, depth + 1)
     elif isinstance(obj, (list, tuple)):
         for value in obj:
-            _collect_refs(value, out)
+            _collect_refs(value, out, source, depth + 1)
 
 
 def _storage_array(raw: bytes, ref: _StorageRef, source: str) -> np.ndarray:
@@ -259,7 +285,7 @@ def _read_legacy(data: bytes, source: str) -> Any:
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         raise TorchPickleError(f"{source}: the storage key list is not a list of strings")
     refs: dict[str, _StorageRef] = {}
-    _collect_refs(obj, refs)
+    _collect_refs(obj, refs, source)
     storages: dict[str, np.ndarray] = {}
     for key in keys:
         header = stream.read(8)
@@ -278,7 +304,7 @@ def _read_legacy(data: bytes, source: str) -> Any:
         storages[key] = _storage_array(raw, ref, source)
     if stream.read(1):
         raise TorchPickleError(f"{source}: unexpected bytes after the last storage")
-    return _materialize(obj, storages, source)
+    return _materialize(obj, storages, source, _Budget(4 * len(data)))
 
 
 _ZIP_MEMBER = re.compile(r"(?:data\.pkl|version|byteorder|\.format_version|\.storage_alignment|data/[0-9]{1,12}|\.data/(?:version|serialization_id))")
@@ -314,14 +340,14 @@ def _read_zip(data: bytes, source: str) -> Any:
         raise TorchPickleError(f"{source}: only little-endian checkpoints are supported")
     obj = _load_restricted(io.BytesIO(archive.read(members["data.pkl"])), legacy=False, source=source)
     refs: dict[str, _StorageRef] = {}
-    _collect_refs(obj, refs)
+    _collect_refs(obj, refs, source)
     storages = {}
     for key, ref in refs.items():
         info = members.get(f"data/{key}")
         if info is None:
             raise TorchPickleError(f"{source}: zip checkpoint lacks storage {prefix}/data/{key}")
         storages[key] = _storage_array(archive.read(info), ref, source)
-    return _materialize(obj, storages, source)
+    return _materialize(obj, storages, source, _Budget(4 * len(data)))
 
 
 def load_torch_pickle(path: str | pathlib.Path, *, max_bytes: int = MAX_FILE_BYTES) -> Any:
