@@ -351,8 +351,8 @@ def adapt(
             model.set_head(class_prototypes(embed(model, images, config.chunk_size), labels))
     return AdaptResult(
         selection=selection, cost=cost, budget=config.budget, compute_limit_macs=config.budget.compute_limit(table),
-        forward_macs=total_forward_macs(table), full_backward_macs=full_backward_macs(table), num_classes=int(labels.max()) + 1, losses=tuple(losses),
-        accuracies=tuple(accuracies), seconds=dict(timer.seconds),
+        forward_macs=total_forward_macs(table), full_backward_macs=full_backward_macs(table),
+        num_classes=int(labels.max()) + 1, losses=tuple(losses), accuracies=tuple(accuracies), seconds=dict(timer.seconds),
     )
 
 
