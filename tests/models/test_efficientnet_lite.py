@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 from PIL import Image
+from skimage import data as skimage_data  # scikit-image's bundled photographs (pinned in requirements/main.txt)
 
 from tflite_train.models.efficientnet_lite import (
     WeightsError,
@@ -23,7 +24,6 @@ from tflite_train.models.efficientnet_lite import (
 )
 from tflite_train.models.torch_pickle import load_torch_pickle
 
-skimage_data = pytest.importorskip("skimage.data")
 
 # ImageNet-1k class indices (0-based, the order of the official synset list).
 EXPECTED_TOP5 = {
