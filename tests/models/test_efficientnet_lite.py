@@ -113,6 +113,8 @@ def test_weights_file_matches_its_provenance():
         finally:
             module.WEIGHTS_PACKAGE = original
     assert path.stat().st_size == provenance["bytes"]
+    with pytest.raises(WeightsError, match="provenance record"):
+        read_provenance("/nonexistent/provenance.json")
 
 
 def test_state_dict_is_loaded_strictly():

@@ -240,8 +240,15 @@ def assign_torch_state_dict(model: keras.Model, state: dict[str, np.ndarray], *,
 
 
 def read_provenance(path: str | pathlib.Path = PROVENANCE_PATH) -> dict:
-    """The provenance record of the ImageNet weights (package, version, licence, file, sha256, bytes)."""
-    return json.loads(pathlib.Path(path).read_text())
+    """The provenance record of the ImageNet weights (package, version, licence, file, sha256, bytes).
+
+    Raises:
+      WeightsError: the record is missing or not JSON.
+    """
+    try:
+        return json.loads(pathlib.Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise WeightsError(f"{path}: cannot read the weights' provenance record ({exc})") from None
 
 
 def imagenet_weights_path(provenance: dict | None = None) -> pathlib.Path:
