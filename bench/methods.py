@@ -9,7 +9,9 @@ from collections.abc import Sequence
 
 from bench.config import BenchConfig
 from bench.policy_runs import Method, compute_budget_macs, sparse_update_layers
+from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig
+from tflite_train.sparse.cost_model import total_forward_macs
 
 TINYTL_NOTE = "TinyTL (lite residual modules) is not built in this project: no row can be measured."
 
@@ -56,8 +58,9 @@ FORWARD_BUDGET_LABEL = "TinyTrain (B_compute of forward MACs)"
 def forward_budget_variant(tinytrain: Method, config: BenchConfig) -> Method:
     """TinyTrain under the other reading of "15 % of total MACs": ``compute_fraction`` of the
     forward MACs (about half the default budget, which is relative to FullTrain's backward MACs)."""
+    forward = total_forward_macs(build_layer_table(config.backbone, config.input_size))
     return Method(FORWARD_BUDGET_LABEL, tinytrain.model,
-                  dataclasses.replace(tinytrain.adapt, compute_macs=None, compute_fraction=config.compute_fraction))
+                  dataclasses.replace(tinytrain.adapt, compute_macs=config.compute_fraction * forward, compute_fraction=None))
 
 
 def timing_methods(config: BenchConfig, accuracy_rows: Sequence[Method]) -> list[Method]:

@@ -21,7 +21,7 @@ from bench.confidence import MeanCI, mean_ci95
 from bench.tasks import Task
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
-from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, backward_cost, full_backward_macs
+from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, Budget, backward_cost
 
 LOG = logging.getLogger(__name__)
 MIB = 2**20
@@ -83,11 +83,12 @@ def compute_budget_macs(backbone: str, input_size: int, fraction: float) -> floa
 
       B_compute = fraction * C_backward(all layers, all channels)
 
-    This is the reading of the paper's "15 % of total MACs" under which its own MCUNet rows fit the
+    The library's one definition (``tflite_train.sparse.budget.Budget.compute_fraction``). This is
+    the reading of the paper's "15 % of total MACs" under which its own MCUNet rows fit the
     budget: TinyTrain's 6.51M backward MACs (Table 2) exceed 15 % of the 22.5M forward MACs
     (3.4M) but not 15 % of the 44.9M full backward MACs (6.7M; ours 43.1M -> 6.5M).
     """
-    return fraction * full_backward_macs(build_layer_table(backbone, input_size))
+    return Budget(compute_fraction=fraction).compute_limit(build_layer_table(backbone, input_size))
 
 
 def sparse_update_layers(config: BenchConfig, candidates: Sequence[str]) -> tuple[str, ...] | None:

@@ -118,7 +118,8 @@ def _meta_config(args: argparse.Namespace):
 
     return MetaTrainConfig(backbone=args.backbone, image_size=args.image_size, dataset=args.dataset, episodes=args.episodes,
                            episode=EpisodeConfig(ways=args.ways, shots=args.shots, queries=args.queries),
-                           schedule=ScheduleConfig(peak_lr=args.meta_lr), val_every=args.val_every, seed=args.seed)
+                           schedule=ScheduleConfig(peak_lr=args.meta_lr), val_every=args.val_every, seed=args.seed,
+                           episodes_per_step=args.episodes_per_step)
 
 
 def _cmd_pretrain(args: argparse.Namespace) -> int:
@@ -179,7 +180,11 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF default)")
-    p.add_argument("--strategy", choices=("default", "mirrored"), default="default")
+    p.add_argument("--strategy", choices=("default", "mirrored", "multi_worker"), default="default",
+                   help="tf.distribute strategy: 'mirrored' = all local GPUs (or the CPU); 'multi_worker' = the "
+                        "machines in TF_CONFIG (run the same command on each)")
+    p.add_argument("--episodes-per-step", type=int, default=1,
+                   help="meta-train: episodes averaged per step, split over the strategy's replicas (a multiple of them)")
     p.add_argument("--pretrain-steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--pretrain-lr", type=float, default=0.05)
@@ -396,7 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="checkpoint path (config/report JSON written beside it)")
     p.add_argument("--policy", default="tinytrain", help="none | last_layer | full_train | sparse_update | tinytrain")
     p.add_argument("--mem-budget", help="B_mem, e.g. 1MiB, 512KiB, 1.5MB (default unlimited)")
-    p.add_argument("--compute-budget", type=_non_negative_float, help="B_compute as a fraction of forward MACs, e.g. 0.15")
+    p.add_argument("--compute-budget", type=_non_negative_float,
+                   help="B_compute as a fraction of the full backward pass, i.e. of FullTrain's backward MACs per "
+                        "image (every layer updated); e.g. 0.15 = 15 %% of it, 1 = no compute limit")
     p.add_argument("--compute-macs", type=_non_negative_float, help="B_compute in MACs (instead of --compute-budget)")
     p.add_argument("--channel-ratio", type=float, default=0.25)
     p.add_argument("--iterations", type=int, default=40, help="optimizer steps (unless --epochs)")

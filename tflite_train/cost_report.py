@@ -170,7 +170,7 @@ def selection_report(
     SparseUpdate (static): MIT's MCUNet layers when ``backbone == "mcunet"``; otherwise
     ``sparse_update_policy`` ranking by the plain Fisher potential averaged over 8 synthetic tasks,
     under the budget. TinyTrain: ``tinytrain_policy`` (Eq. 3, greedy under B_mem = ``memory_bytes``,
-    B_compute = ``compute_fraction`` of the forward MACs, or ``compute_macs`` MACs when given) on
+    B_compute = ``compute_fraction`` of the full backward pass (``Budget``), or ``compute_macs`` MACs) on
     ``fisher`` (measured) or
     ``synthetic_fisher``. Sparse methods use batch 1 (paper).
     """

@@ -36,7 +36,7 @@ class DemoConfig:
       candidate_blocks: Trailing blocks whose layers the device may update.
       policy: Adaptation policy (``tinytrain`` by default).
       memory_bytes: B_mem of the backward pass (batch 1).
-      compute_fraction: B_compute as a fraction of the forward MACs.
+      compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs).
       epochs, batch_size: Passes over the augmented support set and images per step: the paper's
         protocol, 40 passes at batch 1 (appendix A.2: "training using all the samples (e.g. 25) for
         ... 40 iterations"), i.e. 1,000 steps for a 5-way 5-shot task.
@@ -139,7 +139,7 @@ def format_report(config: DemoConfig, report: dict[str, Any], result: Any, eval_
         f"backward memory {cost.total_bytes / MIB:.3f} MiB of {config.memory_bytes / MIB:.3f} MiB budget; "
         f"backward compute {cost.backward_macs / 1e6:.2f}M MACs of "
         f"{'unlimited' if math.isinf(limit) else f'{limit / 1e6:.2f}M'} "
-        f"({config.compute_fraction:.0%} of {result.forward_macs / 1e6:.2f}M forward MACs)",
+        f"({config.compute_fraction:.0%} of the full backward pass, {result.full_backward_macs / 1e6:.2f}M MACs)",
         f"time: load {report['load_seconds']:.2f} s, head {seconds.get('head', 0):.2f} s, "
         f"fisher+selection {seconds.get('fisher_selection', 0):.2f} s, "
         f"{len(result.losses)} steps ({config.epochs} passes) {seconds.get('training', 0):.2f} s, query eval {eval_seconds:.2f} s",

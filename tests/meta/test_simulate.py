@@ -28,7 +28,7 @@ from tflite_train.runtime.trainer import AdaptConfig, adapt, evaluate, predict  
 
 TASKS = 20
 FIXTURE = "tiny_adam_33"
-# 40 steps of batch 1 (the paper's setting) under 1 MiB and half the forward MACs: 7 layers, partial channels.
+# 40 steps of batch 1 (the paper's setting) under 1 MiB and half the full backward pass: partial channels.
 CONFIG = AdaptConfig(policy="tinytrain", memory_bytes=float(2**20), compute_fraction=0.5, iterations=40, batch_size=1)
 
 

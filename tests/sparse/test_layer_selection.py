@@ -53,12 +53,13 @@ def test_greedy_memory_budget(abc_table, memory, expected):
 @pytest.mark.parametrize(
     "budget, expected",
     [
-        (Budget(compute_fraction=1.25), ("c", "b", "a")),  # 1.25 * 128 = 160 MACs: exact fit of all
-        (Budget(compute_macs=160), ("c", "b", "a")),
-        (Budget(compute_fraction=0.625), ("c", "b")),      # 0.625 * 128 = 80: exact fit of {b, c}
-        (Budget(compute_macs=80), ("c", "b")),
+        # A fraction is of the full backward pass: 224 MACs here (weight grads 128 + input grads of b, c 96).
+        (Budget(compute_fraction=1.0), ("c", "b", "a")),   # 224 MACs: all (160) fit
+        (Budget(compute_macs=160), ("c", "b", "a")),       # exact fit of all
+        (Budget(compute_fraction=0.625), ("c", "b")),      # 0.625 * 224 = 140: {b,c} 80 fits, +a 160 > 140
+        (Budget(compute_macs=80), ("c", "b")),             # exact fit of {b, c}
         (Budget(compute_macs=79), ("c",)),                 # {b,c} 80 > 79; {a,c} 128 > 79
-        (Budget(compute_fraction=1.0), ("c", "b")),        # 128: {b,c} 80 fits, +a 160 > 128 skipped
+        (Budget(compute_fraction=0.25), ("c",)),           # 56: {b,c} 80 > 56, {a,c} 128 > 56
     ],
 )
 def test_greedy_compute_budget(abc_table, budget, expected):
@@ -67,13 +68,13 @@ def test_greedy_compute_budget(abc_table, budget, expected):
 
 def test_greedy_fraction_equals_macs(abc_table):
     results = set()
-    for fraction in (0.1, 0.3, 0.625, 0.9, 1.25, 2.0):
+    for fraction in (0.05, 0.1, 0.3, 0.625, 0.9, 1.25, 2.0):
         kwargs = {"channel_ratio": 0.5, "on_empty": "empty", **SGD}
         as_fraction = greedy_select_layers(abc_table, RANKING, Budget(compute_fraction=fraction), **kwargs)
-        as_macs = greedy_select_layers(abc_table, RANKING, Budget(compute_macs=fraction * 128), **kwargs)
+        as_macs = greedy_select_layers(abc_table, RANKING, Budget(compute_macs=fraction * 224), **kwargs)
         assert as_fraction == as_macs
         results.add(as_fraction)
-    # 12.8 MACs: nothing; 38.4: c; 80: b, c; 115.2: b, c; 160 and 256: all.
+    # of 224 full backward MACs: 11.2: nothing; 22.4, 67.2: c; 140: b, c; 201.6, 280, 448: all.
     assert results == {(), ("c",), ("c", "b"), ("c", "b", "a")}
 
 

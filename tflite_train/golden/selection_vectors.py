@@ -41,7 +41,13 @@ import numpy as np
 from tflite_train.architectures import build_layer_table
 from tflite_train.sparse.budget import Budget, BudgetError
 from tflite_train.sparse.channel_selection import top_k_channels
-from tflite_train.sparse.cost_model import BackwardCost, backward_cost, channel_count, total_forward_macs
+from tflite_train.sparse.cost_model import (
+    BackwardCost,
+    backward_cost,
+    channel_count,
+    full_backward_macs,
+    total_forward_macs,
+)
 from tflite_train.sparse.fisher import fisher_potentials, mean_fisher_potentials
 from tflite_train.sparse.layer_selection import layer_channel_counts
 from tflite_train.sparse.layer_table import LayerTable
@@ -57,6 +63,8 @@ SELECTION_BACKBONES = ("mcunet", "mbv2", "proxyless", "tiny")
 SELECTION_INPUT_SIZE = 128
 CANDIDATE_BLOCKS = (1, 2, 4)
 """Candidates = layers of the last k blocks (``LayerTable.last_blocks``) for each k."""
+PAPER_COMPUTE_FRACTION = 0.15
+"""The paper's example B_compute: 15 % of the full backward pass (pinned in both languages)."""
 CHANNEL_RATIOS = (1 / 2, 1 / 4, 1 / 8)
 FISHER_DICTS = ("seed0", "seed1", "ties")
 DICT_CRITERIA = {"seed0": FISHER_CRITERIA + ("l2",), "seed1": ("tinytrain",), "ties": ("tinytrain", "fisher")}
@@ -137,7 +145,7 @@ def _budgets(table: LayerTable, candidates: tuple[str, ...], ranking: tuple[str,
     return [
         ("loose", Budget(memory_bytes=full.total_bytes * 2, compute_fraction=1.0), "raise"),
         ("tight", tight, "empty"),
-        ("paper", Budget(memory_bytes=2**20, compute_fraction=0.15), "empty"),
+        ("paper", Budget(memory_bytes=2**20, compute_fraction=PAPER_COMPUTE_FRACTION), "empty"),
         ("exact", Budget(memory_bytes=exact.total_bytes, compute_macs=exact.backward_macs), "raise"),
         ("exact_minus_one", Budget(memory_bytes=exact.total_bytes - 1, compute_macs=exact.backward_macs), "empty"),
         ("nothing_raise", Budget(memory_bytes=1), "raise"),
@@ -225,6 +233,8 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
         "input_size": [input_size, input_size],
         "layers": table.to_list(),
         "total_forward_macs": total_forward_macs(table),
+        "compute_budget": {"compute_fraction": PAPER_COMPUTE_FRACTION, "full_backward_macs": full_backward_macs(table),
+                           "compute_limit_macs": Budget(compute_fraction=PAPER_COMPUTE_FRACTION).compute_limit(table)},
         "weights": {"seed": WEIGHT_SEED, "multiplier": WEIGHT_MULTIPLIER, "layer_multiplier": WEIGHT_LAYER_MULTIPLIER,
                     "modulus": WEIGHT_MODULUS, "scale": WEIGHT_SCALE,
                     "check": {n: float(np.sum(w * w)) for n, w in weights.items() if n in pool}},

@@ -52,7 +52,9 @@ class MetaTrainConfig:
     """Episodic ProtoNet meta-training with a cosine classifier s * (cos + b) (P>M>F), SGD with momentum.
 
     Attributes:
-      episodes: Training episodes (optimizer steps).
+      episodes: Training steps (optimizer steps; the name predates ``episodes_per_step``).
+      episodes_per_step: Episodes averaged into one step (E): the global batch, split evenly over
+        the replicas of a ``tf.distribute`` strategy (so it must be a multiple of their number).
       episode: Sampler for training episodes (default: fixed 10-way 5-shot 10-query, one static shape).
       val_episode: Sampler for validation episodes (Meta-Dataset various-way various-shot).
       val_every, val_episodes: Validation cadence and size (on the source's val classes).
@@ -63,6 +65,7 @@ class MetaTrainConfig:
     image_size: int = 64
     dataset: str = "glyphs"
     episodes: int = 500
+    episodes_per_step: int = 1
     episode: EpisodeConfig = EpisodeConfig(ways=10, shots=5, queries=10)
     val_episode: EpisodeConfig = EpisodeConfig()
     val_every: int = 100
@@ -76,3 +79,8 @@ class MetaTrainConfig:
     seed: int = 0
     checkpoint_every: int = 100
     log_every: int = 20
+
+    def __post_init__(self) -> None:
+        e = self.episodes_per_step
+        if isinstance(e, bool) or not isinstance(e, int) or e < 1:
+            raise ValueError(f"episodes_per_step must be an int >= 1; got {e!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import pathlib
 
 import numpy as np
@@ -14,13 +15,26 @@ log = logging.getLogger(__name__)
 
 
 def make_strategy(name: str = "default") -> tf.distribute.Strategy:
-    """``"default"``: the default (single-device) strategy; ``"mirrored"``: MirroredStrategy over all local GPUs
-    (or the CPU when there is none), each replica running its own batch / episode."""
+    """The ``tf.distribute`` strategy a training run executes under.
+
+    ``"default"``: one device. ``"mirrored"``: ``MirroredStrategy`` over all local GPUs (or the CPU
+    when there is none). ``"multi_worker"``: ``MultiWorkerMirroredStrategy`` over the machines named
+    in the ``TF_CONFIG`` environment variable (each worker runs the same command with its own task
+    index), each worker's local GPUs being replicas. In every case each replica runs its share of a
+    step's batch / episodes and the gradients are summed across replicas (synchronous training).
+
+    Raises:
+      ValueError: an unknown name, or ``"multi_worker"`` without ``TF_CONFIG``.
+    """
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
-    raise ValueError(f"strategy must be 'default' or 'mirrored', got {name!r}")
+    if name == "multi_worker":
+        if not os.environ.get("TF_CONFIG"):
+            raise ValueError("strategy 'multi_worker' needs the TF_CONFIG environment variable (cluster and task)")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise ValueError(f"strategy must be 'default', 'mirrored' or 'multi_worker', got {name!r}")
 
 
 def write_resolved_config(out_dir: pathlib.Path, config, **extra) -> pathlib.Path:

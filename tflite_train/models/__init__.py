@@ -1,4 +1,5 @@
-"""Keras 3 backbones (MCUNet-5FPS, MobileNetV2-w0.35, ProxylessNAS-w0.3, tiny) and BN folding."""
+"""Keras 3 backbones (MCUNet-5FPS, MobileNetV2-w0.35, ProxylessNAS-w0.3, tiny; EfficientNet-Lite0 with
+ImageNet weights read without torch) and BN folding."""
 
 from tflite_train.architectures import (
     BACKBONES,
@@ -9,7 +10,15 @@ from tflite_train.architectures import (
     get_config,
 )
 from tflite_train.models.bn_folding import fold_batchnorm
+from tflite_train.models.efficientnet_lite import (
+    WeightsError,
+    assign_torch_state_dict,
+    build_efficientnet_lite0,
+    efficientnet_lite0,
+    imagenet_weights_path,
+)
 from tflite_train.models.keras_backbone import Backbone, build_backbone, conv_layers
+from tflite_train.models.torch_pickle import TorchPickleError, UnsafePickleError, load_torch_pickle
 
 __all__ = [
     "BACKBONES",
@@ -17,9 +26,17 @@ __all__ = [
     "Backbone",
     "BackboneConfig",
     "BlockConfig",
+    "TorchPickleError",
+    "UnsafePickleError",
+    "WeightsError",
+    "assign_torch_state_dict",
     "build_backbone",
+    "build_efficientnet_lite0",
     "build_layer_table",
     "conv_layers",
+    "efficientnet_lite0",
     "fold_batchnorm",
     "get_config",
+    "imagenet_weights_path",
+    "load_torch_pickle",
 ]

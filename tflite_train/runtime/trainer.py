@@ -34,7 +34,7 @@ from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, layer_table
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
-from tflite_train.sparse.cost_model import BackwardCost, total_forward_macs
+from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs, total_forward_macs
 from tflite_train.sparse.policies import SelectionConfig, canonical_policy_name, select
 from tflite_train.sparse.selection import Selection
 
@@ -49,7 +49,8 @@ class AdaptConfig:
     Attributes:
       policy: "none", "last_layer", "full_train", "sparse_update" or "tinytrain" (aliases accepted).
       memory_bytes: B_mem in bytes (inf = unlimited).
-      compute_fraction: B_compute as a fraction of the model's forward MACs (e.g. 0.15), or None.
+      compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs
+        per sample at the model's input size; ``sparse.budget``), e.g. 0.15, or None.
       compute_macs: B_compute in MACs, or None (at most one of the two compute bounds).
       channel_ratio: Fraction of output channels updated per selected layer (sparse policies).
       criterion, channel_method: Layer score and channel choice (``SelectionConfig``).
@@ -155,7 +156,8 @@ class AdaptResult:
       selection: The selected layers/channels (forward order).
       cost: Its backward-pass memory and compute (cost model, the config's batch size and the model's optimizer).
       budget: The budget it was selected under; ``compute_limit_macs`` its B_compute in MACs (inf = none).
-      forward_macs: The model's forward MACs per sample (the base of a compute fraction).
+      forward_macs: The model's forward MACs per sample.
+      full_backward_macs: FullTrain's backward MACs per sample (the base of a compute fraction).
       num_classes: K of the support set.
       losses, accuracies: ``train_step`` outputs per step (empty when the selection is empty).
       seconds: Wall-clock seconds per phase: "head", "fisher_selection", "training".
@@ -166,6 +168,7 @@ class AdaptResult:
     budget: Budget
     compute_limit_macs: float
     forward_macs: int
+    full_backward_macs: int
     num_classes: int
     losses: tuple[float, ...]
     accuracies: tuple[float, ...]
@@ -186,6 +189,7 @@ class AdaptResult:
             "budget": self.budget.to_dict(),
             "compute_limit_macs": None if math.isinf(self.compute_limit_macs) else self.compute_limit_macs,
             "forward_macs": self.forward_macs,
+            "full_backward_macs": self.full_backward_macs,
             "within_budget": self.within_budget,
             "num_classes": self.num_classes,
             "losses": list(self.losses),
@@ -347,8 +351,8 @@ def adapt(
             model.set_head(class_prototypes(embed(model, images, config.chunk_size), labels))
     return AdaptResult(
         selection=selection, cost=cost, budget=config.budget, compute_limit_macs=config.budget.compute_limit(table),
-        forward_macs=total_forward_macs(table), num_classes=int(labels.max()) + 1, losses=tuple(losses),
-        accuracies=tuple(accuracies), seconds=dict(timer.seconds),
+        forward_macs=total_forward_macs(table), full_backward_macs=full_backward_macs(table),
+        num_classes=int(labels.max()) + 1, losses=tuple(losses), accuracies=tuple(accuracies), seconds=dict(timer.seconds),
     )
 
 

@@ -4,10 +4,19 @@ A :class:`Budget` bounds the :class:`~tflite_train.sparse.cost_model.BackwardCos
 
     cost.total_bytes   <= memory_bytes                                   (B_mem)
     cost.backward_macs <= compute_macs                                   (B_compute, absolute), or
-    cost.backward_macs <= compute_fraction * total_forward_macs(table)   (B_compute, relative)
+    cost.backward_macs <= compute_fraction * full_backward_macs(table)   (B_compute, relative)
+
+The relative B_compute is the paper's (§3.3, "15 % of the total MACs" of the backward pass): a
+fraction of the **full backward pass**, i.e. FullTrain's backward MACs (every layer's weight
+gradient plus every input gradient above the first layer; ``cost_model.full_backward_macs``) at
+the model's input size, per sample (batch 1). It is the one definition used by the library
+(``AdaptConfig``), the CLI (``adapt --compute-budget``), the demo, the benchmark and the Java core
+(``Budget.java``). Under it a fraction of 1 admits every selection. For scale: MCUNet at 128x128
+has 22.45M forward and 43.14M full backward MACs, so 15 % is 6.47M MACs, about the paper's own
+TinyTrain row (6.51M), whereas 15 % of the forward MACs (3.37M) would be half of it.
 
 Both bounds are inclusive: a cost exactly equal to the budget fits. The paper's example budget is
-about 1 MB and 15 % of the model's (forward) MACs: ``Budget(memory_bytes=2**20, compute_fraction=0.15)``.
+about 1 MB and 15 % of the backward pass: ``Budget(memory_bytes=2**20, compute_fraction=0.15)``.
 Missing bounds are unlimited.
 """
 
@@ -16,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from tflite_train.sparse.cost_model import BackwardCost, total_forward_macs
+from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs
 from tflite_train.sparse.layer_table import LayerTable
 
 
@@ -40,8 +49,9 @@ class Budget:
     Attributes:
       memory_bytes: B_mem in bytes, compared with ``BackwardCost.total_bytes``; ``math.inf`` = unlimited.
       compute_macs: B_compute as an absolute number of backward MACs; None = not given.
-      compute_fraction: B_compute as a fraction of the model's total forward MACs (e.g. 0.15; may
-        exceed 1 since a full backward pass costs about 2x the forward pass); None = not given.
+      compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs
+        per sample at the table's input size), e.g. 0.15; values >= 1 admit every selection;
+        None = not given.
         At most one of ``compute_macs`` and ``compute_fraction`` may be given.
     """
 
@@ -62,11 +72,11 @@ class Budget:
             )
 
     def compute_limit(self, table: LayerTable) -> float:
-        """B_compute in MACs: ``compute_macs``, or ``compute_fraction * total_forward_macs(table)``, or inf."""
+        """B_compute in MACs: ``compute_macs``, or ``compute_fraction * full_backward_macs(table)``, or inf."""
         if self.compute_macs is not None:
             return float(self.compute_macs)
         if self.compute_fraction is not None:
-            return self.compute_fraction * total_forward_macs(table)
+            return self.compute_fraction * full_backward_macs(table)
         return math.inf
 
     def admits(self, cost: BackwardCost, table: LayerTable) -> bool:

@@ -57,7 +57,7 @@ public final class MainActivity extends Activity {
    * memory grows linearly with the batch, so the app allows 1 MiB x the train batch size.
    */
   private static final long MEMORY_BYTES_PER_SAMPLE = 1L << 20;
-  /** B_compute: 15 % of the model's forward MACs per sample (TinyTrain's example budget). */
+  /** B_compute: 15 % of the full backward pass (FullTrain's backward MACs per sample; TinyTrain's example budget). */
   private static final double COMPUTE_FRACTION = 0.15;
   /** Train batch size (capped by the number of photos). */
   private static final int TRAIN_BATCH = 8;

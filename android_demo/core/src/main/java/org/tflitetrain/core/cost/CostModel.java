@@ -139,6 +139,19 @@ public final class CostModel {
     return total;
   }
 
+  /**
+   * Backward MACs per sample of updating every layer and channel (FullTrain): the input gradients of
+   * every layer above the first plus every weight gradient; the base of a relative B_compute
+   * (Python {@code full_backward_macs}).
+   */
+  public static long fullBackwardMacs(LayerTable table) {
+    Map<Integer, Integer> all = new TreeMap<>();
+    for (int i = 0; i < table.size(); i++) {
+      all.put(i, table.get(i).outChannels);
+    }
+    return backwardCost(table, all, Optimizer.SGD, 1, false).backwardMacs();
+  }
+
   /** Sum of conv weights over all layers (biases excluded). */
   public static long totalWeights(LayerTable table) {
     long total = 0;

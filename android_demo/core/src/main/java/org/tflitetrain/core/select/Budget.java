@@ -10,19 +10,22 @@ import org.tflitetrain.core.cost.LayerTable;
  * <pre>
  *   cost.totalBytes()   &lt;= memoryBytes                                  (B_mem)
  *   cost.backwardMacs() &lt;= computeMacs, or
- *   cost.backwardMacs() &lt;= computeFraction * totalForwardMacs(table)     (B_compute)
+ *   cost.backwardMacs() &lt;= computeFraction * fullBackwardMacs(table)     (B_compute)
  * </pre>
+ *
+ * A relative B_compute is a fraction of the full backward pass: FullTrain's backward MACs per sample
+ * at the model's input size ({@link CostModel#fullBackwardMacs}), as in Python's {@code sparse/budget.py}.
  *
  * Both bounds are inclusive; a missing bound is unlimited (memory: {@code Double.POSITIVE_INFINITY}).
  * At most one of {@code computeMacs} and {@code computeFraction} is given. The paper's example is
- * {@code Budget.withFraction(1 << 20, 0.15)} (1 MiB, 15 % of the forward MACs).
+ * {@code Budget.withFraction(1 << 20, 0.15)} (1 MiB, 15 % of the full backward pass).
  */
 public final class Budget {
   /** B_mem in bytes; +inf = unlimited. */
   public final double memoryBytes;
   /** Absolute B_compute in backward MACs, or null. */
   public final Double computeMacs;
-  /** B_compute as a fraction of the model's forward MACs, or null. */
+  /** B_compute as a fraction of the full backward pass (FullTrain's backward MACs), or null. */
   public final Double computeFraction;
 
   /**
@@ -55,7 +58,7 @@ public final class Budget {
     return new Budget(memoryBytes, computeMacs, null);
   }
 
-  /** Memory in bytes and compute as a fraction of the forward MACs. */
+  /** Memory in bytes and compute as a fraction of the full backward pass (FullTrain's backward MACs). */
   public static Budget withFraction(double memoryBytes, double computeFraction) {
     return new Budget(memoryBytes, null, computeFraction);
   }
@@ -66,13 +69,13 @@ public final class Budget {
     }
   }
 
-  /** B_compute in MACs: computeMacs, or computeFraction * totalForwardMacs(table), or +inf. */
+  /** B_compute in MACs: computeMacs, or computeFraction * fullBackwardMacs(table), or +inf. */
   public double computeLimit(LayerTable table) {
     if (computeMacs != null) {
       return computeMacs;
     }
     if (computeFraction != null) {
-      return computeFraction * (double) CostModel.totalForwardMacs(table);
+      return computeFraction * (double) CostModel.fullBackwardMacs(table);
     }
     return Double.POSITIVE_INFINITY;
   }
