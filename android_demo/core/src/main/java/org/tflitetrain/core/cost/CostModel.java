@@ -109,9 +109,7 @@ public final class CostModel {
     }
     long maskBits = 0;
     for (int i = deepest; i < n; i++) {
-      if (table.get(i).isRelu6()) {
-        maskBits += costs[i].outActivation;
-      }
+      maskBits += table.get(i).activationBits() * costs[i].outActivation;
     }
     long inferencePeak = 0;
     for (LayerCost cost : costs) {
@@ -163,7 +161,7 @@ public final class CostModel {
 
   /**
    * Activation memory of a full backward pass through an unfused training graph:
-   * sum_l (in_l + out_l + [relu6_l] out_l) floats per sample, times the batch size.
+   * sum_l (in_l + out_l + [non-linear_l] out_l) floats per sample, times the batch size.
    */
   public static long unfusedActivationBytes(LayerTable table, int batchSize) {
     if (batchSize < 1) {
@@ -173,7 +171,7 @@ public final class CostModel {
     for (LayerSpec layer : table.layers()) {
       LayerCost cost = layerCost(layer);
       elements += cost.inActivation + cost.outActivation;
-      if (layer.isRelu6()) {
+      if (!"linear".equals(layer.activation)) {
         elements += cost.outActivation;
       }
     }

@@ -6,13 +6,19 @@ import java.util.List;
 /**
  * One convolution of a backbone; mirrors {@code tflite_train.sparse.layer_table.LayerSpec}.
  *
- * <p>groups = 1 for a dense conv, = in_channels for a depthwise conv; out_hw = ceil(in_hw / stride).
+ * <p>groups = 1 for a dense conv, = in_channels for a depthwise conv; out_hw = ceil(in_hw / stride)
+ * ("same" padding) or floor((in_hw - kernel) / stride) + 1 ("valid"); a Dense layer is a 1x1 conv on
+ * a 1x1 map.
  */
 public final class LayerSpec {
   /** Allowed roles, as in Python's {@code ROLES}. */
-  public static final List<String> ROLES = List.of("stem", "expand", "depthwise", "project", "final");
+  public static final List<String> ROLES =
+      List.of("stem", "expand", "depthwise", "project", "final", "conv", "dense");
   /** Allowed activations, as in Python's {@code ACTIVATIONS}. */
-  public static final List<String> ACTIVATIONS = List.of("relu6", "linear");
+  public static final List<String> ACTIVATIONS =
+      List.of("relu6", "linear", "relu", "leaky_relu", "hard_swish", "hard_sigmoid", "swish", "sigmoid");
+  /** Activations whose backward needs only a 1-bit mask of the output (Python's {@code MASK_ACTIVATIONS}). */
+  public static final List<String> MASK_ACTIVATIONS = List.of("relu", "relu6", "leaky_relu");
 
   public final int index;
   public final String name;
@@ -108,8 +114,15 @@ public final class LayerSpec {
     return (long) kernel * kernel * (inChannels / groups);
   }
 
-  public boolean isRelu6() {
-    return "relu6".equals(activation);
+  /**
+   * Bits per output element the activation keeps for the backward pass (Python's
+   * {@code cost_model.activation_bits}): 0 for linear, 1 for the ReLU family (a mask), 32 otherwise.
+   */
+  public int activationBits() {
+    if ("linear".equals(activation)) {
+      return 0;
+    }
+    return MASK_ACTIVATIONS.contains(activation) ? 1 : 32;
   }
 
   @Override

@@ -251,9 +251,11 @@ public final class ModelMetadata {
     for (int axis = 0; axis < 2; axis++) {
       int in = axis == 0 ? spec.inHeight() : spec.inWidth();
       int out = axis == 0 ? spec.outHeight() : spec.outWidth();
-      if (out != (in + spec.stride - 1) / spec.stride) {
-        throw new ModelMetadataException(f.path("out_hw") + " must be ceil(in_hw / stride) (\"same\" padding) for layer "
-            + spec.name);
+      boolean same = out == (in + spec.stride - 1) / spec.stride;
+      boolean valid = in >= spec.kernel && out == (in - spec.kernel) / spec.stride + 1;
+      if (!same && !valid) {
+        throw new ModelMetadataException(f.path("out_hw") + " must be ceil(in_hw / stride) (\"same\" padding) or "
+            + "floor((in_hw - kernel) / stride) + 1 (\"valid\") for layer " + spec.name);
       }
     }
     long params = f.integer("params");

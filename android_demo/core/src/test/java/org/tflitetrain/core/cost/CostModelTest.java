@@ -61,7 +61,7 @@ public class CostModelTest {
     assertThrows(IllegalArgumentException.class, () -> CostModel.channelCount(8, 1.5));
     assertThrows(IllegalArgumentException.class, () -> CostModel.channelCount(8, Double.NaN));
     assertThrows(IllegalArgumentException.class, () -> Optimizer.fromName("rmsprop"));
-    assertThrows(IllegalArgumentException.class, () -> new LayerSpec(0, "x", 0, "dense", 1, 1, 1, 1, 1,
+    assertThrows(IllegalArgumentException.class, () -> new LayerSpec(0, "x", 0, "bogus", 1, 1, 1, 1, 1,
         new int[] {1, 1}, new int[] {1, 1}, "relu6"));
   }
 

@@ -101,6 +101,23 @@ public class ExportedModelFixturesTest {
     return out;
   }
 
+  /** The candidates of a user-model fixture's spec ("blocks:K" or "all"; converters.graph.region). */
+  private static List<String> expectedCandidates(ModelMetadata meta, String spec) {
+    if (spec.equals("all")) {
+      List<String> out = new ArrayList<>();
+      for (LayerSpec layer : meta.table.layers()) {
+        out.add(layer.name);
+      }
+      return out;
+    }
+    assertTrue(spec, spec.startsWith("blocks:"));
+    return expectedCandidates(meta, Integer.parseInt(spec.substring("blocks:".length())));
+  }
+
+  private static boolean userModel(Map<String, Object> config) {
+    return "keras".equals(config.get("backbone"));
+  }
+
   @Test
   public void metadataMatchesTheExportConfig() throws Exception {
     for (Path model : models()) {
@@ -109,20 +126,32 @@ public class ExportedModelFixturesTest {
       Map<String, Object> config = config(model);
       assertEquals(name, 1, meta.formatVersion);
       assertEquals(name, config.get("backbone"), meta.backbone);
-      assertTrue(name, name.startsWith(meta.backbone + "_"));
       assertEquals(name, 64, meta.modelId.length());
-      List<Double> size = doubles(config.get("input_size"));
-      assertEquals(name, size.get(0).intValue(), meta.input.height);
-      assertEquals(name, size.get(1).intValue(), meta.input.width);
-      assertEquals(name, ((Number) config.get("in_channels")).intValue(), meta.input.channels);
-      assertEquals(name, doubles(config.get("mean")), meta.input.mean);
-      assertEquals(name, doubles(config.get("std")), meta.input.std);
-      assertEquals(name, 0.0, meta.input.rangeLow, 0.0);
-      assertEquals(name, 1.0, meta.input.rangeHigh, 0.0);
       assertEquals(name, ((Number) config.get("class_capacity")).intValue(), meta.classCapacity);
       assertEquals(name, ((Number) config.get("cosine_scale")).doubleValue(), meta.headScale, 0.0);
       assertEquals(name, config.get("optimizer"), meta.optimizer.optimizer.wireName);
       assertEquals(name, ((Number) config.get("learning_rate")).doubleValue(), meta.optimizer.learningRate, 0.0);
+      if (userModel(config)) {  // a user's Keras model: its own input size and preprocessing
+        assertTrue(name, name.startsWith("byo_"));
+        String spec = (String) config.get("candidates");
+        assertEquals(name, expectedCandidates(meta, spec), meta.candidates);
+        assertTrue(name, meta.input.rangeHigh == 1.0 || meta.input.rangeHigh == 255.0);
+        continue;
+      }
+      assertTrue(name, name.startsWith(meta.backbone + "_"));
+      List<Double> size = doubles(config.get("input_size"));
+      assertEquals(name, size.get(0).intValue(), meta.input.height);
+      assertEquals(name, size.get(1).intValue(), meta.input.width);
+      assertEquals(name, ((Number) config.get("in_channels")).intValue(), meta.input.channels);
+      List<Double> channels = new ArrayList<>();
+      for (int c = 0; c < meta.input.channels; c++) {
+        channels.add(0.0);
+      }
+      assertEquals(name, config.get("mean") == Json.NULL ? channels : doubles(config.get("mean")), meta.input.mean);
+      channels.replaceAll(v -> 1.0);
+      assertEquals(name, config.get("std") == Json.NULL ? channels : doubles(config.get("std")), meta.input.std);
+      assertEquals(name, 0.0, meta.input.rangeLow, 0.0);
+      assertEquals(name, 1.0, meta.input.rangeHigh, 0.0);
       assertEquals(name, expectedCandidates(meta, ((Number) config.get("candidate_blocks")).intValue()), meta.candidates);
     }
   }
@@ -132,8 +161,9 @@ public class ExportedModelFixturesTest {
     for (Path model : models()) {
       String name = model.getFileName().toString();
       ModelMetadata meta = ModelMetadata.fromTflite(bytes(model));
+      boolean builtIn = !userModel(config(model));
       assertEquals(name, meta.table.size(), meta.layers.size());
-      assertEquals(name, "stem", meta.layers.get(0).spec.name);
+      assertEquals(name, "stem", meta.layers.get(0).spec.role);
       int height = meta.input.height;
       int width = meta.input.width;
       int channels = meta.input.channels;
@@ -143,10 +173,11 @@ public class ExportedModelFixturesTest {
         LayerSpec spec = layer.spec;
         String where = name + " " + spec.name;
         assertEquals(where, i, spec.index);
-        // the layers chain: each consumes the previous layer's output ("same" padding checked by the parser)
-        assertEquals(where, height, spec.inHeight());
-        assertEquals(where, width, spec.inWidth());
-        assertEquals(where, channels, spec.inChannels);
+        if (builtIn) {  // the built-in layers chain: each consumes the previous layer's output
+          assertEquals(where, height, spec.inHeight());
+          assertEquals(where, width, spec.inWidth());
+          assertEquals(where, channels, spec.inChannels);
+        }
         height = spec.outHeight();
         width = spec.outWidth();
         channels = spec.outChannels;
