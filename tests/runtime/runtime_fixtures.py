@@ -1,7 +1,8 @@
 """Helpers of the runtime tests: exported test models and real Fashion-MNIST episodes.
 
 Models come from ``python -m converters.fixtures --out build/test-models`` (main env); the images
-from the Debian package ``dataset-fashion-mnist`` (``make data-deps``), read with numpy only.
+from the Debian package ``dataset-fashion-mnist`` (``make data-deps``), read with numpy;
+image files are written with Pillow.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import pathlib
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, read_idx
-from tflite_train.runtime.images import encode_png, to_model_input
+from tflite_train.runtime.images import to_model_input
 
 FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS", "build/test-models"))
 
@@ -67,5 +69,5 @@ def write_episode_folders(fashion, root: pathlib.Path, ways=3, shots=4, queries=
         for n, (i, k) in enumerate(pairs):
             folder = root / part / f"class{k}"
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{n:03d}.png").write_bytes(encode_png(images[i]))
+            Image.fromarray(images[i]).save(folder / f"{n:03d}.png")
     return root / "support", root / "query"

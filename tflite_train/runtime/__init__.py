@@ -14,7 +14,17 @@ from tflite_train.runtime.checkpoint import (
     save_checkpoint,
     write_atomic,
 )
-from tflite_train.runtime.images import decode_png, encode_png, load_image_folder, load_images, read_image
+from tflite_train.runtime.errors import ImageError, ImageFolderError, OutputError, UserError
+from tflite_train.runtime.images import (
+    ImageFolder,
+    ImageLimits,
+    decode_image,
+    load_image_folder,
+    load_images,
+    read_image,
+    scan_image_folder,
+    to_model_input,
+)
 from tflite_train.runtime.model_contract import check_metadata, layer_table
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.runtime.trainer import (
@@ -37,16 +47,21 @@ __all__ = [
     "AdaptResult",
     "Checkpoint",
     "CheckpointError",
+    "ImageError",
+    "ImageFolder",
+    "ImageFolderError",
+    "ImageLimits",
     "OperatorCode",
+    "OutputError",
     "PhaseTimer",
     "TrainableModel",
+    "UserError",
     "adapt",
     "check_labelled_set",
     "check_metadata",
     "class_prototypes",
-    "decode_png",
+    "decode_image",
     "embed",
-    "encode_png",
     "evaluate",
     "fisher_subset",
     "layer_table",
@@ -63,6 +78,8 @@ __all__ = [
     "read_operator_codes",
     "restore_checkpoint",
     "save_checkpoint",
+    "scan_image_folder",
     "support_fisher",
+    "to_model_input",
     "write_atomic",
 ]
