@@ -608,7 +608,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if debug:
             traceback.print_exc()
-        print(f"tflite-train {args.command}: error: {printable(_error_message(err))}", file=sys.stderr)
+        # messages name files through text.printable already; this catches any other line break
+        print(f"tflite-train {args.command}: error: {printable(_error_message(err), backslash=False)}", file=sys.stderr)
         return 2
 
 

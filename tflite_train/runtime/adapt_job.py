@@ -59,9 +59,12 @@ def load_model(model_path: str | os.PathLike, runtime: str | None = None) -> Tra
     return model
 
 
-def _state_bytes(model: TrainableModel) -> int:
-    """An upper bound of a checkpoint's size: every state array of the model."""
-    return int(sum(np.asarray(v).nbytes for v in model.get_state().values()))
+def checkpoint_bound_bytes(model: TrainableModel, include_optimizer: bool) -> int:
+    """An upper bound of a checkpoint's size, from the metadata alone (no interpreter call): every
+    candidate kernel and bias (x3 with the optimizer's two Adam slots) and a full head, in float32."""
+    table = layer_table(model.metadata)
+    weights = sum(layer_cost(table[n]).weights + table[n].out_channels for n in model.candidates)
+    return 4 * (weights * (3 if include_optimizer else 1) + model.capacity * model.feature_dim)
 
 
 def _value_range(model: TrainableModel) -> tuple[float, float]:
@@ -134,7 +137,7 @@ def run_adaptation(
     for path in (out, *sidecar_paths(out), *extra_outputs):
         check_output_file(path, what="output")
     model = load_model(model_path, runtime)
-    reserve = _state_bytes(model) * (3 if include_optimizer else 1) + SIDECAR_RESERVE_BYTES
+    reserve = checkpoint_bound_bytes(model, include_optimizer) + SIDECAR_RESERVE_BYTES
     check_output_file(out, reserve_bytes=reserve, what="checkpoint")
     load_seconds = time.perf_counter() - started
     images, labels, names = _read_folder(support_dir, model, progress)

@@ -155,7 +155,8 @@ def _pillow_to_array(data: bytes, source: str, limits: ImageLimits) -> np.ndarra
         except ImageError:
             raise
         except UnidentifiedImageError as err:
-            raise ImageError(f"image {source} is not a {'/'.join(PILLOW_FORMATS)} image (unrecognised content)") from err
+            raise ImageError(f"image {source} is not a {'/'.join(PILLOW_FORMATS)} image, or its header is "
+                             "truncated (Pillow cannot identify it)") from err
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
             raise ImageError(f"image {source} is refused as a decompression bomb: {err}") from err
         except _DECODER_ERRORS as err:
@@ -423,7 +424,7 @@ def scan_image_folder(root: str | os.PathLike) -> ImageFolder:
             detail = (f"; images are only in its subfolder(s) {', '.join(printable(s) for s in nested)}: "
                       "a class's images must lie directly in its folder") if nested else ""
             raise ImageFolderError(f"class folder {printable(str(folder))} has no images{detail}")
-        for sub in nested:
+        for sub in subfolders:
             LOG.warning("skipping subfolder %s: a class's images must lie directly in its folder",
                         printable(str(folder / sub)))
         files.append(tuple(images))

@@ -13,10 +13,10 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 _UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 
 
-def printable(text: str) -> str:
+def printable(text: str, *, backslash: bool = True) -> str:
     """``text`` with every unsafe character escaped.
 
-    Escaped: backslash (``\\\\``), ``\\n``, ``\\r``, ``\\t``; other control and format characters,
+    Escaped: backslash (``\\\\``; not with ``backslash=False``, for text already escaped in part), ``\\n``, ``\\r``, ``\\t``; other control and format characters,
     line/paragraph separators, private-use and unassigned code points as ``\\xNN`` / ``\\uNNNN`` /
     ``\\UNNNNNNNN``; a byte that was not UTF-8 (decoded by Python as a lone surrogate U+DC80..U+DCFF,
     "surrogateescape") as ``\\xNN`` of the original byte. Everything else (letters of any script,
@@ -24,6 +24,9 @@ def printable(text: str) -> str:
     """
     out = []
     for char in str(text):
+        if char == "\\" and not backslash:
+            out.append(char)
+            continue
         if char in _NAMED:
             out.append(_NAMED[char])
             continue
