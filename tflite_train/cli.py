@@ -300,7 +300,8 @@ def _number(text: str, kind: type, low: float, high: float, *, low_open: bool = 
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}; got {text!r}") from err
     if not (value > low if low_open else value >= low) or not value <= high or value != value:
-        bound = f"{'>' if low_open else '>='} {low:g} and <= {high:g}"
+        show = (lambda v: str(int(v))) if kind is int else (lambda v: f"{v:g}")
+        bound = f"{'>' if low_open else '>='} {show(low)} and <= {show(high)}"
         raise argparse.ArgumentTypeError(f"must be {bound}{unit}; got {text!r}")
     return value
 

@@ -137,6 +137,10 @@ def run_adaptation(
     for path in (out, *sidecar_paths(out), *extra_outputs):
         check_output_file(path, what="output")
     model = load_model(model_path, runtime)
+    outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
+    if outside:
+        raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "
+                        f"candidates: {', '.join(model.candidates)}")
     reserve = checkpoint_bound_bytes(model, include_optimizer) + SIDECAR_RESERVE_BYTES
     check_output_file(out, reserve_bytes=reserve, what="checkpoint")
     load_seconds = time.perf_counter() - started
