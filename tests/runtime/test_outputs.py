@@ -120,8 +120,9 @@ def test_disk_full_while_saving_keeps_the_old_checkpoint(setup, capsys, monkeypa
     assert state["trained"]
 
 
-def test_plot_path_is_checked_before_training(setup, capsys, no_training):
+def test_plot_path_is_checked_before_training(setup, capsys, monkeypatch, no_training):
     support, run = setup
+    monkeypatch.setattr("tflite_train.runtime.plots.require_matplotlib", lambda: None)  # also where it is missing
     (run / "p.png").mkdir()
     _refused(support, run, run / "m.ckpt", capsys, "p.png is a directory", extra=("--plot", str(run / "p.png")))
 
