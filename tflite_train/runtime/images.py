@@ -9,8 +9,9 @@ Decoding (``decode_image``), in this order:
 
 1. The file must be a regular file (``os.stat`` before opening, ``O_NONBLOCK`` and ``fstat`` after:
    a FIFO, device or directory is refused and can never block) of 1 .. ``max_file_bytes`` bytes.
-2. Pillow opens it with ``Image.MAX_IMAGE_PIXELS = max_pixels`` and its ``DecompressionBombWarning``
-   turned into an error; W * H > ``max_pixels`` is refused before any pixel is decoded.
+2. Pillow opens it with ``Image.MAX_IMAGE_PIXELS = max_pixels`` (set for the read, then restored)
+   and its ``DecompressionBombWarning`` turned into an error; W * H > ``max_pixels`` is refused
+   from the header, before any pixel is decoded.
 3. EXIF orientation is applied (``ImageOps.exif_transpose``): pixels come out the way a photo viewer
    shows them.
 4. Modes become uint8 grey, RGB or RGBA: "1" -> L (0/255); P and PA -> RGBA when the palette has
@@ -137,9 +138,18 @@ _DECODER_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, Ind
 
 
 def _pillow_to_array(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
+    from PIL import Image
+
+    previous, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, limits.max_pixels  # restored below
+    try:
+        return _pillow_decode(data, source, limits)
+    finally:
+        Image.MAX_IMAGE_PIXELS = previous
+
+
+def _pillow_decode(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
     from PIL import Image, ImageOps, UnidentifiedImageError
 
-    Image.MAX_IMAGE_PIXELS = limits.max_pixels
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
