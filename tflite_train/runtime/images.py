@@ -161,7 +161,8 @@ def _pillow_decode(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
                     raise ImageError(f"image {source} has {width} x {height} = {width * height} pixels; "
                                      f"the limit is {limits.max_pixels}")
                 image.load()
-                return _mode_to_uint8(ImageOps.exif_transpose(image), source)
+                ImageOps.exif_transpose(image, in_place=True)  # no copy when there is nothing to turn
+                return _mode_to_uint8(image, source)
         except ImageError:
             raise
         except UnidentifiedImageError as err:
@@ -191,8 +192,23 @@ def _mode_to_uint8(image, source: str) -> np.ndarray:
         image = image.convert("RGBA")
     elif mode not in ("L", "RGB", "RGBA"):
         image = image.convert("RGB")
-    array = np.asarray(image, dtype=np.uint8)
-    return array[..., None] if array.ndim == 2 else array
+    return _to_numpy(image)
+
+
+STRIP_ROWS = 256
+
+
+def _to_numpy(image) -> np.ndarray:
+    """uint8 [H, W, bands] copied in strips of rows: ``np.asarray`` (via one ``tobytes``) would hold two
+    more full copies of the pixels at its peak, 300 MB for a 50-megapixel RGB photo."""
+    width, height = image.size
+    bands = len(image.getbands())
+    out = np.empty((height, width, bands), np.uint8)
+    for top in range(0, height, STRIP_ROWS):
+        bottom = min(height, top + STRIP_ROWS)
+        strip = image.crop((0, top, width, bottom)).tobytes()
+        out[top:bottom] = np.frombuffer(strip, np.uint8).reshape(bottom - top, width, bands)
+    return out
 
 
 def _npy_to_array(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
