@@ -26,12 +26,19 @@ from tflite_train.runtime.images import (
     to_model_input,
 )
 from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.output_path import check_output_file
+from tflite_train.runtime.plots import plot_adaptation
+from tflite_train.runtime.progress import Progress, no_progress, terminal_progress
+from tflite_train.runtime.runtimes import RUNTIMES, resolve_runtime
+from tflite_train.runtime.summary import adapt_record, format_adapt_summary, format_predictions
+from tflite_train.runtime.text import printable
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.runtime.trainer import (
     AdaptConfig,
     AdaptResult,
     adapt,
     check_labelled_set,
+    class_logits,
     class_prototypes,
     embed,
     evaluate,
@@ -42,9 +49,9 @@ from tflite_train.runtime.trainer import (
 )
 
 __all__ = [
-    "CHECKPOINT_FORMAT_VERSION",
     "AdaptConfig",
     "AdaptResult",
+    "CHECKPOINT_FORMAT_VERSION",
     "Checkpoint",
     "CheckpointError",
     "ImageError",
@@ -54,32 +61,44 @@ __all__ = [
     "OperatorCode",
     "OutputError",
     "PhaseTimer",
+    "Progress",
+    "RUNTIMES",
     "TrainableModel",
     "UserError",
     "adapt",
+    "adapt_record",
     "check_labelled_set",
     "check_metadata",
+    "check_output_file",
+    "class_logits",
     "class_prototypes",
     "decode_image",
     "embed",
     "evaluate",
     "fisher_subset",
+    "format_adapt_summary",
+    "format_predictions",
     "layer_table",
     "load_checkpoint",
     "load_image_folder",
     "load_images",
     "load_interpreter_class",
+    "no_progress",
     "parse_byte_size",
+    "plot_adaptation",
     "predict",
+    "printable",
     "pseudo_query_batches",
     "read_image",
     "read_metadata",
     "read_metadata_buffers",
     "read_operator_codes",
+    "resolve_runtime",
     "restore_checkpoint",
     "save_checkpoint",
     "scan_image_folder",
     "support_fisher",
+    "terminal_progress",
     "to_model_input",
     "write_atomic",
 ]
