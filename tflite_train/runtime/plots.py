@@ -1,8 +1,9 @@
 """The picture of an adaptation (``adapt --plot FILE.png``): what was selected, under which budget, and the loss.
 
 Three panels from ``adapt_job.run_adaptation``'s report: (1) per candidate layer, its Fisher
-potential P_l = sum_o Delta_o (paper Eq. 2; tinytrain only, else the layers' weight counts), the
-chosen layers coloured and labelled with their channel counts; (2) the selection's backward memory
+potential P_l = sum_o Delta_o (paper Eq. 2; tinytrain only, else the layers' weight counts) and the
+score the selection ranks by, s_l = P_l / (|W_l| M_l) relative to the best (Eq. 3), the chosen
+layers coloured and labelled with their channel counts; (2) the selection's backward memory
 and compute as a share of B_mem and B_compute, with the budget line at 100 %; (3) the training loss
 per step and its running mean over one epoch. matplotlib is imported only here, on use.
 """
@@ -66,8 +67,17 @@ def plot_adaptation(report: Mapping[str, Any], path: str | os.PathLike, *, title
         if name in chosen:
             ax.annotate(f"{len(chosen[name])}/{report['layer_costs'][name]['out_channels']}",
                         (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+    if potentials:  # the ranking: s_l = P_l / (|W_l| M_l) up to constant factors (Eq. 3)
+        costs = report["layer_costs"]
+        scores = [potentials.get(n, 0.0) / max(1, costs[n]["weights"] * costs[n]["forward_macs"]) for n in layers]
+        top = max(scores) or 1.0
+        twin = ax.twinx()
+        twin.plot(range(len(layers)), [v / top for v in scores], "k.", label="score s_l (Eq. 3), relative")
+        twin.set_ylim(0, 1.15)
+        twin.set_ylabel("score s_l / max (Eq. 3)")
+        twin.legend(loc="upper left", fontsize=8)
     ax.set_xticks(range(len(layers)), layers, rotation=60, ha="right", fontsize=7)
-    ax.set_title("candidate layers (orange: selected, label: channels)", fontsize=10)
+    ax.set_title("candidate layers: taken by score s_l while within budget (orange; label: channels)", fontsize=10)
 
     ax = axes[1]
     memory_limit = report["budget"]["memory_bytes"]
