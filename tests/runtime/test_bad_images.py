@@ -250,3 +250,21 @@ def test_subfolders_beside_images_are_skipped_with_a_warning(setup, caplog):
         assert _adapt(support, run) == 0
     (warning,) = _warnings(caplog)
     assert "skipping subfolder" in warning and "class0/more" in warning
+
+
+@pytest.mark.parametrize("name", ["a_directory", "fifo.png", "/dev/null", "missing.png", "empty.png"])
+def test_predict_refuses_non_images(setup, tmp_path, capsys, name):
+    support, run = setup
+    (tmp_path / "a_directory").mkdir()
+    os.mkfifo(tmp_path / "fifo.png")  # refused from os.stat: never opened, so it cannot block
+    (tmp_path / "empty.png").write_bytes(b"")
+    path = name if name.startswith("/") else str(tmp_path / name)
+    good = str(next((support / "class0").iterdir()))
+    capsys.readouterr()
+    assert run_cli(["predict", "--model", str(fixture_model(MODEL)), "--checkpoint", str(run / "m.ckpt"), good,
+                    path]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no partial table
+    reason = {"a_directory": "is a directory", "fifo.png": "is a FIFO", "/dev/null": "is a character device",
+              "missing.png": "No such file or directory", "empty.png": "is empty (0 bytes)"}[name]
+    assert_one_line_error(captured.err, path, reason)
