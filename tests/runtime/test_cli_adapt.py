@@ -132,3 +132,13 @@ def test_version_and_help(capsys):
     text = capsys.readouterr().out
     for unit in ("1MiB", "fraction of one forward pass's MACs", "(default: 0.25)", "(default: 40)", "(default: 1)"):
         assert unit in text
+
+
+def test_verify_runtime_choice(capsys):
+    from tflite_train.runtime.interpreter import load_interpreter_class
+
+    _, installed = load_interpreter_class()
+    missing = "litert" if installed == "tflite_runtime.interpreter" else "tflite-runtime"
+    assert main(["verify", str(fixture_model(MODEL)), "--runtime", missing]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"runtime '{missing}'" in err and "is not installed" in err

@@ -60,3 +60,11 @@ def test_pixel_and_size_limits_are_explicit(tmp_path):
     finally:
         Image.open = real_open
     assert seen == [4321] and Image.MAX_IMAGE_PIXELS == default  # set for the read, then restored
+
+
+def test_image_set_size_is_checked_before_reading(tmp_path):
+    from tflite_train.runtime.images import load_images
+
+    paths = [tmp_path / f"never-read-{i}.png" for i in range(3)]  # do not exist: the check comes first
+    with pytest.raises(ImageError, match=r"3 images need 3072 bytes at the model's input size \(16, 16, 1\); the limit is 3071"):
+        load_images(paths, (16, 16, 1), limits=ImageLimits(max_set_bytes=3071))

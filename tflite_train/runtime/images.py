@@ -66,6 +66,8 @@ MAX_IMAGE_PIXELS = 50_000_000
 """Largest accepted W * H (e.g. 8660 x 5773): a 50-megapixel photo. Decoding one as RGB takes 150 MB."""
 MAX_FILE_BYTES = 64 * 2**20
 """Largest accepted image file (64 MiB)."""
+MAX_SET_BYTES = 2**30
+"""Largest float32 array of preprocessed images read at once (1 GiB: 21,845 images at 64 x 64 x 3)."""
 LUMA = (0.299, 0.587, 0.114)
 
 
@@ -76,13 +78,16 @@ class ImageLimits:
     Attributes:
       max_pixels: Largest W * H; Pillow's ``MAX_IMAGE_PIXELS`` is set to it for every read.
       max_file_bytes: Largest file size in bytes.
+      max_set_bytes: Largest float32 array ``load_images`` may allocate (N images at the model input),
+        checked before any file is read.
     """
 
     max_pixels: int = MAX_IMAGE_PIXELS
     max_file_bytes: int = MAX_FILE_BYTES
+    max_set_bytes: int = MAX_SET_BYTES
 
     def __post_init__(self) -> None:
-        for name in ("max_pixels", "max_file_bytes"):
+        for name in ("max_pixels", "max_file_bytes", "max_set_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1; got {value!r}")
@@ -332,7 +337,12 @@ def load_images(paths: Sequence[str | os.PathLike], shape: Sequence[int], value_
     """
     if not paths:
         raise ImageError("no image paths given")
-    out = np.empty((len(paths), *(int(s) for s in shape)), np.float32)
+    shape = tuple(int(s) for s in shape)
+    needed = 4 * len(paths) * int(np.prod(shape))
+    if needed > limits.max_set_bytes:
+        raise ImageError(f"{len(paths)} images need {needed} bytes at the model's input size {shape}; "
+                         f"the limit is {limits.max_set_bytes} (use fewer images)")
+    out = np.empty((len(paths), *shape), np.float32)
     for i, path in enumerate(paths):
         out[i] = to_model_input(decode_image(path, limits), shape, value_range)
         if progress is not None:
