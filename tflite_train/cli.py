@@ -208,7 +208,7 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
 
         require_matplotlib()
     layers = tuple(n.strip() for n in args.sparse_update_layers.split(",")) if args.sparse_update_layers else None
-    criterion = "l2" if args.policy_canonical == "sparse_update" and layers is None else "tinytrain"
+    criterion = "l2" if args.policy == "sparse_update" and layers is None else "tinytrain"  # a static ranking
     config = AdaptConfig(
         policy=args.policy, memory_bytes=math.inf if args.mem_budget is None else float(args.mem_budget),
         compute_fraction=args.compute_budget, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,
@@ -592,13 +592,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    debug = getattr(args, "debug", False)
-    level = logging.DEBUG if debug else logging.INFO if getattr(args, "verbose", False) else logging.WARNING
+    debug = args.debug
+    level = logging.DEBUG if debug else logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="tflite-train: %(levelname)s: %(message)s")
-    if args.command in ("adapt", "predict"):
-        args.quiet = getattr(args, "quiet", False)
-    if args.command == "adapt":
-        args.policy_canonical = args.policy
     try:
         return args.func(args)
     except KeyboardInterrupt:
