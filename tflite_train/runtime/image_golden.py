@@ -16,8 +16,6 @@ import json
 import pathlib
 import sys
 
-import numpy as np
-
 from tflite_train.runtime.images import decode_image, to_model_input
 
 GOLDEN_NAME = "image_golden.json"
