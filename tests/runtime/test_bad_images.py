@@ -268,3 +268,14 @@ def test_predict_refuses_non_images(setup, tmp_path, capsys, name):
     reason = {"a_directory": "is a directory", "fifo.png": "is a FIFO", "/dev/null": "is a character device",
               "missing.png": "No such file or directory", "empty.png": "is empty (0 bytes)"}[name]
     assert_one_line_error(captured.err, path, reason)
+
+
+@pytest.mark.parametrize("flag", ["--model", "--checkpoint"])
+def test_predict_refuses_a_fifo_model_or_checkpoint(setup, tmp_path, capsys, flag):
+    support, run = setup
+    os.mkfifo(tmp_path / "pipe")  # reading it would block forever; it must never be opened
+    args = {"--model": str(fixture_model(MODEL)), "--checkpoint": str(run / "m.ckpt"), flag: str(tmp_path / "pipe")}
+    capsys.readouterr()
+    assert run_cli(["predict", "--model", args["--model"], "--checkpoint", args["--checkpoint"],
+                    str(next((support / "class0").iterdir()))]) == 2
+    assert_one_line_error(capsys.readouterr().err, "pipe is not a regular file")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import stat
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -51,10 +52,8 @@ def load_model(model_path: str | os.PathLike, runtime: str | None = None) -> Tra
     """Opens an exported model on ``runtime`` (a ``runtimes.RUNTIMES`` name; None = the first installed)
     and checks its metadata (ValueError naming the file otherwise)."""
     module = resolve_runtime(runtime)
-    path = pathlib.Path(model_path)
-    if not path.is_file():
-        raise UserError(f"model file {printable(str(path))} does not exist or is not a regular file")
-    model = TrainableModel(path, runtime=module)
+    _require_regular_file(model_path, "model file")
+    model = TrainableModel(pathlib.Path(model_path), runtime=module)
     check_metadata(model.metadata)
     return model
 
@@ -65,6 +64,17 @@ def checkpoint_bound_bytes(model: TrainableModel, include_optimizer: bool) -> in
     table = layer_table(model.metadata)
     weights = sum(layer_cost(table[n]).weights + table[n].out_channels for n in model.candidates)
     return 4 * (weights * (3 if include_optimizer else 1) + model.capacity * model.feature_dim)
+
+
+def _require_regular_file(path: str | os.PathLike, what: str) -> None:
+    """UserError unless ``path`` is a regular file (``os.stat`` only: a FIFO is never opened, so never blocks)."""
+    shown = printable(os.fspath(path))
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise UserError(f"{what} {shown}: {err.strerror or err}") from err
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{what} {shown} is not a regular file")
 
 
 def _value_range(model: TrainableModel) -> tuple[float, float]:
@@ -202,6 +212,7 @@ def run_prediction(
     """
     if not image_paths:
         raise UserError("no images given to predict")
+    _require_regular_file(checkpoint_path, "checkpoint")
     model = load_model(model_path, runtime)
     checkpoint = restore_checkpoint(model, load_checkpoint(checkpoint_path))
     with progress("reading", len(image_paths)) as bar:
