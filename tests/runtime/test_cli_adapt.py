@@ -142,3 +142,14 @@ def test_verify_runtime_choice(capsys):
     assert main(["verify", str(fixture_model(MODEL)), "--runtime", missing]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"runtime '{missing}'" in err and "is not installed" in err
+
+
+def test_unbudgeted_policy_with_a_budget_is_stated(folders, tmp_path, capsys, caplog):
+    import logging
+
+    support, _ = folders
+    with caplog.at_level(logging.WARNING):
+        assert _adapt(tmp_path / "m.ckpt", support, "--policy", "full_train", "--mem-budget", "1KiB") == 0
+    assert any("full_train ignores the memory and compute budgets" in r.getMessage() for r in caplog.records)
+    memory_line = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("memory"))
+    assert "of 1.0 KiB budget" in memory_line and memory_line.endswith("OVER)")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -77,6 +79,18 @@ def test_modes(tmp_path):
     Image.new("F", (3, 3), 0.5).save(tmp_path / "f.tiff")
     with pytest.raises(ImageError, match="mode F"):
         decode_image(tmp_path / "f.tiff")
+
+
+def test_16_bit_rgb_keeps_the_high_byte(tmp_path):
+    pixels = np.array([[[0x1234, 0xFF00, 0x00FF], [0xFFFF, 0x8080, 0x0101]]], ">u2")
+    raw = b"".join(b"\0" + row.tobytes() for row in pixels)
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    (tmp_path / "rgb16.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 1, 16, 2, 0, 0, 0))
+                                        + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    np.testing.assert_array_equal(decode_image(tmp_path / "rgb16.png"), pixels >> 8)
 
 
 def test_alpha_is_composited_on_white():

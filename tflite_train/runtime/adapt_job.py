@@ -10,6 +10,8 @@ losses, support/query accuracy). A failure leaves any earlier files at those pat
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import pathlib
 import stat
@@ -40,6 +42,8 @@ from tflite_train.runtime.trainer import (
 from tflite_train.sparse.cost_model import layer_cost
 
 SIDECAR_RESERVE_BYTES = 2**20  # the two JSON files, generously
+UNBUDGETED_POLICIES = ("none", "last_layer", "full_train")
+LOG = logging.getLogger(__name__)
 
 
 def sidecar_paths(out: str | os.PathLike) -> tuple[pathlib.Path, pathlib.Path]:
@@ -144,6 +148,10 @@ def run_adaptation(
     """
     started = time.perf_counter()
     out = pathlib.Path(out)
+    budgeted = not math.isinf(config.memory_bytes) or config.compute_fraction is not None or config.compute_macs is not None
+    if budgeted and config.policy in UNBUDGETED_POLICIES:
+        LOG.warning("policy %s ignores the memory and compute budgets (the summary shows its cost against them)",
+                    config.policy)
     for path in (out, *sidecar_paths(out), *extra_outputs):
         check_output_file(path, what="output")
     model = load_model(model_path, runtime)

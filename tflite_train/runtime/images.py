@@ -18,7 +18,8 @@ Decoding (``decode_image``), in this order:
    transparency, else RGB; LA / La / RGBa -> RGBA; CMYK, YCbCr, LAB, HSV, RGBX -> RGB (Pillow's
    conversions); 16-bit grey (I;16*, and I with values in 0..65535) -> 8 bit by round(v / 257), i.e.
    (2 v + 257) // 514; 16-bit RGB(A) PNG/TIFF are given by Pillow as 8-bit with the high byte
-   (v >> 8); float pixels (mode F) and 32-bit integers outside 0..65535 are refused.
+   (v >> 8); float pixels (mode F) and 32-bit integers outside 0..65535 are refused. Embedded ICC
+   colour profiles are not applied: pixel values are taken as stored (as sRGB).
 
 Preprocessing to the model input (``to_model_input``; the Java ``ImagePreprocessor`` implements the
 same algorithm, pinned by a golden file: see ``tests/runtime/test_image_parity.py``). With the source
