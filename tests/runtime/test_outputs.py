@@ -162,3 +162,20 @@ def test_real_small_disk_and_read_only_mount(setup, capsys, tiny_tmpfs, no_train
     _refused(support, tiny_tmpfs, tiny_tmpfs / "new.ckpt", capsys, "cannot write to output folder",
              "Read-only file system")
     assert (tiny_tmpfs / "old.ckpt").read_bytes() == b"earlier checkpoint"
+
+
+def test_out_would_overwrite_the_model(setup, tmp_path, capsys, no_training):
+    support, run = setup
+    model = run / "model.tflite"
+    model.write_bytes(fixture_model(MODEL).read_bytes())
+    before = snapshot(run)
+    capsys.readouterr()
+    assert run_cli(["adapt", "--model", str(model), "--support", str(support), "--out", str(model), "--quiet"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "model.tflite would overwrite the input")
+    assert snapshot(run) == before
+
+
+def test_plot_would_overwrite_the_checkpoint(setup, capsys, monkeypatch, no_training):
+    support, run = setup
+    monkeypatch.setattr("tflite_train.runtime.plots.require_matplotlib", lambda: None)
+    _refused(support, run, run / "m.ckpt", capsys, "is also given as", extra=("--plot", str(run / "m.ckpt")))

@@ -81,6 +81,20 @@ def _require_regular_file(path: str | os.PathLike, what: str) -> None:
         raise UserError(f"{what} {shown} is not a regular file")
 
 
+def _check_distinct(outputs: Sequence[pathlib.Path], inputs: Sequence[pathlib.Path]) -> None:
+    """UserError if two outputs are one file, or an output would overwrite an input (the model)."""
+    seen: dict[pathlib.Path, pathlib.Path] = {}
+    for path in outputs:
+        key = path.resolve()
+        if key in seen:
+            raise UserError(f"output {printable(str(path))} is also given as {printable(str(seen[key]))}; "
+                            "outputs must be different files")
+        seen[key] = path
+        for source in inputs:
+            if key == source.resolve() or (path.exists() and source.exists() and os.path.samefile(path, source)):
+                raise UserError(f"output {printable(str(path))} would overwrite the input {printable(str(source))}")
+
+
 def _value_range(model: TrainableModel) -> tuple[float, float]:
     low, high = model.metadata["input"].get("range", [0.0, 1.0])
     return float(low), float(high)
@@ -152,7 +166,9 @@ def run_adaptation(
     if budgeted and config.policy in UNBUDGETED_POLICIES:
         LOG.warning("policy %s ignores the memory and compute budgets (the summary shows its cost against them)",
                     config.policy)
-    for path in (out, *sidecar_paths(out), *extra_outputs):
+    outputs = (out, *sidecar_paths(out), *(pathlib.Path(p) for p in extra_outputs))
+    _check_distinct(outputs, inputs=(pathlib.Path(model_path),))
+    for path in outputs:
         check_output_file(path, what="output")
     model = load_model(model_path, runtime)
     outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
