@@ -67,8 +67,8 @@ def golden_cases(folder: str | pathlib.Path) -> list[dict]:
 def write_image_golden(folder: str | pathlib.Path) -> pathlib.Path:
     """Writes ``folder/image_golden.json`` from the PNGs in ``folder``."""
     path = pathlib.Path(folder) / GOLDEN_NAME
-    doc = {"generator": "python -m tflite_train.runtime.image_golden", "cases": golden_cases(folder)}
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    cases = ",\n".join(json.dumps(case) for case in golden_cases(folder))  # one line per case
+    path.write_text(f'{{"generator": "python -m tflite_train.runtime.image_golden", "cases": [\n{cases}\n]}}\n')
     return path
 
 
