@@ -292,6 +292,7 @@ MAX_EPOCHS = 10_000
 MAX_BATCH = 1024
 MAX_STEPS = 1_000_000
 MAX_SEED = 2**32 - 1
+QUIET_COMMANDS = ("adapt", "predict")
 
 
 def _number(text: str, kind: type, low: float, high: float, *, low_open: bool = False, unit: str = "") -> float | int:
@@ -593,7 +594,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     debug = args.debug
-    level = logging.DEBUG if debug else logging.INFO if args.verbose else logging.WARNING
+    # adapt/predict show progress bars and a summary: their INFO logs only with -v; the long
+    # workstation commands (pre-training, bench, ...) keep logging their progress
+    level = logging.DEBUG if debug else logging.INFO if args.verbose or args.command not in QUIET_COMMANDS \
+        else logging.WARNING
     logging.basicConfig(level=level, format="tflite-train: %(levelname)s: %(message)s")
     try:
         return args.func(args)
