@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PI_VENV := .venv-pi
 
-.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps data weights bench
+.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps data weights bench adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -46,6 +46,10 @@ weights: data
 # the file for the runtime).
 bench: data
 	$(VENV)/bin/python -m tflite_train.cli bench --cache $(DATA_CACHE) --out bench/results --tasks 50 --workers $(shell nproc)
+
+# The README's adaptation example: docs/adapt_example.png (--plot) and docs/adapt_example.txt (the summary).
+adapt-example: $(VENV)/.installed data-deps
+	PY=$(VENV)/bin/python sh docs/adapt_example.sh
 
 # Exported test models + golden self-tests, replayed by tests/runtime in both envs and read by the Java
 # core (needs TF). The venv is made here only when missing (test-main refreshes a stale one), so that

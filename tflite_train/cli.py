@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
+import traceback
 from collections.abc import Sequence
 
 from tflite_train.architectures import BACKBONES, PAPER_BACKBONES
+from tflite_train.runtime.text import printable
 
 
 def _cmd_backbones(args: argparse.Namespace) -> int:
@@ -173,74 +176,78 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _training_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cache", default="build/data_cache", help="folder made by `data prepare`")
+    p.add_argument("--cache", default="build/data_cache", help="data cache folder made by `data prepare`")
     p.add_argument("--out", required=True, help="output folder (resolved config, log, checkpoints, weights)")
-    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
-    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet", help="network architecture")
+    p.add_argument("--image-size", type=int, default=64, help="input side in pixels")
     p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF default)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF's default)")
     p.add_argument("--strategy", choices=("default", "mirrored", "multi_worker"), default="default",
                    help="tf.distribute strategy: 'mirrored' = all local GPUs (or the CPU); 'multi_worker' = the "
                         "machines in TF_CONFIG (run the same command on each)")
     p.add_argument("--episodes-per-step", type=int, default=1,
                    help="meta-train: episodes averaged per step, split over the strategy's replicas (a multiple of them)")
-    p.add_argument("--pretrain-steps", type=int, default=1500)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--pretrain-lr", type=float, default=0.05)
-    p.add_argument("--episodes", type=int, default=600)
-    p.add_argument("--ways", type=int, default=10)
-    p.add_argument("--shots", type=int, default=5)
-    p.add_argument("--queries", type=int, default=10)
-    p.add_argument("--meta-lr", type=float, default=0.005)
-    p.add_argument("--val-every", type=int, default=100)
-    p.add_argument("--init-weights", help="meta-train: start from these backbone weights (.weights.h5)")
-    p.add_argument("--eval-episodes", type=int, default=200)
+    p.add_argument("--pretrain-steps", type=int, default=1500, help="supervised pre-training steps")
+    p.add_argument("--batch-size", type=int, default=64, help="pre-training batch, images")
+    p.add_argument("--pretrain-lr", type=float, default=0.05, help="peak learning rate of pre-training")
+    p.add_argument("--episodes", type=int, default=600, help="meta-training episodes")
+    p.add_argument("--ways", type=int, default=10, help="classes per meta-training episode")
+    p.add_argument("--shots", type=int, default=5, help="support images per class and episode")
+    p.add_argument("--queries", type=int, default=10, help="query images per class and episode")
+    p.add_argument("--meta-lr", type=float, default=0.005, help="peak learning rate of meta-training")
+    p.add_argument("--val-every", type=int, default=100, help="validate every N episodes")
+    p.add_argument("--init-weights", help="meta-train: start from these backbone weights (.weights.h5) (default: none)")
+    p.add_argument("--eval-episodes", type=int, default=200, help="evaluation episodes per target")
 
 
 def _cmd_adapt(args: argparse.Namespace) -> int:
-    """Adapts an exported model to an image folder on the interpreter; writes the checkpoint + JSON."""
-    import json
-    import math
-
+    """Adapts an exported model to an image folder on the interpreter; prints the summary (or --json)."""
     from tflite_train.runtime.adapt_job import run_adaptation
-    from tflite_train.runtime.byte_size import parse_byte_size
+    from tflite_train.runtime.progress import terminal_progress
+    from tflite_train.runtime.summary import adapt_record, format_adapt_summary
     from tflite_train.runtime.trainer import AdaptConfig
 
+    if args.plot:
+        from tflite_train.runtime.plots import require_matplotlib
+
+        require_matplotlib()
+    layers = tuple(n.strip() for n in args.sparse_update_layers.split(",")) if args.sparse_update_layers else None
+    criterion = "l2" if args.policy == "sparse_update" and layers is None else "tinytrain"  # a static ranking
     config = AdaptConfig(
-        policy=args.policy,
-        memory_bytes=math.inf if args.mem_budget is None else float(parse_byte_size(args.mem_budget)),
+        policy=args.policy, memory_bytes=math.inf if args.mem_budget is None else float(args.mem_budget),
         compute_fraction=args.compute_budget, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,
+        criterion=criterion, sparse_update_layers=layers,
         iterations=args.iterations, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, seed=args.seed, on_empty=args.on_empty,
     )
     report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
-                            include_optimizer=args.include_optimizer)
-    summary = {k: report[k] for k in ("memory_bytes", "backward_macs", "within_budget", "seconds", "checkpoint_bytes")}
-    summary["selection"] = {n: len(c) for n, c in report["selection"]["channels"].items()}
-    if "query_accuracy" in report:
-        summary["query_accuracy"] = report["query_accuracy"]
-    print(json.dumps(summary, indent=2))
+                            include_optimizer=args.include_optimizer, runtime=args.runtime,
+                            extra_outputs=(args.plot,) if args.plot else (), max_steps=MAX_STEPS,
+                            progress=terminal_progress(not args.quiet and not args.json))
+    if args.plot:
+        from tflite_train.runtime.plots import plot_adaptation
+
+        plot_adaptation(report, args.plot)
+        report["plot"] = args.plot
+    print(adapt_record(report) if args.json else format_adapt_summary(report))
+    if args.plot and not args.json:
+        print(f"  plot        {printable(args.plot)}")
     return 0
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    """Prints "image<TAB>class id<TAB>class name" per image for an adapted model."""
+    """Prints file, class and confidence per image (a table, --json or --csv)."""
     from tflite_train.runtime.adapt_job import run_prediction
+    from tflite_train.runtime.progress import terminal_progress
+    from tflite_train.runtime.summary import format_predictions
 
-    for path, class_id, name in run_prediction(args.model, args.checkpoint, args.images):
-        print(f"{path}\t{class_id}\t{name}")
+    rows = run_prediction(args.model, args.checkpoint, args.images, runtime=args.runtime,
+                          progress=terminal_progress(not args.quiet))
+    print(format_predictions(rows, "json" if args.json else "csv" if args.csv else "table"))
     return 0
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from err
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0; got {text!r}")
-    return value
 def _cmd_export(args: argparse.Namespace) -> int:
     """Exports a trainable .tflite (needs TensorFlow: the converters package)."""
     from converters.export import write_export
@@ -281,7 +288,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     """Replays the embedded self-test on the installed interpreter (TF-free)."""
     from tflite_train.runtime.selftest import verify
 
-    result = verify(args.model, runtime=args.runtime)
+    from tflite_train.runtime.runtimes import resolve_runtime
+
+    result = verify(args.model, runtime=resolve_runtime(args.runtime))
     print(result.format())
     return 0 if result.passed else 1
 
@@ -299,50 +308,170 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tflite-train", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+# ----------------------------------------------------------------------------- flag types
+# Absurd values are refused while parsing, before any file is read.
+MAX_ITERATIONS = 100_000
+MAX_EPOCHS = 10_000
+MAX_BATCH = 1024
+MAX_STEPS = 1_000_000
+MAX_SEED = 2**32 - 1
+QUIET_COMMANDS = ("adapt", "predict")
 
-    p = sub.add_parser("backbones", help="print layer tables and cost summaries")
-    p.add_argument("--backbone", action="append", choices=sorted(BACKBONES), help="repeatable; default: the paper's three")
-    p.add_argument("--input-size", type=int, default=128)
-    p.add_argument("--in-channels", type=int, default=3)
-    p.add_argument("--totals-only", action="store_true")
+
+def _number(text: str, kind: type, low: float, high: float, *, low_open: bool = False, unit: str = "") -> float | int:
+    try:
+        value = kind(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}; got {text!r}") from err
+    if not (value > low if low_open else value >= low) or not value <= high or value != value:
+        show = (lambda v: str(int(v))) if kind is int else (lambda v: f"{v:g}")
+        bound = f"{'>' if low_open else '>='} {show(low)} and <= {show(high)}"
+        raise argparse.ArgumentTypeError(f"must be {bound}{unit}; got {text!r}")
+    return value
+
+
+def _range(kind: type, low: float, high: float, *, low_open: bool = False, unit: str = ""):
+    def parse(text: str):
+        return _number(text, kind, low, high, low_open=low_open, unit=unit)
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _byte_budget(text: str) -> int:
+    from tflite_train.runtime.byte_size import parse_byte_size
+
+    try:
+        value = parse_byte_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte (no layer fits 0); got {text!r}")
+    return value
+
+
+def _policy(text: str) -> str:
+    from tflite_train.sparse.policies import canonical_policy_name
+
+    try:
+        return canonical_policy_name(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``tflite-train adapt: error: ...``) and defaults in every help line."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        from tflite_train.runtime.text import printable
+
+        self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Appends "(default: X)" to a flag's help unless it has no default value or states its own."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or any(action.default is v for v in (None, False, argparse.SUPPRESS)) or action.required:
+            return text
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return text + " (default: %(default)s)"
+        return text
+
+
+def _common_flags(p: argparse.ArgumentParser, top: bool) -> None:
+    """--verbose/--debug/--quiet, accepted before or after the command."""
+    default = {} if top else {"default": argparse.SUPPRESS}
+    p.add_argument("-v", "--verbose", action="store_true", help="log what happens (INFO)", **default)
+    p.add_argument("--debug", action="store_true", help="debug logging, and a traceback with any error", **default)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars", **default)
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    from tflite_train import __version__
+
+    parts = []
+    for name in ("numpy", "pillow", "tflite-runtime", "ai-edge-litert", "tensorflow-cpu"):
+        try:
+            parts.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return f"tflite-train {__version__} (Python {sys.version.split()[0]}; {'; '.join(parts)})"
+
+
+ADAPT_HELP = """\
+Fine-tunes an exported model (.tflite) to your own classes, on this device, with no TensorFlow.
+Put a few example images of each class in a folder of its own:
+
+  photos/cat/1.jpg  photos/cat/2.jpg ...  photos/dog/1.jpg ...
+
+Images: PNG, JPEG, WebP, BMP, GIF (first frame), TIFF, or .npy; EXIF rotation applied, transparency
+on white, centre-cropped to the model's aspect ratio and resized (bilinear); at most 50 megapixels and
+64 MiB per file. Hidden files (.x, ._x) are skipped. Prints what was learned (--json: the full record)
+and writes the checkpoint OUT with OUT.config.json and OUT.report.json beside it; any earlier files
+there stay untouched unless the run succeeds."""
+
+PREDICT_HELP = """\
+Classifies images with a model adapted by `adapt`; prints one row per image: file, class and the
+confidence (softmax over the classes of the adapted head), as a table, --json or --csv."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tflite-train", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=_version(), help="print the versions and exit")
+    _common_flags(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, description: str | None = None) -> argparse.ArgumentParser:
+        q = sub.add_parser(name, help=help_text, description=description or help_text)
+        _common_flags(q, top=False)
+        return q
+
+    p = command("backbones", "print the layer tables and cost summaries of the backbones")
+    p.add_argument("--backbone", action="append", choices=sorted(BACKBONES), help="repeatable (default: the paper's three)")
+    p.add_argument("--input-size", type=int, default=128, help="input side in pixels")
+    p.add_argument("--in-channels", type=int, default=3, help="input channels")
+    p.add_argument("--totals-only", action="store_true", help="only the totals, no per-layer table")
     p.set_defaults(func=_cmd_backbones)
 
-    p = sub.add_parser("bench", help="regenerate the paper's tables and figures: BENCHMARKS.md + PNGs")
+    p = command("bench", "regenerate the paper's tables and figures: BENCHMARKS.md + PNGs")
     p.add_argument("--cache", default="build/data_cache", help="data cache (tflite-train data prepare)")
     p.add_argument("--out", default="bench/results", help="output folder (BENCHMARKS.md, PNGs, results/config JSON)")
     p.add_argument("--model-dir", default="build/bench/models", help="exported models (reused when up to date)")
-    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
-    p.add_argument("--input-size", type=int, default=64)
+    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet", help="network architecture")
+    p.add_argument("--input-size", type=int, default=64, help="input side in pixels")
     p.add_argument("--weights", default="weights/mcunet_64_meta.weights.h5", help="'' = seeded init")
     p.add_argument("--meta-ablation-weights", nargs="*",
                    default=["weights/meta_ablation/pretrain.weights.h5", "weights/meta_ablation/mcunet_64_meta.weights.h5"],
                    help="pre-trained-only and meta-trained weights of one train-weights run (none given = skip)")
-    p.add_argument("--candidate-blocks", type=int, default=7)
-    p.add_argument("--target", action="append", help="repeatable; default: every target of the cache")
+    p.add_argument("--candidate-blocks", type=int, default=7, help="trainable blocks (from the end) of the export")
+    p.add_argument("--target", action="append", help="repeatable (default: every target of the cache)")
     p.add_argument("--tasks", type=int, default=50, help="N tasks per target")
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--max-ways", type=int, default=10)
-    p.add_argument("--max-support-total", type=int, default=50)
-    p.add_argument("--max-support-per-class", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1234, help="random seed")
+    p.add_argument("--max-ways", type=int, default=10, help="classes per task, at most")
+    p.add_argument("--max-support-total", type=int, default=50, help="support images per task, at most")
+    p.add_argument("--max-support-per-class", type=int, default=10, help="support images per class, at most")
     p.add_argument("--epochs", type=int, default=40,
                    help="passes over each support set (the paper's protocol); 0 = --iterations steps instead")
     p.add_argument("--iterations", type=int, default=40, help="steps per task when --epochs 0")
     p.add_argument("--learning-rates", type=float, nargs="+", default=[3e-4, 1e-3, 3e-3, 1e-2],
                    help="candidate Adam rates, each method's chosen on tuning episodes (one rate = no tuning)")
-    p.add_argument("--tuning-tasks", type=int, default=3,
-                   help="tuning episodes per target for the learning-rate choice")
-    p.add_argument("--full-train-batch", type=int, default=50)
-    p.add_argument("--ablation-target", default=None)
-    p.add_argument("--ablation-tasks", type=int, default=20)
-    p.add_argument("--timing-runs", type=int, default=3)
+    p.add_argument("--tuning-tasks", type=int, default=3, help="tuning episodes per target for the learning-rate choice")
+    p.add_argument("--full-train-batch", type=int, default=50, help="batch of the FullTrain baseline, images")
+    p.add_argument("--ablation-target", default=None, help="target of the ablations (default: the first)")
+    p.add_argument("--ablation-tasks", type=int, default=20, help="tasks per ablation")
+    p.add_argument("--timing-runs", type=int, default=3, help="repetitions of each timing")
     p.add_argument("--no-tf-recipe", action="store_true", help="skip the TF-recipe (Flex) timing peer")
     p.add_argument("--section", action="append", choices=("accuracy", "backward_cost", "timing", "ablations", "plots"),
-                   help="repeatable; default: all")
-    p.add_argument("--threads", type=int, default=1)
+                   help="repeatable (default: all)")
+    p.add_argument("--threads", type=int, default=1, help="interpreter/TF threads per worker")
     p.add_argument("--workers", type=int, default=1,
                    help="processes for the accuracy and ablation tasks (results do not depend on it)")
     p.add_argument("--update", action="store_true",
@@ -350,79 +479,103 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--render-only", action="store_true", help="re-render BENCHMARKS.md and the PNGs from --out's saved results")
     p.set_defaults(func=_cmd_bench)
 
-    p = sub.add_parser("cost-report", help="MCUNet backward-pass costs beside the paper's Tables 2 and 6")
-    p.add_argument("--input-size", type=int, default=128)
+    p = command("cost-report", "MCUNet backward-pass costs beside the paper's Tables 2 and 6")
+    p.add_argument("--input-size", type=int, default=128, help="input side in pixels")
     p.set_defaults(func=_cmd_cost_report)
 
-    p = sub.add_parser("demo", help="the README's main job: export the shipped weights, adapt on a new task")
-    p.add_argument("--target", help="cross-domain data set of the cache (default fashion_mnist)")
-    p.add_argument("--policy", help="adaptation policy (default tinytrain)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--cache")
-    p.add_argument("--out")
+    p = command("demo", "the README's main job: export the shipped weights, adapt on a new task")
+    p.add_argument("--target", help="cross-domain data set of the cache (default: fashion_mnist)")
+    p.add_argument("--policy", help="adaptation policy (default: tinytrain)")
+    p.add_argument("--seed", type=int, help="random seed (default: the demo's)")
+    p.add_argument("--cache", help="data cache folder (default: build/data_cache)")
+    p.add_argument("--out", help="output folder (default: build/demo)")
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("golden", help="write the golden vectors that pin the Java core to the Python cost model")
+    p = command("golden", "write the golden vectors that pin the Java core to the Python cost model")
     p.add_argument("--out", default="android_demo/core/src/test/resources/golden", help="output folder")
     p.set_defaults(func=_cmd_golden)
-    p = sub.add_parser("data", help="offline data sets")
-    data_sub = p.add_subparsers(dest="data_command", required=True)
-    q = data_sub.add_parser("prepare", help="build (or confirm) the verified data cache")
-    q.add_argument("--out", default="build/data_cache")
-    q.add_argument("--image-size", type=int, default=64)
+    p = command("data", "offline data sets")
+    data_sub = p.add_subparsers(dest="data_command", required=True, metavar="COMMAND")
+    q = data_sub.add_parser("prepare", help="build (or confirm) the verified data cache",
+                            description="build (or confirm) the verified data cache")
+    _common_flags(q, top=False)
+    q.add_argument("--out", default="build/data_cache", help="cache folder")
+    q.add_argument("--image-size", type=int, default=64, help="image side in pixels")
     q.add_argument("--force", action="store_true", help="rebuild even when up to date")
-    q.add_argument("--folder", action="append", metavar="NAME=PATH[:ROLE]", help="add your own root/class/*.png data set (repeatable)")
+    q.add_argument("--folder", action="append", metavar="NAME=PATH[:ROLE]",
+                   help="add your own root/class/*.png data set (repeatable; ROLE source or target, default target)")
     q.set_defaults(func=_cmd_data_prepare)
 
-    p = sub.add_parser("pretrain", help="supervised pre-training on the source's train classes")
+    p = command("pretrain", "supervised pre-training on the source's train classes (needs TensorFlow)")
     _training_flags(p)
     p.set_defaults(func=_cmd_pretrain)
-    p = sub.add_parser("meta-train", help="episodic ProtoNet meta-training (cosine classifier)")
+    p = command("meta-train", "episodic ProtoNet meta-training with a cosine classifier (needs TensorFlow)")
     _training_flags(p)
     p.set_defaults(func=_cmd_meta_train)
-    p = sub.add_parser("train-weights", help="pre-train + meta-train + evaluate: the shipped weights")
+    p = command("train-weights", "pre-train + meta-train + evaluate: the shipped weights (needs TensorFlow)")
     _training_flags(p)
     p.set_defaults(func=_cmd_train_weights)
-    p = sub.add_parser("evaluate", help="None-policy ProtoNet accuracy of backbone weights on the cache")
-    p.add_argument("--cache", default="build/data_cache")
-    p.add_argument("--weights", required=True)
-    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet")
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--dataset", default="glyphs")
-    p.add_argument("--episodes", type=int, default=200)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--threads", type=int, default=0)
+    p = command("evaluate", "None-policy ProtoNet accuracy of backbone weights on the cache (needs TensorFlow)")
+    p.add_argument("--cache", default="build/data_cache", help="data cache folder")
+    p.add_argument("--weights", required=True, help="Keras .weights.h5 file")
+    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet", help="network architecture")
+    p.add_argument("--image-size", type=int, default=64, help="input side in pixels")
+    p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
+    p.add_argument("--episodes", type=int, default=200, help="episodes per target")
+    p.add_argument("--seed", type=int, default=1234, help="random seed")
+    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF's default)")
     p.set_defaults(func=_cmd_evaluate)
 
-    p = sub.add_parser("adapt", help="on-device fine-tuning of an exported model on an image folder (no TF)")
-    p.add_argument("--model", required=True, help="exported .tflite")
-    p.add_argument("--support", required=True, help="DIR/<class>/*.png|npy|jpg")
-    p.add_argument("--query", help="optional DIR/<class>/* to report the query accuracy")
-    p.add_argument("--out", required=True, help="checkpoint path (config/report JSON written beside it)")
-    p.add_argument("--policy", default="tinytrain", help="none | last_layer | full_train | sparse_update | tinytrain")
-    p.add_argument("--mem-budget", help="B_mem, e.g. 1MiB, 512KiB, 1.5MB (default unlimited)")
-    p.add_argument("--compute-budget", type=_non_negative_float,
+    p = command("adapt", "fine-tune an exported model to your image folder, on this device (no TensorFlow)", ADAPT_HELP)
+    p.add_argument("--model", required=True, metavar="FILE.tflite", help="the exported model")
+    p.add_argument("--support", required=True, metavar="DIR", help="training images: DIR/<class>/<image>, 2 classes or more")
+    p.add_argument("--query", metavar="DIR", help="optional test images DIR/<class>/<image> (support classes) to report accuracy on")
+    p.add_argument("--out", required=True, help="checkpoint file to write (OUT.config.json and OUT.report.json go beside it)")
+    p.add_argument("--policy", type=_policy, default="tinytrain",
+                   help="which weights to update: none (prototypes only) | last_layer | full_train | sparse_update "
+                        "(static: --sparse-update-layers, else layers ranked by weight norm) | tinytrain (this task's "
+                        "Fisher information, under the budgets)")
+    p.add_argument("--mem-budget", type=_byte_budget, metavar="SIZE",
+                   help="B_mem, backward-pass memory in bytes with a unit: 1MiB, 512KiB, 1.5MB (default: unlimited)")
+    p.add_argument("--compute-budget", type=_range(float, 0, 100, low_open=True), metavar="FRACTION",
                    help="B_compute as a fraction of the full backward pass, i.e. of FullTrain's backward MACs per "
-                        "image (every layer updated); e.g. 0.15 = 15 %% of it, 1 = no compute limit")
-    p.add_argument("--compute-macs", type=_non_negative_float, help="B_compute in MACs (instead of --compute-budget)")
-    p.add_argument("--channel-ratio", type=float, default=0.25)
-    p.add_argument("--iterations", type=int, default=40, help="optimizer steps (unless --epochs)")
-    p.add_argument("--epochs", type=int, help="passes over the support set instead of --iterations "
-                   "(the paper: 40 passes at batch 1)")
-    p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--learning-rate", type=float, help="default: the model's")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--on-empty", choices=("raise", "empty"), default="raise", help="when the budget fits no layer")
-    p.add_argument("--include-optimizer", action="store_true", help="store optimizer slots in the checkpoint")
+                         "image (every layer updated); e.g. 0.15 = 15 %% of it, 1 = no compute limit (default: unlimited)")
+    p.add_argument("--compute-macs", type=_range(float, 0, 1e18, low_open=True), metavar="MACS",
+                   help="B_compute in multiply-accumulates, instead of --compute-budget (default: unlimited)")
+    p.add_argument("--channel-ratio", type=_range(float, 0, 1, low_open=True), default=0.25, metavar="FRACTION",
+                   help="fraction of each selected layer's output channels to update (sparse policies)")
+    p.add_argument("--sparse-update-layers", metavar="L1,L2,...",
+                   help="--policy sparse_update: layer priority list (default: rank by weight L2 norm)")
+    p.add_argument("--iterations", type=_range(int, 0, MAX_ITERATIONS), default=40, metavar="STEPS",
+                   help="optimizer steps (ignored with --epochs)")
+    p.add_argument("--epochs", type=_range(int, 1, MAX_EPOCHS), metavar="PASSES",
+                   help="passes over the support set instead of --iterations; the paper: 40 at batch 1 (default: off)")
+    p.add_argument("--batch-size", type=_range(int, 1, MAX_BATCH), default=1, metavar="IMAGES",
+                   help="images per optimizer step (at most the number of support images)")
+    p.add_argument("--learning-rate", type=_range(float, 0, 10, low_open=True), metavar="RATE", help="optimizer step size (default: the model's)")
+    p.add_argument("--seed", type=_range(int, 0, MAX_SEED), default=0, metavar="INT", help="seed of batch order and augmentation")
+    p.add_argument("--on-empty", choices=("raise", "empty"), default="raise",
+                   help="when the budget fits no layer: stop with an error, or keep the prototypes only")
+    p.add_argument("--include-optimizer", action="store_true", help="store the optimizer state too (3x larger checkpoint)")
+    p.add_argument("--runtime", choices=("litert", "tflite-runtime", "tensorflow"),
+                   help="TFLite interpreter (default: the first installed of litert, tflite-runtime, tensorflow)")
+    p.add_argument("--json", action="store_true", help="print the full machine-readable record instead of the summary")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the selection, budgets and loss curve (needs matplotlib)")
     p.set_defaults(func=_cmd_adapt)
 
-    p = sub.add_parser("predict", help="classify images with an adapted model (no TF)")
-    p.add_argument("--model", required=True)
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("images", nargs="+")
+    p = command("predict", "classify images with an adapted model (no TensorFlow)", PREDICT_HELP)
+    p.add_argument("--model", required=True, metavar="FILE.tflite", help="the exported model")
+    p.add_argument("--checkpoint", required=True, help="checkpoint written by `adapt --out`")
+    p.add_argument("--runtime", choices=("litert", "tflite-runtime", "tensorflow"),
+                   help="TFLite interpreter (default: the first installed)")
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
+    output.add_argument("--csv", action="store_true", help="print CSV (file,class_id,class,confidence) instead of the table")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files to classify")
     p.set_defaults(func=_cmd_predict)
-    p = sub.add_parser("export", help="export a trainable builtins-only .tflite from a built-in backbone or your "
-                       "own Keras model (needs TensorFlow)")
+
+    p = command("export", "export a trainable builtins-only .tflite from a built-in backbone or your own Keras "
+                "model (needs TensorFlow)")
     p.add_argument("--keras-model", help="your Keras model (.keras or legacy .h5): its classifier head is dropped "
                    "and replaced by the cosine head; Rescaling/Normalization at its input become the input spec")
     p.add_argument("--backbone", choices=sorted(BACKBONES), help="a built-in backbone (default: the weights' "
@@ -452,26 +605,49 @@ def build_parser() -> argparse.ArgumentParser:
                    "self-test inputs")
     p.set_defaults(func=_cmd_export)
 
-    p = sub.add_parser("verify", help="replay the self-test vectors embedded in a model")
-    p.add_argument("model")
-    p.add_argument("--runtime", default=None, help="interpreter module, e.g. tflite_runtime.interpreter")
+    p = command("verify", "check that this device's interpreter computes what the exporter recorded (self-test)")
+    p.add_argument("model", help="the exported model, a .tflite file")
+    p.add_argument("--runtime", choices=("litert", "tflite-runtime", "tensorflow"),
+                   help="TFLite interpreter (default: the first installed)")
     p.set_defaults(func=_cmd_verify)
 
-    p = sub.add_parser("ops", help="list operators; fail on Flex/custom ops")
-    p.add_argument("model")
+    p = command("ops", "list a model's operators; exit 1 on Flex/custom ops")
+    p.add_argument("model", help="a .tflite file")
     p.set_defaults(func=_cmd_ops)
     return parser
 
 
+def _error_message(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.strerror:
+        return f"{err.filename}: {err.strerror}" if err.filename else err.strerror
+    if isinstance(err, MemoryError):
+        return "out of memory"
+    return str(err) or type(err).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one command; a user error becomes one line on stderr and exit code 2 (--debug: with a traceback)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    debug = args.debug
+    # adapt/predict show progress bars and a summary: their INFO logs only with -v; the long
+    # workstation commands (pre-training, bench, ...) keep logging their progress
+    level = logging.DEBUG if debug else logging.INFO if args.verbose or args.command not in QUIET_COMMANDS \
+        else logging.WARNING
+    logging.basicConfig(level=level, format="tflite-train: %(levelname)s: %(message)s")
     try:
         return args.func(args)
-    except ValueError as err:
-        print(f"tflite-train {args.command}: error: {err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"tflite-train {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, ImportError, MemoryError) as err:
+        from tflite_train.runtime.text import printable
+
+        if debug:
+            traceback.print_exc()
+        # messages name files through text.printable already; this catches any other line break
+        print(f"tflite-train {args.command}: error: {printable(_error_message(err), backslash=False)}", file=sys.stderr)
         return 2
 
 

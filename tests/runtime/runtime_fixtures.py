@@ -1,7 +1,8 @@
 """Helpers of the runtime tests: exported test models and real Fashion-MNIST episodes.
 
 Models come from ``python -m converters.fixtures --out build/test-models`` (main env); the images
-from the Debian package ``dataset-fashion-mnist`` (``make data-deps``), read with numpy only.
+from the Debian package ``dataset-fashion-mnist`` (``make data-deps``), read with numpy;
+image files are written with Pillow.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import pathlib
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, read_idx
-from tflite_train.runtime.images import encode_png, to_model_input
+from tflite_train.runtime.images import to_model_input
 
 FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS", "build/test-models"))
 
@@ -67,5 +69,28 @@ def write_episode_folders(fashion, root: pathlib.Path, ways=3, shots=4, queries=
         for n, (i, k) in enumerate(pairs):
             folder = root / part / f"class{k}"
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{n:03d}.png").write_bytes(encode_png(images[i]))
+            Image.fromarray(images[i]).save(folder / f"{n:03d}.png")
     return root / "support", root / "query"
+
+
+def run_cli(argv: list[str]) -> int:
+    """``tflite_train.cli.main(argv)``'s exit code, also when argparse exits (SystemExit)."""
+    from tflite_train.cli import main
+
+    try:
+        return main(argv)
+    except SystemExit as exit_info:
+        return int(exit_info.code or 0)
+
+
+def assert_one_line_error(err: str, *fragments: str) -> None:
+    """``err`` is exactly one line "tflite-train <command>: error: ..." containing every fragment, no traceback."""
+    assert err.endswith("\n") and err.count("\n") == 1, f"expected one line on stderr, got {err!r}"
+    assert err.startswith("tflite-train") and ": error: " in err and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, f"{fragment!r} not in {err!r}"
+
+
+def snapshot(folder: pathlib.Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (relative path -> bytes): to show that nothing was written or lost."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}

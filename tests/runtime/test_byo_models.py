@@ -15,6 +15,7 @@ import pytest
 from runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel, read_metadata
+from tflite_train.runtime.images import load_image_folder
 from tflite_train.runtime.selftest import verify
 
 BYO = ["byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]
@@ -53,11 +54,12 @@ def test_adapt_and_predict_cli(name, fashion, tmp_path, capsys):
 
 
 def test_raw_pixel_model_gets_raw_pixels(fashion, tmp_path):
-    """Images decoded to [0, 1] reach a [0, 255] model scaled: its embeddings equal those of the
-    same images fed as raw pixels."""
-    from tflite_train.runtime.adapt_job import to_input_range
-
+    """Image files reach a [0, 255] model as raw pixels: its embeddings of the folder read for its
+    range equal those of the [0, 1] read scaled by 255."""
+    support, _ = write_episode_folders(fashion, tmp_path / "data", ways=2, shots=2, queries=1, seed=2)
     model = TrainableModel(fixture_model("byo_mobilenet_v3_small_32"))
-    unit = np.random.default_rng(0).uniform(size=(2, *model.input_shape)).astype(np.float32)
-    np.testing.assert_allclose(model.infer(to_input_range(unit, model))["embeddings"],
-                               model.infer(unit * 255.0)["embeddings"], rtol=1e-5, atol=1e-6)
+    raw, _, _ = load_image_folder(support, model.input_shape, model.metadata["input"]["range"])
+    unit, _, _ = load_image_folder(support, model.input_shape)
+    assert raw.max() > 1.5 and unit.max() <= 1.0
+    np.testing.assert_allclose(model.infer(raw)["embeddings"], model.infer(unit * 255.0)["embeddings"],
+                               rtol=1e-5, atol=1e-5)

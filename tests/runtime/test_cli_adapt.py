@@ -1,10 +1,11 @@
-"""``tflite-train adapt`` / ``predict`` end to end on PNG folders of real images (no TF needed)."""
+"""``tflite-train adapt`` / ``predict`` end to end on folders of real images (no TF needed)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
-import numpy as np
 import pytest
 
 from runtime_fixtures import fixture_model, write_episode_folders
@@ -24,15 +25,17 @@ def _adapt(out, support, *extra):
                  "--iterations", "5", *extra])
 
 
-def test_adapt_then_predict(folders, tmp_path, capsys):
+def test_adapt_json_then_predict(folders, tmp_path, capsys):
     support, query = folders
     out = tmp_path / "run" / "m.ckpt"
     out.parent.mkdir()
     assert _adapt(out, support, "--query", str(query), "--mem-budget", "1MiB", "--compute-budget", "0.15",
-                  "--policy", "TinyTrain", "--seed", "3") == 0
-    summary = json.loads(capsys.readouterr().out)
-    assert 0.0 <= summary["query_accuracy"] <= 1.0 and summary["within_budget"]
-    assert set(summary["seconds"]) == {"load", "head", "fisher_selection", "training", "eval"}
+                  "--policy", "TinyTrain", "--seed", "3", "--json") == 0
+    record = json.loads(capsys.readouterr().out)
+    assert 0.0 <= record["query_accuracy"] <= 1.0 and record["within_budget"]
+    assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "training", "eval"}
+    assert record["shots"] == [4, 4, 4] and len(record["losses"]) == 5
+    assert set(record["fisher_potentials"]) == set(record["layer_costs"])
     config = json.loads((tmp_path / "run" / "m.ckpt.config.json").read_text())
     assert config["adapt"]["policy"] == "tinytrain" and config["adapt"]["memory_bytes"] == 2**20
     assert config["adapt"]["compute_fraction"] == 0.15 and config["adapt"]["seed"] == 3
@@ -41,66 +44,69 @@ def test_adapt_then_predict(folders, tmp_path, capsys):
     assert load_checkpoint(out).class_names == ("class0", "class1", "class2")
 
     images = sorted(str(p) for p in (query / "class1").iterdir())
-    assert main(["predict", "--model", str(fixture_model(MODEL)), "--checkpoint", str(out), *images]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split("\t")[0] for line in lines] == images
-    assert all(line.split("\t")[2] == f"class{line.split(chr(9))[1]}" for line in lines)
+    model = str(fixture_model(MODEL))
+    assert main(["predict", "--model", model, "--checkpoint", str(out), "--json", *images]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["file"] for r in rows] == images
+    assert all(r["class"] == f"class{r['class_id']}" and 1 / 3 <= r["confidence"] <= 1 for r in rows)
+    assert main(["predict", "--model", model, "--checkpoint", str(out), "--csv", *images]) == 0
+    table = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert table[0] == ["file", "class_id", "class", "confidence"]
+    assert [(r[0], r[2]) for r in table[1:]] == [(r["file"], r["class"]) for r in rows]
+    assert main(["predict", "--model", model, "--checkpoint", str(out), *images]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["file", "class", "confidence"] and len(lines) == len(images) + 1
+    assert all(line.startswith(r["file"]) and r["class"] in line for line, r in zip(lines[1:], rows))
 
 
-def _corrupt_png(support, _):
-    (support / "class0" / "zz.png").write_bytes(b"not an image at all")
-
-
-def _one_class(support, tmp):
-    only = tmp / "one"
-    (only / "a").mkdir(parents=True)
-    for f in sorted((support / "class0").iterdir()):
-        (only / "a" / f.name).write_bytes(f.read_bytes())
-    return only
-
-
-def _nan_image(support, _):
-    np.save(support / "class1" / "nan.npy", np.full((28, 28), np.nan, np.float32))
-
-
-def _empty(support, tmp):
-    (tmp / "empty" / "a").mkdir(parents=True)
-    return tmp / "empty"
-
-
-@pytest.mark.parametrize(
-    "damage, flags, message",
-    [
-        (_corrupt_png, [], "cannot read image"),
-        (_one_class, [], "at least 2"),
-        (_nan_image, [], "NaN"),
-        (_empty, [], "no images"),
-        (None, ["--policy", "magic"], "unknown policy"),
-        (None, ["--mem-budget=-1MiB"], "negative"),
-        (None, ["--mem-budget", "1XB"], "unknown byte unit"),
-    ],
-    ids=["unreadable", "one-class", "nan", "empty", "policy", "negative-mem", "bad-unit"],
-)
-def test_bad_input_leaves_saved_files_intact(folders, tmp_path, capsys, damage, flags, message):
-    support, _ = folders
+def test_adapt_prints_a_summary(folders, tmp_path, capsys):
+    support, query = folders
     out = tmp_path / "m.ckpt"
-    assert _adapt(out, support) == 0
-    saved = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
-    assert set(saved) == {"m.ckpt", "m.ckpt.config.json", "m.ckpt.report.json"}
-    capsys.readouterr()
-    target = support
-    if damage is not None:
-        target = damage(support, tmp_path) or support
-    assert _adapt(out, target, *flags) == 2
-    assert message in capsys.readouterr().err
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == saved
+    assert _adapt(out, support, "--query", str(query), "--mem-budget", "1MiB", "--compute-budget", "0.15") == 0
+    text = capsys.readouterr().out
+    report = json.loads((tmp_path / "m.ckpt.report.json").read_text())
+    labels = [line.split()[0] for line in text.splitlines()[1:]]
+    assert labels == ["classes", "selection", "memory", "compute", "loss", "support", "query", "time", "checkpoint"]
+    assert "class0 (4), class1 (4), class2 (4)" in text and str(out) in text
+    for layer, channels in report["selection"]["channels"].items():
+        assert f"{layer} {len(channels)}/{report['layer_costs'][layer]['out_channels']}" in text
+    assert "of 1.0 MiB budget" in text and "within" in text
+    assert f"{100 * report['support_accuracy_after']:.1f} %" in text
 
 
-def test_negative_compute_budget_is_rejected(folders, tmp_path):
+@pytest.mark.parametrize("policy", ["none", "last_layer", "full_train", "sparse_update", "tinytrain"])
+def test_every_policy_runs(folders, tmp_path, capsys, policy):
     support, _ = folders
+    assert _adapt(tmp_path / "m.ckpt", support, "--policy", policy, "--json") == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["policy"] == policy and record["selection"]["policy"] == policy
+    assert (len(record["losses"]) == 0) == (policy == "none")
+
+
+def test_sparse_update_with_a_layer_list(folders, tmp_path, capsys):
+    support, _ = folders
+    assert _adapt(tmp_path / "m.ckpt", support, "--policy", "sparse_update", "--json") == 0
+    layers = list(json.loads(capsys.readouterr().out)["layer_costs"])
+    assert _adapt(tmp_path / "m.ckpt", support, "--policy", "sparse_update", "--sparse-update-layers",
+                  layers[-1], "--json") == 0
+    assert json.loads(capsys.readouterr().out)["selection"]["layers"] == [layers[-1]]
+
+
+def test_runtime_choice(folders, tmp_path, capsys):
+    support, _ = folders
+    from tflite_train.runtime.interpreter import load_interpreter_class
+
+    _, installed = load_interpreter_class()
+    name = {"ai_edge_litert.interpreter": "litert", "tflite_runtime.interpreter": "tflite-runtime"}[installed]
+    assert _adapt(tmp_path / "m.ckpt", support, "--runtime", name, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["runtime"] == installed
+    missing = "tflite-runtime" if name == "litert" else "litert"
+    assert _adapt(tmp_path / "n.ckpt", support, "--runtime", missing) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not installed" in err and not (tmp_path / "n.ckpt").exists()
     with pytest.raises(SystemExit) as exit_info:
-        _adapt(tmp_path / "m.ckpt", support, "--compute-budget=-0.2")
-    assert exit_info.value.code == 2 and not (tmp_path / "m.ckpt").exists()
+        _adapt(tmp_path / "n.ckpt", support, "--runtime", "magic")
+    assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
 def test_predict_refuses_other_model(folders, tmp_path, capsys):
@@ -110,3 +116,40 @@ def test_predict_refuses_other_model(folders, tmp_path, capsys):
     image = str(next((query / "class0").iterdir()))
     assert main(["predict", "--model", str(fixture_model("tiny_sgd_full_17")), "--checkpoint", str(out), image]) == 2
     assert "not this model" in capsys.readouterr().err
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("tflite-train 0.1.0 (Python")
+    for command in ("adapt", "predict", "verify"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        assert "(default: None)" not in text and "(default: False)" not in text
+    with pytest.raises(SystemExit):
+        main(["adapt", "--help"])
+    text = capsys.readouterr().out
+    for unit in ("1MiB", "fraction of one forward pass's MACs", "(default: 0.25)", "(default: 40)", "(default: 1)"):
+        assert unit in text
+
+
+def test_verify_runtime_choice(capsys):
+    from tflite_train.runtime.interpreter import load_interpreter_class
+
+    _, installed = load_interpreter_class()
+    missing = "litert" if installed == "tflite_runtime.interpreter" else "tflite-runtime"
+    assert main(["verify", str(fixture_model(MODEL)), "--runtime", missing]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"runtime '{missing}'" in err and "is not installed" in err
+
+
+def test_unbudgeted_policy_with_a_budget_is_stated(folders, tmp_path, capsys, caplog):
+    import logging
+
+    support, _ = folders
+    with caplog.at_level(logging.WARNING):
+        assert _adapt(tmp_path / "m.ckpt", support, "--policy", "full_train", "--mem-budget", "1KiB") == 0
+    assert any("full_train ignores the memory and compute budgets" in r.getMessage() for r in caplog.records)
+    memory_line = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("memory"))
+    assert "of 1.0 KiB budget" in memory_line and memory_line.endswith("OVER)")

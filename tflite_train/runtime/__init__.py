@@ -14,14 +14,31 @@ from tflite_train.runtime.checkpoint import (
     save_checkpoint,
     write_atomic,
 )
-from tflite_train.runtime.images import decode_png, encode_png, load_image_folder, load_images, read_image
+from tflite_train.runtime.errors import ImageError, ImageFolderError, OutputError, UserError
+from tflite_train.runtime.images import (
+    ImageFolder,
+    ImageLimits,
+    decode_image,
+    load_image_folder,
+    load_images,
+    read_image,
+    scan_image_folder,
+    to_model_input,
+)
 from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.output_path import check_output_file
+from tflite_train.runtime.plots import plot_adaptation
+from tflite_train.runtime.progress import Progress, no_progress, terminal_progress
+from tflite_train.runtime.runtimes import RUNTIMES, resolve_runtime
+from tflite_train.runtime.summary import adapt_record, format_adapt_summary, format_predictions
+from tflite_train.runtime.text import printable
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.runtime.trainer import (
     AdaptConfig,
     AdaptResult,
     adapt,
     check_labelled_set,
+    class_logits,
     class_prototypes,
     embed,
     evaluate,
@@ -32,37 +49,56 @@ from tflite_train.runtime.trainer import (
 )
 
 __all__ = [
-    "CHECKPOINT_FORMAT_VERSION",
     "AdaptConfig",
     "AdaptResult",
+    "CHECKPOINT_FORMAT_VERSION",
     "Checkpoint",
     "CheckpointError",
+    "ImageError",
+    "ImageFolder",
+    "ImageFolderError",
+    "ImageLimits",
     "OperatorCode",
+    "OutputError",
     "PhaseTimer",
+    "Progress",
+    "RUNTIMES",
     "TrainableModel",
+    "UserError",
     "adapt",
+    "adapt_record",
     "check_labelled_set",
     "check_metadata",
+    "check_output_file",
+    "class_logits",
     "class_prototypes",
-    "decode_png",
+    "decode_image",
     "embed",
-    "encode_png",
     "evaluate",
     "fisher_subset",
+    "format_adapt_summary",
+    "format_predictions",
     "layer_table",
     "load_checkpoint",
     "load_image_folder",
     "load_images",
     "load_interpreter_class",
+    "no_progress",
     "parse_byte_size",
+    "plot_adaptation",
     "predict",
+    "printable",
     "pseudo_query_batches",
     "read_image",
     "read_metadata",
     "read_metadata_buffers",
     "read_operator_codes",
+    "resolve_runtime",
     "restore_checkpoint",
     "save_checkpoint",
+    "scan_image_folder",
     "support_fisher",
+    "terminal_progress",
+    "to_model_input",
     "write_atomic",
 ]

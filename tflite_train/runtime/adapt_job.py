@@ -1,16 +1,20 @@
 """The file-level edge of adaptation (used by the CLI): image folders in, checkpoint + JSON out.
 
-``run_adaptation`` validates everything (model, images, config) before it writes anything, then
-writes the checkpoint atomically, then ``<out>.config.json`` (the resolved config and inputs) and
-``<out>.report.json`` (selection, cost vs budget, per-phase seconds, losses, query accuracy).
-A failure leaves any earlier files at those paths untouched.
+``run_adaptation`` checks everything before it trains or writes: the config, the output paths
+(``output_path.check_output_file``: not a directory, folder writable, enough free space), the model,
+the images. Then it adapts, writes the checkpoint atomically, then ``<out>.config.json`` (the
+resolved config and inputs) and ``<out>.report.json`` (selection, cost vs budget, per-phase seconds,
+losses, support/query accuracy). A failure leaves any earlier files at those paths untouched.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import pathlib
+import stat
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -18,10 +22,28 @@ from typing import Any
 import numpy as np
 
 from tflite_train.runtime.checkpoint import load_checkpoint, restore_checkpoint, save_checkpoint, write_atomic
-from tflite_train.runtime.images import load_image_folder, load_images
+from tflite_train.runtime.errors import ImageFolderError, UserError
+from tflite_train.runtime.images import load_images, scan_image_folder
 from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime.model_contract import check_metadata
-from tflite_train.runtime.trainer import AdaptConfig, adapt, check_labelled_set, evaluate, predict
+from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.output_path import check_output_file
+from tflite_train.runtime.progress import Progress, no_progress
+from tflite_train.runtime.runtimes import resolve_runtime
+from tflite_train.runtime.text import printable
+from tflite_train.runtime.trainer import (
+    AdaptConfig,
+    adapt,
+    check_labelled_set,
+    class_logits,
+    class_prototypes,
+    embed,
+    evaluate,
+)
+from tflite_train.sparse.cost_model import layer_cost
+
+SIDECAR_RESERVE_BYTES = 2**20  # the two JSON files, generously
+UNBUDGETED_POLICIES = ("none", "last_layer", "full_train")
+LOG = logging.getLogger(__name__)
 
 
 def sidecar_paths(out: str | os.PathLike) -> tuple[pathlib.Path, pathlib.Path]:
@@ -30,23 +52,82 @@ def sidecar_paths(out: str | os.PathLike) -> tuple[pathlib.Path, pathlib.Path]:
     return out.with_name(out.name + ".config.json"), out.with_name(out.name + ".report.json")
 
 
-def load_model(model_path: str | os.PathLike) -> TrainableModel:
-    """Opens an exported model and checks its metadata (ValueError naming the file otherwise)."""
-    path = pathlib.Path(model_path)
-    if not path.is_file():
-        raise ValueError(f"model file {path} does not exist")
-    model = TrainableModel(path)
+def load_model(model_path: str | os.PathLike, runtime: str | None = None) -> TrainableModel:
+    """Opens an exported model on ``runtime`` (a ``runtimes.RUNTIMES`` name; None = the first installed)
+    and checks its metadata (ValueError naming the file otherwise)."""
+    module = resolve_runtime(runtime)
+    _require_regular_file(model_path, "model file")
+    model = TrainableModel(pathlib.Path(model_path), runtime=module)
     check_metadata(model.metadata)
     return model
 
 
-def to_input_range(images: np.ndarray, model: TrainableModel) -> np.ndarray:
-    """Images decoded to [0, 1] mapped to the model's input range (metadata ``input.range``, e.g.
-    raw pixels [0, 255] for a model that normalises its input itself): x = low + (high - low) u."""
-    low, high = (float(v) for v in model.metadata["input"].get("range", (0.0, 1.0)))
-    if (low, high) == (0.0, 1.0):
-        return images
-    return (low + (high - low) * images).astype(np.float32)
+def checkpoint_bound_bytes(model: TrainableModel, include_optimizer: bool) -> int:
+    """An upper bound of a checkpoint's size, from the metadata alone (no interpreter call): every
+    candidate kernel and bias (x3 with the optimizer's two Adam slots) and a full head, in float32."""
+    table = layer_table(model.metadata)
+    weights = sum(layer_cost(table[n]).weights + table[n].out_channels for n in model.candidates)
+    return 4 * (weights * (3 if include_optimizer else 1) + model.capacity * model.feature_dim)
+
+
+def _require_regular_file(path: str | os.PathLike, what: str) -> None:
+    """UserError unless ``path`` is a regular file (``os.stat`` only: a FIFO is never opened, so never blocks)."""
+    shown = printable(os.fspath(path))
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise UserError(f"{what} {shown}: {err.strerror or err}") from err
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{what} {shown} is not a regular file")
+
+
+def _check_distinct(outputs: Sequence[pathlib.Path], inputs: Sequence[pathlib.Path]) -> None:
+    """UserError if two outputs are one file, or an output would overwrite an input (the model)."""
+    seen: dict[pathlib.Path, pathlib.Path] = {}
+    for path in outputs:
+        key = path.resolve()
+        if key in seen:
+            raise UserError(f"output {printable(str(path))} is also given as {printable(str(seen[key]))}; "
+                            "outputs must be different files")
+        seen[key] = path
+        for source in inputs:
+            if key == source.resolve() or (path.exists() and source.exists() and os.path.samefile(path, source)):
+                raise UserError(f"output {printable(str(path))} would overwrite the input {printable(str(source))}")
+
+
+def _value_range(model: TrainableModel) -> tuple[float, float]:
+    low, high = model.metadata["input"].get("range", [0.0, 1.0])
+    return float(low), float(high)
+
+
+def _read_folder(root: str | os.PathLike, model: TrainableModel, progress: Progress):
+    folder = scan_image_folder(root)
+    with progress("reading", len(folder.paths)) as bar:
+        images = load_images(folder.paths, model.input_shape, _value_range(model), progress=bar.update)
+    return images, folder.labels, folder.class_names
+
+
+def support_accuracy(model: TrainableModel, images: np.ndarray, labels: np.ndarray) -> float:
+    """Accuracy of the model's current head on its own support set, in [0, 1]."""
+    return evaluate(model, images, labels)
+
+
+def prototype_accuracy(model: TrainableModel, images: np.ndarray, labels: np.ndarray, chunk_size: int = 32) -> float:
+    """Support accuracy before adaptation: the exported backbone with the prototype head (adapt's step 1)."""
+    model.reset_state()
+    model.set_head(class_prototypes(embed(model, images, chunk_size), labels))
+    return support_accuracy(model, images, labels)
+
+
+def layer_costs(model: TrainableModel) -> dict[str, dict[str, int]]:
+    """Per candidate layer: its weights, forward MACs and output channels (the cost model), for plots."""
+    table = layer_table(model.metadata)
+    out = {}
+    for name in model.candidates:
+        cost = layer_cost(table[name])
+        out[name] = {"weights": int(cost.weights), "forward_macs": int(cost.forward_macs),
+                     "out_channels": int(table[name].out_channels)}
+    return out
 
 
 def run_adaptation(
@@ -57,31 +138,76 @@ def run_adaptation(
     *,
     query_dir: str | os.PathLike | None = None,
     include_optimizer: bool = False,
+    runtime: str | None = None,
+    extra_outputs: Sequence[str | os.PathLike] = (),
+    max_steps: int | None = None,
+    progress: Progress = no_progress,
 ) -> dict[str, Any]:
-    """Adapts the model to ``support_dir`` and saves the checkpoint ``out``; returns the report dict."""
+    """Adapts the model to ``support_dir`` and saves the checkpoint ``out``; returns the report dict.
+
+    Args:
+      model_path: The exported ``.tflite``.
+      support_dir, query_dir: ``DIR/<class>/<image>`` folders (``images.scan_image_folder``).
+      out: The checkpoint path (its JSON sidecars go beside it).
+      config: The adaptation config.
+      include_optimizer: Store the optimizer slots too.
+      runtime: A ``runtimes.RUNTIMES`` name, or None for the first installed.
+      extra_outputs: Further files the caller will write afterwards (e.g. a plot): checked up front too.
+      max_steps: Refuse a run of more optimizer steps than this (before any training), or None.
+      progress: Progress-bar factory (``progress.terminal_progress``).
+
+    Raises:
+      UserError (a ValueError) or OSError: one-line reasons; nothing is written before the checkpoint
+        is complete, and the files at ``out`` and its sidecars are either the old or the new ones.
+    """
+    started = time.perf_counter()
     out = pathlib.Path(out)
-    if not out.parent.is_dir():
-        raise ValueError(f"output directory {out.parent} does not exist")
-    start = time.perf_counter()
-    model = load_model(model_path)
-    load_seconds = time.perf_counter() - start
-    images, labels, names = load_image_folder(support_dir, model.input_shape)
-    images = to_input_range(images, model)
+    budgeted = not math.isinf(config.memory_bytes) or config.compute_fraction is not None or config.compute_macs is not None
+    if budgeted and config.policy in UNBUDGETED_POLICIES:
+        LOG.warning("policy %s ignores the memory and compute budgets (the summary shows its cost against them)",
+                    config.policy)
+    outputs = (out, *sidecar_paths(out), *(pathlib.Path(p) for p in extra_outputs))
+    _check_distinct(outputs, inputs=(pathlib.Path(model_path),))
+    for path in outputs:
+        check_output_file(path, what="output")
+    model = load_model(model_path, runtime)
+    outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
+    if outside:
+        raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "
+                        f"candidates: {', '.join(model.candidates)}")
+    reserve = checkpoint_bound_bytes(model, include_optimizer) + SIDECAR_RESERVE_BYTES
+    check_output_file(out, reserve_bytes=reserve, what="checkpoint")
+    load_seconds = time.perf_counter() - started
+    images, labels, names = _read_folder(support_dir, model, progress)
+    if len(names) < 2:
+        raise ImageFolderError(f"support folder {printable(str(support_dir))} has {len(names)} class folder "
+                               f"({printable(names[0])}); adaptation needs at least 2 classes")
     check_labelled_set(model, images, labels)
+    if config.batch_size > images.shape[0]:
+        raise UserError(f"batch size {config.batch_size} exceeds the {images.shape[0]} support images")
+    steps = config.num_steps(images.shape[0])
+    if max_steps is not None and steps > max_steps:
+        raise UserError(f"{steps} optimizer steps ({config.epochs} epochs x {images.shape[0]} images / batch "
+                        f"{config.batch_size}) exceed the limit of {max_steps}")
     query = None
     if query_dir is not None:
-        q_images, q_labels, q_names = load_image_folder(query_dir, model.input_shape)
-        q_images = to_input_range(q_images, model)
+        q_images, q_labels, q_names = _read_folder(query_dir, model, progress)
         index = {name: i for i, name in enumerate(names)}
         unknown = sorted(set(q_names) - set(index))
         if unknown:
-            raise ValueError(f"query classes {unknown} are not support classes {list(names)}")
+            raise ImageFolderError(f"query classes {', '.join(printable(n) for n in unknown)} are not support classes")
         query = (q_images, np.asarray([index[q_names[k]] for k in q_labels], np.int32))
         check_labelled_set(model, *query, name="query", min_classes=1, all_classes=False)
-    result = adapt(model, images, labels, config)
+    read_seconds = time.perf_counter() - started - load_seconds
+    before = prototype_accuracy(model, images, labels, config.chunk_size)
+    result = adapt(model, images, labels, config, progress=progress)
     report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
-              "support_size": int(images.shape[0]), **result.to_dict()}
-    report["seconds"] = {"load": load_seconds, **report["seconds"]}
+              "shots": np.bincount(labels, minlength=len(names)).tolist(),
+              "support_size": int(images.shape[0]), **result.to_dict(),
+              "support_accuracy_before": before, "support_accuracy_after": support_accuracy(model, images, labels),
+              "policy": config.policy, "batch_size": config.batch_size, "checkpoint": str(out), "runtime": model.runtime,
+              "layer_costs": layer_costs(model)}
+    report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"]}
     if query is not None:
         start = time.perf_counter()
         report["query_accuracy"] = evaluate(model, *query)
@@ -89,6 +215,7 @@ def run_adaptation(
         report["query_size"] = int(query[0].shape[0])
     report["checkpoint_bytes"] = save_checkpoint(out, model, result.selection, include_optimizer=include_optimizer,
                                                  class_names=names)
+    report["total_seconds"] = time.perf_counter() - started
     config_path, report_path = sidecar_paths(out)
     resolved = {"model": str(model_path), "support": str(support_dir),
                 "query": None if query_dir is None else str(query_dir), "out": str(out),
@@ -100,14 +227,23 @@ def run_adaptation(
 
 
 def run_prediction(
-    model_path: str | os.PathLike, checkpoint_path: str | os.PathLike, image_paths: Sequence[str | os.PathLike]
-) -> list[tuple[str, int, str]]:
-    """(image path, class id, class name) per image for the adapted model."""
+    model_path: str | os.PathLike, checkpoint_path: str | os.PathLike, image_paths: Sequence[str | os.PathLike],
+    *, runtime: str | None = None, progress: Progress = no_progress,
+) -> list[tuple[str, int, str, float]]:
+    """(image path, class id, class name, confidence) per image for the adapted model.
+
+    The confidence is the softmax over the head's K logits s cos(f(x), c_k) of the chosen class.
+    """
     if not image_paths:
-        raise ValueError("no images given to predict")
-    model = load_model(model_path)
+        raise UserError("no images given to predict")
+    _require_regular_file(checkpoint_path, "checkpoint")
+    model = load_model(model_path, runtime)
     checkpoint = restore_checkpoint(model, load_checkpoint(checkpoint_path))
-    images = to_input_range(load_images(image_paths, model.input_shape), model)
-    ids = predict(model, images)
+    with progress("reading", len(image_paths)) as bar:
+        images = load_images(image_paths, model.input_shape, _value_range(model), progress=bar.update)
+    logits = class_logits(model, images, progress=progress).astype(np.float64)
+    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    ids = np.argmax(logits, axis=1)
     names = checkpoint.class_names or tuple(str(i) for i in range(model.num_classes))
-    return [(str(p), int(i), names[int(i)]) for p, i in zip(image_paths, ids)]
+    return [(str(p), int(i), names[int(i)], float(probabilities[n, i])) for n, (p, i) in enumerate(zip(image_paths, ids))]

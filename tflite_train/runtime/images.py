@@ -1,246 +1,484 @@
-"""Reading labelled image folders on the device: a numpy + zlib PNG codec and ``.npy`` images.
+"""Reading labelled image folders on the device: every image file through Pillow, plus ``.npy`` arrays.
 
-The Pi environment has no Pillow, so PNG (8-bit greyscale, grey+alpha, RGB, RGBA; non-interlaced;
-all five scanline filters of the PNG spec, section 9) is decoded here with ``zlib`` and numpy.
-Other formats (JPEG) are read through Pillow when it is installed, and ``.npy`` files hold one
-image as uint8 [H, W] / [H, W, C] (0..255) or float [H, W(, C)] in [0, 1].
+Formats: PNG, JPEG, WebP, BMP, GIF (first frame), TIFF (first page), read by content (a JPEG named
+``x.png`` is read as the JPEG it is); no other Pillow plugin is ever asked to parse a file. ``.npy``
+files hold one image as uint8 [H, W(, C)] (0..255) or float [H, W(, C)] in [0, 1], read with
+``allow_pickle=False``.
 
-Images become float32 [H, W, C] in [0, 1] at the model's input size: the channel count is matched
-(grey -> repeated to RGB, alpha dropped, RGB -> grey by the mean) and the size by bilinear
-interpolation with half-pixel centres, x_src = (x + 0.5) * W_in / W_out - 0.5.
+Decoding (``decode_image``), in this order:
+
+1. The file must be a regular file (``os.stat`` before opening, ``O_NONBLOCK`` and ``fstat`` after:
+   a FIFO, device or directory is refused and can never block) of 1 .. ``max_file_bytes`` bytes.
+2. Pillow opens it with ``Image.MAX_IMAGE_PIXELS = max_pixels`` (set for the read, then restored)
+   and its ``DecompressionBombWarning`` turned into an error; W * H > ``max_pixels`` is refused
+   from the header, before any pixel is decoded.
+3. EXIF orientation is applied (``ImageOps.exif_transpose``): pixels come out the way a photo viewer
+   shows them.
+4. Modes become uint8 grey, RGB or RGBA: "1" -> L (0/255); P and PA -> RGBA when the palette has
+   transparency, else RGB; LA / La / RGBa -> RGBA; CMYK, YCbCr, LAB, HSV, RGBX -> RGB (Pillow's
+   conversions); 16-bit grey (I;16*, and I with values in 0..65535) -> 8 bit by round(v / 257), i.e.
+   (2 v + 257) // 514; 16-bit RGB(A) PNG/TIFF are given by Pillow as 8-bit with the high byte
+   (v >> 8); float pixels (mode F) and 32-bit integers outside 0..65535 are refused. Embedded ICC
+   colour profiles are not applied: pixel values are taken as stored (as sRGB).
+
+Preprocessing to the model input (``to_model_input``; the Java ``ImagePreprocessor`` implements the
+same algorithm, pinned by a golden file: see ``tests/runtime/test_image_parity.py``). With the source
+W x H in 0..255 units (uint8 as is, float [0, 1] times 255), the model's w x h x c and its input range
+[low, high]:
+
+* alpha is composited on white, per source pixel: c' = c * a / 255 + (255 - a);
+* centre crop to the model's aspect ratio (a window of fractional size): with r = w / h, if W / H > r
+  the window is (H r) x H, else W x (W / r), at x0 = (W - cropW) / 2, y0 = (H - cropH) / 2;
+* bilinear sampling with pixel centres aligned: x_src = x0 + (x + 0.5) cropW / w - 0.5 (same in y),
+  clamped to [0, W - 1]; x_lo = floor(x_src), x_hi = min(x_lo + 1, W - 1), f = x_src - x_lo;
+  v = (1 - f_y) ((1 - f_x) p(x_lo, y_lo) + f_x p(x_hi, y_lo)) + f_y ((1 - f_x) p(x_lo, y_hi) + f_x p(x_hi, y_hi))
+  (no antialiasing: each output pixel reads 4 source pixels, so a large photo costs the same as a small one);
+* grey sources are repeated to RGB; c = 3: v_out = low + (high - low) / 255 * v;
+  c = 1: v_out = low + (high - low) / 255 * (0.299 R + 0.587 G + 0.114 B) (ITU-R BT.601 luma).
+
+All of it runs in float64 and is cast to float32 at the end (as the Java code, in double).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import logging
 import os
 import pathlib
+import stat
 import struct
-import zlib
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-PNG_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # colour type -> samples per pixel (8-bit only)
-IMAGE_SUFFIXES = (".png", ".npy", ".jpg", ".jpeg")
+from tflite_train.runtime.errors import ImageError, ImageFolderError
+from tflite_train.runtime.text import printable
+
+LOG = logging.getLogger(__name__)
+
+PILLOW_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "GIF", "TIFF")
+"""The only Pillow plugins that may parse a file."""
+PILLOW_SUFFIXES = (".png", ".jpg", ".jpeg", ".jpe", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+IMAGE_SUFFIXES = PILLOW_SUFFIXES + (".npy",)
+"""File name endings (case-insensitive) that a folder reader treats as images."""
+MAX_IMAGE_PIXELS = 50_000_000
+"""Largest accepted W * H (e.g. 8660 x 5773): a 50-megapixel photo. Decoding one as RGB takes 150 MB."""
+MAX_FILE_BYTES = 64 * 2**20
+"""Largest accepted image file (64 MiB)."""
+MAX_SET_BYTES = 2**30
+"""Largest float32 array of preprocessed images read at once (1 GiB: 21,845 images at 64 x 64 x 3)."""
+LUMA = (0.299, 0.587, 0.114)
 
 
-def decode_png(data: bytes, source: str = "<bytes>") -> np.ndarray:
-    """Decodes an 8-bit non-interlaced PNG to uint8 [H, W, C] (C = 1, 2, 3 or 4).
+@dataclasses.dataclass(frozen=True)
+class ImageLimits:
+    """Bounds on what ``decode_image`` accepts.
 
-    Scanline filters (PNG spec 9.2), with a = left, b = up, c = up-left byte, x = filtered byte:
-    None: x; Sub: x + a; Up: x + b; Average: x + floor((a + b) / 2);
-    Paeth: x + the one of a, b, c closest to p = a + b - c (ties a, then b); all mod 256.
+    Attributes:
+      max_pixels: Largest W * H; Pillow's ``MAX_IMAGE_PIXELS`` is set to it for every read.
+      max_file_bytes: Largest file size in bytes.
+      max_set_bytes: Largest float32 array ``load_images`` may allocate (N images at the model input),
+        checked before any file is read.
+    """
+
+    max_pixels: int = MAX_IMAGE_PIXELS
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_set_bytes: int = MAX_SET_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_pixels", "max_file_bytes", "max_set_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+
+
+DEFAULT_LIMITS = ImageLimits()
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular_file(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """The bytes of a regular file of 1..``max_bytes`` bytes, never blocking on a FIFO or device.
 
     Raises:
-      ValueError: not a PNG, a bad CRC, truncated data, or an unsupported bit depth/colour type/interlace.
+      ImageError: missing, not a regular file, empty, too large, or unreadable (names the file).
     """
-    if not data.startswith(PNG_SIGNATURE):
-        raise ValueError(f"{source}: not a PNG file (bad signature)")
-    pos, header, idat = len(PNG_SIGNATURE), None, []
-    while True:
-        if pos + 8 > len(data):
-            raise ValueError(f"{source}: truncated PNG (no IEND chunk)")
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if len(body) != length or pos + 12 + length > len(data):
-            raise ValueError(f"{source}: truncated PNG chunk {kind!r}")
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
-        if zlib.crc32(kind + body) != crc:
-            raise ValueError(f"{source}: corrupt PNG (CRC mismatch in chunk {kind!r})")
-        pos += 12 + length
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat.append(body)
-        elif kind == b"IEND":
-            break
-    if header is None:
-        raise ValueError(f"{source}: PNG has no IHDR chunk")
-    width, height, depth, colour, _, _, interlace = header
-    if depth != 8 or colour not in PNG_CHANNELS or interlace != 0:
-        raise ValueError(
-            f"{source}: unsupported PNG (bit depth {depth}, colour type {colour}, interlace {interlace}); "
-            "only 8-bit non-interlaced grey/grey+alpha/RGB/RGBA is supported"
-        )
-    channels = PNG_CHANNELS[colour]
+    shown = printable(os.fspath(path))
     try:
-        raw = zlib.decompress(b"".join(idat))
-    except zlib.error as err:
-        raise ValueError(f"{source}: corrupt PNG image data ({err})") from err
-    stride = width * channels
-    if len(raw) != height * (stride + 1):
-        raise ValueError(f"{source}: PNG image data has {len(raw)} bytes, expected {height * (stride + 1)}")
-    rows = np.frombuffer(raw, np.uint8).reshape(height, stride + 1)
-    out = np.zeros((height, stride), np.uint8)
-    previous = np.zeros(stride, np.int32)
-    for y in range(height):
-        kind, line = int(rows[y, 0]), rows[y, 1:].astype(np.int32)
-        out[y] = _unfilter(kind, line, previous, channels, source)
-        previous = out[y].astype(np.int32)
-    return out.reshape(height, width, channels)
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ImageError(f"image {shown} is {_file_kind(info.st_mode)}, not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            info = os.fstat(fd)  # the file opened may differ from the one stat'ed (a swapped name)
+            if not stat.S_ISREG(info.st_mode):
+                raise ImageError(f"image {shown} is {_file_kind(info.st_mode)}, not a regular file")
+            if info.st_size > max_bytes:
+                raise ImageError(f"image {shown} has {info.st_size} bytes; the limit is {max_bytes}")
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                data = handle.read(max_bytes + 1)
+        finally:
+            os.close(fd)
+    except ImageError:
+        raise
+    except OSError as err:
+        raise ImageError(f"cannot read image {shown}: {err.strerror or err}") from err
+    if not data:
+        raise ImageError(f"image {shown} is empty (0 bytes)")
+    if len(data) > max_bytes:
+        raise ImageError(f"image {shown} has more than {max_bytes} bytes (the limit)")
+    return data
 
 
-def _unfilter(kind: int, line: np.ndarray, up: np.ndarray, bpp: int, source: str) -> np.ndarray:
-    if kind == 0:
-        return line.astype(np.uint8)
-    if kind == 2:
-        return ((line + up) & 255).astype(np.uint8)
-    if kind == 1:  # Sub: a running sum per byte position within a pixel
-        return (np.cumsum(line.reshape(-1, bpp), axis=0) & 255).astype(np.uint8).reshape(-1)
-    if kind not in (3, 4):
-        raise ValueError(f"{source}: corrupt PNG (unknown filter type {kind})")
-    recon = [0] * len(line)
-    values, above = line.tolist(), up.tolist()
-    for i, x in enumerate(values):
-        a = recon[i - bpp] if i >= bpp else 0
-        b = above[i]
-        if kind == 3:
-            recon[i] = (x + (a + b) // 2) & 255
-        else:
-            c = above[i - bpp] if i >= bpp else 0
-            p = a + b - c
-            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-            recon[i] = (x + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-    return np.asarray(recon, np.uint8)
+# Exceptions Pillow's decoders raise on malformed input (besides its own DecompressionBombError).
+_DECODER_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, IndexError, KeyError, TypeError,
+                   ZeroDivisionError, OverflowError, MemoryError, RecursionError)
 
 
-def encode_png(image: np.ndarray) -> bytes:
-    """Encodes uint8 [H, W] or [H, W, C] (C in 1..4) as a PNG with filter type 0 (None)."""
-    image = np.asarray(image)
-    if image.dtype != np.uint8:
-        raise TypeError(f"image must be uint8; got {image.dtype}")
-    if image.ndim == 2:
-        image = image[..., None]
-    if image.ndim != 3 or image.shape[2] not in (1, 2, 3, 4) or 0 in image.shape:
-        raise ValueError(f"image must have shape [H, W] or [H, W, C<=4]; got {image.shape}")
-    height, width, channels = image.shape
-    colour = {1: 0, 2: 4, 3: 2, 4: 6}[channels]
-    raw = np.concatenate([np.zeros((height, 1), np.uint8), image.reshape(height, -1)], axis=1).tobytes()
+def _pillow_to_array(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
+    from PIL import Image
 
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, colour, 0, 0, 0)
-    return PNG_SIGNATURE + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
-
-
-def read_image(path: str | os.PathLike) -> np.ndarray:
-    """Reads one image file as float32 [H, W, C] in [0, 1] (PNG, .npy, or JPEG via Pillow).
-
-    Raises:
-      ValueError: unreadable, corrupt or unsupported file, or non-finite / out-of-range values.
-    """
-    path = pathlib.Path(path)
-    suffix = path.suffix.lower()
+    previous, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, limits.max_pixels  # restored below
     try:
-        if suffix == ".npy":
-            array = np.load(path, allow_pickle=False)
-        else:
-            data = path.read_bytes()
-            if data.startswith(PNG_SIGNATURE):
-                array = decode_png(data, str(path))
-            else:
-                array = _read_with_pillow(path)
-    except (OSError, EOFError) as err:
-        raise ValueError(f"cannot read image {path}: {err}") from err
-    except ValueError as err:
-        raise ValueError(f"cannot read image {path}: {err}") from err
-    return _to_unit_float(array, str(path))
+        return _pillow_decode(data, source, limits)
+    finally:
+        Image.MAX_IMAGE_PIXELS = previous
 
 
-def _read_with_pillow(path: pathlib.Path) -> np.ndarray:
+def _pillow_decode(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            with Image.open(io.BytesIO(data), formats=PILLOW_FORMATS) as image:
+                width, height = image.size
+                if width < 1 or height < 1:
+                    raise ImageError(f"image {source} has no pixels ({width} x {height})")
+                if width * height > limits.max_pixels:
+                    raise ImageError(f"image {source} has {width} x {height} = {width * height} pixels; "
+                                     f"the limit is {limits.max_pixels}")
+                image.load()
+                ImageOps.exif_transpose(image, in_place=True)  # no copy when there is nothing to turn
+                return _mode_to_uint8(image, source)
+        except ImageError:
+            raise
+        except UnidentifiedImageError as err:
+            raise ImageError(f"image {source} is not a {'/'.join(PILLOW_FORMATS)} image, or its header is "
+                             "truncated (Pillow cannot identify it)") from err
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+            raise ImageError(f"image {source} is refused as a decompression bomb: {err}") from err
+        except _DECODER_ERRORS as err:
+            raise ImageError(f"image {source} is corrupt or truncated ({type(err).__name__}: {err})") from err
+
+
+def _mode_to_uint8(image, source: str) -> np.ndarray:
+    """A loaded PIL image -> uint8 [H, W, 1|3|4] (module docstring, step 4)."""
+    mode = image.mode
+    if mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
+        values = np.asarray(image).astype(np.int64)
+        if values.size and (values.min() < 0 or values.max() > 65535):
+            raise ImageError(f"image {source}: 32-bit integer pixels outside 0..65535 are not supported")
+        return ((2 * values + 257) // 514).astype(np.uint8)[..., None]
+    if mode == "F":
+        raise ImageError(f"image {source}: floating-point pixels (mode F) are not supported")
+    if mode == "1":
+        image = image.convert("L")
+    elif mode in ("P", "PA"):
+        image = image.convert("RGBA" if mode == "PA" or "transparency" in image.info else "RGB")
+    elif mode in ("LA", "La", "RGBa"):
+        image = image.convert("RGBA")
+    elif mode not in ("L", "RGB", "RGBA"):
+        image = image.convert("RGB")
+    return _to_numpy(image)
+
+
+STRIP_ROWS = 256
+
+
+def _to_numpy(image) -> np.ndarray:
+    """uint8 [H, W, bands] copied in strips of rows: ``np.asarray`` (via one ``tobytes``) would hold two
+    more full copies of the pixels at its peak, 300 MB for a 50-megapixel RGB photo."""
+    width, height = image.size
+    bands = len(image.getbands())
+    out = np.empty((height, width, bands), np.uint8)
+    for top in range(0, height, STRIP_ROWS):
+        bottom = min(height, top + STRIP_ROWS)
+        strip = image.crop((0, top, width, bottom)).tobytes()
+        out[top:bottom] = np.frombuffer(strip, np.uint8).reshape(bottom - top, width, bands)
+    return out
+
+
+def _npy_to_array(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
+    if not data.startswith(b"\x93NUMPY"):
+        raise ImageError(f"image {source} is not a .npy array file (bad magic)")
     try:
-        from PIL import Image, UnidentifiedImageError
-    except ImportError as err:
-        raise ValueError(f"{path.suffix} images need Pillow, which is not installed (use PNG or .npy)") from err
-    try:
-        with Image.open(path) as image:
-            return np.asarray(image.convert("RGBA" if "A" in image.getbands() else "RGB"))
-    except UnidentifiedImageError as err:
-        raise ValueError(f"not a readable image ({err})") from err
-
-
-def _to_unit_float(array: np.ndarray, source: str) -> np.ndarray:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise ImageError(f"image {source} is a corrupt .npy file ({err})") from err
     if array.ndim == 2:
         array = array[..., None]
     if array.ndim != 3 or array.shape[2] not in (1, 2, 3, 4) or 0 in array.shape:
-        raise ValueError(f"cannot read image {source}: shape must be [H, W] or [H, W, C<=4]; got {array.shape}")
+        raise ImageError(f"image {source}: .npy shape must be [H, W] or [H, W, C<=4]; got {array.shape}")
+    if array.shape[0] * array.shape[1] > limits.max_pixels:
+        raise ImageError(f"image {source} has {array.shape[0] * array.shape[1]} pixels; the limit is {limits.max_pixels}")
+    if array.shape[2] == 2:  # grey + alpha -> RGBA
+        array = np.concatenate([array[..., :1].repeat(3, axis=2), array[..., 1:]], axis=2)
     if array.dtype == np.uint8:
-        return array.astype(np.float32) / 255.0
+        return array
     if not np.issubdtype(array.dtype, np.floating):
-        raise ValueError(f"cannot read image {source}: dtype must be uint8 or float; got {array.dtype}")
+        raise ImageError(f"image {source}: .npy dtype must be uint8 or float; got {array.dtype}")
     array = array.astype(np.float32)
     if not np.all(np.isfinite(array)):
-        raise ValueError(f"image {source} has NaN or infinite pixel values")
+        raise ImageError(f"image {source} has NaN or infinite pixel values")
     if array.min() < 0.0 or array.max() > 1.0:
-        raise ValueError(f"image {source}: float pixels must lie in [0, 1]; got {array.min()}..{array.max()}")
+        raise ImageError(f"image {source}: float pixels must lie in [0, 1]; got {array.min()}..{array.max()}")
     return array
 
 
-def to_model_input(image: np.ndarray, shape: Sequence[int]) -> np.ndarray:
-    """float32 [H, W, C] in [0, 1] -> [h, w, c] = ``shape``: channels matched, bilinear resize."""
+def decode_image(path: str | os.PathLike, limits: ImageLimits = DEFAULT_LIMITS) -> np.ndarray:
+    """Reads one image file (module docstring, steps 1-4).
+
+    Returns:
+      uint8 [H, W, C] (C = 1 grey, 3 RGB, 4 RGBA) for Pillow formats and uint8 ``.npy``; float32
+      [H, W, C] in [0, 1] for float ``.npy`` (a 2-channel ``.npy`` is grey + alpha, returned as RGBA).
+
+    Raises:
+      ImageError: a non-regular, empty, too large, corrupt, truncated or unsupported file, a
+        decompression bomb, or non-finite / out-of-range ``.npy`` values; the message names the file.
+    """
+    source = printable(os.fspath(path))
+    data = read_regular_file(path, limits.max_file_bytes)
+    if pathlib.Path(path).suffix.lower() == ".npy" or data.startswith(b"\x93NUMPY"):
+        return _npy_to_array(data, source, limits)
+    return _pillow_to_array(data, source, limits)
+
+
+def read_image(path: str | os.PathLike, limits: ImageLimits = DEFAULT_LIMITS) -> np.ndarray:
+    """Reads one image as float32 [H, W, C] in [0, 1] (``decode_image`` / 255 for uint8 files)."""
+    array = decode_image(path, limits)
+    return array.astype(np.float32) / np.float32(255.0) if array.dtype == np.uint8 else array
+
+
+def to_model_input(image: np.ndarray, shape: Sequence[int], value_range: Sequence[float] = (0.0, 1.0)) -> np.ndarray:
+    """An image -> the model's float32 [h, w, c] input (module docstring: alpha on white, centre crop,
+    bilinear, luma for c = 1, mapped to ``value_range``).
+
+    Args:
+      image: uint8 [H, W(, C)] (0..255) or float [H, W(, C)] in [0, 1]; C = 1 grey, 2 grey + alpha,
+        3 RGB, 4 RGBA.
+      shape: The model input (h, w, c), c in (1, 3).
+      value_range: (low, high) of the model input (metadata ``input.range``).
+    """
     h, w, c = (int(s) for s in shape)
-    image = np.asarray(image, np.float32)
-    if image.shape[2] in (2, 4):  # drop alpha
-        image = image[..., :-1]
-    if image.shape[2] != c:
-        if c == 3 and image.shape[2] == 1:
-            image = np.repeat(image, 3, axis=2)
-        elif c == 1:
-            image = image.mean(axis=2, keepdims=True)
-        else:
-            raise ValueError(f"cannot convert an image with {image.shape[2]} channels to {c}")
-    if image.shape[:2] != (h, w):
-        image = resize_bilinear(image, h, w)
-    return np.ascontiguousarray(image, np.float32)
+    if c not in (1, 3) or h < 1 or w < 1:
+        raise ValueError(f"model input must be [h, w, 1|3]; got {tuple(shape)}")
+    image = np.asarray(image)
+    if image.ndim == 2:
+        image = image[..., None]
+    if image.ndim != 3 or image.shape[2] not in (1, 2, 3, 4) or 0 in image.shape:
+        raise ValueError(f"image must be [H, W] or [H, W, C<=4]; got {image.shape}")
+    height, width = image.shape[:2]
+    aspect = w / h
+    crop_w, crop_h = float(width), float(height)
+    if width / height > aspect:
+        crop_w = height * aspect
+    else:
+        crop_h = width / aspect
+    x0, y0 = (width - crop_w) / 2, (height - crop_h) / 2
+    ylo, yhi, fy = _taps(y0 + (np.arange(h) + 0.5) * crop_h / h - 0.5, height)
+    xlo, xhi, fx = _taps(x0 + (np.arange(w) + 0.5) * crop_w / w - 0.5, width)
+    fx, fy = fx[None, :, None], fy[:, None, None]
+
+    def pixels(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        return _rgb_on_white(image[rows[:, None], cols[None, :]])
+
+    top = (1 - fx) * pixels(ylo, xlo) + fx * pixels(ylo, xhi)
+    bottom = (1 - fx) * pixels(yhi, xlo) + fx * pixels(yhi, xhi)
+    rgb = (1 - fy) * top + fy * bottom
+    low, high = (float(v) for v in value_range)
+    scale = (high - low) / 255.0
+    if c == 1:
+        rgb = (LUMA[0] * rgb[..., 0] + LUMA[1] * rgb[..., 1] + LUMA[2] * rgb[..., 2])[..., None]
+    return np.ascontiguousarray(low + scale * rgb, dtype=np.float32)
 
 
-def resize_bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Bilinear resize of [H, W, C] with half-pixel centres (edge-clamped)."""
-    def axis(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        src = np.clip((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0, n_in - 1)
-        lo = np.floor(src).astype(np.int64)
-        hi = np.minimum(lo + 1, n_in - 1)
-        return lo, hi, (src - lo).astype(np.float32)
-
-    y0, y1, fy = axis(image.shape[0], height)
-    x0, x1, fx = axis(image.shape[1], width)
-    top = image[y0][:, x0] * (1 - fx)[None, :, None] + image[y0][:, x1] * fx[None, :, None]
-    bottom = image[y1][:, x0] * (1 - fx)[None, :, None] + image[y1][:, x1] * fx[None, :, None]
-    return (top * (1 - fy)[:, None, None] + bottom * fy[:, None, None]).astype(np.float32)
+def _taps(src: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    src = np.clip(src, 0, n - 1)
+    lo = np.floor(src).astype(np.int64)
+    return lo, np.minimum(lo + 1, n - 1), src - lo
 
 
-def load_images(paths: Sequence[str | os.PathLike], shape: Sequence[int]) -> np.ndarray:
-    """Reads ``paths`` into float32 [N, *shape] (see ``read_image`` and ``to_model_input``)."""
+def _rgb_on_white(pixels: np.ndarray) -> np.ndarray:
+    """[..., C] pixels -> float64 [..., 3] RGB in 0..255 units, alpha composited on white."""
+    values = pixels.astype(np.float64)
+    if pixels.dtype != np.uint8:
+        values = values * 255.0
+    channels = values.shape[-1]
+    colour = values[..., :1].repeat(3, axis=-1) if channels in (1, 2) else values[..., :3]
+    if channels in (2, 4):
+        alpha = values[..., -1:]
+        colour = colour * alpha / 255.0 + (255.0 - alpha)
+    return colour
+
+
+def load_images(paths: Sequence[str | os.PathLike], shape: Sequence[int], value_range: Sequence[float] = (0.0, 1.0),
+                limits: ImageLimits = DEFAULT_LIMITS, progress=None) -> np.ndarray:
+    """Reads ``paths`` into float32 [N, *shape] (``decode_image`` then ``to_model_input``), one file at a time.
+
+    ``progress``, if given, is called with no argument after each file (a progress bar's update).
+    """
     if not paths:
-        raise ValueError("no image paths given")
-    return np.stack([to_model_input(read_image(p), shape) for p in paths])
+        raise ImageError("no image paths given")
+    shape = tuple(int(s) for s in shape)
+    needed = 4 * len(paths) * int(np.prod(shape))
+    if needed > limits.max_set_bytes:
+        raise ImageError(f"{len(paths)} images need {needed} bytes at the model's input size {shape}; "
+                         f"the limit is {limits.max_set_bytes} (use fewer images)")
+    out = np.empty((len(paths), *shape), np.float32)
+    for i, path in enumerate(paths):
+        out[i] = to_model_input(decode_image(path, limits), shape, value_range)
+        if progress is not None:
+            progress()
+    return out
+
+
+def _is_hidden(name: str) -> bool:
+    """Hidden files and folders, including macOS AppleDouble ``._x`` companions and ``.DS_Store``."""
+    return name.startswith(".")
+
+
+def _has_image_suffix(name: str) -> bool:
+    return name.lower().endswith(IMAGE_SUFFIXES)
+
+
+def _holds_images(folder: pathlib.Path, depth: int = 3) -> bool:
+    """True when ``folder`` or its subfolders (to ``depth`` levels) name an image file."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return False
+    for entry in entries:
+        if _is_hidden(entry.name):
+            continue
+        if _has_image_suffix(entry.name) and not entry.is_dir():
+            return True
+        if depth > 0 and entry.is_dir() and _holds_images(pathlib.Path(entry.path), depth - 1):
+            return True
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFolder:
+    """The files of ``root/<class>/<image>`` a reader uses.
+
+    Attributes:
+      root: The folder.
+      class_names: Class folder names, sorted (class id = position).
+      files: Per class, its image files, sorted by name.
+    """
+
+    root: pathlib.Path
+    class_names: tuple[str, ...]
+    files: tuple[tuple[pathlib.Path, ...], ...]
+
+    @property
+    def paths(self) -> list[pathlib.Path]:
+        """All image files, class by class."""
+        return [p for group in self.files for p in group]
+
+    @property
+    def labels(self) -> np.ndarray:
+        """i32 [N]: the class id of each of ``paths``."""
+        return np.asarray([k for k, group in enumerate(self.files) for _ in group], np.int32)
+
+
+def scan_image_folder(root: str | os.PathLike) -> ImageFolder:
+    """Lists ``root/<class>/<image>``; an image is a file whose name ends in one of ``IMAGE_SUFFIXES``.
+
+    Hidden entries (names starting with "."; AppleDouble ``._x`` files, ``.DS_Store``) are skipped
+    silently; other files with other endings are skipped with a logged warning. A class folder never
+    disappears silently: one without images of its own is an error, naming the subfolders that hold
+    images if there are any; subfolders of a class folder that has images are skipped with a warning.
+
+    Raises:
+      ImageFolderError: ``root`` is not a directory, holds images directly instead of class folders,
+        holds no class folder, or a class folder has no images.
+    """
+    root = pathlib.Path(root)
+    shown = printable(str(root))
+    try:
+        if not stat.S_ISDIR(os.stat(root).st_mode):
+            raise ImageFolderError(f"image folder {shown} is not a directory")
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except FileNotFoundError as err:
+        raise ImageFolderError(f"image folder {shown} does not exist") from err
+    except OSError as err:
+        raise ImageFolderError(f"cannot read image folder {shown}: {err.strerror or err}") from err
+    classes, loose = [], []
+    for entry in entries:
+        if _is_hidden(entry.name):
+            continue
+        if entry.is_dir():
+            classes.append(entry.name)
+        elif _has_image_suffix(entry.name):
+            loose.append(entry.name)
+        else:
+            LOG.warning("skipping %s: not a class folder", printable(entry.path))
+    if loose:
+        raise ImageFolderError(
+            f"image folder {shown} holds images directly ({printable(loose[0])}{', ...' if len(loose) > 1 else ''}); "
+            f"put each class's images in a folder of their own: {shown}/<class>/<image>")
+    if not classes:
+        raise ImageFolderError(f"image folder {shown} has no class folders (expected {shown}/<class>/<image>)")
+    files = []
+    for name in classes:
+        folder = root / name
+        images, subfolders = [], []
+        try:
+            class_entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as err:
+            raise ImageFolderError(f"cannot read class folder {printable(str(folder))}: {err.strerror or err}") from err
+        for entry in class_entries:
+            if _is_hidden(entry.name):
+                continue
+            if entry.is_dir():
+                subfolders.append(entry.name)
+            elif _has_image_suffix(entry.name):
+                images.append(pathlib.Path(entry.path))
+            else:
+                LOG.warning("skipping %s: not an image (known endings: %s)", printable(entry.path), " ".join(IMAGE_SUFFIXES))
+        nested = [s for s in subfolders if _holds_images(folder / s)]
+        if not images:
+            detail = (f"; images are only in its subfolder(s) {', '.join(printable(s) for s in nested)}: "
+                      "a class's images must lie directly in its folder") if nested else ""
+            raise ImageFolderError(f"class folder {printable(str(folder))} has no images{detail}")
+        for sub in subfolders:
+            LOG.warning("skipping subfolder %s: a class's images must lie directly in its folder",
+                        printable(str(folder / sub)))
+        files.append(tuple(images))
+    return ImageFolder(root, tuple(classes), tuple(files))
 
 
 def load_image_folder(
-    root: str | os.PathLike, shape: Sequence[int]
+    root: str | os.PathLike, shape: Sequence[int], value_range: Sequence[float] = (0.0, 1.0),
+    limits: ImageLimits = DEFAULT_LIMITS, progress=None,
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Reads ``root/<class>/*.png|npy|jpg`` -> (images f32[N, *shape], labels i32[N], class names).
+    """Reads ``root/<class>/<image>`` -> (images f32 [N, *shape], labels i32 [N], class names).
 
-    Class ids follow the sorted folder names; files within a class are sorted by name.
+    Class ids follow the sorted folder names; files within a class are sorted by name (see
+    ``scan_image_folder`` for what is skipped and what is an error, ``decode_image`` for the files).
 
     Raises:
-      ValueError: ``root`` is not a directory, or holds no class folder with images, or an image is
-        unreadable (the message names the file).
+      ImageFolderError, ImageError: as ``scan_image_folder`` and ``decode_image`` (naming the folder or file).
     """
-    root = pathlib.Path(root)
-    if not root.is_dir():
-        raise ValueError(f"image folder {root} is not a directory")
-    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-    paths, labels, names = [], [], []
-    for name in classes:
-        files = sorted(f for f in (root / name).iterdir() if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file())
-        if not files:
-            continue
-        names.append(name)
-        paths += files
-        labels += [len(names) - 1] * len(files)
-    if not paths:
-        raise ValueError(f"image folder {root} has no images (expected {root}/<class>/*{'|'.join(IMAGE_SUFFIXES)})")
-    return load_images(paths, shape), np.asarray(labels, np.int32), tuple(names)
+    folder = scan_image_folder(root)
+    return load_images(folder.paths, shape, value_range, limits, progress), folder.labels, folder.class_names

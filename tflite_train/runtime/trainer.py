@@ -32,9 +32,11 @@ from tflite_train.data.augment import AugmentConfig
 from tflite_train.data.augment import augment as augment_images
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.progress import Progress, no_progress
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs, total_forward_macs
+from tflite_train.sparse.fisher import fisher_potentials
 from tflite_train.sparse.policies import SelectionConfig, canonical_policy_name, select
 from tflite_train.sparse.selection import Selection
 
@@ -161,6 +163,8 @@ class AdaptResult:
       num_classes: K of the support set.
       losses, accuracies: ``train_step`` outputs per step (empty when the selection is empty).
       seconds: Wall-clock seconds per phase: "head", "fisher_selection", "training".
+      potentials: Fisher potential P_l = sum_o Delta_o (paper Eq. 2) per candidate layer, for the
+        policies that compute this task's Fisher (tinytrain); empty otherwise.
     """
 
     selection: Selection
@@ -173,6 +177,7 @@ class AdaptResult:
     losses: tuple[float, ...]
     accuracies: tuple[float, ...]
     seconds: Mapping[str, float]
+    potentials: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def within_budget(self) -> bool:
@@ -195,6 +200,7 @@ class AdaptResult:
             "losses": list(self.losses),
             "accuracies": list(self.accuracies),
             "seconds": dict(self.seconds),
+            "fisher_potentials": dict(self.potentials),
         }
 
 
@@ -248,16 +254,22 @@ def class_prototypes(embeddings: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def support_fisher(
-    model: TrainableModel, images: np.ndarray, labels: np.ndarray, chunk_size: int = 32
+    model: TrainableModel, images: np.ndarray, labels: np.ndarray, chunk_size: int = 32,
+    progress: Progress = no_progress,
 ) -> dict[str, np.ndarray]:
-    """Delta_o per candidate layer over the whole set: chunk means weighted by chunk size (Eq. 1)."""
+    """Delta_o per candidate layer over the whole set: chunk means weighted by chunk size (Eq. 1).
+
+    ``progress("fisher", N)`` is advanced by the images of each chunk.
+    """
     total: dict[str, np.ndarray] = {}
     n = images.shape[0]
-    for i in range(0, n, chunk_size):
-        out = model.fisher(images[i:i + chunk_size], labels[i:i + chunk_size])
-        weight = min(chunk_size, n - i) / n
-        for name in model.candidates:
-            total[name] = total.get(name, 0.0) + weight * out[name].astype(np.float64)
+    with progress("fisher", n) as bar:
+        for i in range(0, n, chunk_size):
+            out = model.fisher(images[i:i + chunk_size], labels[i:i + chunk_size])
+            weight = min(chunk_size, n - i) / n
+            for name in model.candidates:
+                total[name] = total.get(name, 0.0) + weight * out[name].astype(np.float64)
+            bar.update(min(chunk_size, n - i))
     return {name: value.astype(np.float32) for name, value in total.items()}
 
 
@@ -284,6 +296,7 @@ def adapt(
     *,
     augment: Augment | None = None,
     fisher_tasks: Sequence[Mapping[str, np.ndarray]] | None = None,
+    progress: Progress = no_progress,
 ) -> AdaptResult:
     """Adapts ``model`` in place to the support set (see the module docstring); returns the report.
 
@@ -294,6 +307,8 @@ def adapt(
       config: The adaptation config.
       augment: ``augment(images, rng, augment_config) -> images``; default ``tflite_train.data.augment.augment``.
       fisher_tasks: Meta-training Fisher dicts for the static ``sparse_update`` policy.
+      progress: Progress-bar factory (``tflite_train.runtime.progress``): bars "fisher" (images)
+        and "training" (optimizer steps, with the epoch and the loss).
 
     Raises:
       ValueError: bad metadata or support set (nothing on disk is touched).
@@ -321,13 +336,13 @@ def adapt(
         fisher = None
         if config.policy == "tinytrain":
             subset = fisher_subset(labels, config.fisher_samples, config.seed)
-            fisher = support_fisher(model, images[subset], labels[subset], config.fisher_chunk_size)
+            fisher = support_fisher(model, images[subset], labels[subset], config.fisher_chunk_size, progress)
         needs_weights = config.policy == "sparse_update" or (
             config.policy == "tinytrain" and "l2" in (config.criterion, config.channel_method))
         weights = candidate_weights(model) if needs_weights else None
         selection = select(table, selection_config, candidates=model.candidates, fisher=fisher,
                            fisher_tasks=fisher_tasks, weights=weights).ordered(table)
-    LOG.info("selection (%s): %s", config.policy,
+    LOG.debug("selection (%s): %s", config.policy,
              {n: len(c) for n, c in selection.channels.items()} or "no update")
     cost = selection.cost(table, optimizer=optimizer, batch_size=config.batch_size)
 
@@ -338,14 +353,16 @@ def adapt(
         if not selection.is_empty and steps > 0:
             model.set_selection(selection.channel_mask(table, model.candidates))
             rng = np.random.default_rng(config.seed)
-            for step, batch in enumerate(pseudo_query_batches(rng, images.shape[0], config.batch_size, steps)):
-                queries = np.asarray(augment(images[batch], rng, augment_config), dtype=np.float32)
-                out = model.train_step(queries, labels[batch])
-                losses.append(out["loss"])
-                accuracies.append(out["accuracy"])
-                LOG.debug("step %d/%d loss %.4f accuracy %.3f", step + 1, steps, out["loss"], out["accuracy"])
-                if (step + 1) % max(1, steps // 10) == 0 or step + 1 == steps:
-                    LOG.info("step %d/%d loss %.4f", step + 1, steps, out["loss"])
+            per_epoch = -(-images.shape[0] // config.batch_size)
+            with progress("training", steps) as bar:
+                for step, batch in enumerate(pseudo_query_batches(rng, images.shape[0], config.batch_size, steps)):
+                    queries = np.asarray(augment(images[batch], rng, augment_config), dtype=np.float32)
+                    out = model.train_step(queries, labels[batch])
+                    losses.append(out["loss"])
+                    accuracies.append(out["accuracy"])
+                    LOG.debug("step %d/%d loss %.4f accuracy %.3f", step + 1, steps, out["loss"], out["accuracy"])
+                    bar.update(1)
+                    bar.set_postfix_str(f"epoch {step // per_epoch + 1} loss {out['loss']:.3f}")
     if losses and config.refresh_head:
         with timer.phase("head"):
             model.set_head(class_prototypes(embed(model, images, config.chunk_size), labels))
@@ -353,6 +370,7 @@ def adapt(
         selection=selection, cost=cost, budget=config.budget, compute_limit_macs=config.budget.compute_limit(table),
         forward_macs=total_forward_macs(table), full_backward_macs=full_backward_macs(table),
         num_classes=int(labels.max()) + 1, losses=tuple(losses), accuracies=tuple(accuracies), seconds=dict(timer.seconds),
+        potentials=fisher_potentials(fisher) if fisher is not None else {},
     )
 
 
@@ -393,11 +411,20 @@ def pseudo_query_batches(rng: np.random.Generator, n: int, batch_size: int, step
 
 def predict(model: TrainableModel, images: np.ndarray, chunk_size: int = 64) -> np.ndarray:
     """Predicted class ids i32[N]: argmax over the first ``num_classes`` logits."""
+    return np.argmax(class_logits(model, images, chunk_size), axis=1).astype(np.int32)
+
+
+def class_logits(model: TrainableModel, images: np.ndarray, chunk_size: int = 64,
+                 progress: Progress = no_progress) -> np.ndarray:
+    """The head's logits f32[N, K] over the K = ``num_classes`` classes (``progress("predicting", N)``)."""
     if model.num_classes < 1:
         raise ValueError("the model has no head (num_classes is 0): adapt it or load a checkpoint first")
-    logits = np.concatenate([model.infer(images[i:i + chunk_size])["logits"]
-                             for i in range(0, images.shape[0], chunk_size)])
-    return np.argmax(logits[:, :model.num_classes], axis=1).astype(np.int32)
+    parts = []
+    with progress("predicting", images.shape[0]) as bar:
+        for i in range(0, images.shape[0], chunk_size):
+            parts.append(model.infer(images[i:i + chunk_size])["logits"][:, :model.num_classes])
+            bar.update(parts[-1].shape[0])
+    return np.concatenate(parts)
 
 
 def evaluate(model: TrainableModel, query_images: Any, query_labels: Any, chunk_size: int = 64) -> float:

@@ -43,6 +43,19 @@ public class ImagePreprocessorTest {
   }
 
   @Test
+  public void alphaIsCompositedOnWhite() throws Exception {
+    // a = 0 -> white; a = 51 over red (255, 0, 0): R = 255 * 51 / 255 + 204 = 255, G = B = 204
+    float[] clear = ImagePreprocessor.toInput(new int[] {0x00_00_00_00}, 1, 1, 1, 1, 3, 0, 1);
+    float[] faint = ImagePreprocessor.toInput(new int[] {0x33_FF_00_00}, 1, 1, 1, 1, 3, 0, 1);
+    for (int c = 0; c < 3; c++) {
+      assertEquals(1f, clear[c], 1e-6);
+    }
+    assertEquals(1f, faint[0], 1e-6);
+    assertEquals(204 / 255f, faint[1], 1e-6);
+    assertEquals(204 / 255f, faint[2], 1e-6);
+  }
+
+  @Test
   public void rejectsBadPixelCounts() throws Exception {
     InputSpec s = spec();
     assertThrows(IllegalArgumentException.class, () -> ImagePreprocessor.toInput(new int[5], 2, 2, s));

@@ -1,0 +1,114 @@
+"""Human-readable results of ``adapt`` and ``predict`` (the CLI prints them; ``--json`` prints the record).
+
+Every name that comes from the user's files (class folders, image paths) goes through
+``text.printable``, so a name cannot break or forge a line. Plain functions of the report dicts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tflite_train.runtime.text import printable
+
+MAX_LISTED_CLASSES = 8
+
+
+def format_bytes(value: float) -> str:
+    """1536 -> "1.5 KiB" (binary units)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def format_count(value: float) -> str:
+    """12_345_678 -> "12.35 M"."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f}"
+
+
+def _against(used: float, limit: float | None, fmt) -> str:
+    if limit is None or math.isinf(limit):
+        return f"{fmt(used)} (no budget)"
+    share = 100 * used / limit if limit > 0 else math.inf
+    verdict = "within" if used <= limit else "OVER"
+    return f"{fmt(used)} of {fmt(limit)} budget ({share:.0f} %, {verdict})"
+
+
+def loss_ends(losses: Sequence[float]) -> tuple[float, float, int] | None:
+    """(mean of the first k losses, mean of the last k, k) with k = max(1, len // 10); None if no steps."""
+    if not losses:
+        return None
+    k = max(1, len(losses) // 10)
+    return sum(losses[:k]) / k, sum(losses[-k:]) / k, k
+
+
+def format_adapt_summary(report: Mapping[str, Any]) -> str:
+    """The few lines a user reads after ``adapt`` (from ``adapt_job.run_adaptation``'s report)."""
+    names = [printable(n) for n in report["classes"]]
+    shots = report.get("shots") or [None] * len(names)
+    listed = ", ".join(f"{n} ({s})" for n, s in zip(names[:MAX_LISTED_CLASSES], shots))
+    if len(names) > MAX_LISTED_CLASSES:
+        listed += f", ... ({len(names) - MAX_LISTED_CLASSES} more)"
+    channels = report["selection"]["channels"]
+    layer_info = report.get("layer_costs", {})
+    layers = ", ".join(f"{layer} {len(c)}/{layer_info.get(layer, {}).get('out_channels', '?')}" for layer, c in channels.items())
+    lines = [
+        f"adapted {printable(str(report['model']))} with policy {report['policy']} on {report['runtime']}",
+        f"  classes     {len(names)}: {listed}  [name (shots)]",
+        f"  selection   {len(channels)} layer(s): {layers or 'none (no update)'}  [layer channels/of]",
+        f"  memory      {_against(report['memory_bytes'], report['budget']['memory_bytes'], format_bytes)}",
+        f"  compute     {_against(report['backward_macs'], report['compute_limit_macs'], lambda v: format_count(v) + ' MACs')}"
+        f"; forward pass {format_count(report['forward_macs'])} MACs",
+    ]
+    ends = loss_ends(report["losses"])
+    if ends is None:
+        lines.append("  loss        no training steps")
+    else:
+        lines.append(f"  loss        {ends[0]:.3f} -> {ends[1]:.3f}  [mean of the first/last {ends[2]} of "
+                     f"{len(report['losses'])} steps]")
+    lines.append(f"  support acc {100 * report['support_accuracy_before']:.1f} % -> "
+                 f"{100 * report['support_accuracy_after']:.1f} %  [prototype head before -> after adaptation]")
+    if "query_accuracy" in report:
+        lines.append(f"  query acc   {100 * report['query_accuracy']:.1f} % on {report['query_size']} images")
+    phases = ", ".join(f"{k.replace('_', '+')} {v:.1f}" for k, v in report["seconds"].items())
+    lines.append(f"  time        {report['total_seconds']:.1f} s  [{phases}]")
+    lines.append(f"  checkpoint  {printable(str(report['checkpoint']))} ({format_bytes(report['checkpoint_bytes'])}; "
+                 f"config and report JSON beside it)")
+    return "\n".join(lines)
+
+
+def adapt_record(report: Mapping[str, Any]) -> str:
+    """The machine-readable record of ``adapt --json``: the whole report as JSON (ASCII, escaped)."""
+    return json.dumps(report, indent=2, sort_keys=True, ensure_ascii=True)
+
+
+Prediction = tuple[str, int, str, float]
+
+
+def format_predictions(rows: Sequence[Prediction], fmt: str = "table") -> str:
+    """``predict``'s output: "table" (aligned columns), "json" (a list of objects) or "csv" (with a header).
+
+    Paths and class names are escaped (``text.printable``) in the table and the CSV; JSON escapes them itself.
+    """
+    if fmt == "json":
+        return json.dumps([{"file": p, "class_id": i, "class": n, "confidence": round(c, 6)} for p, i, n, c in rows],
+                          indent=2, ensure_ascii=True)
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["file", "class_id", "class", "confidence"])
+        writer.writerows([printable(p), i, printable(n), f"{c:.4f}"] for p, i, n, c in rows)
+        return buffer.getvalue().rstrip("\n")
+    if fmt != "table":
+        raise ValueError(f"unknown format {fmt!r}; known: table, json, csv")
+    cells = [("file", "class", "confidence")] + [(printable(p), printable(n), f"{100 * c:.1f} %") for p, _, n, c in rows]
+    widths = [max(len(row[k]) for row in cells) for k in range(2)]
+    return "\n".join(f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:>10}" for a, b, c in cells)
