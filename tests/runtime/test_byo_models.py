@@ -48,9 +48,10 @@ def test_adapt_and_predict_cli(name, fashion, tmp_path, capsys):
     assert 0.0 <= report["query_accuracy"] <= 1.0
     capsys.readouterr()
     images = sorted(str(p) for p in (query / "class2").iterdir())
-    assert main(["predict", "--model", model, "--checkpoint", str(out), *images]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == len(images)
+    assert main(["predict", "--model", model, "--checkpoint", str(out), "--json", *images]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["file"] for row in rows] == images
+    assert all(row["class"] in ("class0", "class1", "class2") for row in rows)
 
 
 def test_raw_pixel_model_gets_raw_pixels(fashion, tmp_path):

@@ -130,7 +130,7 @@ def test_version_and_help(capsys):
     with pytest.raises(SystemExit):
         main(["adapt", "--help"])
     text = capsys.readouterr().out
-    for unit in ("1MiB", "fraction of one forward pass's MACs", "(default: 0.25)", "(default: 40)", "(default: 1)"):
+    for unit in ("1MiB", "fraction of the full backward pass", "(default: 0.25)", "(default: 40)", "(default: 1)"):
         assert unit in text
 
 
