@@ -109,7 +109,11 @@ def _flip(kernel):
 def conv2d_input_grad(g_z, kernel, in_hw, out_hw, kernel_hw, strides, padding):
     """g_x of a dense conv (module docstring); a 1x1 stride-1 conv is one CONV_2D with W^T."""
     if tuple(kernel_hw) == (1, 1) and tuple(strides) == (1, 1):
-        return tf.nn.conv2d(g_z, tf.transpose(kernel, [0, 1, 3, 2]), 1, "VALID")
+        # g_x[p, ci] = sum_o g_z[p, o] W[ci, o]: one FULLY_CONNECTED whose weights are W as stored
+        # ([C_in, C_out] = [units, depth]), with no runtime transpose of the kernel
+        cin, cout = kernel.shape[2], kernel.shape[3]
+        g = tf.matmul(tf.reshape(g_z, [-1, cout]), tf.reshape(kernel, [cin, cout]), transpose_b=True)
+        return tf.reshape(g, [-1, in_hw[0], in_hw[1], cin])
     cout = g_z.shape[-1]
     d = _full_correlation_input(g_z, in_hw, out_hw, kernel_hw, strides, padding, cout)
     return tf.nn.conv2d(d, tf.transpose(_flip(kernel), [0, 1, 3, 2]), 1, "VALID")
