@@ -20,6 +20,7 @@ from converters.build_module import backbone_model, module_from_keras
 from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
 from converters.trainable_module import TrainableModule, train_variant_name
+from tflite_train.runtime.integrity import CHECKSUM_NAME, PLACEHOLDER, seal
 from tflite_train.runtime.metadata import METADATA_NAME, SELFTEST_NAME
 from tflite_train.sparse.cost_model import layer_cost
 
@@ -203,7 +204,8 @@ def export_keras(model: keras.Model, config: ExportConfig) -> ExportResult:
     metadata = build_metadata(module)
     buf = io.BytesIO()
     np.savez(buf, **selftest)
-    data = add_metadata(raw, {METADATA_NAME: json.dumps(metadata).encode(), SELFTEST_NAME: buf.getvalue()})
+    data = seal(add_metadata(raw, {METADATA_NAME: json.dumps(metadata).encode(), SELFTEST_NAME: buf.getvalue(),
+                                   CHECKSUM_NAME: PLACEHOLDER}))
     LOG.info("exported %s: %d bytes in %.1f s", config.backbone, len(data), time.time() - t0)
     return ExportResult(data, metadata, selftest, module)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train.runtime.integrity import check_model_bytes
 from tflite_train.runtime.metadata import read_metadata
 
 LOG = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class TrainableModel:
         num_threads: int = 1,
     ) -> None:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
+        check_model_bytes(bytes(content), "model bytes" if isinstance(model, (bytes, bytearray)) else str(model))
         self.metadata: dict[str, Any] = read_metadata(content)
         interpreter_cls, self.runtime = load_interpreter_class(runtime)
         self.interpreter = interpreter_cls(model_content=bytes(content), num_threads=num_threads)

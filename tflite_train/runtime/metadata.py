@@ -120,11 +120,11 @@ def _root(reader: _Reader) -> int:
     return reader.deref(0)
 
 
-def read_metadata_buffers(model: str | os.PathLike | bytes) -> dict[str, bytes]:
-    """All ``Model.metadata`` entries as ``{name: raw bytes}``.
+def metadata_spans(model: str | os.PathLike | bytes) -> dict[str, tuple[int, int]]:
+    """Where each ``Model.metadata`` entry's bytes lie in the file: ``{name: (start, length)}``.
 
     Raises:
-      ValueError: for a truncated or foreign file.
+      ValueError: for a truncated or foreign file (every offset is bounds-checked).
     """
     reader = _load(model)
     root = _root(reader)
@@ -140,14 +140,24 @@ def read_metadata_buffers(model: str | os.PathLike | bytes) -> dict[str, bytes]:
         start, n = reader.vector(buf, 0)
         if start:
             reader._check(start, n)
-            out[name] = reader.data[start:start + n]
+            out[name] = (start, n)
         else:
             off_pos, size_pos = reader.field(buf, 1), reader.field(buf, 2)
             offset = reader.u64(off_pos) if off_pos else 0
             size = reader.u64(size_pos) if size_pos else 0
             reader._check(offset, size)
-            out[name] = reader.data[offset:offset + size] if offset > 1 else b""
+            out[name] = (offset, size) if offset > 1 else (0, 0)
     return out
+
+
+def read_metadata_buffers(model: str | os.PathLike | bytes) -> dict[str, bytes]:
+    """All ``Model.metadata`` entries as ``{name: raw bytes}``.
+
+    Raises:
+      ValueError: for a truncated or foreign file.
+    """
+    data = _load(model).data
+    return {name: data[start:start + n] for name, (start, n) in metadata_spans(data).items()}
 
 
 def read_metadata(model: str | os.PathLike | bytes) -> dict[str, Any]:
