@@ -204,6 +204,7 @@ def test_cli_verify_and_ops(tmp_path, capsys):
     import sys
 
     from tflite_train.cli import main
+    from tflite_train.runtime.integrity import seal
     from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
 
     path = _path("tiny_adam_33")
@@ -226,6 +227,10 @@ def test_cli_verify_and_ops(tmp_path, capsys):
         data[start:start + len(blob)] = buf.getvalue()
         bad = tmp_path / "bad.tflite"
         bad.write_bytes(bytes(data))
+        proc = subprocess.run([sys.executable, "-m", "tflite_train.cli", "verify", str(bad)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2 and "checksum mismatch" in proc.stderr  # the integrity seal
+        bad.write_bytes(seal(bytes(data)))  # an intact file whose numbers are wrong: the self-test's job
         proc = subprocess.run([sys.executable, "-m", "tflite_train.cli", "verify", str(bad)],
                               capture_output=True, text=True)
         assert proc.returncode == 1 and "FAIL infer" in proc.stdout

@@ -46,7 +46,7 @@ def test_one_flipped_byte_is_refused_before_the_interpreter(no_interpreter, wher
 
 @pytest.mark.parametrize("case,content,message", [
     ("truncated", lambda d: d[: len(d) // 2], "truncated or foreign|beyond"),
-    ("not a flatbuffer", lambda d: b"PK\x03\x04" + d[4:200], "not a .tflite flatbuffer"),
+    ("not a flatbuffer", lambda d: b"PK\x03\x04" + bytes(200), "not a .tflite flatbuffer"),
     ("empty", lambda d: b"", "not a .tflite flatbuffer"),
     ("no seal", lambda d: d.replace(CHECKSUM_NAME.encode(), b"tflite_train_xxxxxxxx"), "no integrity checksum"),
 ])
