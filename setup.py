@@ -14,6 +14,7 @@ setup(
         "pi": ["numpy", "ai-edge-litert"],
         "pi-legacy": ["numpy<2", "tflite-runtime==2.14.0"],
         "dev": ["pytest"],
+        "bench": ["onnx==1.17.0", "onnxruntime-training==1.19.2"],
     },
     entry_points={"console_scripts": ["tflite-train=tflite_train.cli:main"]},
 )
