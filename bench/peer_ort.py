@@ -11,8 +11,10 @@ What it does, in one run (ratios are between figures of that run):
    ``--input-size`` (``--weights``: Keras BN-form weights; default the shipped MCUNet weights for
    mcunet, seeded init otherwise);
 2. picks the selection with the project's own TinyTrain policy (``tflite_train.runtime.adapt``, 1 MiB
-   scaled memory budget, 15 % of FullTrain's backward MACs) on a real ``--ways``-way ``--shots``-shot
-   support set of ``--dataset`` (seeded); the class prototypes are the support set's class means;
+   memory budget scaled by input area, B_compute 15 % of the forward MACs as in ``tflite-train adapt``
+   and ``bench/adaptation_overhead.py``; ``--compute-of backward``: the accuracy bench's reading) on a
+   real ``--ways``-way ``--shots``-shot support set of ``--dataset`` (the episode of
+   ``adaptation_overhead.py`` for the same seed); the class prototypes are the support set's class means;
 3. builds the ONNX twin of the same BN-folded Keras model and head (``bench.onnx_graph``), checks its
    forward against Keras (max relative difference of embeddings and logits, printed), and generates
    ORT training artifacts (CrossEntropyLoss, AdamW) for three trainable sets: the TinyTrain layers
@@ -192,11 +194,13 @@ def policy_selection(model_path: pathlib.Path, args: argparse.Namespace):
     from tflite_train.runtime.trainer import AdaptConfig, adapt, class_prototypes, embed
 
     model = TrainableModel(model_path)
-    xs, ys, _, _ = _task(model, args.cache, args.dataset, args.ways, args.shots, 1, args.seed)
+    xs, ys, _, _ = _task(model, args.cache, args.dataset, args.ways, args.shots, args.queries, args.seed)
     memory = args.mem_budget_mib * 2**20 * (args.input_size / 128) ** 2
-    config = AdaptConfig(policy="tinytrain", memory_bytes=memory,
-                         compute_macs=compute_budget_macs(args.backbone, args.input_size, args.compute_budget),
-                         iterations=0, seed=args.seed)
+    if args.compute_of == "backward":
+        budget = {"compute_macs": compute_budget_macs(args.backbone, args.input_size, args.compute_budget)}
+    else:
+        budget = {"compute_fraction": args.compute_budget}
+    config = AdaptConfig(policy="tinytrain", memory_bytes=memory, iterations=0, seed=args.seed, **budget)
     result = adapt(model, xs, ys, config)
     model.reset_state()
     protos = class_prototypes(embed(model, xs), ys).astype(np.float32)
@@ -244,7 +248,8 @@ def render(report: dict) -> str:
              + f"; medians of up to {r['repeats']} calls (each workload in a fresh process).", "",
              f"Versions: {', '.join(f'{k} {v}' for k, v in r['versions'].items())}.", "",
              f"Selection (the project's TinyTrain policy on a {r['ways']}-way {r['shots']}-shot support set of "
-             f"`{r['dataset']}`, seed {r['seed']}): "
+             f"`{r['dataset']}`, seed {r['seed']}, B_mem {r['budget']['memory_mib']:.2f} MiB, B_compute "
+             f"{r['budget']['compute']} of the {r['budget']['of']} MACs): "
              + ", ".join(f"{n} ({len(c)}/{r['channels'][n]} channels)" for n, c in r["selection"].items())
              + f". ORT trains these {len(r['selection'])} layers whole (all channels). Last layer: "
              f"`{r['last_layer']}`. Full: every layer ({r['full_layers']} layers).", "",
@@ -286,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backbone", default="mcunet")
     parser.add_argument("--input-size", type=int, default=128)
     parser.add_argument("--weights", default=None, help="Keras BN-form weights (default: shipped MCUNet weights for mcunet)")
-    parser.add_argument("--candidate-blocks", type=int, default=7, help="k of the TinyTrain export")
+    parser.add_argument("--candidate-blocks", type=int, default=6, help="k of the TinyTrain export (the demo's)")
     parser.add_argument("--model-dir", default="build/peer/models")
     parser.add_argument("--work-dir", default="build/peer")
     parser.add_argument("--cache", default="build/data_cache")
@@ -295,7 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shots", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mem-budget-mib", type=float, default=1.0, help="B_mem at 128x128, scaled by area")
-    parser.add_argument("--compute-budget", type=float, default=0.15, help="fraction of FullTrain backward MACs")
+    parser.add_argument("--queries", type=int, default=10, help="queries per class of the sampled task (only the "
+                        "support set is used; the same episode as bench/adaptation_overhead.py)")
+    parser.add_argument("--compute-budget", type=float, default=0.15,
+                        help="B_compute as a fraction of the forward MACs (--compute-of forward: the CLI's and "
+                        "adaptation_overhead's reading) or of FullTrain's backward MACs (backward: the bench's)")
+    parser.add_argument("--compute-of", choices=("forward", "backward"), default="forward")
     parser.add_argument("--repeats", type=int, default=400)
     parser.add_argument("--max-seconds", type=float, default=20.0, help="per workload")
     parser.add_argument("--cpu", type=int, default=None, help="pin every timed process to this core")
@@ -366,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "backbone": args.backbone, "input_size": args.input_size, "dataset": args.dataset, "ways": args.ways,
         "shots": args.shots, "seed": args.seed, "cpu": args.cpu, "repeats": args.repeats,
+        "budget": {"memory_mib": args.mem_budget_mib * (args.input_size / 128) ** 2, "compute": args.compute_budget,
+                   "of": args.compute_of},
         "command": "python -m bench.peer_ort " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{platform.machine()}, {platform.processor() or platform.system()}, "
                    f"{len(__import__('os').sched_getaffinity(0))} usable cores",
