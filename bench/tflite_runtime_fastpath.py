@@ -141,6 +141,23 @@ def float_count_module(config, folded):
     return module
 
 
+def export_infer_only(config, out: pathlib.Path) -> None:
+    """Converts the ``infer`` signature alone of ``config``'s module (variables kept, no metadata)."""
+    import tempfile
+
+    import tensorflow as tf
+
+    from converters.build_module import folded_backbone, module_from_backbone
+
+    module = module_from_backbone(config, folded_backbone(config))
+    with tempfile.TemporaryDirectory() as tmp:
+        tf.saved_model.save(module, tmp, signatures={"infer": module.infer.get_concrete_function()})
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
+        converter.experimental_enable_resource_variables = True
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        out.write_bytes(converter.convert())
+
+
 def export_float_count(config, out: pathlib.Path) -> None:
     """Exports ``config`` through the normal path with the float32 count (monkeypatched builder)."""
     import converters.export as export
@@ -179,6 +196,8 @@ def worker(spec: dict) -> dict:
                                  **kwargs)
 
         interp.load_interpreter_class = lambda preferred=None: (Plain, base.__module__ + " (no default delegates)")
+    if spec.get("infer_only"):
+        return _infer_only(spec, interp.load_interpreter_class()[0])
     try:
         model = TrainableModel(spec["model"], num_threads=1)
     except RuntimeError as err:
@@ -199,6 +218,31 @@ def worker(spec: dict) -> dict:
             times.append(time.perf_counter() - t)
         out[name] = 1e3 * statistics.median(times)
     return out
+
+
+def _timed_ms(fn, repeats: int, max_seconds: float) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < repeats and (time.perf_counter() - start < max_seconds or len(times) < 10):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(times)
+
+
+def _infer_only(spec: dict, interpreter_cls) -> dict:
+    """Times ``infer`` of a file with that signature alone (no metadata: a bare interpreter)."""
+    try:
+        interpreter = interpreter_cls(model_path=spec["model"], num_threads=1)
+    except RuntimeError as err:
+        return {"runtime": spec["mode"], "error": f"RuntimeError {err}".strip()}
+    runner = interpreter.get_signature_runner("infer")
+    shape = runner.get_input_details()["images"]["shape_signature"]
+    x = np.random.default_rng(0).uniform(size=(1, *shape[1:])).astype(np.float32)
+    return {"runtime": spec["mode"], "infer": _timed_ms(lambda: runner(images=x), spec["repeats"], spec["max_seconds"]),
+            "train_step": float("nan"), "selftest_passed": None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,24 +271,27 @@ def main(argv: list[str] | None = None) -> int:
                             candidate_blocks=args.candidate_blocks, train_variants=4)
     files = {"as exported (int32 num_classes)": out_dir / f"contract_k{args.candidate_blocks}.tflite",
              "float32 num_classes": out_dir / f"contract_k{args.candidate_blocks}_f32count.tflite"}
+    files["infer signature alone"] = out_dir / f"infer_only_k{args.candidate_blocks}.tflite"
     ensure_export(config, files["as exported (int32 num_classes)"])
     if not files["float32 num_classes"].exists():
         export_float_count(config, files["float32 num_classes"])
+    if not files["infer signature alone"].exists():
+        export_infer_only(config, files["infer signature alone"])
     selection = json.loads(args.selection) if args.selection else None
     runs = [("ai-edge-litert, default", sys.executable, "default"),
             ("tflite-runtime 2.14, default (AUTO)", args.pi_python, "default"),
             ("tflite-runtime 2.14, BUILTIN_WITHOUT_DEFAULT_DELEGATES", args.pi_python, "no_default_delegates"),
             ("tflite-runtime 2.14, explicit XNNPACK", args.pi_python, "xnnpack")]
     print(f"{'file':<32} {'runtime':<56} {'infer ms':>9} {'step ms':>9}  self-test")
-    for label, path in files.items():
-        from tflite_train.runtime import read_metadata
+    from tflite_train.runtime import read_metadata
 
-        meta = read_metadata(path)
-        channels = {layer["name"]: layer["out_channels"] for layer in meta["layers"]}
-        chosen = selection or {"b13_depthwise": list(range(channels["b13_depthwise"] // 4))}
+    meta = read_metadata(files["as exported (int32 num_classes)"])
+    channels = {layer["name"]: layer["out_channels"] for layer in meta["layers"]}
+    chosen = selection or {"b13_depthwise": list(range(channels["b13_depthwise"] // 4))}
+    for label, path in files.items():
         for name, python, mode in runs:
             spec = {"model": str(path), "mode": mode, "selection": chosen, "repeats": args.repeats,
-                    "max_seconds": args.max_seconds, "cpu": args.cpu}
+                    "max_seconds": args.max_seconds, "cpu": args.cpu, "infer_only": label == "infer signature alone"}
             done = subprocess.run([python, "-m", "bench.tflite_runtime_fastpath", "--worker", json.dumps(spec)],
                                   cwd=ROOT, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)})
             if done.returncode:
@@ -253,8 +300,8 @@ def main(argv: list[str] | None = None) -> int:
             if "error" in r:
                 print(f"{label:<32} {name:<56} {'delegate application failed: ' + r['error']}", flush=True)
             else:
-                print(f"{label:<32} {name:<56} {r['infer']:9.2f} {r['train_step']:9.2f}  "
-                      f"{'PASSED' if r['selftest_passed'] else 'FAILED'}", flush=True)
+                check = {True: "PASSED", False: "FAILED", None: "-"}[r["selftest_passed"]]
+                print(f"{label:<32} {name:<56} {r['infer']:9.2f} {r['train_step']:9.2f}  {check}", flush=True)
     return 0
 
 
