@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import pathlib
 import resource
 import statistics
@@ -71,8 +72,6 @@ def import_ort_training():
 # --------------------------------------------------------------------------------------------- workers
 def _pin(cpu: int | None) -> None:
     if cpu is not None:
-        import os
-
         os.sched_setaffinity(0, {cpu})
 
 
@@ -243,7 +242,7 @@ def render(report: dict) -> str:
     r, t = report, report["times_ms"]
     lines = [f"# Peer: ONNX Runtime training vs tflite-train ({r['backbone']}@{r['input_size']})", "",
              f"Command: `{r['command']}`", "",
-             f"Machine: {r['machine']}; batch 1, one thread"
+             f"Machine: {r['machine']}, load average {r['load_average'][0]:.2f} (start) / {r['load_average'][1]:.2f} (end); batch 1, one thread"
              + (f", pinned to CPU {r['cpu']}" if r["cpu"] is not None else "")
              + f"; medians of up to {r['repeats']} calls (each workload in a fresh process).", "",
              f"Versions: {', '.join(f'{k} {v}' for k, v in r['versions'].items())}.", "",
@@ -366,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                                if layer["name"] in full_meta["candidates"]}},
     }
     results: dict[str, dict[str, dict]] = {e: {} for e in ENGINES}
+    load_start = os.getloadavg()[0]
     for w in WORKLOADS:  # one workload at a time on every engine, so load changes hit all three
         spec = {**common, "engine": "ort", "workload": w, "onnx": str(onnx_path),
                 "artifacts": str(work / f"artifacts_{w}")}
@@ -376,11 +376,12 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "backbone": args.backbone, "input_size": args.input_size, "dataset": args.dataset, "ways": args.ways,
         "shots": args.shots, "seed": args.seed, "cpu": args.cpu, "repeats": args.repeats,
+        "load_average": [load_start, os.getloadavg()[0]],
         "budget": {"memory_mib": args.mem_budget_mib * (args.input_size / 128) ** 2, "compute": args.compute_budget,
                    "of": args.compute_of},
         "command": "python -m bench.peer_ort " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{platform.machine()}, {platform.processor() or platform.system()}, "
-                   f"{len(__import__('os').sched_getaffinity(0))} usable cores",
+                   f"{len(os.sched_getaffinity(0))} usable cores",
         "versions": {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
                      "litert": results["litert"]["infer"]["runtime"],
                      "tflite-runtime env": results["tflite_runtime"]["infer"]["runtime"], "numpy": np.__version__},

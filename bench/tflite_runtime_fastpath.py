@@ -1,23 +1,33 @@
 """Why ``infer`` is slower on tflite-runtime 2.14 than on ai-edge-litert for the same file, and a fix.
 
-Findings (evidence: this script; numbers in bench/results/PEER_ORT.md):
+Findings (evidence: the table this script writes; minimal repro models described below):
 
-1. tflite-runtime 2.14's pip wheel never applies its default XNNPACK delegate: ``infer`` times the
-   same with ``experimental_op_resolver_type`` AUTO and BUILTIN_WITHOUT_DEFAULT_DELEGATES, also for a
-   one-conv model without variables, and the "Created TensorFlow Lite XNNPACK delegate" line is never
-   logged — although the wheel's ``_pywrap_tensorflow_interpreter_wrapper.so`` contains XNNPACK and
-   exports ``TfLiteXNNPackDelegateCreate``. ai-edge-litert applies it by default. So every op runs on
-   the 2.14 builtin kernels: the whole gap, for any export.
-2. The delegate can be created explicitly (ctypes on that library, ``XnnpackDelegate``) and passed as
-   ``experimental_delegates``; but ``ModifyGraphWithDelegate`` then fails (RuntimeError) on every
-   exported contract. Bisected by signature and reproduced on a minimal model: any signature that
-   assigns an **int32 resource variable** makes 2.14's delegate application fail (here
-   ``num_classes``, assigned by ``set_head``, ``reset_state``, ``set_state``); float32 variables,
-   IF ops, dynamic batch dims and data-dependent shapes (WHERE/GATHER) do not.
-3. The export change: keep ``num_classes`` in a float32 variable (the signatures' int32 inputs and
-   outputs unchanged: cast on assign and on read). Prototyped here (``FloatCountModule``, outside
-   converters/); with it and the explicit delegate, tflite-runtime 2.14 runs the frozen forward on
-   XNNPACK and the self-test still passes.
+1. Cause of the gap: tflite-runtime 2.14's pip wheel never applies its default XNNPACK delegate.
+   ``infer`` times the same with ``experimental_op_resolver_type`` AUTO and
+   BUILTIN_WITHOUT_DEFAULT_DELEGATES (also on a one-conv model without variables), and the "Created
+   TensorFlow Lite XNNPACK delegate" line is never logged, although the wheel's
+   ``_pywrap_tensorflow_interpreter_wrapper.so`` contains XNNPACK and exports
+   ``TfLiteXNNPackDelegateCreate``. ai-edge-litert applies it by default. Every op of every
+   signature therefore runs on 2.14's builtin kernels, whatever the export looks like: no export
+   change alone gives 2.14 the fast path.
+2. The delegate can be created explicitly (``XnnpackDelegate``: ctypes on that library) and passed
+   as ``experimental_delegates``: on a file holding the ``infer`` signature alone, 2.14 then runs
+   ``infer`` on XNNPACK (row "infer signature alone"). On the exported contract,
+   ``ModifyGraphWithDelegate`` fails (RuntimeError, no message). Bisected by converting subsets of
+   signatures of the ``tiny_adam_33`` fixture module, and on minimal models:
+   * any signature that updates a rank-0 (scalar) resource variable through an op (``num_classes``
+     assigned from an input or constant int32, ``step.assign_add(1.0)``) makes it fail; the same
+     variables with shape [1] do not. Prototype (``rank1_state_module``: ``num_classes``, ``step``,
+     ``learning_rate`` as shape-[1] variables, signatures' scalar inputs/outputs unchanged, self-test
+     passes): with it, ``infer`` plus any one other signature accepts the delegate;
+   * still failing with rank-1 state: ``set_selection`` together with the general ``train_step``
+     (live mask variables, so the per-layer IF-gated gathered updates are not folded away); each of
+     the two alone with ``infer`` passes, and a minimal model with a live mask and an IF does not
+     reproduce it. Not isolated further in this session.
+3. So the Pi's runtime gets the fast path only with a runtime-side change (create the delegate
+   explicitly, as ``XnnpackDelegate`` does) plus export changes: rank-1 scalar state (shown) and
+   whatever in the IF-gated sparse ``train_step`` still blocks the delegate (open). Until then, a
+   workable split is an infer-only companion graph for inference-heavy use on 2.14, or LiteRT.
 
 Run (needs TensorFlow for the export; times in fresh processes on both runtimes)::
 
@@ -77,67 +87,101 @@ def _interpreter_with_xnnpack():
 
 
 # ------------------------------------------------------------------------------------ export variant
-def float_count_module(config, folded):
-    """The ``TrainableModule`` of ``config`` with ``num_classes`` held in a float32 variable (the
-    prototype of the export change; signatures keep their int32 ``num_classes`` input/output)."""
+SCALAR_STATE = ("num_classes", "step", "learning_rate")
+
+
+class _Rank1Step:
+    """A shape-[1] variable that takes scalar ``assign``/``assign_add`` and reads as a tensor."""
+
+    def __init__(self, var) -> None:
+        self.var = var
+
+    @property
+    def dtype(self):
+        return self.var.dtype
+
+    def assign(self, value):
+        import tensorflow as tf
+
+        return self.var.assign(tf.reshape(tf.cast(value, self.var.dtype), [1]))
+
+    def assign_add(self, delta):
+        import tensorflow as tf
+
+        return self.var.assign_add(tf.reshape(tf.cast(delta, self.var.dtype), [1]))
+
+
+def _register_step_conversion() -> None:
     import tensorflow as tf
 
-    from converters.build_module import module_from_backbone
-    from converters.trainable_module import MASKED_LOGIT, NORM_EPS
+    tf.register_tensor_conversion_function(
+        _Rank1Step, lambda value, dtype=None, name=None, as_ref=False: tf.convert_to_tensor(value.var, dtype=dtype, name=name))
 
-    module = module_from_backbone(config, folded)
-    count = tf.Variable(np.float32(0.0), name="num_classes_f32", trainable=False)
-    module._num_classes_f32 = count
+
+def rank1_state_module(config, folded):
+    """The ``TrainableModule`` of ``config`` with its scalar state (``num_classes``, ``step``,
+    ``learning_rate``) held in shape-[1] variables: the prototype of the export change. The signatures
+    keep their scalar inputs and outputs (reshaped on assign and on read), so the contract is unchanged."""
+    import tensorflow as tf
+
+    from converters import trainable_module as tm
+
+    _register_step_conversion()
+    original_add = tm.TrainableModule._add_var
+
+    def add_var(self, name, value):
+        if name in SCALAR_STATE:
+            self._initial[name] = np.array(value)
+            self._vars[name] = tf.Variable(np.reshape(value, [1]), name=name, trainable=False)
+        else:
+            original_add(self, name, value)
+
+    tm.TrainableModule._add_var = add_var
+    try:
+        from converters.build_module import module_from_backbone
+
+        module = module_from_backbone(config, folded)
+    finally:
+        tm.TrainableModule._add_var = original_add
+    module._vars["step"] = _Rank1Step(module._vars["step"])  # train_step's step.assign_add(1.0)
+    names, v = module.names, module._vars
     k, d = config.class_capacity, module.feature_dim
 
-    def head(emb):
-        r = tf.math.rsqrt(tf.reduce_sum(emb * emb, axis=1, keepdims=True) + NORM_EPS)
-        e_hat = emb * r
-        proto = module._vars["prototypes"]
-        p_hat = proto * tf.math.rsqrt(tf.reduce_sum(proto * proto, axis=1, keepdims=True) + NORM_EPS)
-        cos = tf.matmul(e_hat, p_hat, transpose_b=True)
-        valid = tf.cast(tf.range(k, dtype=tf.float32) < count, tf.float32)
-        logits = cos * (float(config.cosine_scale) * valid) + (1.0 - valid) * MASKED_LOGIT
-        return logits, (r, e_hat, p_hat, valid)
-
-    module._head = head
-    names = module.names
+    def put(n, value):
+        return v[n].assign(tf.reshape(tf.cast(value, v[n].dtype), [1]) if n in SCALAR_STATE else value)
 
     @tf.function(input_signature=[tf.TensorSpec([k, d], tf.float32, name="prototypes"),
                                   tf.TensorSpec([], tf.int32, name="num_classes")])
     def set_head(prototypes, num_classes):
-        module._vars["prototypes"].assign(prototypes)
-        count.assign(tf.cast(num_classes, tf.float32))
+        put("prototypes", prototypes)
+        put("num_classes", num_classes)
         return {"ok": tf.constant(1, tf.int32)}
 
-    def read(n):
-        return tf.cast(count, tf.int32) if n == "num_classes" else tf.identity(module._vars[n])
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32, name="learning_rate")])
+    def set_hparams(learning_rate):
+        put("learning_rate", learning_rate)
+        return {"ok": tf.constant(1, tf.int32)}
 
     @tf.function(input_signature=[])
     def get_state():
-        return {n: read(n) for n in names}
+        return {n: tf.reshape(v[n], []) if n in SCALAR_STATE else tf.identity(v[n]) for n in names}
 
     specs = [tf.TensorSpec(module._initial[n].shape, module._initial[n].dtype, name=n) for n in names]
 
     @tf.function(input_signature=specs)
     def set_state(*values):
         for n, value in zip(names, values):
-            if n == "num_classes":
-                count.assign(tf.cast(value, tf.float32))
-            else:
-                module._vars[n].assign(value)
+            put(n, value)
         return {"ok": tf.constant(1, tf.int32)}
 
     @tf.function(input_signature=[])
     def reset_state():
         for n in names:
-            if n == "num_classes":
-                count.assign(float(module._initial[n]))
-            else:
-                module._vars[n].assign(tf.constant(module._initial[n]))
+            put(n, tf.constant(module._initial[n]))
         return {"ok": tf.constant(1, tf.int32)}
 
-    module.set_head, module.get_state, module.set_state, module.reset_state = set_head, get_state, set_state, reset_state
+    module.set_head, module.set_hparams, module.get_state = set_head, set_hparams, get_state
+    module.set_state, module.reset_state = set_state, reset_state
     return module
 
 
@@ -158,12 +202,12 @@ def export_infer_only(config, out: pathlib.Path) -> None:
         out.write_bytes(converter.convert())
 
 
-def export_float_count(config, out: pathlib.Path) -> None:
-    """Exports ``config`` through the normal path with the float32 count (monkeypatched builder)."""
+def export_rank1_state(config, out: pathlib.Path) -> None:
+    """Exports ``config`` through the normal path with rank-1 scalar state (monkeypatched builder)."""
     import converters.export as export
 
     original = export.module_from_backbone
-    export.module_from_backbone = lambda cfg, folded: float_count_module(cfg, folded)
+    export.module_from_backbone = rank1_state_module
     try:
         export.write_export(config, out)
     finally:
@@ -257,11 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=10.0)
     parser.add_argument("--cpu", type=int, default=None)
     parser.add_argument("--pi-python", default=str(ROOT / ".venv-pi/bin/python"))
+    parser.add_argument("--out", default="bench/results/TFLITE_RUNTIME_FASTPATH.md")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
+    import os
+
     from converters.export import ensure_export
     from converters.fixtures import trained_config
 
@@ -269,12 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     config = trained_config(pathlib.Path(args.weights), (args.input_size, args.input_size),
                             candidate_blocks=args.candidate_blocks, train_variants=4)
-    files = {"as exported (int32 num_classes)": out_dir / f"contract_k{args.candidate_blocks}.tflite",
-             "float32 num_classes": out_dir / f"contract_k{args.candidate_blocks}_f32count.tflite"}
+    files = {"as exported": out_dir / f"contract_k{args.candidate_blocks}.tflite",
+             "scalar state as shape [1]": out_dir / f"contract_k{args.candidate_blocks}_rank1state.tflite"}
     files["infer signature alone"] = out_dir / f"infer_only_k{args.candidate_blocks}.tflite"
-    ensure_export(config, files["as exported (int32 num_classes)"])
-    if not files["float32 num_classes"].exists():
-        export_float_count(config, files["float32 num_classes"])
+    ensure_export(config, files["as exported"])
+    if not files["scalar state as shape [1]"].exists():
+        export_rank1_state(config, files["scalar state as shape [1]"])
     if not files["infer signature alone"].exists():
         export_infer_only(config, files["infer signature alone"])
     selection = json.loads(args.selection) if args.selection else None
@@ -282,10 +329,13 @@ def main(argv: list[str] | None = None) -> int:
             ("tflite-runtime 2.14, default (AUTO)", args.pi_python, "default"),
             ("tflite-runtime 2.14, BUILTIN_WITHOUT_DEFAULT_DELEGATES", args.pi_python, "no_default_delegates"),
             ("tflite-runtime 2.14, explicit XNNPACK", args.pi_python, "xnnpack")]
-    print(f"{'file':<32} {'runtime':<56} {'infer ms':>9} {'step ms':>9}  self-test")
+    header = f"{'file':<32} {'runtime':<56} {'infer ms':>9} {'step ms':>9}  self-test"
+    print(header)
+    table = [header]
+    load = os.getloadavg()[0]
     from tflite_train.runtime import read_metadata
 
-    meta = read_metadata(files["as exported (int32 num_classes)"])
+    meta = read_metadata(files["as exported"])
     channels = {layer["name"]: layer["out_channels"] for layer in meta["layers"]}
     chosen = selection or {"b13_depthwise": list(range(channels["b13_depthwise"] // 4))}
     for label, path in files.items():
@@ -298,10 +348,23 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(done.stderr[-3000:])
             r = json.loads(done.stdout.strip().splitlines()[-1])
             if "error" in r:
-                print(f"{label:<32} {name:<56} {'delegate application failed: ' + r['error']}", flush=True)
+                line = f"{label:<32} {name:<56} {'delegate application failed: ' + r['error']}"
             else:
                 check = {True: "PASSED", False: "FAILED", None: "-"}[r["selftest_passed"]]
-                print(f"{label:<32} {name:<56} {r['infer']:9.2f} {r['train_step']:9.2f}  {check}", flush=True)
+                line = f"{label:<32} {name:<56} {r['infer']:9.2f} {r['train_step']:9.2f}  {check}"
+            print(line, flush=True)
+            table.append(line)
+    findings = __doc__.split("Run (needs")[0].split("Findings (evidence: this script; numbers in bench/results/PEER_ORT.md):")[1]
+    text = "\n".join([
+        f"# tflite-runtime 2.14 vs ai-edge-litert: `infer` fast path ({args.backbone}@{args.input_size})", "",
+        "Command: `python -m bench.tflite_runtime_fastpath " + " ".join(argv if argv is not None else sys.argv[1:]) + "`", "",
+        f"Batch 1, one thread, medians of up to {args.repeats} calls per row (fresh process per row); train step = "
+        f"the selection {', '.join(f'{n} ({len(c)} channels)' for n, c in chosen.items())}; "
+        f"load average at start {load:.2f} (a shared 2-core machine: compare rows of one run).", "",
+        "```", *table, "```", "", "## Findings", findings.rstrip(), ""])
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
     return 0
 
 
