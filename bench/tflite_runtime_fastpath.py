@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                 line = f"{label:<32} {name:<56} {r['infer']:9.2f} {r['train_step']:9.2f}  {check}"
             print(line, flush=True)
             table.append(line)
-    findings = __doc__.split("Run (needs")[0].split("Findings (evidence: this script; numbers in bench/results/PEER_ORT.md):")[1]
+    findings = __doc__.split("Run (needs")[0].split("minimal repro models described below):")[1]
     text = "\n".join([
         f"# tflite-runtime 2.14 vs ai-edge-litert: `infer` fast path ({args.backbone}@{args.input_size})", "",
         "Command: `python -m bench.tflite_runtime_fastpath " + " ".join(argv if argv is not None else sys.argv[1:]) + "`", "",
