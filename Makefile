@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 PI_VENV := .venv-pi
+BENCH_VENV := .venv-bench
 
-.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps data weights bench adapt-example
+.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps data weights bench bench-peer adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -82,5 +83,18 @@ test-java: /usr/share/java/junit4.jar fixtures
 	java -Dtflitetrain.fixtures=build/test-models -cp $(JAVA_OUT)/main:$(JAVA_OUT)/test:$(JUNIT_CP) org.junit.runner.JUnitCore \
 	  $$(cd $(JAVA_CORE)/src/test/java && find . -name '*Test.java' | sort | sed 's|^\./||; s|\.java$$||; s|/|.|g')
 
+# The ONNX Runtime training peer (bench-only; never installed by `make test`): its own venv with the
+# workstation pins plus requirements/bench.txt (onnx, onnxruntime-training; no torch), and the Pi env
+# for the tflite-runtime column. Writes bench/results/PEER_ORT.md.
+$(BENCH_VENV)/.installed: requirements/main.txt requirements/bench.txt setup.py
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/pip install --quiet -r requirements/main.txt -r requirements/bench.txt
+	$(BENCH_VENV)/bin/pip install --quiet --no-deps -e .
+	touch $@
+
+bench-peer: $(BENCH_VENV)/.installed $(PI_VENV)/.installed data
+	PYTHONPATH=$(CURDIR) $(BENCH_VENV)/bin/python -m bench.peer_ort --backbone mcunet --input-size 128 --cpu 0
+
 clean-venvs:
-	rm -rf $(VENV) $(PI_VENV)
+	rm -rf $(VENV) $(PI_VENV) $(BENCH_VENV)

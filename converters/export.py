@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import logging
 import pathlib
@@ -19,22 +18,13 @@ import keras
 from converters.build_module import backbone_model, module_from_keras
 from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
+from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.trainable_module import TrainableModule, train_variant_name
 from tflite_train.runtime.integrity import CHECKSUM_NAME, PLACEHOLDER, seal
 from tflite_train.runtime.metadata import METADATA_NAME, SELFTEST_NAME
 from tflite_train.sparse.cost_model import layer_cost
 
 LOG = logging.getLogger(__name__)
-SELFTEST_STEPS = 2
-TOLERANCES = {"infer": 5e-4, "fisher": 2e-3, "train_step": 5e-4, "state": 1e-3}
-"""Relative deviations (max |a-b| / max |golden|) allowed between TFLite and TensorFlow.
-
-``infer`` and ``train_step``: a 50-layer net accumulates float32 rounding differences between the
-XNNPACK and TF kernels of up to ~2e-4 (measured on keras.applications MobileNetV2/V3 with
-calibrated BatchNorm statistics); a wrong op or gradient deviates by orders of magnitude more.
-
-``state`` is looser: Adam divides by sqrt(v), so weights whose gradient is at float-noise level move
-by up to lr per step in either runtime (measured 1.3e-4 on MCUNet@128, all layers candidates)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,59 +117,9 @@ def build_metadata(module: TrainableModule) -> dict:
         "state": module.names,
         "signatures": sig,
         "train_variants": variants,
-        "selftest": {"entry": SELFTEST_NAME, "format": "npz (see tflite_train.runtime.selftest)"},
+        "selftest": {"entry": SELFTEST_NAME, "format": "npz (see tflite_train.runtime.selftest)", "format_version": 2},
         "config": cfg.to_dict(),
     }
-
-
-def selftest_inputs(module: TrainableModule, seed: int, batch: int) -> dict[str, np.ndarray]:
-    """Deterministic self-test inputs: images, labels, prototypes (class means) and a selection.
-
-    The selection takes every other channel of the lowest and of the highest candidate layer, so
-    the replay back-propagates through every candidate layer and exercises channel sparsity.
-    """
-    rng = np.random.default_rng(seed)
-    spec = module.graph.input_spec
-    low, high = spec.value_range
-    images = rng.uniform(low, high, (batch, *spec.shape)).astype(np.float32)
-    num_classes = min(3, batch)
-    labels = (np.arange(batch) % num_classes).astype(np.int32)
-    module.reset_state()
-    emb = module.infer(tf.constant(images))["embeddings"].numpy()
-    prototypes = np.stack([emb[labels == c].mean(axis=0) for c in range(num_classes)]).astype(np.float32)
-    parts = []
-    for p, size in enumerate(module.mask_sizes):
-        mask = np.zeros(size, np.float32)
-        if p in (0, len(module.mask_sizes) - 1):
-            mask[::2] = 1.0
-        parts.append(mask)
-    return {"images": images, "labels": labels, "prototypes": prototypes,
-            "channel_mask": np.concatenate(parts), "steps": np.array(SELFTEST_STEPS, np.int32)}
-
-
-def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The self-test procedure run by TensorFlow on the module (mirrors runtime.selftest.run_procedure)."""
-    cfg = module.config
-    out = {}
-    module.reset_state()
-    protos = np.zeros((cfg.class_capacity, module.feature_dim), np.float32)
-    protos[: len(vectors["prototypes"])] = vectors["prototypes"]
-    module.set_head(tf.constant(protos), tf.constant(len(vectors["prototypes"]), tf.int32))
-    images, labels = tf.constant(vectors["images"]), tf.constant(vectors["labels"])
-    for k, v in module.infer(images).items():
-        out[f"infer/{k}"] = v.numpy()[:, : len(vectors["prototypes"])] if k == "logits" else v.numpy()
-    for k, v in module.fisher(images, labels).items():
-        out[f"fisher/{k}"] = v.numpy()
-    module.set_selection(tf.constant(vectors["channel_mask"]))
-    for i in range(int(vectors["steps"])):
-        for k, v in module.train_step(images, labels).items():
-            out[f"train_step/{i}/{k}"] = v.numpy()
-    state = module.get_state()
-    for name in module.candidate_names:
-        for p in ("kernel", "bias"):
-            out[f"state/{name}_{p}"] = state[f"{name}_{p}"].numpy()
-    module.reset_state()
-    return out
 
 
 def export_model(config: ExportConfig) -> ExportResult:
@@ -196,15 +136,11 @@ def export_keras(model: keras.Model, config: ExportConfig) -> ExportResult:
     """
     t0 = time.time()
     module = module_from_keras(model, config)
-    vectors = selftest_inputs(module, config.seed, config.selftest_batch)
-    goldens = tf_procedure(module, vectors)
-    selftest = {**vectors, **goldens, **{f"tolerance/{g}": np.array(t, np.float64) for g, t in TOLERANCES.items()}}
+    selftest = build_selftest(module, config.seed, config.selftest_batch)
     LOG.info("converting %s (%d candidate layers)", model.name, len(module.candidates))
     raw = convert(module)
     metadata = build_metadata(module)
-    buf = io.BytesIO()
-    np.savez(buf, **selftest)
-    data = seal(add_metadata(raw, {METADATA_NAME: json.dumps(metadata).encode(), SELFTEST_NAME: buf.getvalue(),
+    data = seal(add_metadata(raw, {METADATA_NAME: json.dumps(metadata).encode(), SELFTEST_NAME: encode_selftest(selftest),
                                    CHECKSUM_NAME: PLACEHOLDER}))
     LOG.info("exported %s: %d bytes in %.1f s", config.backbone, len(data), time.time() - t0)
     return ExportResult(data, metadata, selftest, module)

@@ -1,16 +1,36 @@
-"""Replays the self-test vectors embedded in an exported model on the installed interpreter.
+"""Replays the self-test embedded in an exported model on the installed interpreter.
 
-Self-test format (metadata entry ``tflite_train_selftest``): an ``np.savez`` archive with
-``images`` f32[N,H,W,C], ``labels`` i32[N], ``prototypes`` f32[K,D] (K = classes used),
-``channel_mask`` f32[S], (``infer/logits`` holds the K used classes only), ``steps`` (number of train steps), and the golden outputs that TensorFlow
-computed from the exported initial state: ``infer/embeddings``, ``infer/logits``,
-``fisher/<layer>``, ``train_step/<i>/loss``, ``train_step/<i>/accuracy`` and
-``state/<variable>`` (candidate kernels and biases after the steps), and ``tolerance/<group>``.
-The procedure: reset_state, set_head(prototypes), infer, fisher, set_selection(mask), train_step
-x steps, get_state, reset_state.
+Self-test format (metadata entry ``tflite_train_selftest``): an ``np.savez`` archive.
 
-Deviation of a tensor: max |tflite - golden| / max(max |golden|, 1e-6) (relative to the tensor's
-scale); a group passes when its largest deviation is <= its tolerance.
+Format 2 (``format_version`` = 2; written by ``converters.selftest_vectors``) stores what the check
+needs and regenerates the rest on the device:
+
+* inputs: ``seed`` (int64), ``image_shape`` i32[4] = (N, H, W, C) and ``image_range`` f32[2] = (lo, hi):
+  the images are ``selftest_images(seed, image_shape, image_range)`` (numpy's PCG64 ``default_rng``
+  stream, identical under numpy 1.26 and 2.x); ``labels`` i32[N]; ``prototypes`` f32[K, D] (K =
+  classes used); ``channel_mask`` u8[S]; ``steps`` (number of train steps);
+* goldens that TensorFlow computed from the exported initial state: ``infer/embeddings``,
+  ``infer/logits`` (the K used classes), ``fisher/<layer>``, ``train_step/<i>/loss`` and
+  ``/accuracy``, ``state/<layer>_bias`` (after the steps) and ``state/<layer>_kernel`` as a
+  per-output-channel *sketch* of the kernel after the steps (see ``kernel_sketch``), and
+  ``tolerance/<group>``.
+
+Format 1 (older files: ``images`` stored, ``state/<var>`` the whole variables) is replayed too.
+
+The procedure: reset_state, set_head(prototypes), infer, fisher, get_state (initial),
+set_selection(mask), train_step x steps, get_state, reset_state.
+
+Checks, per group:
+* ``infer``, ``fisher``, ``train_step``, ``state``: deviation of a tensor
+  max |tflite - golden| / max(max |golden|, 1e-6) (relative to the tensor's scale); a group passes
+  when its largest deviation is <= its tolerance;
+* ``frozen``: the channels the mask leaves unselected (kernels and biases of every candidate layer)
+  must be bit-identical before and after the steps: deviation max |after - before|, tolerance 0.
+
+Kernel sketch of a kernel W with C output channels (channel axis a = the last axis of size C):
+s_o = sum_{i != a} W[..., o, ...] R[..., o, ...], R ~ U(-1, 1) drawn from
+``default_rng([seed, *name.encode()])`` with W's shape; computed in float64. A linear map: a change of
+any one weight of channel o by d changes s_o by d R (|R| < 1, nonzero almost surely).
 """
 
 from __future__ import annotations
@@ -18,13 +38,15 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
 
-GROUPS = ("infer", "fisher", "train_step", "state")
+SELFTEST_FORMAT_VERSION = 2
+GROUPS = ("infer", "fisher", "train_step", "state", "frozen")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +82,39 @@ def deviation(actual: np.ndarray, golden: np.ndarray) -> float:
     return float(np.max(np.abs(actual - golden)) / max(float(np.max(np.abs(golden))), 1e-6))
 
 
+def selftest_images(seed: int, shape: tuple[int, ...], value_range: tuple[float, float]) -> np.ndarray:
+    """The self-test images: ``default_rng(seed).uniform(lo, hi, shape)`` as float32.
+
+    One source of truth for the exporter (``converters.selftest_vectors``) and the device.
+    """
+    low, high = (float(v) for v in value_range)
+    return np.random.default_rng(int(seed)).uniform(low, high, tuple(int(s) for s in shape)).astype(np.float32)
+
+
+def channel_axis(shape: tuple[int, ...], channels: int) -> int:
+    """The output-channel axis of a kernel: the last axis of size ``channels``.
+
+    Raises:
+      ValueError: no axis has that size.
+    """
+    for axis in range(len(shape) - 1, -1, -1):
+        if shape[axis] == channels:
+            return axis
+    raise ValueError(f"kernel of shape {tuple(shape)} has no axis of {channels} channels")
+
+
+def kernel_sketch(kernel: np.ndarray, channels: int, seed: int, name: str) -> np.ndarray:
+    """s_o = sum over every axis but the channel axis of W * R (R ~ U(-1, 1) seeded by ``seed``, ``name``).
+
+    Returns:
+      float64[channels].
+    """
+    kernel = np.asarray(kernel, np.float64)
+    axis = channel_axis(kernel.shape, channels)
+    r = np.random.default_rng([int(seed), *name.encode()]).uniform(-1.0, 1.0, kernel.shape)
+    return np.moveaxis(kernel * r, axis, -1).reshape(-1, channels).sum(axis=0)
+
+
 def load_selftest(model: str | os.PathLike | bytes) -> dict[str, np.ndarray]:
     """The embedded self-test arrays.
 
@@ -73,25 +128,64 @@ def load_selftest(model: str | os.PathLike | bytes) -> dict[str, np.ndarray]:
         return {k: archive[k] for k in archive.files}
 
 
+def replay_images(vectors: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The self-test images: stored (format 1) or regenerated from the seed (format 2)."""
+    if "images" in vectors:
+        return np.asarray(vectors["images"], np.float32)
+    return selftest_images(int(vectors["seed"]), tuple(vectors["image_shape"]), tuple(vectors["image_range"]))
+
+
+def _layer_masks(model: TrainableModel, channel_mask: np.ndarray) -> dict[str, np.ndarray]:
+    sizes = [model.candidate_channels[n] for n in model.candidates]
+    parts = np.split(np.asarray(channel_mask, np.float32), np.cumsum(sizes)[:-1])
+    return dict(zip(model.candidates, (p > 0.5 for p in parts)))
+
+
+def _frozen_change(model: TrainableModel, masks: Mapping[str, np.ndarray], before: Mapping[str, np.ndarray],
+                   after: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """max |after - before| over the unselected channels of each candidate kernel and bias."""
+    out = {}
+    for name, selected in masks.items():
+        channels = model.candidate_channels[name]
+        for var in (f"{name}_kernel", f"{name}_bias"):
+            b, a = np.asarray(before[var]), np.asarray(after[var])
+            axis = channel_axis(b.shape, channels)
+            keep = ~selected
+            diff = np.abs(np.compress(keep, a, axis=axis).astype(np.float64) - np.compress(keep, b, axis=axis))
+            out[f"frozen/{var}"] = float(diff.max()) if diff.size else 0.0
+    return out
+
+
 def run_procedure(model: TrainableModel, vectors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Runs the self-test procedure on ``model`` and returns outputs keyed like the goldens."""
+    """Runs the self-test procedure on ``model`` and returns outputs keyed like the goldens
+    (``state/<var>`` summarised as its golden is: whole, or the kernel sketch) plus ``frozen/<var>``."""
     out: dict[str, np.ndarray] = {}
     model.reset_state()
     model.set_head(vectors["prototypes"])
-    images, labels = vectors["images"], vectors["labels"]
+    images, labels = replay_images(vectors), vectors["labels"]
     k_used = len(vectors["prototypes"])
     for k, v in model.infer(images).items():
         out[f"infer/{k}"] = v[:, :k_used] if k == "logits" else v
     for k, v in model.fisher(images, labels).items():
         out[f"fisher/{k}"] = v
-    model.set_selection(vectors["channel_mask"])
+    before = model.get_state()
+    mask = np.asarray(vectors["channel_mask"], np.float32)
+    model.set_selection(mask)
     for i in range(int(vectors["steps"])):
         for k, v in model.train_step(images, labels).items():
             out[f"train_step/{i}/{k}"] = np.asarray(v, np.float32)
     state = model.get_state()
-    for key in vectors:
-        if key.startswith("state/"):
-            out[key] = state[key.split("/", 1)[1]]
+    seed = int(vectors["seed"]) if "seed" in vectors else 0
+    for key, golden in vectors.items():
+        if not key.startswith("state/"):
+            continue
+        var = key.split("/", 1)[1]
+        value = state[var]
+        if value.shape == golden.shape:
+            out[key] = value
+        else:
+            out[key] = kernel_sketch(value, golden.shape[0], seed, var) if golden.ndim == 1 else value
+    out.update(_frozen_change(model, _layer_masks(model, mask), before, state))
     model.reset_state()
     return out
 
@@ -106,10 +200,13 @@ def verify(model_path: str | os.PathLike | bytes, runtime: str | None = None,
     worst = {g: "-" for g in GROUPS}
     for key, golden in vectors.items():
         group = key.split("/", 1)[0]
-        if group not in GROUPS:
+        if group not in GROUPS or group == "frozen":
             continue
-        d = deviation(actual.get(key, np.array(np.nan)), golden) if key in actual else float("inf")
+        d = deviation(actual[key], golden) if key in actual else float("inf")
         if d > dev[group] or worst[group] == "-":
             dev[group], worst[group] = max(d, dev[group]), key
-    tol = {g: float(vectors[f"tolerance/{g}"]) for g in GROUPS}
+    for key, change in actual.items():
+        if key.startswith("frozen/") and (change > dev["frozen"] or worst["frozen"] == "-"):
+            dev["frozen"], worst["frozen"] = max(change, dev["frozen"]), key
+    tol = {g: float(vectors[f"tolerance/{g}"]) if f"tolerance/{g}" in vectors else 0.0 for g in GROUPS}
     return SelftestResult(model.runtime, dev, tol, worst)

@@ -204,9 +204,9 @@ public class ExportedModelFixturesTest {
       assertEquals(name, List.of(ModelMetadata.METADATA_NAME, SELFTEST_NAME),
           TfliteMetadataReader.names(file).stream().filter(n -> n.startsWith("tflite_train")).sorted().toList());
       Map<String, long[]> shapes = npzShapes(TfliteMetadataReader.read(file, SELFTEST_NAME));
-      long batch = shapes.get("images.npy")[0];
-      assertEquals(name, List.of(batch, (long) meta.input.height, (long) meta.input.width, (long) meta.input.channels),
-          boxed(shapes.get("images.npy")));
+      // format 2: the images are regenerated from a seed; image_shape holds (N, H, W, C)
+      long batch = shapes.get("infer/embeddings.npy")[0];
+      assertEquals(name, List.of(4L), boxed(shapes.get("image_shape.npy")));
       assertEquals(name, List.of((long) meta.maskLength()), boxed(shapes.get("channel_mask.npy")));
       assertEquals(name, List.of(batch, (long) meta.featureDim), boxed(shapes.get("infer/embeddings.npy")));
       Set<String> fisher = new HashSet<>();

@@ -1,0 +1,414 @@
+"""Peer bench: ONNX Runtime on-device training beside the project's TFLite signatures, same model.
+
+One command (in the bench venv, ``make bench-peer``: requirements/main.txt + requirements/bench.txt)::
+
+    PYTHONPATH=$PWD .venv-bench/bin/python -m bench.peer_ort --backbone mcunet --input-size 128
+
+What it does, in one run (ratios are between figures of that run):
+
+1. exports (or reuses, ``--model-dir``) the project's TinyTrain export (last ``--candidate-blocks``
+   blocks candidates) and its FullTrain export (every layer a candidate) of ``--backbone`` at
+   ``--input-size`` (``--weights``: Keras BN-form weights; default the shipped MCUNet weights for
+   mcunet, seeded init otherwise);
+2. picks the selection with the project's own TinyTrain policy (``tflite_train.runtime.adapt``, 1 MiB
+   memory budget scaled by input area, B_compute 15 % of the forward MACs as in ``tflite-train adapt``
+   and ``bench/adaptation_overhead.py``; ``--compute-of backward``: the accuracy bench's reading) on a
+   real ``--ways``-way ``--shots``-shot support set of ``--dataset`` (the episode of
+   ``adaptation_overhead.py`` for the same seed); the class prototypes are the support set's class means;
+3. builds the ONNX twin of the same BN-folded Keras model and head (``bench.onnx_graph``), checks its
+   forward against Keras (max relative difference of embeddings and logits, printed), and generates
+   ORT training artifacts (CrossEntropyLoss, AdamW) for three trainable sets: the TinyTrain layers
+   (whole layers: ORT has no channel-level selection), every layer (full), the last layer;
+4. times, each in a fresh process (so that ru_maxrss is that workload's peak RSS), at batch 1 on one
+   thread (``--cpu`` pins the process to one core; peak RSS = VmHWM): ORT inference and the three train steps
+   (forward + backward + optimizer step + gradient reset), and the project's ``infer``, TinyTrain
+   ``train_step`` (channel selection), last-layer and full ``train_step`` on ai-edge-litert (this
+   interpreter) and tflite-runtime 2.14 (``--pi-python``, the Pi env's interpreter, no TensorFlow);
+   medians over ``--repeats`` calls after warm-up, the lowest of ``--rounds`` interleaved rounds;
+5. prints the table and writes ``--out`` (Markdown) and ``<out>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import types
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+WORKLOADS = ("infer", "tinytrain", "last_layer", "full")
+LABELS = {"infer": "infer (ms)", "tinytrain": "TinyTrain step (ms)", "last_layer": "last-layer step (ms)",
+          "full": "full step (ms)"}
+ENGINES = ("ort", "litert", "tflite_runtime")
+ENGINE_NAMES = {"ort": "ORT 1.19.2", "litert": "project, ai-edge-litert", "tflite_runtime": "project, tflite-runtime 2.14"}
+
+
+def import_ort_training():
+    """``onnxruntime.training``'s ``api`` and ``artifacts`` without its package ``__init__`` (which
+    imports torch): a namespace stub with the package's path stands in for the package."""
+    name = "onnxruntime.training"
+    if name not in sys.modules or not hasattr(sys.modules[name], "api"):
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            raise ImportError("onnxruntime-training is not installed (make bench-peer)")
+        stub = types.ModuleType(name)
+        stub.__path__ = list(spec.submodule_search_locations)
+        stub.__spec__ = spec
+        sys.modules[name] = stub
+    from onnxruntime.training import api, artifacts
+
+    return api, artifacts
+
+
+# --------------------------------------------------------------------------------------------- workers
+def _pin(cpu: int | None) -> None:
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+
+
+def _timed(fn, repeats: int, max_seconds: float) -> tuple[float, int]:
+    """(median seconds, calls) of ``fn`` after 3 warm-up calls; stops early after ``max_seconds``."""
+    for _ in range(3):
+        fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < repeats and (time.perf_counter() - start < max_seconds or len(times) < 10):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), len(times)
+
+
+def _ort_worker(spec: dict) -> dict:
+    import onnxruntime as ort
+
+    inputs = np.load(spec["inputs"])
+    images, labels = inputs["image"], inputs["label"].astype(np.int64)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    if spec["workload"] == "infer":
+        session = ort.InferenceSession(spec["onnx"], options, providers=["CPUExecutionProvider"])
+
+        def fn():
+            session.run(None, {"images": images})
+    else:
+        api, _ = import_ort_training()
+        folder = pathlib.Path(spec["artifacts"])
+        state = api.CheckpointState.load_checkpoint(str(folder / "checkpoint"))
+        module = api.Module(str(folder / "training_model.onnx"), state, str(folder / "eval_model.onnx"),
+                            session_options=options)
+        optimizer = api.Optimizer(str(folder / "optimizer_model.onnx"), module)
+        module.train()
+
+        def fn():
+            module(images, labels)
+            optimizer.step()
+            module.lazy_reset_grad()
+    seconds, calls = _timed(fn, spec["repeats"], spec["max_seconds"])
+    return {"runtime": f"onnxruntime {ort.__version__}", "seconds": seconds, "calls": calls}
+
+
+def _tflite_worker(spec: dict) -> dict:
+    sys.path.insert(0, str(ROOT))
+    from tflite_train.runtime import TrainableModel
+
+    inputs = np.load(spec["inputs"])
+    model = TrainableModel(spec["model"], num_threads=1)
+    images, labels = inputs["image"], inputs["label"].astype(np.int64)
+    model.set_head(inputs["prototypes"])
+    if spec["workload"] == "infer":
+        def fn():
+            model.infer(images)
+    else:
+        selection = {name: np.asarray(idx) for name, idx in spec["selection"].items()}
+        model.set_selection(selection)
+
+        def fn():
+            model.train_step(images, labels)
+    seconds, calls = _timed(fn, spec["repeats"], spec["max_seconds"])
+    return {"runtime": model.runtime, "seconds": seconds, "calls": calls, "signature": model.train_signature()}
+
+
+def worker(spec: dict) -> dict:
+    """Runs one timed workload (a fresh process per call; see ``run_worker``)."""
+    _pin(spec.get("cpu"))
+    out = _ort_worker(spec) if spec["engine"] == "ort" else _tflite_worker(spec)
+    out["peak_rss_kib"] = peak_rss_kib()
+    return out
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident set size (KiB): ``VmHWM`` of /proc/self/status.
+
+    Not ``getrusage``'s ru_maxrss: Linux carries the forked parent's high-water mark across exec into
+    ru_maxrss, so a worker started by a TensorFlow-sized parent would report the parent's peak.
+    """
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def run_worker(python: str, spec: dict) -> dict:
+    """Runs ``worker(spec)`` in a fresh ``python`` process; returns its JSON result."""
+    done = subprocess.run([python, "-m", "bench.peer_ort", "--worker", json.dumps(spec)], cwd=ROOT,
+                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    if done.returncode != 0:
+        raise RuntimeError(f"worker {spec['engine']}/{spec['workload']} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------ set-up
+def export_configs(args: argparse.Namespace) -> dict:
+    """{"sparse": ExportConfig, "full": ExportConfig} of the project's two exports."""
+    from converters.export_config import ExportConfig
+    from converters.fixtures import trained_config
+    from tflite_train.architectures import get_config
+
+    blocks = len(get_config(args.backbone).blocks)
+    size = (args.input_size, args.input_size)
+    out = {}
+    for key, k in (("sparse", min(args.candidate_blocks, blocks)), ("full", blocks)):
+        if args.weights:
+            out[key] = trained_config(pathlib.Path(args.weights), size, candidate_blocks=k, train_variants=4)
+        else:
+            out[key] = ExportConfig(backbone=args.backbone, input_size=size, candidate_blocks=k, train_variants=4)
+    return out
+
+
+def policy_selection(model_path: pathlib.Path, args: argparse.Namespace):
+    """(support images, labels, prototypes, {layer: channels}) of the TinyTrain policy on one task."""
+    from bench.adaptation_overhead import _task
+    from bench.policy_runs import compute_budget_macs
+    from tflite_train.runtime import TrainableModel
+    from tflite_train.runtime.trainer import AdaptConfig, adapt, class_prototypes, embed
+
+    model = TrainableModel(model_path)
+    xs, ys, _, _ = _task(model, args.cache, args.dataset, args.ways, args.shots, args.queries, args.seed)
+    memory = args.mem_budget_mib * 2**20 * (args.input_size / 128) ** 2
+    if args.compute_of == "backward":
+        budget = {"compute_macs": compute_budget_macs(args.backbone, args.input_size, args.compute_budget)}
+    else:
+        budget = {"compute_fraction": args.compute_budget}
+    config = AdaptConfig(policy="tinytrain", memory_bytes=memory, iterations=0, seed=args.seed, **budget)
+    result = adapt(model, xs, ys, config)
+    model.reset_state()
+    protos = class_prototypes(embed(model, xs), ys).astype(np.float32)
+    channels = {name: np.asarray(idx).tolist() for name, idx in result.selection.channels.items()}
+    return xs, ys, protos, channels, result
+
+
+def forward_parity(keras_model, onnx_path: pathlib.Path, images: np.ndarray, protos: np.ndarray,
+                   scale: float, mean, std) -> dict[str, float]:
+    """Max relative difference (max |ort - keras| / max |keras|) of embeddings and logits."""
+    import onnxruntime as ort
+
+    x = (images - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    emb = np.asarray(keras_model(x, training=False), np.float64)
+    e_hat = emb / np.sqrt((emb**2).sum(1, keepdims=True) + 1e-12)
+    p = protos.astype(np.float64)
+    logits = scale * e_hat @ (p / np.sqrt((p**2).sum(1, keepdims=True) + 1e-12)).T
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    got_emb, got_logits = session.run(["embeddings", "logits"], {"images": images})
+    rel = lambda a, b: float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-12))  # noqa: E731
+    return {"embeddings": rel(got_emb, emb), "logits": rel(got_logits, logits)}
+
+
+def generate(onnx_model, folder: pathlib.Path, trainable: list[str]) -> None:
+    """ORT training artifacts with the ``trainable`` layers' weights and biases requiring grad."""
+    from bench.onnx_graph import parameter_names
+
+    _, artifacts = import_ort_training()
+    params = [i.name for i in onnx_model.graph.initializer if i.name.endswith((".weight", ".bias"))]
+    grad = [n for layer in trainable for n in parameter_names(layer)]
+    folder.mkdir(parents=True, exist_ok=True)
+    artifacts.generate_artifacts(onnx_model, requires_grad=grad, frozen_params=[p for p in params if p not in grad],
+                                 loss=artifacts.LossType.CrossEntropyLoss, optimizer=artifacts.OptimType.AdamW,
+                                 artifact_directory=str(folder), loss_input_names=["logits"])
+
+
+# ----------------------------------------------------------------------------------------- report
+def render(report: dict) -> str:
+    """The Markdown report (pure)."""
+    r, t = report, report["times_ms"]
+    lines = [f"# Peer: ONNX Runtime training vs tflite-train ({r['backbone']}@{r['input_size']})", "",
+             f"Command: `{r['command']}`", "",
+             f"Machine: {r['machine']}, load average {r['load_average'][0]:.2f} (start) / {r['load_average'][1]:.2f} (end); batch 1, one thread"
+             + (f", pinned to CPU {r['cpu']}" if r["cpu"] is not None else "")
+             + f"; medians of up to {r['repeats']} calls (each workload in a fresh process), the lowest of "
+             f"{r['rounds']} interleaved rounds per cell; peak RSS of that process.", "",
+             f"Versions: {', '.join(f'{k} {v}' for k, v in r['versions'].items())}.", "",
+             f"Selection (the project's TinyTrain policy on a {r['ways']}-way {r['shots']}-shot support set of "
+             f"`{r['dataset']}`, seed {r['seed']}, B_mem {r['budget']['memory_mib']:.2f} MiB, B_compute "
+             f"{r['budget']['compute']} of the {r['budget']['of']} MACs): "
+             + ", ".join(f"{n} ({len(c)}/{r['channels'][n]} channels)" for n, c in r["selection"].items())
+             + f". ORT trains these {len(r['selection'])} layers whole (all channels). Last layer: "
+             f"`{r['last_layer']}`. Full: every layer ({r['full_layers']} layers).", "",
+             f"ONNX forward parity with Keras (same BN-folded weights, same cosine head): max relative difference "
+             f"{r['parity']['embeddings']:.2e} (embeddings), {r['parity']['logits']:.2e} (logits).", "",
+             "| " + " | ".join(["ms", *(ENGINE_NAMES[e] for e in ENGINES)]) + " |",
+             "|---" * (len(ENGINES) + 1) + "|"]
+    for w in WORKLOADS:
+        lines.append(f"| {LABELS[w]} | " + " | ".join(f"{t[e][w]:.2f}" for e in ENGINES) + " |")
+    rss = r["peak_rss_mib"]
+    for w in ("infer", "tinytrain", "full"):
+        lines.append(f"| peak RSS, {w} process (MiB) | " + " | ".join(f"{rss[e][w]:.1f}" for e in ENGINES) + " |")
+    lines += ["", "Ratios (project / ORT, same run):", "",
+              "| | ai-edge-litert | tflite-runtime 2.14 |", "|---|---|---|"]
+    for w in WORKLOADS:
+        lines.append(f"| {LABELS[w].replace(' (ms)', '')} | {t['litert'][w] / t['ort'][w]:.2f}x | "
+                     f"{t['tflite_runtime'][w] / t['ort'][w]:.2f}x |")
+    lines.append(f"| tflite-runtime `infer` / ai-edge-litert `infer` | | {t['tflite_runtime']['infer'] / t['litert']['infer']:.2f}x |")
+    lines += ["", "Project train signatures used: "
+              + ", ".join(f"{w}: `{s}`" for w, s in r["signatures"].items()) + ".", "",
+              "## What ORT cannot do here", "",
+              "- **Channel-level selection.** ORT's `requires_grad` marks whole initializers trainable; it cannot "
+              "update a subset of a layer's output channels. The TinyTrain selection above updates "
+              "only the listed channels of each layer on the TFLite side; ORT computes and applies the gradient of "
+              "every channel of those layers (more backward compute and optimizer state than the budget allows).",
+              "- **Changing the trainable set on the device.** The trainable set is baked into the training, "
+              "eval and optimizer graphs and the checkpoint by `generate_artifacts`, which runs offline "
+              "(it needs the `onnx` package and the ONNX Runtime training tooling, not the on-device API). A new "
+              "support set that makes TinyTrain pick other layers or channels needs artifacts regenerated "
+              "for that set and shipped to the device; the project's single `.tflite` file takes any "
+              "selection at run time (`set_selection`).",
+              "- ORT's artifacts here use AdamW (the ORT optimizer type closest to the project's Adam); the cosine "
+              "head's prototypes are constants in both (not trained).", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backbone", default="mcunet")
+    parser.add_argument("--input-size", type=int, default=128)
+    parser.add_argument("--weights", default=None, help="Keras BN-form weights (default: shipped MCUNet weights for mcunet)")
+    parser.add_argument("--candidate-blocks", type=int, default=6, help="k of the TinyTrain export (the demo's)")
+    parser.add_argument("--model-dir", default="build/peer/models")
+    parser.add_argument("--work-dir", default="build/peer")
+    parser.add_argument("--cache", default="build/data_cache")
+    parser.add_argument("--dataset", default="fashion_mnist")
+    parser.add_argument("--ways", type=int, default=5)
+    parser.add_argument("--shots", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mem-budget-mib", type=float, default=1.0, help="B_mem at 128x128, scaled by area")
+    parser.add_argument("--queries", type=int, default=10, help="queries per class of the sampled task (only the "
+                        "support set is used; the same episode as bench/adaptation_overhead.py)")
+    parser.add_argument("--compute-budget", type=float, default=0.15,
+                        help="B_compute as a fraction of the forward MACs (--compute-of forward: the CLI's and "
+                        "adaptation_overhead's reading) or of FullTrain's backward MACs (backward: the bench's)")
+    parser.add_argument("--compute-of", choices=("forward", "backward"), default="forward")
+    parser.add_argument("--repeats", type=int, default=400)
+    parser.add_argument("--max-seconds", type=float, default=20.0, help="per workload")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="fresh-process rounds per cell; the lowest median is reported (shared machines)")
+    parser.add_argument("--cpu", type=int, default=None, help="pin every timed process to this core")
+    parser.add_argument("--pi-python", default=str(ROOT / ".venv-pi/bin/python"))
+    parser.add_argument("--out", default="bench/results/PEER_ORT.md")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    if args.weights is None and args.backbone == "mcunet":
+        args.weights = str(ROOT / "weights/mcunet_64_meta.weights.h5")
+    import platform
+
+    import onnx
+    import onnxruntime
+
+    from bench.onnx_graph import keras_to_onnx
+    from converters.build_module import folded_backbone
+    from converters.export import ensure_export
+
+    work = pathlib.Path(args.work_dir) / f"{args.backbone}_{args.input_size}"
+    work.mkdir(parents=True, exist_ok=True)
+    configs = export_configs(args)
+    paths = {}
+    for key, config in configs.items():
+        paths[key] = pathlib.Path(args.model_dir) / f"{args.backbone}_{args.input_size}_{key}_k{config.candidate_blocks}.tflite"
+        ensure_export(config, paths[key])
+    xs, ys, protos, selection, _ = policy_selection(paths["sparse"], args)
+    sparse_cfg = configs["sparse"]
+    folded = folded_backbone(sparse_cfg)
+    onnx_model = keras_to_onnx(folded.model, sparse_cfg.mean, sparse_cfg.std, protos, sparse_cfg.cosine_scale)
+    onnx_path = work / "forward.onnx"
+    onnx.save(onnx_model, str(onnx_path))
+    parity = forward_parity(folded.model, onnx_path, xs, protos, sparse_cfg.cosine_scale, sparse_cfg.mean, sparse_cfg.std)
+    print(f"ONNX vs Keras forward: max relative difference {parity['embeddings']:.2e} (embeddings), "
+          f"{parity['logits']:.2e} (logits)", flush=True)
+    train_graph = keras_to_onnx(folded.model, sparse_cfg.mean, sparse_cfg.std, protos, sparse_cfg.cosine_scale,
+                                with_embeddings=False)
+    all_layers = [spec.name for spec in folded.table]
+    from tflite_train.runtime import read_metadata
+
+    sparse_meta, full_meta = read_metadata(paths["sparse"]), read_metadata(paths["full"])
+    last = sparse_meta["candidates"][-1]
+    channels = {layer["name"]: layer["out_channels"] for layer in sparse_meta["layers"]}
+    trainable = {"tinytrain": sorted(selection, key=all_layers.index), "full": all_layers, "last_layer": [last]}
+    for key, layers in trainable.items():
+        generate(train_graph, work / f"artifacts_{key}", layers)
+    inputs = work / "inputs.npz"
+    np.savez(inputs, image=xs[:1], label=np.asarray(ys[:1], np.int64), prototypes=protos)
+    common = {"inputs": str(inputs), "repeats": args.repeats, "max_seconds": args.max_seconds, "cpu": args.cpu}
+    tflite_specs = {
+        "infer": {"model": str(paths["sparse"]), "selection": {}},
+        "tinytrain": {"model": str(paths["sparse"]), "selection": selection},
+        "last_layer": {"model": str(paths["sparse"]), "selection": {last: list(range(channels[last]))}},
+        "full": {"model": str(paths["full"]),
+                 "selection": {layer["name"]: list(range(layer["out_channels"])) for layer in full_meta["layers"]
+                               if layer["name"] in full_meta["candidates"]}},
+    }
+    results: dict[str, dict[str, dict]] = {e: {} for e in ENGINES}
+    load_start = os.getloadavg()[0]
+    for r in range(args.rounds):  # rounds x workloads x engines, interleaved so load changes hit all three
+        for w in WORKLOADS:
+            spec = {**common, "engine": "ort", "workload": w, "onnx": str(onnx_path),
+                    "artifacts": str(work / f"artifacts_{w}")}
+            runs = {"ort": run_worker(sys.executable, spec)}
+            for engine, python in (("litert", sys.executable), ("tflite_runtime", args.pi_python)):
+                runs[engine] = run_worker(python, {**common, **tflite_specs[w], "engine": engine, "workload": w})
+            for engine, got in runs.items():  # keep the round with the lowest median (least disturbed)
+                if w not in results[engine] or got["seconds"] < results[engine][w]["seconds"]:
+                    results[engine][w] = got
+            print(f"round {r + 1} {w:<11} " + "  ".join(f"{e} {1e3 * runs[e]['seconds']:.2f} ms" for e in ENGINES),
+                  flush=True)
+    report = {
+        "backbone": args.backbone, "input_size": args.input_size, "dataset": args.dataset, "ways": args.ways,
+        "shots": args.shots, "seed": args.seed, "cpu": args.cpu, "repeats": args.repeats, "rounds": args.rounds,
+        "load_average": [load_start, os.getloadavg()[0]],
+        "budget": {"memory_mib": args.mem_budget_mib * (args.input_size / 128) ** 2, "compute": args.compute_budget,
+                   "of": args.compute_of},
+        "command": "python -m bench.peer_ort " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": f"{platform.machine()}, {platform.processor() or platform.system()}, "
+                   f"{len(os.sched_getaffinity(0))} usable cores",
+        "versions": {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
+                     "litert": results["litert"]["infer"]["runtime"],
+                     "tflite-runtime env": results["tflite_runtime"]["infer"]["runtime"], "numpy": np.__version__},
+        "selection": selection, "channels": {n: channels[n] for n in selection}, "last_layer": last,
+        "full_layers": len(all_layers), "parity": parity,
+        "times_ms": {e: {w: 1e3 * results[e][w]["seconds"] for w in WORKLOADS} for e in ENGINES},
+        "peak_rss_mib": {e: {w: results[e][w]["peak_rss_kib"] / 1024 for w in WORKLOADS} for e in ENGINES},
+        "calls": {e: {w: results[e][w]["calls"] for w in WORKLOADS} for e in ENGINES},
+        "signatures": {w: results["litert"][w].get("signature") for w in WORKLOADS if w != "infer"},
+        "artifacts_trainable": trainable,
+    }
+    text = render(report)
+    print(text)
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
