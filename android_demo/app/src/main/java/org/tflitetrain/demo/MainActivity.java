@@ -140,7 +140,7 @@ public final class MainActivity extends Activity {
     try (AssetFileDescriptor fd = getAssets().openFd(MODEL_ASSET);
         FileInputStream in = new FileInputStream(fd.getFileDescriptor())) {
       MappedByteBuffer model = in.getChannel().map(FileChannel.MapMode.READ_ONLY, fd.getStartOffset(), fd.getDeclaredLength());
-      metadata = ModelMetadata.fromTflite(model);
+      metadata = ModelMetadata.load(model);
       runner = new TfliteSignatureRunner(model, Math.max(1, Runtime.getRuntime().availableProcessors() / 2));
       driver = new AdaptationDriver(metadata, runner);
       support = new SupportSet(metadata.input);
