@@ -11,7 +11,10 @@ C-order bytes}``. Requests:
   Fashion-MNIST at the model's input size, ``tests/runtime/runtime_fixtures.episode_arrays``) and labels.
 * ``{"op": "trainer", "images", "labels", "queries", "iterations", "batch_size"}`` -> ``{"losses",
   "selection", "predictions"}`` from ``tflite_train.runtime.trainer.adapt`` (TinyTrain policy,
-  unlimited budget, no augmentation) on a fresh model of the same file, then ``predict`` on the queries.
+  unlimited budget, no augmentation) on a fresh model of the same file, then ``predict`` on the queries;
+  with ``"save": path`` the adapted model's checkpoint is saved there (``save_checkpoint``).
+* ``{"op": "restore_predict", "checkpoint": path, "queries"}`` -> ``{"predictions"}`` of a fresh model
+  restored from the checkpoint (``restore_checkpoint``), e.g. one written by Java.
 
 Any failure is answered ``{"error": "..."}``; end of input ends the process.
 """
@@ -30,7 +33,8 @@ sys.path.insert(1, str(ROOT / "tests" / "runtime"))
 
 import numpy as np  # noqa: E402
 
-from tflite_train.runtime.interpreter import NO_INPUT, TrainableModel  # noqa: E402,F401
+from tflite_train.runtime.interpreter import TrainableModel  # noqa: E402
+from tflite_train.runtime.checkpoint import restore_checkpoint, save_checkpoint  # noqa: E402
 from tflite_train.runtime.trainer import AdaptConfig, adapt, predict  # noqa: E402
 
 
@@ -64,9 +68,15 @@ def handle(path: pathlib.Path, model: TrainableModel, request: dict) -> dict:
         images, labels = decode(request["images"]), decode(request["labels"])
         config = AdaptConfig(iterations=request["iterations"], batch_size=request["batch_size"])
         result = adapt(fresh, images, labels, config, augment=lambda x, rng, cfg: x)
+        if request.get("save"):
+            save_checkpoint(request["save"], fresh, result.selection)
         return {"losses": [float(v) for v in result.losses],
                 "selection": {name: [int(c) for c in channels] for name, channels in result.selection.channels.items()},
                 "predictions": encode(predict(fresh, decode(request["queries"])))}
+    if op == "restore_predict":
+        fresh = TrainableModel(path)
+        restore_checkpoint(fresh, request["checkpoint"])
+        return {"predictions": encode(predict(fresh, decode(request["queries"])))}
     raise ValueError(f"unknown op {op!r}")
 
 

@@ -218,6 +218,33 @@ public final class AdaptationDriver {
     }
   }
 
+  /**
+   * The checkpoint (the format Python's {@code tflite_train.runtime.checkpoint} reads and writes) of the
+   * current adapted state under {@code selection}.
+   */
+  public byte[] checkpoint(Selection selection, String policy, boolean includeOptimizer, List<String> classNames)
+      throws Exception {
+    return Checkpoint.encode(metadata, getState(), selection, policy, includeOptimizer, classNames);
+  }
+
+  /** Saves {@link #checkpoint} to {@code path} atomically. */
+  public void saveCheckpoint(java.nio.file.Path path, Selection selection, String policy, boolean includeOptimizer)
+      throws Exception {
+    Checkpoint.writeAtomic(path, checkpoint(selection, policy, includeOptimizer, List.of()));
+  }
+
+  /**
+   * Restores a checkpoint (written by Java or Python): reset_state, then set_state with its head, slices
+   * and selection mask. A checkpoint of another model is refused before anything changes.
+   */
+  public Checkpoint restoreCheckpoint(byte[] data, String source) throws Exception {
+    Checkpoint checkpoint = Checkpoint.decode(data, source);
+    checkpoint.requireModel(metadata);
+    resetState();
+    setState(checkpoint.restore(metadata, getState()));
+    return checkpoint;
+  }
+
   /** Restores the exported initial state (empty head and selection). */
   public void resetState() throws Exception {
     runner.run(Contract.RESET_STATE, NO_INPUT);

@@ -92,8 +92,12 @@ public class AdaptationDriverTest {
     return new ContractRunner(ContractRunner.fromMetadata(fake.m), fake);
   }
 
+  static String metadataText() {
+    return Resources.text("/golden/metadata_tiny_32.json");
+  }
+
   static ModelMetadata metadata() throws Exception {
-    return ModelMetadata.parse(Resources.text("/golden/metadata_tiny_32.json"));
+    return ModelMetadata.parse(metadataText());
   }
 
   /** n images whose every pixel equals the image index. */

@@ -15,7 +15,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import org.junit.Assume;
+import org.junit.Rule;
 import org.junit.Test;
+import org.junit.rules.TemporaryFolder;
 import org.tflitetrain.core.model.GraphSignature;
 import org.tflitetrain.core.model.ModelMetadata;
 import org.tflitetrain.core.model.TfliteMetadataReader;
@@ -24,11 +26,15 @@ import org.tflitetrain.core.model.TfliteMetadataReader;
  * {@link AdaptationDriver} adapts a real exported model (the tiny backbone fixture, real Fashion-MNIST
  * images) through the checked runner and the Python bridge; its selection, per-step losses (within 1e-4)
  * and query predictions equal those of the Python {@code Trainer} ({@code tflite_train.runtime.trainer.adapt})
- * on the same inputs, and its state survives a {@link StateFile} round trip.
+ * on the same inputs; a checkpoint written by Java restores in Python with identical predictions and the
+ * reverse; and its state survives a {@link StateFile} round trip.
  */
 public class RealModelAdaptationTest {
   private static final String FIXTURE = "tiny_adam_33";
   private static final int ITERATIONS = 5;
+
+  @Rule
+  public TemporaryFolder tmp = new TemporaryFolder();
 
   private static Path fixture() {
     String dir = System.getProperty("tflitetrain.fixtures");
@@ -56,7 +62,9 @@ public class RealModelAdaptationTest {
           AdaptationListener.NONE, () -> false);
       int[] predictions = argmax(driver.classify(query, 8));
 
-      Map<String, Object> reference = bridge.call("{\"op\": \"trainer\", \"images\": " + BridgeRunner.tensor(support)
+      Path pythonCheckpoint = tmp.getRoot().toPath().resolve("python.ckpt");
+      Map<String, Object> reference = bridge.call("{\"op\": \"trainer\", \"save\": "
+          + BridgeRunner.quote(pythonCheckpoint.toString()) + ", \"images\": " + BridgeRunner.tensor(support)
           + ", \"labels\": " + BridgeRunner.tensor(supportLabels) + ", \"queries\": " + BridgeRunner.tensor(query)
           + ", \"iterations\": " + ITERATIONS + ", \"batch_size\": " + labels.length + "}");
 
@@ -81,6 +89,19 @@ public class RealModelAdaptationTest {
         assertEquals("loss of step " + (i + 1), ((Number) pythonLosses.get(i)).doubleValue(), result.losses.get(i), 1e-4);
       }
       assertArrayEquals(BridgeRunner.tensorOf(reference.get("predictions")).ints(), predictions);
+
+      // One checkpoint format: Java's file restores in Python with the same predictions, and the reverse.
+      for (boolean optimizer : new boolean[] {false, true}) {
+        Path javaCheckpoint = tmp.getRoot().toPath().resolve("java-" + optimizer + ".ckpt");
+        driver.saveCheckpoint(javaCheckpoint, result.selection, result.policy, optimizer);
+        Map<String, Object> restored = bridge.call("{\"op\": \"restore_predict\", \"checkpoint\": "
+            + BridgeRunner.quote(javaCheckpoint.toString()) + ", \"queries\": " + BridgeRunner.tensor(query) + "}");
+        assertArrayEquals(predictions, BridgeRunner.tensorOf(restored.get("predictions")).ints());
+      }
+      AdaptationDriver fresh = new AdaptationDriver(m, runner);
+      fresh.restoreCheckpoint(Files.readAllBytes(pythonCheckpoint), pythonCheckpoint.toString());
+      assertEquals(3, fresh.numClasses());
+      assertArrayEquals(BridgeRunner.tensorOf(reference.get("predictions")).ints(), argmax(fresh.classify(query, 8)));
 
       // The adapted state survives a StateFile round trip: reset, restore, same predictions.
       Map<String, Tensor> state = driver.getState();
