@@ -267,7 +267,7 @@ def candidate_weights(model: TrainableModel, state: Mapping[str, np.ndarray] | N
     state = model.get_state() if state is None else state
     out = {}
     for name in model.candidates:
-        kernel = state[f"{name}_kernel"]
+        kernel = state[name + C.KERNEL_SUFFIX]
         out[name] = kernel[..., 0] if kernel.shape[-1] == 1 and kernel.shape[-2] == model.candidate_channels[name] else kernel
     return out
 
