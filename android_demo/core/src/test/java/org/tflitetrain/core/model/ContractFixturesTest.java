@@ -10,6 +10,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
@@ -19,7 +20,8 @@ import org.junit.Test;
 /**
  * Every exported fixture against the contract: every signature (in the metadata and in the graph) takes
  * at least one input, {@link ModelMetadata#load} accepts the file, and metadata that lies about the graph
- * (class capacity, input size, an extra candidate layer, a dropped signature) is refused naming the field.
+ * (class capacity, input size, an extra candidate layer, a dropped signature; rewritten into a copy of the
+ * file) is refused by {@link ModelMetadata#load} naming the field.
  */
 public class ContractFixturesTest {
   private static ByteBuffer bytes(Path model) throws Exception {
@@ -60,18 +62,49 @@ public class ContractFixturesTest {
     return json.substring(0, m.start(1)) + (Integer.parseInt(m.group(1)) + delta) + json.substring(m.end(1));
   }
 
-  private static String refusal(String json, Map<String, GraphSignature> graph) {
-    ModelMetadataException err = assertThrows(ModelMetadataException.class,
-        () -> ModelMetadata.parse(json).validateGraph(graph));
+  /**
+   * Loading the model file whose metadata JSON is replaced, in place, by {@code edited} (padded with spaces;
+   * the informative selftest description is shortened to make room) fails; returns the message.
+   */
+  private String refusal(String edited, Map<String, GraphSignature> graph) throws Exception {
+    String shorter = edited.replace("\"npz (see tflite_train.runtime.selftest)\"", "\"npz\"");
+    byte[] old = json.getBytes(StandardCharsets.UTF_8);
+    byte[] now = shorter.getBytes(StandardCharsets.UTF_8);
+    assertTrue("edited metadata longer than the original", now.length <= old.length);
+    byte[] data = file.array().clone();
+    int at = indexOf(data, old);
+    assertTrue("metadata JSON not found in the file", at >= 0);
+    Arrays.fill(data, at, at + old.length, (byte) ' ');
+    System.arraycopy(now, 0, data, at, now.length);
+    ModelMetadataException err = assertThrows(ModelMetadataException.class, () -> ModelMetadata.load(ByteBuffer.wrap(data)));
+    // The graph-level check alone (metadata parsed, graph from the untouched file) refuses it the same way.
+    assertEquals(err.getMessage(), assertThrows(ModelMetadataException.class,
+        () -> ModelMetadata.parse(edited).validateGraph(graph)).getMessage());
     return err.getMessage();
   }
+
+  private static int indexOf(byte[] data, byte[] needle) {
+    outer:
+    for (int i = 0; i + needle.length <= data.length; i++) {
+      for (int j = 0; j < needle.length; j++) {
+        if (data[i + j] != needle[j]) {
+          continue outer;
+        }
+      }
+      return i;
+    }
+    return -1;
+  }
+
+  private ByteBuffer file;
+  private String json;
 
   @Test
   public void metadataThatLiesAboutTheGraphIsRefusedNamingTheField() throws Exception {
     Path model = ExportedModelFixturesTest.models().get(0);
-    ByteBuffer file = bytes(model);
+    file = bytes(model);
     Map<String, GraphSignature> graph = TfliteMetadataReader.signatures(file);
-    String json = json(file);
+    json = json(file);
     ModelMetadata meta = ModelMetadata.parse(json);
     meta.validateGraph(graph);
 
