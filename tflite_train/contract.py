@@ -313,6 +313,15 @@ def validate_graph(metadata: Mapping[str, Any], graph: Mapping[str, Mapping[str,
     missing = [k for k in REQUIRED_FIELDS if k not in metadata]
     if missing:
         raise ContractError(f"model metadata lacks fields {missing}")
+    try:
+        _validate_graph(metadata, graph)
+    except ContractError:
+        raise
+    except (KeyError, TypeError, IndexError, ValueError, AttributeError) as err:
+        raise ContractError(f"model metadata is malformed ({type(err).__name__}: {err})") from err
+
+
+def _validate_graph(metadata: Mapping[str, Any], graph: Mapping[str, Mapping[str, Mapping[str, tuple]]]) -> None:
     declared = metadata[F_SIGNATURES]
     variants = [v[F_SIGNATURE] for v in metadata.get(F_TRAIN_VARIANTS, [])]
     for name in (*SIGNATURE_NAMES, *variants):
@@ -327,6 +336,16 @@ def validate_graph(metadata: Mapping[str, Any], graph: Mapping[str, Mapping[str,
                 raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}", meta_names, graph_names)
         if not graph[name][F_INPUTS]:
             raise ContractError(f"signature {name!r} takes no input; the contract requires one (CONTRACT.md)")
+        spec = SPECS.get(name, SPECS[TRAIN_STEP])
+        for kind, tensors in ((F_INPUTS, spec.inputs), (F_OUTPUTS, spec.outputs)):
+            for tensor in tensors:
+                if tensor.name in (CANDIDATE_OUTPUTS, STATE_TENSORS):
+                    continue
+                shape, dtype = graph[name][kind][tensor.name]
+                if str(dtype) != tensor.dtype or len(shape) != len(tensor.shape):
+                    raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}.{tensor.name}",
+                                    f"{tensor.dtype} of rank {len(tensor.shape)} (CONTRACT.md)",
+                                    f"{dtype} {tuple(shape)}")
     protos_shape, _ = graph[SET_HEAD][F_INPUTS][PROTOTYPES]
     if int(metadata[F_CLASS_CAPACITY]) != int(protos_shape[0]):
         raise _mismatch(F_CLASS_CAPACITY, metadata[F_CLASS_CAPACITY], int(protos_shape[0]))
