@@ -192,6 +192,7 @@ def contract_names() -> dict[str, Any]:
         "inputs": {s.name: [t.name for t in s.inputs] for s in C.SIGNATURES},
         "layer_state": {opt: C.layer_state("x", opt) for opt in C.OPTIMIZER_SLOTS},
         "metadata": {"name": C.METADATA_NAME, "format": C.FORMAT, "format_version": C.FORMAT_VERSION},
+        "fields": [f.path for f in C.METADATA_FIELDS if "." not in f.path],
     }
 
 

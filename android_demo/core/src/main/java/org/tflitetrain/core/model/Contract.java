@@ -41,6 +41,26 @@ public final class Contract {
 
   /** Metadata field holding signature name -> {inputs, outputs}. */
   public static final String F_SIGNATURES = "signatures";
+  /** Top-level metadata fields (CONTRACT.md, Python {@code tflite_train.contract.METADATA_FIELDS}). */
+  public static final String F_FORMAT = "format";
+  public static final String F_FORMAT_VERSION = "format_version";
+  public static final String F_BACKBONE = "backbone";
+  public static final String F_MODEL_ID = "model_id";
+  public static final String F_INPUT = "input";
+  public static final String F_FEATURE_DIM = "feature_dim";
+  public static final String F_CLASS_CAPACITY = "class_capacity";
+  public static final String F_HEAD = "head";
+  public static final String F_OPTIMIZER = "optimizer";
+  public static final String F_LAYERS = "layers";
+  public static final String F_CANDIDATES = "candidates";
+  public static final String F_STATE = "state";
+  public static final String F_TRAIN_VARIANTS = "train_variants";
+  /** Key of a {@code train_variants} entry naming its signature. */
+  public static final String F_SIGNATURE = "signature";
+  /** Every top-level field this class names, for {@code ContractTest}. */
+  public static final List<String> FIELDS = List.of(F_FORMAT, F_FORMAT_VERSION, F_BACKBONE, F_MODEL_ID, F_INPUT,
+      F_FEATURE_DIM, F_CLASS_CAPACITY, F_HEAD, F_OPTIMIZER, F_LAYERS, F_CANDIDATES, F_STATE, F_TRAIN_VARIANTS,
+      F_SIGNATURES);
   public static final String F_INPUTS = "inputs";
   public static final String F_OUTPUTS = "outputs";
 

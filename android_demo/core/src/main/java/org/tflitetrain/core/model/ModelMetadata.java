@@ -51,25 +51,25 @@ public final class ModelMetadata {
 
   private ModelMetadata(JsonFields root, Map<String, Object> raw) throws ModelMetadataException {
     this.raw = raw;
-    String format = root.string("format");
+    String format = root.string(Contract.F_FORMAT);
     if (!FORMAT.equals(format)) {
       throw new ModelMetadataException("format must be \"" + FORMAT + "\"; got \"" + format + "\"");
     }
-    long version = root.integer("format_version");
+    long version = root.integer(Contract.F_FORMAT_VERSION);
     if (version != FORMAT_VERSION) {
       throw new ModelMetadataException("unsupported format_version " + version + "; this app reads version "
           + FORMAT_VERSION + " (re-export the model or update the app)");
     }
     formatVersion = (int) version;
-    backbone = root.string("backbone");
-    modelId = root.string("model_id");
+    backbone = root.string(Contract.F_BACKBONE);
+    modelId = root.string(Contract.F_MODEL_ID);
     if (modelId.isEmpty()) {
       throw new ModelMetadataException("model_id must not be empty");
     }
-    input = parseInput(root.object("input"));
-    featureDim = root.integer("feature_dim", 1, Integer.MAX_VALUE);
-    classCapacity = root.integer("class_capacity", 2, Integer.MAX_VALUE);
-    JsonFields head = root.object("head");
+    input = parseInput(root.object(Contract.F_INPUT));
+    featureDim = root.integer(Contract.F_FEATURE_DIM, 1, Integer.MAX_VALUE);
+    classCapacity = root.integer(Contract.F_CLASS_CAPACITY, 2, Integer.MAX_VALUE);
+    JsonFields head = root.object(Contract.F_HEAD);
     headType = head.string("type");
     if (!"cosine_prototype".equals(headType)) {
       throw new ModelMetadataException("head.type must be \"cosine_prototype\"; got \"" + headType + "\"");
@@ -78,9 +78,9 @@ public final class ModelMetadata {
     if (!(headScale > 0)) {
       throw new ModelMetadataException("head.scale must be > 0; got " + headScale);
     }
-    optimizer = parseOptimizer(root.object("optimizer"));
+    optimizer = parseOptimizer(root.object(Contract.F_OPTIMIZER));
 
-    List<Object> layerList = root.array("layers");
+    List<Object> layerList = root.array(Contract.F_LAYERS);
     if (layerList.isEmpty()) {
       throw new ModelMetadataException("layers must not be empty");
     }
@@ -98,7 +98,7 @@ public final class ModelMetadata {
     }
     layers = Collections.unmodifiableList(parsedLayers);
 
-    List<Object> candidateList = root.array("candidates");
+    List<Object> candidateList = root.array(Contract.F_CANDIDATES);
     if (candidateList.isEmpty()) {
       throw new ModelMetadataException("candidates must not be empty");
     }
@@ -202,11 +202,11 @@ public final class ModelMetadata {
     }
     Map<?, ?> declared = (Map<?, ?>) declaredObject;
     List<String> names = new ArrayList<>(Contract.SIGNATURES);
-    Object variants = raw.get("train_variants");
+    Object variants = raw.get(Contract.F_TRAIN_VARIANTS);
     if (variants instanceof List) {
       for (Object v : (List<?>) variants) {
-        if (v instanceof Map && ((Map<?, ?>) v).get("signature") instanceof String) {
-          names.add((String) ((Map<?, ?>) v).get("signature"));
+        if (v instanceof Map && ((Map<?, ?>) v).get(Contract.F_SIGNATURE) instanceof String) {
+          names.add((String) ((Map<?, ?>) v).get(Contract.F_SIGNATURE));
         }
       }
     }

@@ -41,6 +41,14 @@ public class ContractTest {
   }
 
   @Test
+  public void everyJavaFieldNameIsAFieldOfThePythonContract() {
+    List<Object> fields = Resources.list(GOLDEN.get("fields"));
+    for (String field : Contract.FIELDS) {
+      assertEquals(field, true, fields.contains(field));
+    }
+  }
+
+  @Test
   public void stateNamesAndFormatMatchThePythonContract() {
     Map<String, Object> state = Resources.obj(GOLDEN.get("layer_state"));
     for (String optimizer : List.of("adam", "sgd_momentum")) {
