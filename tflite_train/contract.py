@@ -21,6 +21,16 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+__all__ = [
+    "CANDIDATE_OUTPUTS", "FORMAT", "FORMAT_VERSION", "GLOBAL_STATE", "METADATA_FIELDS", "METADATA_NAME",
+    "OPTIMIZER_SLOTS", "REQUIRED_FIELDS", "SELFTEST_NAME", "SIGNATURES", "SIGNATURE_NAMES", "SPECS", "STATE_TENSORS",
+    "TRAIN_VARIANT_PREFIX", "ContractError", "MetadataField", "SignatureSpec", "TensorSpec", "check_format",
+    "layer_state", "markdown_tables", "optimizer_slots", "signature_io", "state_names", "train_variant_name",
+    "validate_graph",
+]
+"""The functions and tables; the name constants (``INFER``, ``IMAGES``, ``F_INPUT`` ...) are module
+attributes read as ``contract.NAME``."""
+
 # ------------------------------------------------------------------ format
 FORMAT = "tflite-train"
 """Value of the metadata ``format`` field."""
