@@ -80,7 +80,7 @@ test-java: /usr/share/java/junit4.jar fixtures
 	javac --release 17 -Xlint:all -Werror -d $(JAVA_OUT)/main $$(find $(JAVA_CORE)/src/main/java -name '*.java')
 	javac --release 17 -Xlint:all -Werror -cp $(JAVA_OUT)/main:$(JUNIT_CP) -d $(JAVA_OUT)/test $$(find $(JAVA_CORE)/src/test/java -name '*.java')
 	cp -r $(JAVA_CORE)/src/test/resources/. $(JAVA_OUT)/test/
-	java -Dtflitetrain.fixtures=build/test-models -cp $(JAVA_OUT)/main:$(JAVA_OUT)/test:$(JUNIT_CP) org.junit.runner.JUnitCore \
+	java -Dtflitetrain.fixtures=build/test-models -Dtflitetrain.python=$(VENV)/bin/python -cp $(JAVA_OUT)/main:$(JAVA_OUT)/test:$(JUNIT_CP) org.junit.runner.JUnitCore \
 	  $$(cd $(JAVA_CORE)/src/test/java && find . -name '*Test.java' | sort | sed 's|^\./||; s|\.java$$||; s|/|.|g')
 
 # The ONNX Runtime training peer (bench-only; never installed by `make test`): its own venv with the

@@ -20,8 +20,8 @@ from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.trainable_module import TrainableModule, train_variant_name
+from tflite_train import contract as C
 from tflite_train.runtime.integrity import CHECKSUM_NAME, PLACEHOLDER, seal
-from tflite_train.runtime.metadata import METADATA_NAME, SELFTEST_NAME
 from tflite_train.sparse.cost_model import layer_cost
 
 LOG = logging.getLogger(__name__)
@@ -82,43 +82,33 @@ def build_metadata(module: TrainableModule) -> dict:
     layers = []
     for spec in module.table:
         cost = layer_cost(spec)
-        layers.append({**spec.to_dict(), "params": cost.params, "forward_macs": cost.forward_macs,
-                       "in_activation": cost.in_activation, "out_activation": cost.out_activation,
-                       "candidate": spec.index in module.candidates})
-    sig = {
-        "infer": {"inputs": ["images"], "outputs": ["embeddings", "logits"]},
-        "fisher": {"inputs": ["images", "labels"], "outputs": list(module.candidate_names)},
-        "train_step": {"inputs": ["images", "labels"], "outputs": ["loss", "accuracy"]},
-        "set_head": {"inputs": ["prototypes", "num_classes"], "outputs": ["ok"]},
-        "set_selection": {"inputs": ["channel_mask"], "outputs": ["ok"]},
-        "set_hparams": {"inputs": ["learning_rate"], "outputs": ["ok"]},
-        "get_state": {"inputs": [], "outputs": module.names},
-        "set_state": {"inputs": module.names, "outputs": ["ok"]},
-        "reset_state": {"inputs": [], "outputs": ["ok"]},
-        **{name: {"inputs": ["images", "labels"], "outputs": ["loss", "accuracy"]} for name in module.train_variants},
-    }
-    variants = [{"signature": train_variant_name(module.table, cut), "lowest_layer": module.table.layers[cut].name,
-                 "lowest_index": cut} for cut in module.train_cuts]
+        layers.append({**spec.to_dict(), C.F_PARAMS: cost.params, C.F_FORWARD_MACS: cost.forward_macs,
+                       C.F_IN_ACTIVATION: cost.in_activation, C.F_OUT_ACTIVATION: cost.out_activation,
+                       C.F_CANDIDATE: spec.index in module.candidates})
+    sig = C.signature_io(module.candidate_names, module.names, list(module.train_variants))
+    variants = [{C.F_SIGNATURE: train_variant_name(module.table, cut), C.F_LOWEST_LAYER: module.table.layers[cut].name,
+                 C.F_LOWEST_INDEX: cut} for cut in module.train_cuts]
     return {
-        "format": "tflite-train",
-        "format_version": 1,
-        "backbone": cfg.backbone,
-        "model_id": model_id(module),
-        "input": {"height": inp.shape[0], "width": inp.shape[1], "channels": inp.shape[2],
-                  "dtype": "float32", "range": list(inp.value_range), "mean": list(inp.mean), "std": list(inp.std),
-                  "normalisation_source": inp.source},
-        "feature_dim": module.feature_dim,
-        "class_capacity": cfg.class_capacity,
-        "head": {"type": "cosine_prototype", "scale": cfg.cosine_scale},
-        "optimizer": {"name": cfg.optimizer, "learning_rate": cfg.learning_rate, "beta1": cfg.beta1,
-                      "beta2": cfg.beta2, "epsilon": cfg.epsilon, "momentum": cfg.momentum},
-        "layers": layers,
-        "candidates": list(module.candidate_names),
-        "state": module.names,
-        "signatures": sig,
-        "train_variants": variants,
-        "selftest": {"entry": SELFTEST_NAME, "format": "npz (see tflite_train.runtime.selftest)", "format_version": 2},
-        "config": cfg.to_dict(),
+        C.F_FORMAT: C.FORMAT,
+        C.F_FORMAT_VERSION: C.FORMAT_VERSION,
+        C.F_BACKBONE: cfg.backbone,
+        C.F_MODEL_ID: model_id(module),
+        C.F_INPUT: {C.F_HEIGHT: inp.shape[0], C.F_WIDTH: inp.shape[1], C.F_CHANNELS: inp.shape[2],
+                    C.F_DTYPE: "float32", C.F_RANGE: list(inp.value_range), C.F_MEAN: list(inp.mean),
+                    C.F_STD: list(inp.std), C.F_NORMALISATION_SOURCE: inp.source},
+        C.F_FEATURE_DIM: module.feature_dim,
+        C.F_CLASS_CAPACITY: cfg.class_capacity,
+        C.F_HEAD: {C.F_TYPE: C.HEAD_TYPE, C.F_SCALE: cfg.cosine_scale},
+        C.F_OPTIMIZER: {C.F_NAME: cfg.optimizer, C.LEARNING_RATE: cfg.learning_rate, C.F_BETA1: cfg.beta1,
+                        C.F_BETA2: cfg.beta2, C.F_EPSILON: cfg.epsilon, C.F_MOMENTUM: cfg.momentum},
+        C.F_LAYERS: layers,
+        C.F_CANDIDATES: list(module.candidate_names),
+        C.F_STATE: module.names,
+        C.F_SIGNATURES: sig,
+        C.F_TRAIN_VARIANTS: variants,
+        C.F_SELFTEST: {C.F_ENTRY: C.SELFTEST_NAME, C.F_FORMAT: "npz (see tflite_train.runtime.selftest)",
+                        C.F_FORMAT_VERSION: 2},
+        C.F_CONFIG: cfg.to_dict(),
     }
 
 
@@ -140,8 +130,8 @@ def export_keras(model: keras.Model, config: ExportConfig) -> ExportResult:
     LOG.info("converting %s (%d candidate layers)", model.name, len(module.candidates))
     raw = convert(module)
     metadata = build_metadata(module)
-    data = seal(add_metadata(raw, {METADATA_NAME: json.dumps(metadata).encode(), SELFTEST_NAME: encode_selftest(selftest),
-                                   CHECKSUM_NAME: PLACEHOLDER}))
+    data = seal(add_metadata(raw, {C.METADATA_NAME: json.dumps(metadata).encode(),
+                                   C.SELFTEST_NAME: encode_selftest(selftest), CHECKSUM_NAME: PLACEHOLDER}))
     LOG.info("exported %s: %d bytes in %.1f s", config.backbone, len(data), time.time() - t0)
     return ExportResult(data, metadata, selftest, module)
 

@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from converters.trainable_module import TrainableModule
+from converters.trainable_module import NO_INPUT, TrainableModule
 
 PARITY_STEPS = 3
 
@@ -70,7 +70,7 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
     low, high = spec.value_range
     images = rng.uniform(low, high, (n, *spec.shape)).astype(np.float32)
     labels = (np.arange(n) % k).astype(np.int32)
-    module.reset_state()
+    module.reset_state(NO_INPUT)
     emb = keras_embedding(model, module, images)
     prototypes = np.zeros((module.config.class_capacity, module.feature_dim), np.float32)
     prototypes[:k] = np.stack([emb[labels == c].mean(axis=0) for c in range(k)])
@@ -125,5 +125,5 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
             variables[name].assign(values[name])
     for name, value in values.items():
         out[f"state/{name}"] = value
-    module.reset_state()
+    module.reset_state(NO_INPUT)
     return out

@@ -15,7 +15,7 @@ import io
 import numpy as np
 import tensorflow as tf
 
-from converters.trainable_module import TrainableModule
+from converters.trainable_module import NO_INPUT, TrainableModule
 from tflite_train.runtime.selftest import SELFTEST_FORMAT_VERSION, kernel_sketch, selftest_images
 
 SELFTEST_STEPS = 2
@@ -48,7 +48,7 @@ def selftest_inputs(module: TrainableModule, seed: int, batch: int) -> dict[str,
     images = selftest_images(seed, shape, value_range)
     num_classes = min(3, batch)
     labels = (np.arange(batch) % num_classes).astype(np.int32)
-    module.reset_state()
+    module.reset_state(NO_INPUT)
     emb = module.infer(tf.constant(images))["embeddings"].numpy()
     prototypes = np.stack([emb[labels == c].mean(axis=0) for c in range(num_classes)]).astype(np.float32)
     parts = []
@@ -69,7 +69,7 @@ def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray]) -> dic
     cfg = module.config
     out = {}
     images = selftest_images(int(vectors["seed"]), tuple(vectors["image_shape"]), tuple(vectors["image_range"]))
-    module.reset_state()
+    module.reset_state(NO_INPUT)
     protos = np.zeros((cfg.class_capacity, module.feature_dim), np.float32)
     protos[: len(vectors["prototypes"])] = vectors["prototypes"]
     module.set_head(tf.constant(protos), tf.constant(len(vectors["prototypes"]), tf.int32))
@@ -82,12 +82,12 @@ def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray]) -> dic
     for i in range(int(vectors["steps"])):
         for k, v in module.train_step(images, labels).items():
             out[f"train_step/{i}/{k}"] = v.numpy()
-    state = module.get_state()
+    state = module.get_state(NO_INPUT)
     seed = int(vectors["seed"])
     for name, channels in zip(module.candidate_names, module.mask_sizes):
         out[f"state/{name}_bias"] = state[f"{name}_bias"].numpy()
         out[f"state/{name}_kernel"] = kernel_sketch(state[f"{name}_kernel"].numpy(), channels, seed, f"{name}_kernel")
-    module.reset_state()
+    module.reset_state(NO_INPUT)
     return out
 
 

@@ -39,27 +39,22 @@ from converters.graph.ir import Graph, Node
 from converters.graph.region import gradient_region
 from converters.ops import dispatch
 from converters.ops.activations import activation_backward
+from tflite_train import contract as C
+from tflite_train.contract import state_names
 from tflite_train.sparse.layer_table import LayerTable
 
+NO_INPUT = np.array(0, np.int32)
+"""The contract's dummy input of ``get_state`` / ``reset_state`` (CONTRACT.md)."""
 NORM_EPS = 1e-12
 MASKED_LOGIT = -1e9
 
 
-def state_names(layers: list[str] | tuple[str, ...], optimizer: str) -> list[str]:
-    """Names of all state variables of candidate ``layers``, in ``get_state`` order (also the
-    ``set_state`` input names)."""
-    slots = ("m", "v") if optimizer == "adam" else ("mom",)
-    names = []
-    for layer in layers:
-        names += [f"{layer}_kernel", f"{layer}_bias"]
-        names += [f"{layer}_{p}_{s}" for p in ("kernel", "bias") for s in slots]
-        names.append(f"{layer}_mask")
-    return names + ["prototypes", "num_classes", "step", "learning_rate"]
+__all__ = ["TrainableModule", "state_names", "train_cuts", "train_variant_name"]
 
 
 def train_variant_name(table: LayerTable, cut: int) -> str:
     """Signature name of the depth-specific train step whose backward stops at layer ``cut``."""
-    return f"train_step_{table.layers[cut].name}"
+    return C.train_variant_name(table.layers[cut].name)
 
 
 def train_cuts(table: LayerTable, candidates: tuple[int, ...], variants: int) -> tuple[int, ...]:
@@ -94,7 +89,7 @@ class TrainableModule(tf.Module):
         by_name = graph.by_name
         self.feature_dim = int(by_name[graph.output].shape[-1])
         self.mask_sizes = [table.layers[i].out_channels for i in self.candidates]
-        self._slots = ("m", "v") if config.optimizer == "adam" else ("mom",)
+        self._slots = C.optimizer_slots(config.optimizer)
         self._shapes = {n.name: n.shape for n in graph.nodes}
         self._frozen: dict[str, tuple[tf.Tensor, tf.Tensor]] = {}
         self._vars: dict[str, tf.Variable] = {}
@@ -102,19 +97,19 @@ class TrainableModule(tf.Module):
         for node in graph.weighted():
             kernel, bias = node.weights
             if node.name in self.candidate_names:
-                self._add_var(f"{node.name}_kernel", kernel)
-                self._add_var(f"{node.name}_bias", bias)
+                self._add_var(node.name + C.KERNEL_SUFFIX, kernel)
+                self._add_var(node.name + C.BIAS_SUFFIX, bias)
                 for slot in self._slots:
-                    self._add_var(f"{node.name}_kernel_{slot}", np.zeros_like(kernel))
-                    self._add_var(f"{node.name}_bias_{slot}", np.zeros_like(bias))
-                self._add_var(f"{node.name}_mask", np.zeros([node.shape[-1]], np.float32))
+                    self._add_var(f"{node.name}{C.KERNEL_SUFFIX}_{slot}", np.zeros_like(kernel))
+                    self._add_var(f"{node.name}{C.BIAS_SUFFIX}_{slot}", np.zeros_like(bias))
+                self._add_var(node.name + C.MASK_SUFFIX, np.zeros([node.shape[-1]], np.float32))
             else:
                 self._frozen[node.name] = (tf.constant(kernel), tf.constant(bias))
         k = config.class_capacity
-        self._add_var("prototypes", np.zeros([k, self.feature_dim], np.float32))
-        self._add_var("num_classes", np.array(0, np.int32))
-        self._add_var("step", np.array(0.0, np.float32))
-        self._add_var("learning_rate", np.array(config.learning_rate, np.float32))
+        self._add_var(C.PROTOTYPES, np.zeros([k, self.feature_dim], np.float32))
+        self._add_var(C.NUM_CLASSES, np.array(0, np.int32))
+        self._add_var(C.STEP, np.array(0.0, np.float32))
+        self._add_var(C.LEARNING_RATE, np.array(config.learning_rate, np.float32))
         self.names = state_names(self.candidate_names, config.optimizer)
         self.train_cuts = train_cuts(table, self.candidates, config.train_variants)
         self._regions = {cut: gradient_region(graph, [l.name for l in table.layers[cut:] if l.name in self.candidate_names])
@@ -138,7 +133,7 @@ class TrainableModule(tf.Module):
     def _params(self, name: str):
         if name in self._frozen:
             return self._frozen[name]
-        return self._vars[f"{name}_kernel"], self._vars[f"{name}_bias"]
+        return self._vars[name + C.KERNEL_SUFFIX], self._vars[name + C.BIAS_SUFFIX]
 
     def _forward(self, images):
         """(embedding [N, D], {node: (inputs, z, y)})."""
@@ -158,11 +153,11 @@ class TrainableModule(tf.Module):
         """Returns logits and the pieces the backward needs."""
         r = tf.math.rsqrt(tf.reduce_sum(emb * emb, axis=1, keepdims=True) + NORM_EPS)
         e_hat = emb * r
-        proto = self._vars["prototypes"]
+        proto = self._vars[C.PROTOTYPES]
         p_hat = proto * tf.math.rsqrt(tf.reduce_sum(proto * proto, axis=1, keepdims=True) + NORM_EPS)
         cos = tf.matmul(e_hat, p_hat, transpose_b=True)
         k = self.config.class_capacity
-        valid = tf.cast(tf.range(k) < self._vars["num_classes"], tf.float32)
+        valid = tf.cast(tf.range(k) < self._vars[C.NUM_CLASSES], tf.float32)
         scale = float(self.config.cosine_scale)
         logits = cos * (scale * valid) + (1.0 - valid) * MASKED_LOGIT
         return logits, (r, e_hat, p_hat, valid)
@@ -185,7 +180,7 @@ class TrainableModule(tf.Module):
 
     # ----------------------------------------------------------------- backward
     def _selected(self, name: str):
-        return tf.reduce_max(self._vars[f"{name}_mask"]) > 0.5
+        return tf.reduce_max(self._vars[name + C.MASK_SUFFIX]) > 0.5
 
     def _backward(self, images, labels, mode: str, cut: int | None = None):
         """The backward walk. mode "fisher": returns (loss, accuracy, {layer: Delta}); "train": updates.
@@ -262,7 +257,7 @@ class TrainableModule(tf.Module):
         with SELECT, so unselected channels keep their exact bits.
         """
         name = node.name
-        mask = self._vars[f"{name}_mask"]
+        mask = self._vars[name + C.MASK_SUFFIX]
         sel = mask > 0.5
         idx = tf.cast(tf.reshape(tf.where(sel), [-1]), tf.int32)
         dw_sel, db_sel = dispatch.weighted_weight_grad(node, x, g_z, idx, self._shapes[node.inputs[0]])
@@ -271,7 +266,7 @@ class TrainableModule(tf.Module):
         fan = int(np.prod(kernel_shape)) // cout
         sel_w = tf.reshape(sel, [1, 1, cout, 1]) if node.op == "depthwise" else sel
         cfg = self.config
-        lr = self._vars["learning_rate"]
+        lr = self._vars[C.LEARNING_RATE]
         writes = []
         for param, grad, where in (("kernel", dw_sel, sel_w), ("bias", db_sel, sel)):
             names = [f"{name}_{param}"] + [f"{name}_{param}_{s}" for s in self._slots]
@@ -292,7 +287,7 @@ class TrainableModule(tf.Module):
                     return tf.where(where, tf.scatter_nd(idx[:, None], new, [cout]), v)
             cur = [gather(v) for v in values]
             if cfg.optimizer == "adam":
-                t = self._vars["step"]
+                t = self._vars[C.STEP]
                 m = cfg.beta1 * cur[1] + (1.0 - cfg.beta1) * grad
                 v = cfg.beta2 * cur[2] + (1.0 - cfg.beta2) * grad * grad
                 m_hat = m / (1.0 - tf.pow(cfg.beta1, t))
@@ -309,15 +304,16 @@ class TrainableModule(tf.Module):
     # --------------------------------------------------------------- signatures
     def _build_functions(self) -> None:
         h, w, c = self.graph.input_spec.shape
-        images = tf.TensorSpec([None, h, w, c], tf.float32, name="images")
-        labels = tf.TensorSpec([None], tf.int32, name="labels")
+        images = tf.TensorSpec([None, h, w, c], tf.float32, name=C.IMAGES)
+        labels = tf.TensorSpec([None], tf.int32, name=C.LABELS)
+        dummy = tf.TensorSpec([], tf.int32, name=C.DUMMY)  # every signature takes an input (CONTRACT.md)
         k, d = self.config.class_capacity, self.feature_dim
 
         @tf.function(input_signature=[images])
         def infer(images):
             emb, _ = self._forward(images)
             logits, _ = self._head(emb)
-            return {"embeddings": emb, "logits": logits}
+            return {C.EMBEDDINGS: emb, C.LOGITS: logits}
 
         @tf.function(input_signature=[images, labels])
         def fisher(images, labels):
@@ -326,31 +322,31 @@ class TrainableModule(tf.Module):
 
         @tf.function(input_signature=[images, labels])
         def train_step(images, labels):
-            self._vars["step"].assign_add(1.0)
+            self._vars[C.STEP].assign_add(1.0)
             loss, accuracy, _ = self._backward(images, labels, "train")
-            return {"loss": loss, "accuracy": accuracy}
+            return {C.LOSS: loss, C.ACCURACY: accuracy}
 
-        @tf.function(input_signature=[tf.TensorSpec([k, d], tf.float32, name="prototypes"),
-                                      tf.TensorSpec([], tf.int32, name="num_classes")])
+        @tf.function(input_signature=[tf.TensorSpec([k, d], tf.float32, name=C.PROTOTYPES),
+                                      tf.TensorSpec([], tf.int32, name=C.NUM_CLASSES)])
         def set_head(prototypes, num_classes):
-            self._vars["prototypes"].assign(prototypes)
-            self._vars["num_classes"].assign(num_classes)
-            return {"ok": tf.constant(1, tf.int32)}
+            self._vars[C.PROTOTYPES].assign(prototypes)
+            self._vars[C.NUM_CLASSES].assign(num_classes)
+            return {C.OK: tf.constant(1, tf.int32)}
 
-        @tf.function(input_signature=[tf.TensorSpec([sum(self.mask_sizes)], tf.float32, name="channel_mask")])
+        @tf.function(input_signature=[tf.TensorSpec([sum(self.mask_sizes)], tf.float32, name=C.CHANNEL_MASK)])
         def set_selection(channel_mask):
             parts = tf.split(channel_mask, self.mask_sizes)
             for name, part in zip(self.candidate_names, parts):
-                self._vars[f"{name}_mask"].assign(part)
-            return {"ok": tf.constant(1, tf.int32)}
+                self._vars[name + C.MASK_SUFFIX].assign(part)
+            return {C.OK: tf.constant(1, tf.int32)}
 
-        @tf.function(input_signature=[tf.TensorSpec([], tf.float32, name="learning_rate")])
+        @tf.function(input_signature=[tf.TensorSpec([], tf.float32, name=C.LEARNING_RATE)])
         def set_hparams(learning_rate):
-            self._vars["learning_rate"].assign(learning_rate)
-            return {"ok": tf.constant(1, tf.int32)}
+            self._vars[C.LEARNING_RATE].assign(learning_rate)
+            return {C.OK: tf.constant(1, tf.int32)}
 
-        @tf.function(input_signature=[])
-        def get_state():
+        @tf.function(input_signature=[dummy])
+        def get_state(dummy):  # noqa: ARG001 - the contract's dummy input
             return {n: tf.identity(self._vars[n]) for n in self.names}
 
         specs = [tf.TensorSpec(self._initial[n].shape, self._vars[n].dtype, name=n) for n in self.names]
@@ -359,20 +355,20 @@ class TrainableModule(tf.Module):
         def set_state(*values):
             for n, value in zip(self.names, values):
                 self._vars[n].assign(value)
-            return {"ok": tf.constant(1, tf.int32)}
+            return {C.OK: tf.constant(1, tf.int32)}
 
-        @tf.function(input_signature=[])
-        def reset_state():
+        @tf.function(input_signature=[dummy])
+        def reset_state(dummy):  # noqa: ARG001 - the contract's dummy input
             for n in self.names:
                 self._vars[n].assign(tf.constant(self._initial[n]))
-            return {"ok": tf.constant(1, tf.int32)}
+            return {C.OK: tf.constant(1, tf.int32)}
 
         def variant(cut: int):
             @tf.function(input_signature=[images, labels])
             def train_step_cut(images, labels):
-                self._vars["step"].assign_add(1.0)
+                self._vars[C.STEP].assign_add(1.0)
                 loss, accuracy, _ = self._backward(images, labels, "train", cut=cut)
-                return {"loss": loss, "accuracy": accuracy}
+                return {C.LOSS: loss, C.ACCURACY: accuracy}
             return train_step_cut
 
         self.train_variants = {train_variant_name(self.table, cut): variant(cut) for cut in self.train_cuts}
@@ -384,7 +380,6 @@ class TrainableModule(tf.Module):
         """Signature name -> concrete function, for ``tf.saved_model.save``."""
         out = {
             name: getattr(self, name).get_concrete_function()
-            for name in ("infer", "fisher", "train_step", "set_head", "set_selection", "set_hparams",
-                         "get_state", "set_state", "reset_state")
+            for name in C.SIGNATURE_NAMES
         }
         return {**out, **{name: fn.get_concrete_function() for name, fn in self.train_variants.items()}}

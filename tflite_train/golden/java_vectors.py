@@ -8,7 +8,8 @@ several channel counts, ``channel_count`` for several ratios, ``total_forward_ma
 :func:`~tflite_train.sparse.cost_model.backward_cost` for FullTrain, LastLayer, last-blocks and
 sparse selections under every optimizer, several batch sizes and with/without a gradient buffer.
 ``selection_<backbone>_128.json`` (see :mod:`tflite_train.golden.selection_vectors`) pins the Java
-selection port. ``metadata_tiny_32.json`` is an example of the exported-model metadata JSON (CONTRACT.md v1) for
+selection port. ``contract.json`` pins the Java ``Contract`` names to
+``tflite_train.contract``. ``metadata_tiny_32.json`` is an example of the exported-model metadata JSON (CONTRACT.md v1) for
 the Java metadata-parser tests.
 
 The files are generated, never hand-edited: ``tflite-train golden --out DIR`` rewrites them and
@@ -25,6 +26,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tflite_train import contract as C
 from tflite_train.architectures import BACKBONES, build_layer_table, get_config
 from tflite_train.sparse.cost_model import (
     OPTIMIZER_SLOTS,
@@ -41,8 +43,8 @@ from tflite_train.golden.selection_vectors import render_selection_vectors
 from tflite_train.sparse.layer_table import LayerTable
 
 DEFAULT_OUT = pathlib.Path("android_demo/core/src/test/resources/golden")
-FORMAT_VERSION = 1
-"""Version of the exported-model metadata format (CONTRACT.md)."""
+FORMAT_VERSION = C.FORMAT_VERSION
+"""Version of the exported-model metadata format (CONTRACT.md; re-exported from tflite_train.contract)."""
 VECTORS_VERSION = 1
 """Version of the golden-vector file layout read by the Java tests."""
 
@@ -155,34 +157,42 @@ def metadata_example(backbone: str = "tiny", input_size: int = 32, candidate_blo
     candidates = set(table.last_blocks(candidate_blocks))
     layers = []
     for layer, cost in zip(table, map(layer_cost, table)):
-        layers.append({**layer.to_dict(), "params": cost.params, "forward_macs": cost.forward_macs,
-                       "candidate": layer.index in candidates})
+        layers.append({**layer.to_dict(), C.F_PARAMS: cost.params, C.F_FORWARD_MACS: cost.forward_macs,
+                       C.F_CANDIDATE: layer.index in candidates})
     model_id = hashlib.sha256(json.dumps(table.to_list(), sort_keys=True).encode()).hexdigest()
+    names = [table.layers[i].name for i in sorted(candidates)]
+    state = C.state_names(names, "adam")
     return {
-        "format": "tflite-train",
-        "format_version": FORMAT_VERSION,
-        "backbone": backbone,
-        "model_id": model_id,
-        "input": {"height": input_size, "width": input_size, "channels": 3, "dtype": "float32",
-                  "range": [0.0, 1.0], "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
-        "feature_dim": config.feature_dim,
-        "class_capacity": 10,
-        "head": {"type": "cosine_prototype", "scale": 10.0},
-        "optimizer": {"name": "adam", "learning_rate": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-07,
-                      "momentum": 0.0},
-        "layers": layers,
-        "candidates": [table.layers[i].name for i in sorted(candidates)],
-        "signatures": {
-            "infer": {"inputs": ["images"], "outputs": ["embeddings", "logits"]},
-            "fisher": {"inputs": ["images", "labels"], "outputs": [table.layers[i].name for i in sorted(candidates)]},
-            "train_step": {"inputs": ["images", "labels"], "outputs": ["loss", "accuracy"]},
-            "set_head": {"inputs": ["prototypes", "num_classes"], "outputs": ["ok"]},
-            "set_selection": {"inputs": ["channel_mask"], "outputs": ["ok"]},
-            "set_hparams": {"inputs": ["learning_rate"], "outputs": ["ok"]},
-            "get_state": {"inputs": [], "outputs": ["..."]},
-            "set_state": {"inputs": ["..."], "outputs": ["ok"]},
-            "reset_state": {"inputs": [], "outputs": ["ok"]},
-        },
+        C.F_FORMAT: C.FORMAT,
+        C.F_FORMAT_VERSION: C.FORMAT_VERSION,
+        C.F_BACKBONE: backbone,
+        C.F_MODEL_ID: model_id,
+        C.F_INPUT: {C.F_HEIGHT: input_size, C.F_WIDTH: input_size, C.F_CHANNELS: 3, C.F_DTYPE: "float32",
+                    C.F_RANGE: [0.0, 1.0], C.F_MEAN: [0.485, 0.456, 0.406], C.F_STD: [0.229, 0.224, 0.225]},
+        C.F_FEATURE_DIM: config.feature_dim,
+        C.F_CLASS_CAPACITY: 10,
+        C.F_HEAD: {C.F_TYPE: C.HEAD_TYPE, C.F_SCALE: 10.0},
+        C.F_OPTIMIZER: {C.F_NAME: "adam", C.LEARNING_RATE: 0.001, C.F_BETA1: 0.9, C.F_BETA2: 0.999,
+                        C.F_EPSILON: 1e-07, C.F_MOMENTUM: 0.0},
+        C.F_LAYERS: layers,
+        C.F_CANDIDATES: names,
+        C.F_STATE: state,
+        C.F_SIGNATURES: C.signature_io(names, state),
+    }
+
+
+def contract_names() -> dict[str, Any]:
+    """The names the Java ``Contract`` class mirrors (``tflite_train.contract``), pinned by ``ContractTest``."""
+    return {
+        "signatures": list(C.SIGNATURE_NAMES),
+        "tensors": {"images": C.IMAGES, "labels": C.LABELS, "prototypes": C.PROTOTYPES, "num_classes": C.NUM_CLASSES,
+                    "channel_mask": C.CHANNEL_MASK, "learning_rate": C.LEARNING_RATE, "dummy": C.DUMMY,
+                    "embeddings": C.EMBEDDINGS, "logits": C.LOGITS, "loss": C.LOSS, "accuracy": C.ACCURACY,
+                    "ok": C.OK},
+        "inputs": {s.name: [t.name for t in s.inputs] for s in C.SIGNATURES},
+        "layer_state": {opt: C.layer_state("x", opt) for opt in C.OPTIMIZER_SLOTS},
+        "metadata": {"name": C.METADATA_NAME, "format": C.FORMAT, "format_version": C.FORMAT_VERSION},
+        "fields": [f.path for f in C.METADATA_FIELDS if "." not in f.path],
     }
 
 
@@ -194,6 +204,7 @@ def render_vectors(cases: Sequence[tuple[str, int | tuple[int, int]]] = CASES) -
     """File name -> file text of every golden file (pure; no I/O)."""
     files = {f"costs_{b}_{_size_label(size)}.json": _dump(cost_vectors(b, size)) for b, size in cases}
     files["metadata_tiny_32.json"] = _dump(metadata_example())
+    files["contract.json"] = _dump(contract_names())
     selection_files = render_selection_vectors()
     files.update(selection_files)
     files["index.json"] = _dump({"vectors_version": VECTORS_VERSION,

@@ -1,7 +1,13 @@
 """On-device runtime helpers (numpy + a TFLite interpreter; never TensorFlow)."""
 
 from tflite_train.runtime.interpreter import TrainableModel, load_interpreter_class
-from tflite_train.runtime.metadata import OperatorCode, read_metadata, read_metadata_buffers, read_operator_codes
+from tflite_train.runtime.metadata import (
+    OperatorCode,
+    read_metadata,
+    read_metadata_buffers,
+    read_operator_codes,
+    read_signature_defs,
+)
 
 # The on-device trainer (issue 4): adaptation, checkpoints, image folders, byte sizes.
 from tflite_train.runtime.byte_size import parse_byte_size
@@ -94,6 +100,7 @@ __all__ = [
     "read_metadata_buffers",
     "read_operator_codes",
     "resolve_runtime",
+    "read_signature_defs",
     "restore_checkpoint",
     "save_checkpoint",
     "scan_image_folder",

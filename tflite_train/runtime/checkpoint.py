@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from tflite_train import contract as C
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse.selection import Selection
@@ -72,26 +73,26 @@ def _channel_axis(model: TrainableModel, layer: str, key: str, value: np.ndarray
 
 
 def _layer_keys(state: Mapping[str, np.ndarray], layer: str, include_optimizer: bool) -> list[str]:
-    keys = [f"{layer}_kernel", f"{layer}_bias"]
+    keys = [layer + C.KERNEL_SUFFIX, layer + C.BIAS_SUFFIX]
     if include_optimizer:
-        keys += sorted(k for k in state if k.startswith((f"{layer}_kernel_", f"{layer}_bias_")))
+        keys += sorted(k for k in state if k.startswith((f"{layer}{C.KERNEL_SUFFIX}_", f"{layer}{C.BIAS_SUFFIX}_")))
     return keys
 
 
 def checkpoint_arrays(model: TrainableModel, selection: Selection, include_optimizer: bool = False) -> dict[str, np.ndarray]:
     """The arrays a checkpoint of ``model``'s current state under ``selection`` holds (module docstring)."""
     state = model.get_state()
-    k = int(state["num_classes"])
+    k = int(state[C.NUM_CLASSES])
     if k < 1:
         raise ValueError("the model has no head (num_classes is 0): adapt it before saving a checkpoint")
-    arrays = {"prototypes": state["prototypes"][:k], "num_classes": np.asarray(k, np.int32),
-              "learning_rate": np.asarray(state["learning_rate"], np.float32)}
+    arrays = {C.PROTOTYPES: state[C.PROTOTYPES][:k], C.NUM_CLASSES: np.asarray(k, np.int32),
+              C.LEARNING_RATE: np.asarray(state[C.LEARNING_RATE], np.float32)}
     for layer in selection.layers:
         idx = np.asarray(selection.channels[layer], np.int64)
         for key in _layer_keys(state, layer, include_optimizer):
             arrays[key] = np.take(state[key], idx, axis=_channel_axis(model, layer, key, state[key]))
     if include_optimizer:
-        arrays["step"] = np.asarray(state["step"])
+        arrays[C.STEP] = np.asarray(state[C.STEP])
     return {name: np.array(value, order="C") for name, value in arrays.items()}
 
 
@@ -203,9 +204,9 @@ def save_checkpoint(path: str | os.PathLike, model: TrainableModel, selection: S
         raise TypeError(f"selection must be a Selection; got {type(selection).__name__}")
     selection = selection.ordered(layer_table(model.metadata))
     arrays = checkpoint_arrays(model, selection, include_optimizer)
-    if class_names and len(class_names) != int(arrays["num_classes"]):
+    if class_names and len(class_names) != int(arrays[C.NUM_CLASSES]):
         raise ValueError(f"class_names must name {int(arrays['num_classes'])} classes; got {len(class_names)}")
-    data = encode_checkpoint(str(model.metadata["model_id"]), selection, arrays, include_optimizer, tuple(class_names))
+    data = encode_checkpoint(str(model.metadata[C.F_MODEL_ID]), selection, arrays, include_optimizer, tuple(class_names))
     write_atomic(path, data, chunk_size=chunk_size, on_chunk=on_chunk)
     return len(data)
 
@@ -227,7 +228,7 @@ def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.
     """
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = load_checkpoint(checkpoint)
-    model_id = str(model.metadata["model_id"])
+    model_id = str(model.metadata[C.F_MODEL_ID])
     if checkpoint.model_id != model_id:
         raise CheckpointError(
             f"checkpoint is for model {checkpoint.model_id[:16]}..., not this model {model_id[:16]}...; refusing to load"
@@ -239,13 +240,13 @@ def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.
     state = {k: v.copy() for k, v in model.get_state().items()}
     arrays = dict(checkpoint.arrays)
     try:
-        k = int(arrays.pop("num_classes"))
-        prototypes = arrays.pop("prototypes")
-        state["prototypes"][:k] = prototypes
-        state["num_classes"] = np.asarray(k, np.int32)
-        state["learning_rate"] = arrays.pop("learning_rate").astype(np.float32)
-        if "step" in arrays:
-            state["step"] = arrays.pop("step").astype(state["step"].dtype)
+        k = int(arrays.pop(C.NUM_CLASSES))
+        prototypes = arrays.pop(C.PROTOTYPES)
+        state[C.PROTOTYPES][:k] = prototypes
+        state[C.NUM_CLASSES] = np.asarray(k, np.int32)
+        state[C.LEARNING_RATE] = arrays.pop(C.LEARNING_RATE).astype(np.float32)
+        if C.STEP in arrays:
+            state[C.STEP] = arrays.pop(C.STEP).astype(state[C.STEP].dtype)
         for layer in checkpoint.selection.layers:
             idx = np.asarray(checkpoint.selection.channels[layer], np.int64)
             for key in _layer_keys(state, layer, checkpoint.include_optimizer):
@@ -253,7 +254,7 @@ def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.
                 axis = _channel_axis(model, layer, key, target)
                 moved = np.moveaxis(target, axis, 0)
                 moved[idx] = np.moveaxis(arrays.pop(key), axis, 0)
-            state[f"{layer}_mask"][idx] = 1.0
+            state[layer + C.MASK_SUFFIX][idx] = 1.0
     except (KeyError, ValueError, IndexError, TypeError) as err:
         raise CheckpointError(f"checkpoint does not fit this model: {err!r}") from err
     if arrays:

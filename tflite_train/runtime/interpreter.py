@@ -14,10 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train import contract as C
 from tflite_train.runtime.integrity import check_model_bytes
-from tflite_train.runtime.metadata import read_metadata
+from tflite_train.runtime.metadata import read_metadata, read_signature_defs
 
 LOG = logging.getLogger(__name__)
+NO_INPUT = np.array(0, np.int32)
+"""Value of the contract's dummy input (``get_state``, ``reset_state``; CONTRACT.md)."""
 INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter", "tensorflow.lite.python.interpreter")
 
 
@@ -47,6 +50,11 @@ class TrainableModel:
       runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
       num_threads: Interpreter threads.
 
+    Raises:
+      ValueError: the file is not a trainable model, or its graph does not match its metadata
+        (``tflite_train.contract.ContractError``, naming the field, the metadata value and the graph
+        value); raised before the interpreter is built.
+
     ``train_step`` runs the shallowest depth-specific variant (metadata ``train_variants``) whose
     backward reaches the deepest selected layer, else the general ``train_step`` signature; the
     wrapper tracks the selection through ``set_selection``/``set_state``/``reset_state``.
@@ -61,31 +69,33 @@ class TrainableModel:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
         check_model_bytes(bytes(content), "model bytes" if isinstance(model, (bytes, bytearray)) else str(model))
         self.metadata: dict[str, Any] = read_metadata(content)
+        C.validate_graph(self.metadata, read_signature_defs(content))
         interpreter_cls, self.runtime = load_interpreter_class(runtime)
         self.interpreter = interpreter_cls(model_content=bytes(content), num_threads=num_threads)
         self._runners: dict[str, Any] = {}
-        inp = self.metadata["input"]
-        self.input_shape = (inp["height"], inp["width"], inp["channels"])
-        self.capacity = int(self.metadata["class_capacity"])
-        self.feature_dim = int(self.metadata["feature_dim"])
-        by_name = {layer["name"]: layer for layer in self.metadata["layers"]}
-        self.candidates: list[str] = list(self.metadata["candidates"])
-        self.candidate_channels = {name: int(by_name[name]["out_channels"]) for name in self.candidates}
+        inp = self.metadata[C.F_INPUT]
+        self.input_shape = (inp[C.F_HEIGHT], inp[C.F_WIDTH], inp[C.F_CHANNELS])
+        self.capacity = int(self.metadata[C.F_CLASS_CAPACITY])
+        self.feature_dim = int(self.metadata[C.F_FEATURE_DIM])
+        layers = self.metadata[C.F_LAYERS]
+        by_name = {layer[C.F_NAME]: layer for layer in layers}
+        self.candidates: list[str] = list(self.metadata[C.F_CANDIDATES])
+        self.candidate_channels = {name: int(by_name[name][C.F_OUT_CHANNELS]) for name in self.candidates}
         self.num_classes = 0
-        self._layer_index = {layer["name"]: int(layer["index"]) for layer in self.metadata["layers"]}
-        self._variants = sorted(((int(v["lowest_index"]), v["signature"]) for v in self.metadata.get("train_variants", [])),
-                                reverse=True)
+        self._layer_index = {layer[C.F_NAME]: int(layer[C.F_INDEX]) for layer in layers}
+        self._variants = sorted(((int(v[C.F_LOWEST_INDEX]), v[C.F_SIGNATURE])
+                                 for v in self.metadata.get(C.F_TRAIN_VARIANTS, [])), reverse=True)
         self._deepest_selected: int | None = None
 
     def train_signature(self) -> str:
         """The train signature for the current selection: the variant with the highest cut at or
         below the deepest selected layer, else ``train_step`` (also for an empty selection)."""
         if self._deepest_selected is None:
-            return "train_step"
+            return C.TRAIN_STEP
         for cut, name in self._variants:
             if cut <= self._deepest_selected:
                 return name
-        return "train_step"
+        return C.TRAIN_STEP
 
     def _track_selection(self, masks: Mapping[str, np.ndarray]) -> None:
         chosen = [self._layer_index[n] for n in self.candidates if np.any(np.asarray(masks[n]) > 0.5)]
@@ -99,12 +109,13 @@ class TrainableModel:
     def call(self, signature: str, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         """Runs a signature with no checks (outputs are copied); tracks the selection it sets."""
         out = self._runner(signature)(**inputs)
-        if signature == "set_selection":
-            parts = np.split(np.asarray(inputs["channel_mask"]), np.cumsum([self.candidate_channels[n] for n in self.candidates])[:-1])
+        if signature == C.SET_SELECTION:
+            parts = np.split(np.asarray(inputs[C.CHANNEL_MASK]),
+                             np.cumsum([self.candidate_channels[n] for n in self.candidates])[:-1])
             self._track_selection(dict(zip(self.candidates, parts)))
-        elif signature == "set_state":
-            self._track_selection({n: inputs[f"{n}_mask"] for n in self.candidates})
-        elif signature == "reset_state":
+        elif signature == C.SET_STATE:
+            self._track_selection({n: inputs[n + C.MASK_SUFFIX] for n in self.candidates})
+        elif signature == C.RESET_STATE:
             self._deepest_selected = None
         return {k: np.array(v) for k, v in out.items()}
 
@@ -131,17 +142,17 @@ class TrainableModel:
     # --------------------------------------------------------------- signatures
     def infer(self, images: np.ndarray) -> dict[str, np.ndarray]:
         """``embeddings`` [N, D] and ``logits`` [N, K_max]."""
-        return self.call("infer", images=self._images(images))
+        return self.call(C.INFER, **{C.IMAGES: self._images(images)})
 
     def fisher(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
         """Per-channel Fisher information Delta_o of every candidate layer (TinyTrain Eq. 1)."""
         images = self._images(images)
-        return self.call("fisher", images=images, labels=self._labels(labels, images.shape[0]))
+        return self.call(C.FISHER, **{C.IMAGES: images, C.LABELS: self._labels(labels, images.shape[0])})
 
     def train_step(self, images: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         """One optimizer step on the selected channels; returns loss and accuracy."""
         images = self._images(images)
-        out = self.call(self.train_signature(), images=images, labels=self._labels(labels, images.shape[0]))
+        out = self.call(self.train_signature(), **{C.IMAGES: images, C.LABELS: self._labels(labels, images.shape[0])})
         return {k: float(v) for k, v in out.items()}
 
     def set_head(self, prototypes: np.ndarray) -> None:
@@ -155,7 +166,7 @@ class TrainableModel:
             raise ValueError("prototypes must be finite")
         padded = np.zeros((self.capacity, self.feature_dim), np.float32)
         padded[: prototypes.shape[0]] = prototypes
-        self.call("set_head", prototypes=padded, num_classes=np.array(prototypes.shape[0], np.int32))
+        self.call(C.SET_HEAD, **{C.PROTOTYPES: padded, C.NUM_CLASSES: np.array(prototypes.shape[0], np.int32)})
         self.num_classes = prototypes.shape[0]
 
     def selection_mask(self, selection: Mapping[str, Any]) -> np.ndarray:
@@ -189,17 +200,17 @@ class TrainableModel:
             mask = selection.astype(np.float32)
         else:
             mask = self.selection_mask(selection)
-        self.call("set_selection", channel_mask=mask)
+        self.call(C.SET_SELECTION, **{C.CHANNEL_MASK: mask})
 
     def set_learning_rate(self, learning_rate: float) -> None:
         """Sets the learning rate variable."""
         if not isinstance(learning_rate, (int, float)) or not learning_rate > 0:
             raise ValueError(f"learning_rate must be a positive number; got {learning_rate!r}")
-        self.call("set_hparams", learning_rate=np.array(learning_rate, np.float32))
+        self.call(C.SET_HPARAMS, **{C.LEARNING_RATE: np.array(learning_rate, np.float32)})
 
     def get_state(self) -> dict[str, np.ndarray]:
         """All state variables by name."""
-        return self.call("get_state")
+        return self.call(C.GET_STATE, **{C.DUMMY: NO_INPUT})
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
         """Writes all state variables (the names of ``get_state``)."""
@@ -212,10 +223,10 @@ class TrainableModel:
             if value.shape != ref.shape:
                 raise ValueError(f"state[{name!r}] must have shape {ref.shape}; got {value.shape}")
             values[name] = value.astype(ref.dtype)
-        self.call("set_state", **values)
-        self.num_classes = int(values["num_classes"])
+        self.call(C.SET_STATE, **values)
+        self.num_classes = int(values[C.NUM_CLASSES])
 
     def reset_state(self) -> None:
         """Restores the exported initial state (zero optimizer slots, empty selection, no classes)."""
-        self.call("reset_state")
+        self.call(C.RESET_STATE, **{C.DUMMY: NO_INPUT})
         self.num_classes = 0

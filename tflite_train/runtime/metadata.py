@@ -17,10 +17,11 @@ import os
 import struct
 from typing import Any
 
+from tflite_train.contract import F_FORMAT, F_INPUTS, F_OUTPUTS, FORMAT, METADATA_NAME, SELFTEST_NAME
 from tflite_train.runtime.builtin_ops import BUILTIN_OPS, CUSTOM_CODE
 
-METADATA_NAME = "tflite_train"
-SELFTEST_NAME = "tflite_train_selftest"
+__all__ = ["METADATA_NAME", "SELFTEST_NAME", "OperatorCode", "read_metadata", "read_metadata_buffers",
+           "read_operator_codes", "read_signature_defs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,8 +174,9 @@ def read_metadata(model: str | os.PathLike | bytes) -> dict[str, Any]:
         meta = json.loads(entries[METADATA_NAME].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{METADATA_NAME!r} metadata is not UTF-8 JSON: {exc}") from exc
-    if meta.get("format") != "tflite-train":
-        raise ValueError(f"metadata format must be 'tflite-train'; got {meta.get('format')!r}")
+    if not isinstance(meta, dict) or meta.get(F_FORMAT) != FORMAT:
+        found = meta.get(F_FORMAT) if isinstance(meta, dict) else type(meta).__name__
+        raise ValueError(f"metadata field {F_FORMAT!r} must be {FORMAT!r}; got {found!r}")
     return meta
 
 
@@ -195,4 +197,54 @@ def read_operator_codes(model: str | os.PathLike | bytes) -> list[OperatorCode]:
         code = max(deprecated, builtin)
         custom = reader.string(op, 1)
         out.append(OperatorCode(code, BUILTIN_OPS.get(code, f"UNKNOWN_{code}"), version, custom))
+    return out
+
+
+TENSOR_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string", 6: "bool", 7: "int16",
+                9: "int8", 10: "float64"}
+"""Schema ``TensorType`` codes of the types a trainable model's signatures may use."""
+
+
+def read_signature_defs(model: str | os.PathLike | bytes) -> dict[str, dict[str, dict[str, tuple[tuple[int, ...], str]]]]:
+    """The graph's signatures as the file declares them, read without an interpreter.
+
+    Schema fields used: Model{signature_defs 7, subgraphs 2}; SignatureDef{inputs 0, outputs 1,
+    signature_key 2, subgraph_index 4}; TensorMap{name 0, tensor_index 1}; SubGraph{tensors 0};
+    Tensor{shape 0, type 1, shape_signature 7} (dynamic dims are -1 in ``shape_signature``).
+
+    Returns:
+      ``{signature: {"inputs": {name: (shape, dtype)}, "outputs": {...}}}``.
+
+    Raises:
+      ValueError: for a truncated or foreign file.
+    """
+    reader = _load(model)
+    root = _root(reader)
+    subgraphs = reader.table_vector(root, 2)
+    out = {}
+    for sig in reader.table_vector(root, 7):
+        key = reader.string(sig, 2)
+        pos = reader.field(sig, 4)
+        index = reader.u32(pos) if pos is not None else 0
+        if index >= len(subgraphs):
+            raise ValueError(f"signature {key!r} names subgraph {index} of {len(subgraphs)}")
+        tensors = reader.table_vector(subgraphs[index], 0)
+        entry = {}
+        for kind, field in ((F_INPUTS, 0), (F_OUTPUTS, 1)):
+            entry[kind] = {}
+            for item in reader.table_vector(sig, field):
+                name = reader.string(item, 0)
+                pos = reader.field(item, 1)
+                t = reader.u32(pos) if pos is not None else 0
+                if t >= len(tensors):
+                    raise ValueError(f"signature {key!r} {kind} {name!r} names tensor {t} of {len(tensors)}")
+                tensor = tensors[t]
+                start, n = reader.vector(tensor, 7)
+                if not start:
+                    start, n = reader.vector(tensor, 0)
+                shape = tuple(reader.i32(start + 4 * i) for i in range(n))
+                pos = reader.field(tensor, 1)
+                code = reader.i8(pos) if pos is not None else 0
+                entry[kind][name] = (shape, TENSOR_TYPES.get(code, f"type_{code}"))
+        out[key] = entry
     return out

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train import contract as C
 from tflite_train.data.augment import AugmentConfig
 from tflite_train.data.augment import augment as augment_images
 from tflite_train.runtime.interpreter import TrainableModel
@@ -225,7 +226,7 @@ def check_labelled_set(
     bad = ~np.isfinite(images).reshape(images.shape[0], -1).all(axis=1)
     if bad.any():
         raise ValueError(f"{name} images {np.flatnonzero(bad)[:10].tolist()} have NaN or infinite pixels")
-    low, high = model.metadata["input"].get("range", [0.0, 1.0])
+    low, high = model.metadata[C.F_INPUT].get(C.F_RANGE, [0.0, 1.0])
     if images.min() < low or images.max() > high:
         raise ValueError(f"{name} pixels must lie in [{low}, {high}]; got {images.min()}..{images.max()}")
     labels = np.asarray(labels)
@@ -243,7 +244,7 @@ def check_labelled_set(
 
 def embed(model: TrainableModel, images: np.ndarray, chunk_size: int = 32) -> np.ndarray:
     """``infer`` embeddings f32[N, D] in chunks of ``chunk_size``."""
-    return np.concatenate([model.infer(images[i:i + chunk_size])["embeddings"]
+    return np.concatenate([model.infer(images[i:i + chunk_size])[C.EMBEDDINGS]
                            for i in range(0, images.shape[0], chunk_size)])
 
 
@@ -278,7 +279,7 @@ def candidate_weights(model: TrainableModel, state: Mapping[str, np.ndarray] | N
     state = model.get_state() if state is None else state
     out = {}
     for name in model.candidates:
-        kernel = state[f"{name}_kernel"]
+        kernel = state[name + C.KERNEL_SUFFIX]
         out[name] = kernel[..., 0] if kernel.shape[-1] == 1 and kernel.shape[-2] == model.candidate_channels[name] else kernel
     return out
 
@@ -321,7 +322,7 @@ def adapt(
     check_metadata(model.metadata)
     images, labels = check_labelled_set(model, support_images, support_labels)
     table = layer_table(model.metadata)
-    optimizer = model.metadata["optimizer"]["name"]
+    optimizer = model.metadata[C.F_OPTIMIZER][C.F_NAME]
     selection_config = config.selection_config(optimizer)
     augment = default_augment() if augment is None else augment
     augment_config = config.augment if config.augment is not None else _default_augment_config()
@@ -358,11 +359,11 @@ def adapt(
                 for step, batch in enumerate(pseudo_query_batches(rng, images.shape[0], config.batch_size, steps)):
                     queries = np.asarray(augment(images[batch], rng, augment_config), dtype=np.float32)
                     out = model.train_step(queries, labels[batch])
-                    losses.append(out["loss"])
-                    accuracies.append(out["accuracy"])
-                    LOG.debug("step %d/%d loss %.4f accuracy %.3f", step + 1, steps, out["loss"], out["accuracy"])
+                    losses.append(out[C.LOSS])
+                    accuracies.append(out[C.ACCURACY])
+                    LOG.debug("step %d/%d loss %.4f accuracy %.3f", step + 1, steps, out[C.LOSS], out[C.ACCURACY])
                     bar.update(1)
-                    bar.set_postfix_str(f"epoch {step // per_epoch + 1} loss {out['loss']:.3f}")
+                    bar.set_postfix_str(f"epoch {step // per_epoch + 1} loss {out[C.LOSS]:.3f}")
     if losses and config.refresh_head:
         with timer.phase("head"):
             model.set_head(class_prototypes(embed(model, images, config.chunk_size), labels))
@@ -422,7 +423,7 @@ def class_logits(model: TrainableModel, images: np.ndarray, chunk_size: int = 64
     parts = []
     with progress("predicting", images.shape[0]) as bar:
         for i in range(0, images.shape[0], chunk_size):
-            parts.append(model.infer(images[i:i + chunk_size])["logits"][:, :model.num_classes])
+            parts.append(model.infer(images[i:i + chunk_size])[C.LOGITS][:, :model.num_classes])
             bar.update(parts[-1].shape[0])
     return np.concatenate(parts)
 

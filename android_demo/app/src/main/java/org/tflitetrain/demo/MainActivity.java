@@ -16,10 +16,7 @@ import android.widget.ProgressBar;
 import android.widget.TextView;
 import java.io.File;
 import java.io.FileInputStream;
-import java.io.FileOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
 import java.util.Locale;
@@ -32,9 +29,9 @@ import org.tflitetrain.core.adapt.AdaptationConfig;
 import org.tflitetrain.core.adapt.AdaptationDriver;
 import org.tflitetrain.core.adapt.AdaptationListener;
 import org.tflitetrain.core.adapt.AdaptationResult;
+import org.tflitetrain.core.adapt.Checkpoint;
 import org.tflitetrain.core.adapt.ConfiguredPolicy;
 import org.tflitetrain.core.adapt.SelectionPolicy;
-import org.tflitetrain.core.adapt.StateFile;
 import org.tflitetrain.core.adapt.Tensor;
 import org.tflitetrain.core.model.ModelMetadata;
 import org.tflitetrain.core.model.ModelMetadataException;
@@ -47,7 +44,8 @@ import org.tflitetrain.core.select.Budget;
 public final class MainActivity extends Activity {
   private static final String TAG = "TinyTrainDemo";
   private static final String MODEL_ASSET = "model.tflite";
-  private static final String STATE_FILE = "adapted_state.bin";
+  /** The shared checkpoint format (CONTRACT.md; Python's tflite_train.runtime.checkpoint reads it too). */
+  private static final String STATE_FILE = "adapted.ckpt";
   private static final int REQUEST_ADD_CAMERA = 1;
   private static final int REQUEST_ADD_GALLERY = 2;
   private static final int REQUEST_CLASSIFY_CAMERA = 3;
@@ -74,6 +72,7 @@ public final class MainActivity extends Activity {
   private TfliteSignatureRunner runner;
   private ModelMetadata metadata;
   private AdaptationDriver driver;
+  private volatile AdaptationResult lastResult;
   private SupportSet support;
   private int currentClass;
   private boolean busy;
@@ -140,7 +139,7 @@ public final class MainActivity extends Activity {
     try (AssetFileDescriptor fd = getAssets().openFd(MODEL_ASSET);
         FileInputStream in = new FileInputStream(fd.getFileDescriptor())) {
       MappedByteBuffer model = in.getChannel().map(FileChannel.MapMode.READ_ONLY, fd.getStartOffset(), fd.getDeclaredLength());
-      metadata = ModelMetadata.fromTflite(model);
+      metadata = ModelMetadata.load(model);
       runner = new TfliteSignatureRunner(model, Math.max(1, Runtime.getRuntime().availableProcessors() / 2));
       driver = new AdaptationDriver(metadata, runner);
       support = new SupportSet(metadata.input);
@@ -283,6 +282,7 @@ public final class MainActivity extends Activity {
             });
           }
         }, cancel::get);
+        lastResult = result;
         ui.post(() -> showResult(result));
       } catch (CancellationException err) {
         ui.post(() -> status.setText("cancelled; the model is partly adapted (reset or restore to undo)"));
@@ -347,16 +347,13 @@ public final class MainActivity extends Activity {
   private void saveState() {
     worker.execute(() -> {
       File target = stateFile();
-      File partial = new File(target.getPath() + ".partial");
       try {
-        Map<String, Tensor> state = driver.getState();
-        try (OutputStream out = new java.io.BufferedOutputStream(new FileOutputStream(partial))) {
-          StateFile.write(out, metadata.modelId, state);
+        AdaptationResult result = lastResult;
+        if (result == null) {
+          throw new IOException("adapt the model before saving a checkpoint");
         }
-        if (!partial.renameTo(target)) {
-          throw new IOException("cannot rename " + partial + " to " + target);
-        }
-        ui.post(() -> status.setText(String.format(Locale.US, "saved %d state tensors (%d bytes)", state.size(), target.length())));
+        driver.saveCheckpoint(target.toPath(), result.selection, result.policy, true);
+        ui.post(() -> status.setText(String.format(Locale.US, "saved checkpoint (%d bytes)", target.length())));
       } catch (Exception err) {
         Log.e(TAG, "save failed", err);
         ui.post(() -> status.setText("save failed: " + err));
@@ -366,11 +363,12 @@ public final class MainActivity extends Activity {
 
   private void restoreState() {
     worker.execute(() -> {
-      try (InputStream in = new java.io.BufferedInputStream(new FileInputStream(stateFile()))) {
-        Map<String, Tensor> state = StateFile.read(in, metadata.modelId);
-        driver.setState(state);
-        ui.post(() -> status.setText(String.format(Locale.US, "restored %d state tensors; %d classes",
-            state.size(), driver.numClasses())));
+      try {
+        File source = stateFile();
+        Checkpoint checkpoint = driver.restoreCheckpoint(java.nio.file.Files.readAllBytes(source.toPath()),
+            source.getPath());
+        ui.post(() -> status.setText(String.format(Locale.US, "restored checkpoint (%d layers); %d classes",
+            checkpoint.selection.size(), driver.numClasses())));
       } catch (Exception err) {
         Log.e(TAG, "restore failed", err);
         ui.post(() -> status.setText("restore failed: " + err));

@@ -10,6 +10,7 @@ import java.util.concurrent.CancellationException;
 import java.util.function.BooleanSupplier;
 import org.tflitetrain.core.cost.BackwardCost;
 import org.tflitetrain.core.cost.CostModel;
+import org.tflitetrain.core.model.Contract;
 import org.tflitetrain.core.model.ModelMetadata;
 
 /**
@@ -20,6 +21,8 @@ import org.tflitetrain.core.model.ModelMetadata;
  * <p>Not thread-safe: one adaptation or classification at a time per driver.
  */
 public final class AdaptationDriver {
+  /** Inputs of the signatures that need no argument: the contract's scalar dummy (CONTRACT.md). */
+  private static final Map<String, Tensor> NO_INPUT = Map.of(Contract.DUMMY, Tensor.scalar(0));
   private final ModelMetadata metadata;
   private final SignatureRunner runner;
   private int numClasses;
@@ -73,7 +76,7 @@ public final class AdaptationDriver {
     }
     if (config.resetFirst) {
       stage(listener, AdaptationListener.Stage.RESET, cancelled);
-      runner.run("reset_state", Map.of());
+      runner.run(Contract.RESET_STATE, NO_INPUT);
     }
     stage(listener, AdaptationListener.Stage.PROTOTYPES, cancelled);
     setPrototypes(images, labels, numClasses, config.evalBatchSize, cancelled);
@@ -90,9 +93,9 @@ public final class AdaptationDriver {
     BackwardCost cost = CostModel.backwardCostByName(metadata.table, selection.channelCounts(),
         metadata.optimizer.optimizer, trainBatch, true);
     float[] mask = selection.toMask(metadata);
-    runner.run("set_selection", Map.of("channel_mask", Tensor.ofFloats(new int[] {mask.length}, mask)));
+    runner.run(Contract.SET_SELECTION, Map.of(Contract.CHANNEL_MASK, Tensor.ofFloats(new int[] {mask.length}, mask)));
     if (!Float.isNaN(config.learningRate)) {
-      runner.run("set_hparams", Map.of("learning_rate", Tensor.scalar(config.learningRate)));
+      runner.run(Contract.SET_HPARAMS, Map.of(Contract.LEARNING_RATE, Tensor.scalar(config.learningRate)));
     }
 
     stage(listener, AdaptationListener.Stage.TRAINING, cancelled);
@@ -118,10 +121,10 @@ public final class AdaptationDriver {
           batch[i] = order[cursor++];
         }
       }
-      Map<String, Tensor> out = runner.run("train_step", Map.of(
-          "images", gather(images, batch), "labels", Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch))));
-      float loss = output(out, "train_step", "loss").floatValue();
-      float accuracy = output(out, "train_step", "accuracy").floatValue();
+      Map<String, Tensor> out = runner.run(Contract.TRAIN_STEP, Map.of(
+          Contract.IMAGES, gather(images, batch), Contract.LABELS, Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch))));
+      float loss = output(out, Contract.TRAIN_STEP, Contract.LOSS).floatValue();
+      float accuracy = output(out, Contract.TRAIN_STEP, Contract.ACCURACY).floatValue();
       losses.add(loss);
       accuracies.add(accuracy);
       listener.onStep(step, iterations, loss, accuracy);
@@ -148,11 +151,11 @@ public final class AdaptationDriver {
     for (int start = 0; start < n; start += batchSize) {
       checkCancelled(cancelled);
       int[] batch = range(start, Math.min(n, start + batchSize));
-      Map<String, Tensor> out = runner.run("fisher", Map.of(
-          "images", gather(images, batch), "labels", Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch))));
+      Map<String, Tensor> out = runner.run(Contract.FISHER, Map.of(
+          Contract.IMAGES, gather(images, batch), Contract.LABELS, Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch))));
       float weight = (float) batch.length / n;
       for (String name : metadata.candidates) {
-        float[] values = output(out, "fisher", name).floats();
+        float[] values = output(out, Contract.FISHER, name).floats();
         float[] sum = total.get(name);
         if (values.length != sum.length) {
           throw new IllegalStateException("fisher output " + name + " has " + values.length + " entries; expected " + sum.length);
@@ -167,7 +170,7 @@ public final class AdaptationDriver {
 
   /** Embeddings f32[N, D] from {@code infer}, in batches. */
   public float[][] embed(Tensor images, int batchSize, BooleanSupplier cancelled) throws Exception {
-    return inferAll(images, batchSize, cancelled, "embeddings", metadata.featureDim);
+    return inferAll(images, batchSize, cancelled, Contract.EMBEDDINGS, metadata.featureDim);
   }
 
   /**
@@ -179,7 +182,7 @@ public final class AdaptationDriver {
     if (numClasses == 0) {
       throw new IllegalStateException("no head yet: adapt or restore state before classifying");
     }
-    float[][] logits = inferAll(images, batchSize, () -> false, "logits", metadata.classCapacity);
+    float[][] logits = inferAll(images, batchSize, () -> false, Contract.LOGITS, metadata.classCapacity);
     float[][] out = new float[logits.length][];
     for (int i = 0; i < logits.length; i++) {
       out[i] = Arrays.copyOf(logits[i], numClasses);
@@ -200,7 +203,7 @@ public final class AdaptationDriver {
 
   /** All state tensors from {@code get_state}. */
   public Map<String, Tensor> getState() throws Exception {
-    return new LinkedHashMap<>(runner.run("get_state", Map.of()));
+    return new LinkedHashMap<>(runner.run(Contract.GET_STATE, NO_INPUT));
   }
 
   /**
@@ -208,16 +211,43 @@ public final class AdaptationDriver {
    * read back from the {@code num_classes} state tensor when present.
    */
   public void setState(Map<String, Tensor> state) throws Exception {
-    runner.run("set_state", state);
-    Tensor classes = state.get("num_classes");
+    runner.run(Contract.SET_STATE, state);
+    Tensor classes = state.get(Contract.NUM_CLASSES);
     if (classes != null && classes.dtype == Tensor.DType.INT32 && classes.size() == 1) {
       numClasses = classes.ints()[0];
     }
   }
 
+  /**
+   * The checkpoint (the format Python's {@code tflite_train.runtime.checkpoint} reads and writes) of the
+   * current adapted state under {@code selection}.
+   */
+  public byte[] checkpoint(Selection selection, String policy, boolean includeOptimizer, List<String> classNames)
+      throws Exception {
+    return Checkpoint.encode(metadata, getState(), selection, policy, includeOptimizer, classNames);
+  }
+
+  /** Saves {@link #checkpoint} to {@code path} atomically. */
+  public void saveCheckpoint(java.nio.file.Path path, Selection selection, String policy, boolean includeOptimizer)
+      throws Exception {
+    Checkpoint.writeAtomic(path, checkpoint(selection, policy, includeOptimizer, List.of()));
+  }
+
+  /**
+   * Restores a checkpoint (written by Java or Python): reset_state, then set_state with its head, slices
+   * and selection mask. A checkpoint of another model is refused before anything changes.
+   */
+  public Checkpoint restoreCheckpoint(byte[] data, String source) throws Exception {
+    Checkpoint checkpoint = Checkpoint.decode(data, source);
+    checkpoint.requireModel(metadata);
+    resetState();
+    setState(checkpoint.restore(metadata, getState()));
+    return checkpoint;
+  }
+
   /** Restores the exported initial state (empty head and selection). */
   public void resetState() throws Exception {
-    runner.run("reset_state", Map.of());
+    runner.run(Contract.RESET_STATE, NO_INPUT);
     numClasses = 0;
   }
 
@@ -239,8 +269,8 @@ public final class AdaptationDriver {
       }
     }
     checkCancelled(cancelled);
-    runner.run("set_head", Map.of("prototypes", Tensor.ofFloats(new int[] {metadata.classCapacity, d}, prototypes),
-        "num_classes", Tensor.scalar(classes)));
+    runner.run(Contract.SET_HEAD, Map.of(Contract.PROTOTYPES, Tensor.ofFloats(new int[] {metadata.classCapacity, d}, prototypes),
+        Contract.NUM_CLASSES, Tensor.scalar(classes)));
     numClasses = classes;
   }
 
@@ -254,7 +284,7 @@ public final class AdaptationDriver {
     for (int start = 0; start < n; start += batchSize) {
       checkCancelled(cancelled);
       int[] batch = range(start, Math.min(n, start + batchSize));
-      float[] flat = output(runner.run("infer", Map.of("images", gather(images, batch))), "infer", key).floats();
+      float[] flat = output(runner.run(Contract.INFER, Map.of(Contract.IMAGES, gather(images, batch))), Contract.INFER, key).floats();
       if (flat.length != batch.length * width) {
         throw new IllegalStateException("infer output " + key + " has " + flat.length + " values; expected "
             + batch.length + " x " + width);

@@ -5,6 +5,7 @@ import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -50,25 +51,25 @@ public final class ModelMetadata {
 
   private ModelMetadata(JsonFields root, Map<String, Object> raw) throws ModelMetadataException {
     this.raw = raw;
-    String format = root.string("format");
+    String format = root.string(Contract.F_FORMAT);
     if (!FORMAT.equals(format)) {
       throw new ModelMetadataException("format must be \"" + FORMAT + "\"; got \"" + format + "\"");
     }
-    long version = root.integer("format_version");
+    long version = root.integer(Contract.F_FORMAT_VERSION);
     if (version != FORMAT_VERSION) {
       throw new ModelMetadataException("unsupported format_version " + version + "; this app reads version "
           + FORMAT_VERSION + " (re-export the model or update the app)");
     }
     formatVersion = (int) version;
-    backbone = root.string("backbone");
-    modelId = root.string("model_id");
+    backbone = root.string(Contract.F_BACKBONE);
+    modelId = root.string(Contract.F_MODEL_ID);
     if (modelId.isEmpty()) {
       throw new ModelMetadataException("model_id must not be empty");
     }
-    input = parseInput(root.object("input"));
-    featureDim = root.integer("feature_dim", 1, Integer.MAX_VALUE);
-    classCapacity = root.integer("class_capacity", 2, Integer.MAX_VALUE);
-    JsonFields head = root.object("head");
+    input = parseInput(root.object(Contract.F_INPUT));
+    featureDim = root.integer(Contract.F_FEATURE_DIM, 1, Integer.MAX_VALUE);
+    classCapacity = root.integer(Contract.F_CLASS_CAPACITY, 2, Integer.MAX_VALUE);
+    JsonFields head = root.object(Contract.F_HEAD);
     headType = head.string("type");
     if (!"cosine_prototype".equals(headType)) {
       throw new ModelMetadataException("head.type must be \"cosine_prototype\"; got \"" + headType + "\"");
@@ -77,9 +78,9 @@ public final class ModelMetadata {
     if (!(headScale > 0)) {
       throw new ModelMetadataException("head.scale must be > 0; got " + headScale);
     }
-    optimizer = parseOptimizer(root.object("optimizer"));
+    optimizer = parseOptimizer(root.object(Contract.F_OPTIMIZER));
 
-    List<Object> layerList = root.array("layers");
+    List<Object> layerList = root.array(Contract.F_LAYERS);
     if (layerList.isEmpty()) {
       throw new ModelMetadataException("layers must not be empty");
     }
@@ -97,7 +98,7 @@ public final class ModelMetadata {
     }
     layers = Collections.unmodifiableList(parsedLayers);
 
-    List<Object> candidateList = root.array("candidates");
+    List<Object> candidateList = root.array(Contract.F_CANDIDATES);
     if (candidateList.isEmpty()) {
       throw new ModelMetadataException("candidates must not be empty");
     }
@@ -171,6 +172,120 @@ public final class ModelMetadata {
   /** Reads the {@code "tflite_train"} metadata entry straight from a {@code .tflite} file's bytes. */
   public static ModelMetadata fromTflite(ByteBuffer model) throws ModelMetadataException {
     return parse(TfliteMetadataReader.read(model, METADATA_NAME));
+  }
+
+  /**
+   * Reads the metadata of a {@code .tflite} file and checks it against the file's graph
+   * ({@link #validateGraph}): nothing runs on a file whose metadata lies.
+   *
+   * @throws ModelMetadataException naming the field, the metadata value and the graph value
+   */
+  public static ModelMetadata load(ByteBuffer model) throws ModelMetadataException {
+    ModelMetadata metadata = fromTflite(model);
+    metadata.validateGraph(TfliteMetadataReader.signatures(model));
+    return metadata;
+  }
+
+  /**
+   * Checks that the graph's signatures match this metadata (Python {@code tflite_train.contract.validate_graph}):
+   * every contract signature (and train variant) exists with the declared inputs and outputs and at least one
+   * input; class_capacity and feature_dim = set_head's prototypes [K, D]; input height/width/channels/dtype =
+   * infer's images; every candidate layer has its state variables (get_state outputs) and a fisher output of
+   * out_channels entries; the set_selection mask has the candidates' channels.
+   *
+   * @throws ModelMetadataException one line naming the field, the metadata value and the graph value
+   */
+  public void validateGraph(Map<String, GraphSignature> graph) throws ModelMetadataException {
+    Object declaredObject = raw.get(Contract.F_SIGNATURES);
+    if (!(declaredObject instanceof Map)) {
+      throw new ModelMetadataException("missing key " + Contract.F_SIGNATURES);
+    }
+    Map<?, ?> declared = (Map<?, ?>) declaredObject;
+    List<String> names = new ArrayList<>(Contract.SIGNATURES);
+    Object variants = raw.get(Contract.F_TRAIN_VARIANTS);
+    if (variants instanceof List) {
+      for (Object v : (List<?>) variants) {
+        if (v instanceof Map && ((Map<?, ?>) v).get(Contract.F_SIGNATURE) instanceof String) {
+          names.add((String) ((Map<?, ?>) v).get(Contract.F_SIGNATURE));
+        }
+      }
+    }
+    for (String name : names) {
+      Object sig = declared.get(name);
+      if (!(sig instanceof Map)) {
+        throw new ModelMetadataException("metadata field " + Contract.F_SIGNATURES + " lacks the contract signature "
+            + name);
+      }
+      GraphSignature g = graph.get(name);
+      if (g == null) {
+        throw lie(Contract.F_SIGNATURES + "." + name, "present", "no such signature (has " + graph.keySet() + ")");
+      }
+      for (String kind : List.of(Contract.F_INPUTS, Contract.F_OUTPUTS)) {
+        Object list = ((Map<?, ?>) sig).get(kind);
+        List<String> meta = new ArrayList<>();
+        if (list instanceof List) {
+          for (Object item : (List<?>) list) {
+            meta.add(String.valueOf(item));
+          }
+        }
+        List<String> actual = new ArrayList<>((kind.equals(Contract.F_INPUTS) ? g.inputs : g.outputs).keySet());
+        Collections.sort(meta);
+        Collections.sort(actual);
+        if (!meta.equals(actual)) {
+          throw lie(Contract.F_SIGNATURES + "." + name + "." + kind, meta, actual);
+        }
+      }
+      if (g.inputs.isEmpty()) {
+        throw new ModelMetadataException("signature " + name + " takes no input; the contract requires one (CONTRACT.md)");
+      }
+    }
+    int[] protos = graph.get(Contract.SET_HEAD).inputs.get(Contract.PROTOTYPES).shape();
+    if (protos[0] != classCapacity) {
+      throw lie("class_capacity", classCapacity, protos[0]);
+    }
+    if (protos[1] != featureDim) {
+      throw lie("feature_dim", featureDim, protos[1]);
+    }
+    GraphSignature.TensorInfo images = graph.get(Contract.INFER).inputs.get(Contract.IMAGES);
+    int[] shape = images.shape();
+    int[] meta = {input.height, input.width, input.channels};
+    String[] keys = {"height", "width", "channels"};
+    for (int axis = 0; axis < 3; axis++) {
+      if (shape.length != 4 || shape[axis + 1] != meta[axis]) {
+        throw lie("input." + keys[axis], meta[axis], Arrays.toString(shape));
+      }
+    }
+    if (!input.dtype.equals(images.dtype)) {
+      throw lie("input.dtype", input.dtype, images.dtype);
+    }
+    Map<String, GraphSignature.TensorInfo> state = graph.get(Contract.GET_STATE).outputs;
+    Map<String, GraphSignature.TensorInfo> fisher = graph.get(Contract.FISHER).outputs;
+    int total = 0;
+    for (String layer : candidates) {
+      for (String variable : Contract.layerState(layer, optimizer.optimizer.wireName)) {
+        if (!state.containsKey(variable)) {
+          throw lie("candidates[" + layer + "]", "state variable " + variable, "no such get_state output");
+        }
+      }
+      GraphSignature.TensorInfo out = fisher.get(layer);
+      if (out == null) {
+        throw lie("candidates[" + layer + "]", "a fisher output", "none");
+      }
+      int channels = candidate(layer).outChannels;
+      if (!Arrays.equals(out.shape(), new int[] {channels})) {
+        throw lie("layers[" + layer + "].out_channels", channels, Arrays.toString(out.shape()));
+      }
+      total += channels;
+    }
+    int[] mask = graph.get(Contract.SET_SELECTION).inputs.get(Contract.CHANNEL_MASK).shape();
+    if (mask.length != 1 || mask[0] != total) {
+      throw lie("candidates (sum of out_channels)", total, Arrays.toString(mask));
+    }
+  }
+
+  private static ModelMetadataException lie(String field, Object metadataValue, Object graphValue) {
+    return new ModelMetadataException("model file lies: metadata " + field + " = " + metadataValue
+        + " but the graph has " + graphValue);
   }
 
   /** Length S of the {@code set_selection} channel mask. */

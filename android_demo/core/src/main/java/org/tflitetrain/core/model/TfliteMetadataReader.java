@@ -4,7 +4,9 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * Reads named entries of a {@code .tflite} flatbuffer's {@code Model.metadata} list, without the
@@ -17,7 +19,9 @@ import java.util.List;
  * TFLite schema: Model fields version(0), operator_codes(1), subgraphs(2), description(3), buffers(4),
  * metadata_buffer(5), metadata(6), signature_defs(7); Metadata name(0) string, buffer(1) u32 index into
  * buffers; Buffer data(0) [ubyte], offset(1) u64, size(2) u64 — when offset > 1 the bytes live outside
- * the flatbuffer at that absolute file offset (the large-model layout).
+ * the flatbuffer at that absolute file offset (the large-model layout). SignatureDef inputs(0),
+ * outputs(1) [TensorMap{name(0), tensor_index(1)}], signature_key(2), subgraph_index(4); SubGraph
+ * tensors(0); Tensor shape(0) [int], type(1) byte, shape_signature(7) [int].
  */
 public final class TfliteMetadataReader {
   private static final int MODEL_BUFFERS = 4;
@@ -27,6 +31,10 @@ public final class TfliteMetadataReader {
   private static final int BUFFER_DATA = 0;
   private static final int BUFFER_OFFSET = 1;
   private static final int BUFFER_SIZE = 2;
+  private static final int MODEL_SUBGRAPHS = 2;
+  private static final int MODEL_SIGNATURE_DEFS = 7;
+  private static final String[] TENSOR_TYPES = {"float32", "float16", "int32", "uint8", "int64", "string", "bool",
+      "int16", "complex64", "int8", "float64"};
 
   private final ByteBuffer buf;
 
@@ -66,6 +74,62 @@ public final class TfliteMetadataReader {
     } catch (IndexOutOfBoundsException | IllegalArgumentException err) {
       throw new ModelMetadataException("not a valid .tflite flatbuffer (truncated or corrupt): " + err.getMessage(), err);
     }
+  }
+
+  /**
+   * The graph's signatures ({@code SignatureDef}s) by key, with each input's and output's dtype and
+   * shape signature.
+   *
+   * @throws ModelMetadataException for a truncated or foreign file
+   */
+  public static Map<String, GraphSignature> signatures(ByteBuffer model) throws ModelMetadataException {
+    TfliteMetadataReader reader = new TfliteMetadataReader(model);
+    try {
+      int root = reader.root();
+      List<Integer> subgraphs = reader.tableVector(root, MODEL_SUBGRAPHS);
+      Map<String, GraphSignature> out = new LinkedHashMap<>();
+      for (int sig : reader.tableVector(root, MODEL_SIGNATURE_DEFS)) {
+        String key = reader.string(sig, 2);
+        long index = reader.u32Field(sig, 4);
+        if (index >= subgraphs.size()) {
+          throw new ModelMetadataException("signature \"" + key + "\" names subgraph " + index + " of "
+              + subgraphs.size());
+        }
+        List<Integer> tensors = reader.tableVector(subgraphs.get((int) index), 0);
+        out.put(key, new GraphSignature(key, reader.tensorMap(sig, 0, tensors, key),
+            reader.tensorMap(sig, 1, tensors, key)));
+      }
+      return out;
+    } catch (IndexOutOfBoundsException | IllegalArgumentException err) {
+      throw new ModelMetadataException("not a valid .tflite flatbuffer (truncated or corrupt): " + err.getMessage(), err);
+    }
+  }
+
+  private Map<String, GraphSignature.TensorInfo> tensorMap(int sig, int field, List<Integer> tensors, String key)
+      throws ModelMetadataException {
+    Map<String, GraphSignature.TensorInfo> out = new LinkedHashMap<>();
+    for (int item : tableVector(sig, field)) {
+      String name = string(item, 0);
+      long t = u32Field(item, 1);
+      if (t >= tensors.size()) {
+        throw new ModelMetadataException("signature \"" + key + "\" tensor " + name + " names tensor " + t + " of "
+            + tensors.size());
+      }
+      int tensor = tensors.get((int) t);
+      int[] vec = vector(tensor, 7);
+      if (vec[1] < 0) {
+        vec = vector(tensor, 0);
+      }
+      int[] shape = new int[Math.max(vec[1], 0)];
+      for (int i = 0; i < shape.length; i++) {
+        shape[i] = buf.getInt(vec[0] + 4 * i);
+      }
+      int at = field(tensor, 1);
+      int code = at < 0 ? 0 : buf.get(at);
+      String dtype = code >= 0 && code < TENSOR_TYPES.length ? TENSOR_TYPES[code] : "type_" + code;
+      out.put(name, new GraphSignature.TensorInfo(dtype, shape));
+    }
+    return out;
   }
 
   private List<String> names(int root) {

@@ -24,7 +24,11 @@ import org.tflitetrain.core.select.OnEmpty;
 import org.tflitetrain.core.select.PolicyKind;
 
 public class AdaptationDriverTest {
-  /** Records every call; infer returns embeddings = (first pixel value, label-free constant) per image. */
+  /**
+   * Records every call; infer returns embeddings = (first pixel value, label-free constant) per image.
+   * Always wrapped in a {@link ContractRunner} ({@link #checked}), so every call the driver makes passes
+   * the real TFLite Java API's preconditions.
+   */
   static final class FakeRunner implements SignatureRunner {
     final ModelMetadata m;
     final List<String> calls = new ArrayList<>();
@@ -68,11 +72,14 @@ public class AdaptationDriverTest {
           out.put("loss", Tensor.scalar(1.0f / calls.size()));
           out.put("accuracy", Tensor.scalar(0.5f));
           break;
-        case "get_state":
-          out.put("num_classes", Tensor.scalar(3));
-          out.put("w", Tensor.ofFloats(new int[] {2, 2}, new float[] {1, 2, 3, 4}));
-          out.put("step", Tensor.ofLongs(new int[0], new long[] {7}));
+        case "get_state": {
+          float value = 0;
+          for (Object name : (List<?>) m.raw.get("state")) {
+            out.put((String) name, name.equals("num_classes") ? Tensor.scalar(3)
+                : Tensor.ofFloats(new int[] {2}, new float[] {value++, -value}));
+          }
           break;
+        }
         default:
           out.put("ok", Tensor.scalar(1));
       }
@@ -80,8 +87,17 @@ public class AdaptationDriverTest {
     }
   }
 
+  /** {@code fake} behind the contract's preconditions for the golden metadata. */
+  static ContractRunner checked(FakeRunner fake) {
+    return new ContractRunner(ContractRunner.fromMetadata(fake.m), fake);
+  }
+
+  static String metadataText() {
+    return Resources.text("/golden/metadata_tiny_32.json");
+  }
+
   static ModelMetadata metadata() throws Exception {
-    return ModelMetadata.parse(Resources.text("/golden/metadata_tiny_32.json"));
+    return ModelMetadata.parse(metadataText());
   }
 
   /** n images whose every pixel equals the image index. */
@@ -98,7 +114,7 @@ public class AdaptationDriverTest {
   public void callsSignaturesInOrderWithTheMask() throws Exception {
     ModelMetadata m = metadata();
     FakeRunner runner = new FakeRunner(m);
-    AdaptationDriver driver = new AdaptationDriver(m, runner);
+    AdaptationDriver driver = new AdaptationDriver(m, checked(runner));
     String layer = m.candidates.get(1);
     Selection chosen = new Selection(m, Map.of(layer, new int[] {3, 0}));
     List<AdaptationListener.Stage> stages = new ArrayList<>();
@@ -159,7 +175,7 @@ public class AdaptationDriverTest {
   @Test
   public void fisherCombinesBatchesBySampleWeight() throws Exception {
     ModelMetadata m = metadata();
-    AdaptationDriver driver = new AdaptationDriver(m, new FakeRunner(m));
+    AdaptationDriver driver = new AdaptationDriver(m, checked(new FakeRunner(m)));
     // Batches of 4 and 2 return 4 and 2: weighted mean = (4*4 + 2*2) / 6.
     FisherScores scores = driver.fisher(images(m, 6), new int[6], 4, () -> false);
     assertEquals(20f / 6, scores.layer(m.candidates.get(0))[0], 1e-6);
@@ -169,7 +185,7 @@ public class AdaptationDriverTest {
   public void classifiesWithActiveClassesOnly() throws Exception {
     ModelMetadata m = metadata();
     FakeRunner runner = new FakeRunner(m);
-    AdaptationDriver driver = new AdaptationDriver(m, runner);
+    AdaptationDriver driver = new AdaptationDriver(m, checked(runner));
     assertThrows(IllegalStateException.class, () -> driver.classify(images(m, 1), 4));
     driver.adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2, ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN),
         new AdaptationConfig.Builder().iterations(1).build(), AdaptationListener.NONE, () -> false);
@@ -184,7 +200,7 @@ public class AdaptationDriverTest {
   public void allCandidatesMaskIsAllOnes() throws Exception {
     ModelMetadata m = metadata();
     FakeRunner runner = new FakeRunner(m);
-    new AdaptationDriver(m, runner).adapt(images(m, 2), new int[] {0, 1}, 2, ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN),
+    new AdaptationDriver(m, checked(runner)).adapt(images(m, 2), new int[] {0, 1}, 2, ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN),
         new AdaptationConfig.Builder().iterations(0).resetFirst(false).refreshPrototypes(false).build(),
         AdaptationListener.NONE, () -> false);
     assertEquals(List.of("infer", "set_head", "fisher", "set_selection"), runner.calls);
@@ -197,7 +213,7 @@ public class AdaptationDriverTest {
   public void cancellationStopsBeforeTheNextCall() throws Exception {
     ModelMetadata m = metadata();
     FakeRunner runner = new FakeRunner(m);
-    AdaptationDriver driver = new AdaptationDriver(m, runner);
+    AdaptationDriver driver = new AdaptationDriver(m, checked(runner));
     assertThrows(CancellationException.class, () -> driver.adapt(images(m, 2), new int[] {0, 1}, 2,
         ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN), new AdaptationConfig.Builder().iterations(50).build(), AdaptationListener.NONE,
         () -> runner.calls.contains("train_step")));
@@ -207,7 +223,7 @@ public class AdaptationDriverTest {
   @Test
   public void rejectsBadSupportSets() throws Exception {
     ModelMetadata m = metadata();
-    AdaptationDriver driver = new AdaptationDriver(m, new FakeRunner(m));
+    AdaptationDriver driver = new AdaptationDriver(m, checked(new FakeRunner(m)));
     AdaptationConfig config = new AdaptationConfig.Builder().build();
     SelectionPolicy policy = ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN);
     assertThrows(IllegalArgumentException.class, () -> driver.adapt(images(m, 2), new int[] {0, 0}, 2, policy,
@@ -227,7 +243,7 @@ public class AdaptationDriverTest {
   public void stateRoundTripsThroughAFile() throws Exception {
     ModelMetadata m = metadata();
     FakeRunner runner = new FakeRunner(m);
-    AdaptationDriver driver = new AdaptationDriver(m, runner);
+    AdaptationDriver driver = new AdaptationDriver(m, checked(runner));
     Map<String, Tensor> state = driver.getState();
     ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     StateFile.write(bytes, m.modelId, state);
@@ -249,7 +265,7 @@ public class AdaptationDriverTest {
   public void tinyTrainPolicyPicksTopFisherChannelsOfEveryLayerUnderAnUnlimitedBudget() throws Exception {
     ModelMetadata m = metadata();
     FakeRunner runner = new FakeRunner(m);
-    AdaptationResult result = new AdaptationDriver(m, runner).adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2,
+    AdaptationResult result = new AdaptationDriver(m, checked(runner)).adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2,
         ConfiguredPolicy.tinyTrain(), new AdaptationConfig.Builder().iterations(2).build(), AdaptationListener.NONE,
         () -> false);
     // Unlimited budget: greedy keeps every candidate; the fake Fisher is non-zero only in channel 0, so the
@@ -274,7 +290,7 @@ public class AdaptationDriverTest {
     ModelMetadata m = metadata();
     FakeRunner runner = new FakeRunner(m);
     AdaptationConfig config = new AdaptationConfig.Builder().iterations(5).budget(Budget.of(1, 0)).build();
-    AdaptationResult result = new AdaptationDriver(m, runner).adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2,
+    AdaptationResult result = new AdaptationDriver(m, checked(runner)).adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2,
         ConfiguredPolicy.tinyTrain(), config, AdaptationListener.NONE, () -> false);
     assertTrue(result.selection.isEmpty());
     assertTrue(result.losses.isEmpty());
@@ -282,7 +298,7 @@ public class AdaptationDriverTest {
     float[] mask = runner.inputs.get(runner.calls.indexOf("set_selection")).get("channel_mask").floats();
     assertArrayEquals(new float[m.maskLength()], mask, 0f);
 
-    assertThrows(BudgetException.class, () -> new AdaptationDriver(m, new FakeRunner(m)).adapt(images(m, 4),
+    assertThrows(BudgetException.class, () -> new AdaptationDriver(m, checked(new FakeRunner(m))).adapt(images(m, 4),
         new int[] {0, 1, 0, 1}, 2, ConfiguredPolicy.tinyTrain(0.5, Criterion.TINYTRAIN, OnEmpty.RAISE), config,
         AdaptationListener.NONE, () -> false));
   }

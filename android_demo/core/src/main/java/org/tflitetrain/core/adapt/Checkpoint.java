@@ -1,0 +1,423 @@
+package org.tflitetrain.core.adapt;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.tflitetrain.core.json.Json;
+import org.tflitetrain.core.model.Contract;
+import org.tflitetrain.core.model.ModelMetadata;
+
+/**
+ * The checkpoint file shared with Python ({@code tflite_train/runtime/checkpoint.py}, CONTRACT.md):
+ * little-endian magic "TFLTCKPT", u32 version 1, u32 header length, UTF-8 JSON header (format, format_version,
+ * model_id, selection, include_optimizer, class_names, arrays [{name, dtype, shape, offset, nbytes}],
+ * payload_bytes), the arrays' C-order bytes, then the sha256 of everything before it.
+ *
+ * <p>Arrays: {@code prototypes} [k, D], {@code num_classes}, {@code learning_rate}; per selected layer the
+ * selected output channels of its kernel (depthwise [k, k, C, 1]: axis 2, else the last axis) and bias; with
+ * the optimizer, the same slices of the slots and {@code step}. Restoring = the exported state + these slices
+ * + the selection mask, only for the model whose {@code model_id} the file names.
+ */
+public final class Checkpoint {
+  public static final String FORMAT = "tflite-train-checkpoint";
+  public static final int VERSION = 1;
+  private static final byte[] MAGIC = "TFLTCKPT".getBytes(StandardCharsets.US_ASCII);
+  private static final String SELECTION_FORMAT = "tflite-train-selection";
+  private static final int PREFIX = 16;
+  private static final int DIGEST = 32;
+
+  public final String modelId;
+  public final Map<String, int[]> selection;
+  public final String policy;
+  public final boolean includeOptimizer;
+  public final Map<String, Tensor> arrays;
+  public final List<String> classNames;
+
+  private Checkpoint(String modelId, Map<String, int[]> selection, String policy, boolean includeOptimizer,
+      Map<String, Tensor> arrays, List<String> classNames) {
+    this.modelId = modelId;
+    this.selection = selection;
+    this.policy = policy;
+    this.includeOptimizer = includeOptimizer;
+    this.arrays = arrays;
+    this.classNames = classNames;
+  }
+
+  /** The checkpoint bytes of an adapted {@code state} (from {@code get_state}) under {@code selection}. */
+  public static byte[] encode(ModelMetadata m, Map<String, Tensor> state, Selection selection, String policy,
+      boolean includeOptimizer, List<String> classNames) {
+    Tensor classes = require(state, Contract.NUM_CLASSES);
+    int k = classes.ints()[0];
+    if (k < 1) {
+      throw new IllegalStateException("the model has no head (num_classes is 0): adapt it before saving a checkpoint");
+    }
+    if (!classNames.isEmpty() && classNames.size() != k) {
+      throw new IllegalArgumentException("classNames must name " + k + " classes; got " + classNames.size());
+    }
+    Map<String, Tensor> arrays = new TreeMap<>();
+    Tensor prototypes = require(state, Contract.PROTOTYPES);
+    arrays.put(Contract.PROTOTYPES, take(prototypes, 0, range(k)));
+    arrays.put(Contract.NUM_CLASSES, classes);
+    arrays.put(Contract.LEARNING_RATE, require(state, Contract.LEARNING_RATE));
+    Map<String, int[]> channels = sortedSelection(m, selection);
+    for (Map.Entry<String, int[]> entry : channels.entrySet()) {
+      for (String key : layerKeys(state, entry.getKey(), includeOptimizer)) {
+        Tensor value = require(state, key);
+        arrays.put(key, take(value, channelAxis(m, entry.getKey(), value), entry.getValue()));
+      }
+    }
+    if (includeOptimizer) {
+      arrays.put("step", require(state, "step"));
+    }
+    StringBuilder entries = new StringBuilder();
+    List<byte[]> payload = new ArrayList<>();
+    int offset = 0;
+    for (Map.Entry<String, Tensor> entry : arrays.entrySet()) {
+      byte[] data = bytes(entry.getValue());
+      entries.append(entries.length() == 0 ? "" : ", ").append("{\"name\": ").append(quote(entry.getKey()))
+          .append(", \"dtype\": ").append(quote(entry.getValue().dtype == Tensor.DType.INT32 ? "int32" : "float32"))
+          .append(", \"shape\": ").append(ints(entry.getValue().shape())).append(", \"offset\": ").append(offset)
+          .append(", \"nbytes\": ").append(data.length).append('}');
+      payload.add(data);
+      offset += data.length;
+    }
+    StringBuilder sel = new StringBuilder("{\"channels\": {");
+    StringBuilder layers = new StringBuilder("[");
+    for (Map.Entry<String, int[]> entry : channels.entrySet()) {
+      boolean first = layers.length() == 1;
+      sel.append(first ? "" : ", ").append(quote(entry.getKey())).append(": ").append(ints(entry.getValue()));
+      layers.append(first ? "" : ", ").append(quote(entry.getKey()));
+    }
+    sel.append("}, \"format\": ").append(quote(SELECTION_FORMAT)).append(", \"format_version\": 1, \"layers\": ")
+        .append(layers).append("], \"policy\": ").append(quote(policy)).append('}');
+    StringBuilder names = new StringBuilder("[");
+    for (String name : classNames) {
+      names.append(names.length() == 1 ? "" : ", ").append(quote(name));
+    }
+    String header = "{\"arrays\": [" + entries + "], \"class_names\": " + names + "], \"format\": " + quote(FORMAT)
+        + ", \"format_version\": " + VERSION + ", \"include_optimizer\": " + includeOptimizer + ", \"model_id\": "
+        + quote(m.modelId) + ", \"payload_bytes\": " + offset + ", \"selection\": " + sel + "}";
+    byte[] head = header.getBytes(StandardCharsets.UTF_8);
+    ByteBuffer body = ByteBuffer.allocate(PREFIX + head.length + offset + DIGEST).order(ByteOrder.LITTLE_ENDIAN);
+    body.put(MAGIC).putInt(VERSION).putInt(head.length).put(head);
+    for (byte[] data : payload) {
+      body.put(data);
+    }
+    byte[] out = body.array();
+    System.arraycopy(sha256(out, out.length - DIGEST), 0, out, out.length - DIGEST, DIGEST);
+    return out;
+  }
+
+  /**
+   * Parses and verifies checkpoint bytes.
+   *
+   * @throws IOException wrong magic, format or version, truncated, checksum mismatch, malformed header
+   */
+  public static Checkpoint decode(byte[] data, String source) throws IOException {
+    if (data.length < PREFIX + DIGEST) {
+      throw new IOException(source + ": truncated checkpoint (" + data.length + " bytes)");
+    }
+    ByteBuffer buf = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
+    if (!Arrays.equals(Arrays.copyOf(data, MAGIC.length), MAGIC)) {
+      throw new IOException(source + ": not a tflite-train checkpoint (bad magic)");
+    }
+    int version = buf.getInt(8);
+    if (version != VERSION) {
+      throw new IOException(source + ": checkpoint format version " + version + "; this reader supports " + VERSION);
+    }
+    if (!Arrays.equals(sha256(data, data.length - DIGEST), Arrays.copyOfRange(data, data.length - DIGEST, data.length))) {
+      throw new IOException(source + ": checkpoint is corrupt or truncated (sha256 mismatch)");
+    }
+    int headerLength = buf.getInt(12);
+    try {
+      Map<?, ?> header = (Map<?, ?>) Json.parse(new String(data, PREFIX, headerLength, StandardCharsets.UTF_8));
+      if (!FORMAT.equals(header.get("format")) || ((Number) header.get("format_version")).intValue() != VERSION) {
+        throw new IOException(source + ": header format " + header.get("format") + " v" + header.get("format_version"));
+      }
+      int start = PREFIX + headerLength;
+      int payloadBytes = ((Number) header.get("payload_bytes")).intValue();
+      if (start + payloadBytes != data.length - DIGEST) {
+        throw new IOException(source + ": payload size does not match the header");
+      }
+      Map<String, Tensor> arrays = new LinkedHashMap<>();
+      for (Object item : (List<?>) header.get("arrays")) {
+        Map<?, ?> entry = (Map<?, ?>) item;
+        List<?> dims = (List<?>) entry.get("shape");
+        int[] shape = new int[dims.size()];
+        for (int i = 0; i < shape.length; i++) {
+          shape[i] = ((Number) dims.get(i)).intValue();
+        }
+        int at = start + ((Number) entry.get("offset")).intValue();
+        int nbytes = ((Number) entry.get("nbytes")).intValue();
+        if (at < start || nbytes < 0 || at + nbytes > start + payloadBytes) {
+          throw new IOException(source + ": array " + entry.get("name") + " lies outside the payload");
+        }
+        ByteBuffer view = ByteBuffer.wrap(data, at, nbytes).slice().order(ByteOrder.LITTLE_ENDIAN);
+        Tensor tensor;
+        if ("int32".equals(entry.get("dtype"))) {
+          int[] values = new int[nbytes / 4];
+          view.asIntBuffer().get(values);
+          tensor = Tensor.ofInts(shape, values);
+        } else if ("float32".equals(entry.get("dtype"))) {
+          float[] values = new float[nbytes / 4];
+          view.asFloatBuffer().get(values);
+          tensor = Tensor.ofFloats(shape, values);
+        } else {
+          throw new IOException(source + ": array " + entry.get("name") + " has dtype " + entry.get("dtype"));
+        }
+        arrays.put((String) entry.get("name"), tensor);
+      }
+      Map<?, ?> sel = (Map<?, ?>) header.get("selection");
+      Map<String, int[]> channels = new LinkedHashMap<>();
+      Map<?, ?> raw = (Map<?, ?>) sel.get("channels");
+      for (Object layer : (List<?>) sel.get("layers")) {
+        List<?> values = (List<?>) raw.get(layer);
+        channels.put((String) layer, values.stream().mapToInt(v -> ((Number) v).intValue()).toArray());
+      }
+      List<String> classNames = new ArrayList<>();
+      for (Object name : (List<?>) header.get("class_names")) {
+        classNames.add((String) name);
+      }
+      return new Checkpoint((String) header.get("model_id"), channels, (String) sel.get("policy"),
+          Boolean.TRUE.equals(header.get("include_optimizer")), arrays, classNames);
+    } catch (ClassCastException | NullPointerException | IllegalArgumentException err) {
+      throw new IOException(source + ": malformed checkpoint header (" + err + ")", err);
+    }
+  }
+
+  /**
+   * The state to pass to {@code set_state}: {@code exported} (from {@code get_state} right after
+   * {@code reset_state}) with this checkpoint's head, slices and selection mask written in.
+   *
+   * @throws IOException the checkpoint is for another model or does not fit this one
+   */
+  public Map<String, Tensor> restore(ModelMetadata m, Map<String, Tensor> exported) throws IOException {
+    requireModel(m);
+    Map<String, Tensor> state = new LinkedHashMap<>(exported);
+    Map<String, Tensor> left = new LinkedHashMap<>(arrays);
+    try {
+      Tensor classes = left.remove(Contract.NUM_CLASSES);
+      int k = classes.ints()[0];
+      state.put(Contract.PROTOTYPES, put(state.get(Contract.PROTOTYPES), 0, range(k), left.remove(Contract.PROTOTYPES)));
+      state.put(Contract.NUM_CLASSES, classes);
+      state.put(Contract.LEARNING_RATE, left.remove(Contract.LEARNING_RATE));
+      if (left.containsKey("step")) {
+        state.put("step", left.remove("step"));
+      }
+      for (Map.Entry<String, int[]> entry : selection.entrySet()) {
+        String layer = entry.getKey();
+        m.maskOffset(layer);
+        for (String key : layerKeys(state, layer, includeOptimizer)) {
+          Tensor target = state.get(key);
+          state.put(key, put(target, channelAxis(m, layer, target), entry.getValue(), left.remove(key)));
+        }
+        float[] mask = state.get(layer + Contract.MASK_SUFFIX).floats();
+        for (int c : entry.getValue()) {
+          mask[c] = 1f;
+        }
+        state.put(layer + Contract.MASK_SUFFIX, Tensor.ofFloats(new int[] {mask.length}, mask));
+      }
+    } catch (NullPointerException | IllegalArgumentException | IllegalStateException | IndexOutOfBoundsException err) {
+      throw new IOException("checkpoint does not fit this model: " + err, err);
+    }
+    if (!left.isEmpty()) {
+      throw new IOException("checkpoint has unexpected arrays " + left.keySet());
+    }
+    return state;
+  }
+
+  /** @throws IOException unless this checkpoint names {@code m}'s {@code model_id} */
+  public void requireModel(ModelMetadata m) throws IOException {
+    if (!m.modelId.equals(modelId)) {
+      throw new IOException("checkpoint is for model " + modelId.substring(0, Math.min(16, modelId.length()))
+          + "..., not this model " + m.modelId.substring(0, Math.min(16, m.modelId.length())) + "...; refusing to load");
+    }
+  }
+
+  /** Writes {@code data} to {@code path} atomically: a temp file beside it, fsync'd, then moved over it. */
+  public static void writeAtomic(Path path, byte[] data) throws IOException {
+    Path dir = path.toAbsolutePath().getParent();
+    Path tmp = Files.createTempFile(dir, "." + path.getFileName(), ".tmp");
+    try {
+      try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(tmp,
+          java.nio.file.StandardOpenOption.WRITE)) {
+        ByteBuffer buf = ByteBuffer.wrap(data);
+        while (buf.hasRemaining()) {
+          channel.write(buf);
+        }
+        channel.force(true);
+      }
+      try {
+        Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+      } catch (AtomicMoveNotSupportedException err) {
+        Files.move(tmp, path, StandardCopyOption.REPLACE_EXISTING);
+      }
+    } finally {
+      Files.deleteIfExists(tmp);
+    }
+  }
+
+  private static Map<String, int[]> sortedSelection(ModelMetadata m, Selection selection) {
+    Map<String, int[]> chosen = selection.channels();
+    Map<String, int[]> out = new LinkedHashMap<>();
+    for (String layer : m.candidates) {
+      int[] channels = chosen.get(layer);
+      if (channels != null) {
+        int[] sorted = channels.clone();
+        Arrays.sort(sorted);
+        out.put(layer, sorted);
+      }
+    }
+    return out;
+  }
+
+  /** kernel, bias and (with the optimizer) their slots in sorted order, as Python's {@code _layer_keys}. */
+  private static List<String> layerKeys(Map<String, Tensor> state, String layer, boolean includeOptimizer) {
+    List<String> keys = new ArrayList<>(List.of(layer + Contract.KERNEL_SUFFIX, layer + Contract.BIAS_SUFFIX));
+    if (includeOptimizer) {
+      List<String> slots = new ArrayList<>();
+      for (String key : state.keySet()) {
+        if (key.startsWith(layer + Contract.KERNEL_SUFFIX + "_") || key.startsWith(layer + Contract.BIAS_SUFFIX + "_")) {
+          slots.add(key);
+        }
+      }
+      slots.sort(null);
+      keys.addAll(slots);
+    }
+    return keys;
+  }
+
+  /** Output-channel axis: 0 for rank 1, 2 for a depthwise kernel [k, k, C, 1], else the last. */
+  private static int channelAxis(ModelMetadata m, String layer, Tensor value) {
+    int[] shape = value.shape();
+    int channels = m.candidate(layer).outChannels;
+    if (shape.length == 1) {
+      return 0;
+    }
+    if (shape.length == 4 && shape[3] == 1 && shape[2] == channels && channels != 1) {
+      return 2;
+    }
+    return shape.length - 1;
+  }
+
+  private static Tensor require(Map<String, Tensor> state, String name) {
+    Tensor t = state.get(name);
+    if (t == null) {
+      throw new IllegalArgumentException("state has no tensor " + name + "; it has " + state.keySet());
+    }
+    return t;
+  }
+
+  private static int[] range(int n) {
+    int[] out = new int[n];
+    for (int i = 0; i < n; i++) {
+      out[i] = i;
+    }
+    return out;
+  }
+
+  /** {@code value} indexed by {@code idx} along {@code axis} (numpy {@code take}). */
+  static Tensor take(Tensor value, int axis, int[] idx) {
+    int[] shape = value.shape();
+    int outer = 1;
+    int inner = 1;
+    for (int i = 0; i < axis; i++) {
+      outer *= shape[i];
+    }
+    for (int i = axis + 1; i < shape.length; i++) {
+      inner *= shape[i];
+    }
+    int[] outShape = shape.clone();
+    outShape[axis] = idx.length;
+    float[] src = value.floats();
+    float[] dst = new float[outer * idx.length * inner];
+    for (int o = 0; o < outer; o++) {
+      for (int j = 0; j < idx.length; j++) {
+        System.arraycopy(src, (o * shape[axis] + idx[j]) * inner, dst, (o * idx.length + j) * inner, inner);
+      }
+    }
+    return Tensor.ofFloats(outShape, dst);
+  }
+
+  /** {@code target} with {@code values} written at {@code idx} along {@code axis} (inverse of {@link #take}). */
+  static Tensor put(Tensor target, int axis, int[] idx, Tensor values) {
+    int[] shape = target.shape();
+    int[] expected = shape.clone();
+    expected[axis] = idx.length;
+    if (!Arrays.equals(expected, values.shape())) {
+      throw new IllegalArgumentException("slice has shape " + Arrays.toString(values.shape()) + "; expected "
+          + Arrays.toString(expected));
+    }
+    int outer = 1;
+    int inner = 1;
+    for (int i = 0; i < axis; i++) {
+      outer *= shape[i];
+    }
+    for (int i = axis + 1; i < shape.length; i++) {
+      inner *= shape[i];
+    }
+    float[] dst = target.floats();
+    float[] src = values.floats();
+    for (int o = 0; o < outer; o++) {
+      for (int j = 0; j < idx.length; j++) {
+        System.arraycopy(src, (o * idx.length + j) * inner, dst, (o * shape[axis] + idx[j]) * inner, inner);
+      }
+    }
+    return Tensor.ofFloats(shape, dst);
+  }
+
+  private static byte[] bytes(Tensor t) {
+    ByteBuffer buf = ByteBuffer.allocate(t.size() * 4).order(ByteOrder.LITTLE_ENDIAN);
+    if (t.dtype == Tensor.DType.INT32) {
+      buf.asIntBuffer().put(t.ints());
+    } else {
+      buf.asFloatBuffer().put(t.floats());
+    }
+    return buf.array();
+  }
+
+  private static byte[] sha256(byte[] data, int length) {
+    try {
+      MessageDigest digest = MessageDigest.getInstance("SHA-256");
+      digest.update(data, 0, length);
+      return digest.digest();
+    } catch (NoSuchAlgorithmException err) {
+      throw new IllegalStateException("SHA-256 unavailable", err);
+    }
+  }
+
+  private static String quote(String s) {
+    StringBuilder b = new StringBuilder("\"");
+    for (char c : s.toCharArray()) {
+      if (c == '"' || c == '\\') {
+        b.append('\\').append(c);
+      } else if (c < 0x20) {
+        b.append(String.format("\\u%04x", (int) c));
+      } else {
+        b.append(c);
+      }
+    }
+    return b.append('"').toString();
+  }
+
+  private static String ints(int[] values) {
+    StringBuilder b = new StringBuilder("[");
+    for (int i = 0; i < values.length; i++) {
+      b.append(i > 0 ? ", " : "").append(values[i]);
+    }
+    return b.append(']').toString();
+  }
+}

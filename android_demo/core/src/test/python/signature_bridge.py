@@ -1,0 +1,102 @@
+"""Executes the Java tests' signature calls on a real ``.tflite`` file through the Python interpreter.
+
+Run by the JVM tests (``BridgeRunner``) as ``python signature_bridge.py MODEL``. Protocol on
+stdin/stdout: each message is a u32 big-endian length then that many bytes of UTF-8 JSON. A tensor is
+``{"dtype": "float32" | "int32" | "int64", "shape": [...], "data": base64 of the little-endian
+C-order bytes}``. Requests:
+
+* ``{"op": "run", "signature": s, "inputs": {name: tensor}}`` -> ``{"outputs": {name: tensor}}``: the
+  raw signature runner (no checks: the Java ``ContractRunner`` enforces the API's preconditions).
+* ``{"op": "episode", "ways", "shots", "queries", "seed"}`` -> support/query images (real
+  Fashion-MNIST at the model's input size, ``tests/runtime/runtime_fixtures.episode_arrays``) and labels.
+* ``{"op": "trainer", "images", "labels", "queries", "iterations", "batch_size"}`` -> ``{"losses",
+  "selection", "predictions"}`` from ``tflite_train.runtime.trainer.adapt`` (TinyTrain policy,
+  unlimited budget, no augmentation) on a fresh model of the same file, then ``predict`` on the queries;
+  with ``"save": path`` the adapted model's checkpoint is saved there (``save_checkpoint``).
+* ``{"op": "restore_predict", "checkpoint": path, "queries"}`` -> ``{"predictions"}`` of a fresh model
+  restored from the checkpoint (``restore_checkpoint``), e.g. one written by Java.
+
+Any failure is answered ``{"error": "..."}``; end of input ends the process.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pathlib
+import struct
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[5]
+sys.path.insert(0, str(ROOT))  # this checkout's code, before any installed copy
+sys.path.insert(1, str(ROOT / "tests" / "runtime"))
+
+import numpy as np  # noqa: E402
+
+from tflite_train.runtime.interpreter import TrainableModel  # noqa: E402
+from tflite_train.runtime.checkpoint import restore_checkpoint, save_checkpoint  # noqa: E402
+from tflite_train.runtime.trainer import AdaptConfig, adapt, predict  # noqa: E402
+
+
+def decode(tensor: dict) -> np.ndarray:
+    dtype = np.dtype(tensor["dtype"]).newbyteorder("<")
+    return np.frombuffer(base64.b64decode(tensor["data"]), dtype).reshape(tensor["shape"]).astype(tensor["dtype"])
+
+
+def encode(value) -> dict:
+    value = np.asarray(value)
+    if value.dtype.name not in ("float32", "int32", "int64"):
+        raise ValueError(f"unsupported dtype {value.dtype}")
+    data = np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<")).tobytes()
+    return {"dtype": value.dtype.name, "shape": list(value.shape), "data": base64.b64encode(data).decode()}
+
+
+def handle(path: pathlib.Path, model: TrainableModel, request: dict) -> dict:
+    op = request["op"]
+    if op == "run":
+        inputs = {name: decode(t) for name, t in request["inputs"].items()}
+        out = model._runner(request["signature"])(**inputs)
+        return {"outputs": {name: encode(v) for name, v in out.items()}}
+    if op == "episode":
+        from runtime_fixtures import episode_arrays, load_fashion
+
+        xs, ys, xq, yq = episode_arrays(load_fashion(), model.input_shape, request["ways"], request["shots"],
+                                        request["queries"], request["seed"])
+        return {"support": encode(xs), "support_labels": encode(ys), "query": encode(xq), "query_labels": encode(yq)}
+    if op == "trainer":
+        fresh = TrainableModel(path)
+        images, labels = decode(request["images"]), decode(request["labels"])
+        config = AdaptConfig(iterations=request["iterations"], batch_size=request["batch_size"])
+        result = adapt(fresh, images, labels, config, augment=lambda x, rng, cfg: x)
+        if request.get("save"):
+            save_checkpoint(request["save"], fresh, result.selection)
+        return {"losses": [float(v) for v in result.losses],
+                "selection": {name: [int(c) for c in channels] for name, channels in result.selection.channels.items()},
+                "predictions": encode(predict(fresh, decode(request["queries"])))}
+    if op == "restore_predict":
+        fresh = TrainableModel(path)
+        restore_checkpoint(fresh, request["checkpoint"])
+        return {"predictions": encode(predict(fresh, decode(request["queries"])))}
+    raise ValueError(f"unknown op {op!r}")
+
+
+def main() -> int:
+    path = pathlib.Path(sys.argv[1])
+    model = TrainableModel(path)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        head = stdin.read(4)
+        if len(head) < 4:
+            return 0
+        (length,) = struct.unpack(">I", head)
+        try:
+            reply = handle(path, model, json.loads(stdin.read(length).decode()))
+        except Exception as err:  # noqa: BLE001 - every failure goes back to the Java caller as an error reply
+            reply = {"error": f"{type(err).__name__}: {err}"}
+        data = json.dumps(reply).encode()
+        stdout.write(struct.pack(">I", len(data)) + data)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

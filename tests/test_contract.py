@@ -1,0 +1,107 @@
+"""The contract module: its tables are the ones in CONTRACT.md, its version rule, its names."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from tflite_train import contract as C
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_contract_md_holds_the_tables_rendered_from_the_module():
+    text = (ROOT / "CONTRACT.md").read_text(encoding="utf-8")
+    for table in C.markdown_tables().split("\n\n"):
+        assert table.strip() in text, "CONTRACT.md is stale: paste tflite_train.contract.markdown_tables()"
+
+
+def test_every_signature_takes_an_input():
+    io = C.signature_io(["a", "b"], C.state_names(["a", "b"], "adam"), [C.train_variant_name("b")])
+    assert set(io) == {*C.SIGNATURE_NAMES, "train_step_b"}
+    for name, spec in io.items():
+        assert spec["inputs"], name
+    assert io["get_state"]["inputs"] == ["dummy"] and io["reset_state"]["inputs"] == ["dummy"]
+    assert io["fisher"]["outputs"] == ["a", "b"]
+    assert io["set_state"]["inputs"] == io["get_state"]["outputs"] == C.state_names(["a", "b"], "adam")
+
+
+def test_state_names_order():
+    assert C.state_names(["x"], "sgd_momentum") == ["x_kernel", "x_bias", "x_kernel_mom", "x_bias_mom", "x_mask",
+                                                    "prototypes", "num_classes", "step", "learning_rate"]
+    assert C.layer_state("x", "adam") == ["x_kernel", "x_bias", "x_kernel_m", "x_kernel_v", "x_bias_m", "x_bias_v",
+                                          "x_mask"]
+    with pytest.raises(C.ContractError, match="optimizer"):
+        C.state_names(["x"], "rmsprop")
+
+
+def test_version_rule():
+    C.check_format({"format": "tflite-train", "format_version": 1})
+    with pytest.raises(C.ContractError, match="'format_version' is 2, newer .* update the runtime"):
+        C.check_format({"format": "tflite-train", "format_version": 2})
+    with pytest.raises(C.ContractError, match="'format_version' is 0.*re-export"):
+        C.check_format({"format": "tflite-train", "format_version": 0})
+    with pytest.raises(C.ContractError, match="'format' is 'other'"):
+        C.check_format({"format": "other", "format_version": 1})
+    with pytest.raises(C.ContractError, match="JSON object"):
+        C.check_format([])
+
+
+def test_required_fields_are_documented_top_level_fields():
+    assert set(C.REQUIRED_FIELDS) <= {f.path for f in C.METADATA_FIELDS}
+    assert all("." not in f for f in C.REQUIRED_FIELDS)
+
+
+def _graph(meta: dict) -> dict:
+    """A graph that matches ``meta`` (one candidate "c" of 4 channels, Adam)."""
+    k, d, h = meta["class_capacity"], meta["feature_dim"], meta["input"]["height"]
+    images = ((-1, h, h, 3), "float32")
+    labels = ((-1,), "int32")
+    state = {n: ((4,), "float32") for n in C.state_names(["c"], "adam")}
+    train = {"inputs": {"images": images, "labels": labels}, "outputs": {"loss": ((), "float32"),
+                                                                        "accuracy": ((), "float32")}}
+    return {
+        "infer": {"inputs": {"images": images}, "outputs": {"embeddings": ((-1, d), "float32"),
+                                                            "logits": ((-1, k), "float32")}},
+        "fisher": {"inputs": {"images": images, "labels": labels}, "outputs": {"c": ((4,), "float32")}},
+        "train_step": train,
+        "set_head": {"inputs": {"prototypes": ((k, d), "float32"), "num_classes": ((), "int32")},
+                     "outputs": {"ok": ((), "int32")}},
+        "set_selection": {"inputs": {"channel_mask": ((4,), "float32")}, "outputs": {"ok": ((), "int32")}},
+        "set_hparams": {"inputs": {"learning_rate": ((), "float32")}, "outputs": {"ok": ((), "int32")}},
+        "get_state": {"inputs": {"dummy": ((), "int32")}, "outputs": state},
+        "set_state": {"inputs": state, "outputs": {"ok": ((), "int32")}},
+        "reset_state": {"inputs": {"dummy": ((), "int32")}, "outputs": {"ok": ((), "int32")}},
+    }
+
+
+def _meta() -> dict:
+    state = C.state_names(["c"], "adam")
+    return {"format": "tflite-train", "format_version": 1, "backbone": "x", "model_id": "0" * 64,
+            "input": {"height": 8, "width": 8, "channels": 3, "dtype": "float32"}, "feature_dim": 5,
+            "class_capacity": 3, "head": {}, "optimizer": {"name": "adam"},
+            "layers": [{"name": "c", "index": 0, "out_channels": 4}], "candidates": ["c"], "state": state,
+            "signatures": C.signature_io(["c"], state)}
+
+
+def test_validate_graph_by_hand():
+    C.validate_graph(_meta(), _graph(_meta()))
+    graph = _graph(_meta())
+    graph["get_state"]["inputs"] = {}
+    meta = _meta()
+    meta["signatures"]["get_state"]["inputs"] = []
+    with pytest.raises(C.ContractError, match="'get_state' takes no input"):
+        C.validate_graph(meta, graph)
+    graph = _graph(_meta())
+    graph["train_step"]["inputs"]["labels"] = ((-1,), "int64")
+    with pytest.raises(C.ContractError, match=r"signatures.train_step.inputs.labels = 'int32 of rank 1"):
+        C.validate_graph(_meta(), graph)
+    graph = _graph(_meta())
+    graph["fisher"]["outputs"]["c"] = ((6,), "float32")
+    with pytest.raises(C.ContractError, match=r"layers\['c'\].out_channels = 4 but the graph has \(6,\)"):
+        C.validate_graph(_meta(), graph)
+    meta = _meta()
+    meta["layers"] = "not a list"
+    with pytest.raises(C.ContractError, match="malformed"):
+        C.validate_graph(meta, _graph(_meta()))

@@ -1,0 +1,27 @@
+"""Validation on load of metadata re-embedded with the flatbuffer writer (main env: needs the TF schema)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from converters.flatbuffer_metadata import add_metadata
+from tflite_train.contract import METADATA_NAME, ContractError
+from tflite_train.runtime import TrainableModel, read_metadata
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent / "runtime"))
+from model_edits import EDITS, edited  # noqa: E402
+from runtime_fixtures import fixture_model  # noqa: E402
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_metadata_rewritten_with_add_metadata_is_refused_naming_the_field(edit, tmp_path):
+    data = fixture_model("tiny_adam_33").read_bytes()
+    new, message = edited(read_metadata(data), edit)
+    path = tmp_path / "edited.tflite"
+    path.write_bytes(add_metadata(data, {METADATA_NAME: json.dumps(new).encode()}))
+    assert read_metadata(path.read_bytes()) == new
+    with pytest.raises(ContractError, match=message):
+        TrainableModel(path)
