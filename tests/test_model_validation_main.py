@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from converters.flatbuffer_metadata import add_metadata
+from tflite_train.runtime.integrity import seal
 from tflite_train.contract import METADATA_NAME, ContractError
 from tflite_train.runtime import TrainableModel, read_metadata
 
@@ -21,7 +22,7 @@ def test_metadata_rewritten_with_add_metadata_is_refused_naming_the_field(edit, 
     data = fixture_model("tiny_adam_33").read_bytes()
     new, message = edited(read_metadata(data), edit)
     path = tmp_path / "edited.tflite"
-    path.write_bytes(add_metadata(data, {METADATA_NAME: json.dumps(new).encode()}))
+    path.write_bytes(seal(add_metadata(data, {METADATA_NAME: json.dumps(new).encode()})))  # intact file, lying metadata
     assert read_metadata(path.read_bytes()) == new
     with pytest.raises(ContractError, match=message):
         TrainableModel(path)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tflite_train.runtime.integrity import seal
 from model_edits import EDITS, edited, rewrite_in_place
 from runtime_fixtures import fixture_model
 from tflite_train.contract import ContractError
@@ -30,7 +31,7 @@ def test_edited_metadata_is_refused_naming_the_field(edit, tmp_path):
     meta = read_metadata(data)
     new, message = edited(meta, edit)
     path = tmp_path / "edited.tflite"
-    path.write_bytes(rewrite_in_place(data, meta, new))
+    path.write_bytes(seal(rewrite_in_place(data, meta, new)))  # intact file, lying metadata
     assert read_metadata(path.read_bytes()) == {k: v for k, v in new.items() if k != "config"}
     with pytest.raises(ContractError, match=message):
         TrainableModel(path)

@@ -10,6 +10,7 @@ import pathlib
 import numpy as np
 import pytest
 
+from tflite_train.runtime.integrity import ModelIntegrityError, seal
 from tflite_train.runtime import TrainableModel, read_metadata
 from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
 from tflite_train.runtime.selftest import (
@@ -92,6 +93,9 @@ def test_selftest_catches_a_perturbed_weight_in_the_model_bytes(model_path, tmp_
     flat[i] = -3.0 * flat[i]
     bad = tmp_path / "perturbed.tflite"
     bad.write_bytes(data.replace(original, flat.tobytes()))
+    with pytest.raises(ModelIntegrityError):  # the seal refuses the modified file first...
+        TrainableModel(bad)
+    bad.write_bytes(seal(bad.read_bytes()))  # ...re-sealed, the self-test must catch the wrong weight
     assert TrainableModel(bad).get_state()[f"{top}_kernel"].ravel()[i] == flat[i]
     result = verify(bad)
     assert not result.passed, result.format()
