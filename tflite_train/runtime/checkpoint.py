@@ -154,8 +154,8 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
                           tuple(str(n) for n in header["class_names"]))
     except CheckpointError:
         raise
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{source}: malformed checkpoint header ({err})") from err
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise CheckpointError(f"{source}: malformed checkpoint header ({type(err).__name__}: {str(err)[:200]})") from err
 
 
 def write_atomic(path: str | os.PathLike, data: bytes, *, chunk_size: int = 1 << 16,
@@ -236,15 +236,31 @@ def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.
     outside = [n for n in checkpoint.selection.layers if n not in model.candidate_channels]
     if outside:
         raise CheckpointError(f"checkpoint selects layers {outside} that are not candidates of this model")
+    for name, value in checkpoint.arrays.items():
+        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            raise CheckpointError(f"checkpoint array {name!r} holds NaN or Inf")
+    previous = model.get_state()
     model.reset_state()
     state = {k: v.copy() for k, v in model.get_state().items()}
+    model.set_state(previous)  # nothing changes until the whole checkpoint has been checked
     arrays = dict(checkpoint.arrays)
+
+    def fitted(name: str, value: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        if value.shape != shape or value.dtype != dtype:
+            raise CheckpointError(f"checkpoint array {name!r} is {value.dtype} {list(value.shape)}; "
+                                  f"this model needs {np.dtype(dtype).name} {list(shape)}")
+        return value
+
     try:
-        k = int(arrays.pop(C.NUM_CLASSES))
-        prototypes = arrays.pop(C.PROTOTYPES)
-        state[C.PROTOTYPES][:k] = prototypes
+        k = int(fitted(C.NUM_CLASSES, arrays.pop(C.NUM_CLASSES), (), np.dtype(np.int32)))
+        if not 1 <= k <= model.capacity:
+            raise CheckpointError(f"checkpoint num_classes {k} is outside 1..{model.capacity}")
+        protos = state[C.PROTOTYPES]
+        state[C.PROTOTYPES][:k] = fitted(C.PROTOTYPES, arrays.pop(C.PROTOTYPES),
+                                                (k, protos.shape[1]), protos.dtype)
         state[C.NUM_CLASSES] = np.asarray(k, np.int32)
-        state[C.LEARNING_RATE] = arrays.pop(C.LEARNING_RATE).astype(np.float32)
+        state[C.LEARNING_RATE] = fitted(C.LEARNING_RATE, arrays.pop(C.LEARNING_RATE), (),
+                                               np.dtype(np.float32))
         if C.STEP in arrays:
             state[C.STEP] = arrays.pop(C.STEP).astype(state[C.STEP].dtype)
         for layer in checkpoint.selection.layers:
@@ -252,9 +268,13 @@ def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.
             for key in _layer_keys(state, layer, checkpoint.include_optimizer):
                 target = state[key]
                 axis = _channel_axis(model, layer, key, target)
+                shape = list(target.shape)
+                shape[axis] = len(idx)
                 moved = np.moveaxis(target, axis, 0)
-                moved[idx] = np.moveaxis(arrays.pop(key), axis, 0)
+                moved[idx] = np.moveaxis(fitted(key, arrays.pop(key), tuple(shape), target.dtype), axis, 0)
             state[layer + C.MASK_SUFFIX][idx] = 1.0
+    except CheckpointError:
+        raise
     except (KeyError, ValueError, IndexError, TypeError) as err:
         raise CheckpointError(f"checkpoint does not fit this model: {err!r}") from err
     if arrays:
