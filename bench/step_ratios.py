@@ -26,10 +26,8 @@ import dataclasses
 import json
 import pathlib
 import resource
-import statistics
 import subprocess
 import sys
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PI_PYTHON = ROOT / ".venv-pi" / "bin" / "python"
@@ -91,20 +89,11 @@ def adapt_config(table, args):
                        batch_size=1, channel_ratio=0.25)
 
 
-def _timed(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def worker_timing(args) -> dict:
     """Times infer / TinyTrain step / full step on this interpreter."""
     import numpy as np
 
+    from bench.export_step_time import timed
     from tflite_train.runtime import TrainableModel, layer_table
     from tflite_train.runtime.trainer import adapt
 
@@ -123,13 +112,13 @@ def worker_timing(args) -> dict:
     tiny.set_selection(selection)
     signature = tiny.train_signature()
     for _ in range(3):
-        rounds["infer"].append(_timed(lambda: tiny.infer(image), args.repeats))
+        rounds["infer"].append(timed(lambda: tiny.infer(image), args.repeats))
         tiny.set_selection(selection)
-        rounds["tinytrain"].append(_timed(lambda: tiny.train_step(image, label), args.repeats))
-        rounds["full"].append(_timed(lambda: full.train_step(image, label), max(5, args.repeats // 4)))
+        rounds["tinytrain"].append(timed(lambda: tiny.train_step(image, label), args.repeats))
+        rounds["full"].append(timed(lambda: full.train_step(image, label), max(5, args.repeats // 4)))
         # decomposition: the same step with only the top candidate layer at 1/4 of its channels
         tiny.set_selection({top: np.arange(max(1, tiny.candidate_channels[top] // 4))})
-        rounds["top_layer"].append(_timed(lambda: tiny.train_step(image, label), args.repeats))
+        rounds["top_layer"].append(timed(lambda: tiny.train_step(image, label), args.repeats))
     return {"runtime": tiny.runtime, "selection": {n: len(c) for n, c in selection.items()},
             "signature": signature, "cost": {"memory_bytes": result.cost.total_bytes,
                                                           "backward_macs": result.cost.backward_macs},

@@ -10,10 +10,9 @@ import pathlib
 import tempfile
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
-
-import keras
 
 from converters.build_module import backbone_model, module_from_keras
 from converters.export_config import ExportConfig
