@@ -40,10 +40,12 @@ def _task(model, cache: str, dataset: str, ways: int, shots: int, queries: int, 
                              EpisodeConfig(ways=ways, shots=shots, queries=queries))
     xs, ys, xq, yq = episode.gather(data.images)
 
-    def prepare(images):
-        return np.stack([to_model_input(im.astype(np.float32) / 255.0, model.input_shape) for im in images])
+    value_range = model.metadata["input"]["range"]  # raw-pixel models take [0, 255]
 
-    return prepare(xs).astype(np.float32), ys, prepare(xq).astype(np.float32), yq
+    def prepare(images):
+        return np.stack([to_model_input(im, model.input_shape, value_range) for im in images])
+
+    return prepare(xs), ys, prepare(xq), yq
 
 
 def _workload(args: argparse.Namespace) -> dict:

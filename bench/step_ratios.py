@@ -65,19 +65,10 @@ def support_set(model, cache: str, seed: int = 0):
     """A real 5-way 5-shot task (10 queries per class) of Fashion-MNIST, in the model's input range."""
     import numpy as np
 
-    from tflite_train.data.cache import load_split
-    from tflite_train.data.episodes import EpisodeConfig, sample_episode
-    from tflite_train.runtime.images import to_model_input
+    from bench.adaptation_overhead import _task
 
-    data = load_split(cache, "fashion_mnist", "test")
-    episode = sample_episode(data.labels, np.random.default_rng(seed), EpisodeConfig(ways=5, shots=5, queries=10))
-    xs, ys, xq, yq = episode.gather(data.images)
-    value_range = model.metadata["input"]["range"]
-
-    def prepare(images):
-        return np.stack([to_model_input(im, model.input_shape, value_range) for im in images])
-
-    return prepare(xs), ys.astype(np.int32), prepare(xq), yq
+    xs, ys, xq, yq = _task(model, cache, "fashion_mnist", 5, 5, 10, seed)
+    return xs, ys.astype(np.int32), xq, yq
 
 
 def adapt_config(table, args):

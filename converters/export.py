@@ -20,6 +20,7 @@ from converters.flatbuffer_metadata import add_metadata
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.trainable_module import TrainableModule, train_variant_name
 from tflite_train import contract as C
+from tflite_train.runtime.checkpoint import write_atomic
 from tflite_train.runtime.integrity import CHECKSUM_NAME, PLACEHOLDER, seal
 from tflite_train.sparse.cost_model import layer_cost
 
@@ -141,15 +142,9 @@ def write_export(config: ExportConfig, out: str | pathlib.Path, model: keras.Mod
     out = pathlib.Path(out)
     result = export_model(config) if model is None else export_keras(model, config)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out, result.model)
-    _write_atomic(out.with_suffix(out.suffix + ".config.json"), json.dumps(config.to_dict(), indent=2).encode())
+    write_atomic(out, result.model)
+    write_atomic(out.with_suffix(out.suffix + ".config.json"), json.dumps(config.to_dict(), indent=2).encode())
     return result
-
-
-def _write_atomic(path: pathlib.Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 def ensure_export(config: ExportConfig, out: str | pathlib.Path) -> bool:
