@@ -6,7 +6,8 @@ ai-edge-litert in this env and on tflite-runtime 2.14 in ``.venv-pi``, each in f
 
     .venv/bin/python -m bench.step_ratios --cache build/data_cache
 
-Models at 128x128: MCUNet with the shipped weights (``weights/mcunet_64_meta.weights.h5``) and
+Models at 128x128: MCUNet with the shipped weights (``weights/mcunet_64_meta.weights.h5``),
+EfficientNet-Lite0 with its ImageNet weights (``tflite_train.models.efficientnet_lite``) and
 ``keras.applications.MobileNetV2(alpha=0.35, weights=None)`` (random weights, BatchNorm statistics
 calibrated: ``converters.example_models.randomize_batchnorm``), each exported twice: with the last
 ``--candidate-blocks`` blocks as candidates (the export a TinyTrain user runs) and with every layer
@@ -31,7 +32,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PI_PYTHON = ROOT / ".venv-pi" / "bin" / "python"
-MODELS = ("mcunet", "mobilenet_v2_035")
+MODELS = ("mcunet", "efficientnet_lite0", "mobilenet_v2_035")
 
 
 def model_paths(model_dir: pathlib.Path, name: str) -> dict[str, pathlib.Path]:
@@ -54,6 +55,12 @@ def export_missing(model_dir: pathlib.Path, candidate_blocks: int) -> None:
             if name == "mcunet":
                 config = trained_config(MCUNET_WEIGHTS, (128, 128), candidates=candidates)
                 write_export(config, path, backbone_model(config))
+            elif name == "efficientnet_lite0":
+                from converters.export_config import ExportConfig
+                from tflite_train.models.efficientnet_lite import efficientnet_lite0
+
+                config = ExportConfig(backbone="keras", input_size=None, candidates=candidates)
+                write_export(config, path, efficientnet_lite0(128, include_top=False, weights="imagenet"))
             else:
                 from converters.export_config import ExportConfig
 

@@ -15,10 +15,12 @@ import numpy as np
 import tensorflow as tf
 
 from converters.build_module import backbone_model, module_from_keras
+from converters.delegate_skip import mark_dynamic_subgraphs
 from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.trainable_module import TrainableModule, train_variant_name
+from converters.zero_fill import fill_zero_initial_values
 from tflite_train import contract as C
 from tflite_train.runtime.checkpoint import write_atomic
 from tflite_train.runtime.integrity import CHECKSUM_NAME, PLACEHOLDER, seal
@@ -38,13 +40,15 @@ class ExportResult:
 
 
 def convert(module: TrainableModule) -> bytes:
-    """Converts the module's signatures (via a SavedModel) with builtins only and resource variables."""
+    """Converts the module's signatures (via a SavedModel) with builtins only and resource variables;
+    all-zero initial values are computed at run time (``converters.zero_fill``), so each weight is stored once;
+    subgraphs with data-dependent shapes are skipped by delegates (``converters.delegate_skip``)."""
     with tempfile.TemporaryDirectory() as tmp:
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
         converter.experimental_enable_resource_variables = True
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        return converter.convert()
+        return mark_dynamic_subgraphs(fill_zero_initial_values(converter.convert()))
 
 
 def model_id(module: TrainableModule) -> str:

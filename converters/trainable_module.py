@@ -26,7 +26,10 @@ runtime runs the shallowest one that reaches the deepest selected layer.
 
 Design notes (measured, MCUNet@128, tflite-runtime 2.14, 1 thread): a TFLite IF copies its inputs
 into the branch and re-plans the branch's buffers at every call, so IF bodies are flat (no nesting)
-and hold few full-size intermediates.
+and hold few full-size intermediates. The contract's scalar state (``num_classes``, ``step``,
+``learning_rate``) is held in shape-[1] variables and reshaped at the signature boundary: tflite-runtime
+2.14's XNNPACK delegate refuses a whole model (``ModifyGraphWithDelegate`` fails) when any rank-0
+resource variable is assigned (``bench/results/TFLITE_RUNTIME_FASTPATH.md``).
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ class TrainableModule(tf.Module):
         self._add_var(C.NUM_CLASSES, np.array(0, np.int32))
         self._add_var(C.STEP, np.array(0.0, np.float32))
         self._add_var(C.LEARNING_RATE, np.array(config.learning_rate, np.float32))
+        self._scalar_state = (C.NUM_CLASSES, C.STEP, C.LEARNING_RATE)
         self.names = state_names(self.candidate_names, config.optimizer)
         self.train_cuts = train_cuts(table, self.candidates, config.train_variants)
         self._regions = {cut: gradient_region(graph, [l.name for l in table.layers[cut:] if l.name in self.candidate_names])
@@ -121,8 +125,20 @@ class TrainableModule(tf.Module):
         self._build_functions()
 
     def _add_var(self, name: str, value: np.ndarray) -> None:
+        """A state variable; a scalar is held with shape [1] (module docstring)."""
         self._initial[name] = np.array(value)
-        self._vars[name] = tf.Variable(value, name=name, trainable=False)
+        self._vars[name] = tf.Variable(np.reshape(value, [1]) if np.ndim(value) == 0 else value, name=name,
+                                       trainable=False)
+
+    def _read_state(self, name: str):
+        """A state variable's value in its contract shape (scalars as rank 0)."""
+        value = tf.identity(self._vars[name])
+        return tf.reshape(value, []) if name in self._scalar_state else value
+
+    def _write_state(self, name: str, value) -> None:
+        """Assigns a state variable from a value in its contract shape."""
+        var = self._vars[name]
+        var.assign(tf.reshape(tf.cast(value, var.dtype), [1]) if name in self._scalar_state else value)
 
     @property
     def initial_state(self) -> dict[str, np.ndarray]:
@@ -246,7 +262,8 @@ class TrainableModule(tf.Module):
             g_x = tf.cond(below, input_grad, lambda: tf.identity(x))
         if is_candidate:
             with tf.control_dependencies([g_x] if g_x is not None else []):
-                tf.cond(self._selected(node.name), lambda: self._apply_update(node, x, g_z()), lambda: tf.constant(0))
+                # No outputs: the branch's data-dependent shapes (WHERE) stay inside it (module docstring).
+                tf.cond(self._selected(node.name), lambda: self._apply_update(node, x, g_z()), lambda: None)
         return g_x
 
     def _apply_update(self, node: Node, x, g_z):
@@ -299,7 +316,6 @@ class TrainableModule(tf.Module):
             writes += [(var, merge(old, value)) for var, old, value in zip(variables, values, new)]
         for var, value in writes:
             var.assign(value)
-        return tf.constant(0)
 
     # --------------------------------------------------------------- signatures
     def _build_functions(self) -> None:
@@ -322,7 +338,7 @@ class TrainableModule(tf.Module):
 
         @tf.function(input_signature=[images, labels])
         def train_step(images, labels):
-            self._vars[C.STEP].assign_add(1.0)
+            self._vars[C.STEP].assign_add([1.0])
             loss, accuracy, _ = self._backward(images, labels, "train")
             return {C.LOSS: loss, C.ACCURACY: accuracy}
 
@@ -330,7 +346,7 @@ class TrainableModule(tf.Module):
                                       tf.TensorSpec([], tf.int32, name=C.NUM_CLASSES)])
         def set_head(prototypes, num_classes):
             self._vars[C.PROTOTYPES].assign(prototypes)
-            self._vars[C.NUM_CLASSES].assign(num_classes)
+            self._write_state(C.NUM_CLASSES, num_classes)
             return {C.OK: tf.constant(1, tf.int32)}
 
         @tf.function(input_signature=[tf.TensorSpec([sum(self.mask_sizes)], tf.float32, name=C.CHANNEL_MASK)])
@@ -342,31 +358,31 @@ class TrainableModule(tf.Module):
 
         @tf.function(input_signature=[tf.TensorSpec([], tf.float32, name=C.LEARNING_RATE)])
         def set_hparams(learning_rate):
-            self._vars[C.LEARNING_RATE].assign(learning_rate)
+            self._write_state(C.LEARNING_RATE, learning_rate)
             return {C.OK: tf.constant(1, tf.int32)}
 
         @tf.function(input_signature=[dummy])
         def get_state(dummy):  # noqa: ARG001 - the contract's dummy input
-            return {n: tf.identity(self._vars[n]) for n in self.names}
+            return {n: self._read_state(n) for n in self.names}
 
-        specs = [tf.TensorSpec(self._initial[n].shape, self._vars[n].dtype, name=n) for n in self.names]
+        specs = [tf.TensorSpec(self._initial[n].shape, self._initial[n].dtype, name=n) for n in self.names]
 
         @tf.function(input_signature=specs)
         def set_state(*values):
             for n, value in zip(self.names, values):
-                self._vars[n].assign(value)
+                self._write_state(n, value)
             return {C.OK: tf.constant(1, tf.int32)}
 
         @tf.function(input_signature=[dummy])
         def reset_state(dummy):  # noqa: ARG001 - the contract's dummy input
             for n in self.names:
-                self._vars[n].assign(tf.constant(self._initial[n]))
+                self._write_state(n, tf.constant(self._initial[n]))
             return {C.OK: tf.constant(1, tf.int32)}
 
         def variant(cut: int):
             @tf.function(input_signature=[images, labels])
             def train_step_cut(images, labels):
-                self._vars[C.STEP].assign_add(1.0)
+                self._vars[C.STEP].assign_add([1.0])
                 loss, accuracy, _ = self._backward(images, labels, "train", cut=cut)
                 return {C.LOSS: loss, C.ACCURACY: accuracy}
             return train_step_cut

@@ -1,7 +1,10 @@
 """A TF-free wrapper over the signatures of an exported trainable model, with boundary checks.
 
 Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as a last fallback,
-``tensorflow.lite.python.interpreter`` (whichever imports first).
+``tensorflow.lite.python.interpreter`` (whichever imports first). On tflite-runtime, whose wheel does
+not apply its default XNNPACK delegate, the delegate is created explicitly
+(``tflite_train.runtime.xnnpack``); when that fails the model runs on the builtin kernels, with a
+warning.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ import numpy as np
 from tflite_train import contract as C
 from tflite_train.runtime.integrity import check_model_bytes
 from tflite_train.runtime.metadata import read_metadata, read_signature_defs
+from tflite_train.runtime.xnnpack import XnnpackDelegate, delegated_node_count
 
 LOG = logging.getLogger(__name__)
 NO_INPUT = np.array(0, np.int32)
 """Value of the contract's dummy input (``get_state``, ``reset_state``; CONTRACT.md)."""
 INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter", "tensorflow.lite.python.interpreter")
+EXPLICIT_XNNPACK_MODULES = {"tflite_runtime.interpreter": "tflite_runtime"}
+"""Interpreter modules whose default XNNPACK delegate is not applied -> the package holding XNNPACK."""
 
 
 def load_interpreter_class(preferred: str | None = None) -> tuple[type, str]:
@@ -49,6 +55,8 @@ class TrainableModel:
       model: Path or bytes of the ``.tflite`` file.
       runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
       num_threads: Interpreter threads.
+      xnnpack: On a runtime listed in ``EXPLICIT_XNNPACK_MODULES``, create the XNNPACK delegate
+        explicitly (False: builtin kernels only, e.g. to compare).
 
     Raises:
       ValueError: the file is not a trainable model, or its graph does not match its metadata
@@ -65,13 +73,16 @@ class TrainableModel:
         model: str | os.PathLike | bytes,
         runtime: str | None = None,
         num_threads: int = 1,
+        xnnpack: bool = True,
     ) -> None:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
         check_model_bytes(bytes(content), "model bytes" if isinstance(model, (bytes, bytearray)) else str(model))
         self.metadata: dict[str, Any] = read_metadata(content)
         C.validate_graph(self.metadata, read_signature_defs(content))
         interpreter_cls, self.runtime = load_interpreter_class(runtime)
-        self.interpreter = interpreter_cls(model_content=bytes(content), num_threads=num_threads)
+        self.explicit_xnnpack = False
+        """True when this wrapper applied an explicitly created XNNPACK delegate."""
+        self.interpreter = self._build(interpreter_cls, bytes(content), num_threads, xnnpack)
         self._runners: dict[str, Any] = {}
         inp = self.metadata[C.F_INPUT]
         self.input_shape = (inp[C.F_HEIGHT], inp[C.F_WIDTH], inp[C.F_CHANNELS])
@@ -86,6 +97,26 @@ class TrainableModel:
         self._variants = sorted(((int(v[C.F_LOWEST_INDEX]), v[C.F_SIGNATURE])
                                  for v in self.metadata.get(C.F_TRAIN_VARIANTS, [])), reverse=True)
         self._deepest_selected: int | None = None
+
+    def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool):
+        package = EXPLICIT_XNNPACK_MODULES.get(self.runtime)
+        if xnnpack and package:
+            try:
+                delegate = XnnpackDelegate(num_threads, package)
+                interpreter = interpreter_cls(model_content=content, num_threads=num_threads,
+                                              experimental_delegates=[delegate])
+            except (ImportError, OSError, RuntimeError, ValueError) as err:
+                LOG.warning("%s: the XNNPACK delegate could not be applied (%s: %s); running on the builtin "
+                            "kernels (slower)", self.runtime, type(err).__name__, err)
+            else:
+                self.explicit_xnnpack = True
+                return interpreter
+        return interpreter_cls(model_content=content, num_threads=num_threads)
+
+    @property
+    def delegated(self) -> bool:
+        """True when a delegate (XNNPACK) runs part of the primary subgraph (explicit or the runtime's default)."""
+        return delegated_node_count(self.interpreter) > 0
 
     def train_signature(self) -> str:
         """The train signature for the current selection: the variant with the highest cut at or

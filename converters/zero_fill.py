@@ -1,0 +1,100 @@
+"""Stores no all-zero initial values: they are written at run time by a FILL op instead.
+
+The converter stores every variable's initial value as a constant buffer (the initialiser subgraph
+and ``reset_state`` share it). The weights must be stored once; the optimizer slots, the channel
+masks and the prototypes start at zero, and storing those zeros would make the file ~1 + (number of
+slots) times the trainable weight bytes (issue 14's bound: file <= 1.25 x float32 parameter bytes +
+metadata + self-test). This pass rewrites the flatbuffer so that each all-zero constant written by an
+``ASSIGN_VARIABLE`` becomes the output of ``FILL(shape, 0)``, computed when the initialiser or
+``reset_state`` runs; the values (+0.0 / 0 bit patterns) and hence the checkpoint semantics are
+unchanged.
+"""
+
+from __future__ import annotations
+
+import flatbuffers
+import numpy as np
+from tensorflow.lite.python import schema_py_generated as schema
+
+MIN_ELEMENTS = 16
+"""All-zero constants with fewer elements stay stored (a FILL and its two operands cost more)."""
+_DTYPES = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.INT32: np.int32}
+
+__all__ = ["MIN_ELEMENTS", "fill_zero_initial_values"]
+
+
+def _opcode_index(model: schema.ModelT, code: int) -> int:
+    for i, op in enumerate(model.operatorCodes):
+        if max(op.builtinCode, op.deprecatedBuiltinCode) == code:
+            return i
+    entry = schema.OperatorCodeT()
+    entry.builtinCode = code
+    entry.deprecatedBuiltinCode = min(code, schema.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES)
+    entry.version = 1
+    model.operatorCodes.append(entry)
+    return len(model.operatorCodes) - 1
+
+
+def _is_zero_constant(model: schema.ModelT, tensor: schema.TensorT) -> bool:
+    if tensor.type not in _DTYPES or tensor.buffer == 0 or tensor.shape is None or len(tensor.shape) == 0:
+        return False
+    data = model.buffers[tensor.buffer].data
+    return (data is not None and int(np.prod(tensor.shape)) >= MIN_ELEMENTS
+            and len(data) == 4 * int(np.prod(tensor.shape)) and not np.any(data))
+
+
+def _constant(model: schema.ModelT, subgraph: schema.SubGraphT, value: np.ndarray, name: str) -> int:
+    buffer = schema.BufferT()
+    buffer.data = np.frombuffer(np.ascontiguousarray(value).tobytes(), np.uint8)
+    model.buffers.append(buffer)
+    tensor = schema.TensorT()
+    tensor.shape = np.array(value.shape, np.int32)
+    tensor.type = schema.TensorType.INT32 if value.dtype == np.int32 else schema.TensorType.FLOAT32
+    tensor.buffer = len(model.buffers) - 1
+    tensor.name = name
+    subgraph.tensors.append(tensor)
+    return len(subgraph.tensors) - 1
+
+
+def fill_zero_initial_values(model: bytes) -> bytes:
+    """Returns ``model`` with every all-zero constant (>= ``MIN_ELEMENTS`` float32/int32 elements)
+    that an ``ASSIGN_VARIABLE`` writes computed by a ``FILL`` placed before its first use, and its
+    buffer emptied when no other tensor reads it."""
+    obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
+    codes = obj.operatorCodes
+    assign = [i for i, c in enumerate(codes) if max(c.builtinCode, c.deprecatedBuiltinCode)
+              == schema.BuiltinOperator.ASSIGN_VARIABLE]
+    if not assign:
+        return model
+    fill = None
+    freed: set[int] = set()
+    for subgraph in obj.subgraphs:
+        targets = {int(op.inputs[1]) for op in subgraph.operators or [] if op.opcodeIndex in assign
+                   and _is_zero_constant(obj, subgraph.tensors[int(op.inputs[1])])}
+        if not targets:
+            continue
+        fill = _opcode_index(obj, schema.BuiltinOperator.FILL) if fill is None else fill
+        operators = []
+        for op in subgraph.operators:
+            for t in [int(i) for i in op.inputs if int(i) in targets]:
+                tensor = subgraph.tensors[t]
+                dtype = _DTYPES[tensor.type]
+                name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
+                dims = _constant(obj, subgraph, np.array(tensor.shape, np.int32), f"{name}/zero_fill_dims")
+                zero = _constant(obj, subgraph, np.zeros([], dtype), f"{name}/zero_fill_value")
+                producer = schema.OperatorT()
+                producer.opcodeIndex = fill
+                producer.inputs = np.array([dims, zero], np.int32)
+                producer.outputs = np.array([t], np.int32)
+                operators.append(producer)
+                freed.add(tensor.buffer)
+                tensor.buffer = 0
+                targets.discard(t)
+            operators.append(op)
+        subgraph.operators = operators
+    still_read = {t.buffer for sg in obj.subgraphs for t in sg.tensors}
+    for b in freed - still_read:
+        obj.buffers[b] = schema.BufferT()
+    builder = flatbuffers.Builder(len(model) + 1024)
+    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())

@@ -1,0 +1,72 @@
+"""The XNNPACK delegate of tflite-runtime's own library, created explicitly.
+
+tflite-runtime 2.14's pip wheel never applies its default XNNPACK delegate (every op then runs on
+the slower builtin kernels; ``bench/results/TFLITE_RUNTIME_FASTPATH.md``), although its native
+library contains XNNPACK and exports ``TfLiteXNNPackDelegateCreate``. This module creates that
+delegate through ctypes and hands it to ``Interpreter(experimental_delegates=[...])``, which only
+needs ``_get_native_delegate_pointer()``. ai-edge-litert applies XNNPACK by default and needs none of
+this.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+
+__all__ = ["XnnpackDelegate", "delegated_node_count"]
+
+
+class _Options(ctypes.Structure):
+    """``TfLiteXNNPackDelegateOptions`` (TF 2.14: num_threads, flags, weights_cache,
+    handle_variable_ops), padded: only ``num_threads`` is written; the library's defaults fill the rest,
+    and a struct larger than 16 bytes is returned through a caller-allocated buffer on x86-64 and
+    AArch64 alike, so the padding only has to cover the real size."""
+
+    _fields_ = [("num_threads", ctypes.c_int32), ("flags", ctypes.c_uint32), ("weights_cache", ctypes.c_void_p),
+                ("handle_variable_ops", ctypes.c_bool), ("_reserved", ctypes.c_byte * 64)]
+
+
+class XnnpackDelegate:
+    """An XNNPACK delegate from the native library of an interpreter module (``tflite_runtime``).
+
+    Args:
+      num_threads: Threads of the delegate (the interpreter's ``num_threads``).
+      package: The interpreter package whose native wrapper holds XNNPACK.
+
+    Raises:
+      OSError: the library cannot be loaded or lacks the XNNPACK symbols.
+      RuntimeError: the library returned no delegate.
+    """
+
+    def __init__(self, num_threads: int = 1, package: str = "tflite_runtime") -> None:
+        wrapper = importlib.import_module(f"{package}._pywrap_tensorflow_interpreter_wrapper")
+        lib = ctypes.CDLL(wrapper.__file__)
+        try:
+            default, create, delete = (lib.TfLiteXNNPackDelegateOptionsDefault, lib.TfLiteXNNPackDelegateCreate,
+                                       lib.TfLiteXNNPackDelegateDelete)
+        except AttributeError as err:
+            raise OSError(f"{wrapper.__file__} exports no XNNPACK delegate: {err}") from err
+        default.restype = _Options
+        create.restype = ctypes.c_void_p
+        create.argtypes = [ctypes.POINTER(_Options)]
+        delete.argtypes = [ctypes.c_void_p]
+        options = default()
+        options.num_threads = int(num_threads)
+        pointer = create(ctypes.byref(options))
+        if not pointer:
+            raise RuntimeError("TfLiteXNNPackDelegateCreate returned no delegate")
+        self._delete, self._pointer = delete, pointer
+
+    def _get_native_delegate_pointer(self) -> int:
+        return self._pointer
+
+    def __del__(self) -> None:
+        # The Interpreter drops its native interpreter before its delegates (tflite Interpreter.__del__).
+        if getattr(self, "_pointer", None):
+            self._delete(self._pointer)
+            self._pointer = None
+
+
+def delegated_node_count(interpreter) -> int:
+    """Number of ``DELEGATE`` nodes in the interpreter's primary subgraph (0: nothing delegated)."""
+    return sum(1 for op in interpreter._get_ops_details() if op.get("op_name") == "DELEGATE")
