@@ -16,6 +16,10 @@ project's input normalisation and cosine head:
 
 Parameters are named ``<layer>.weight`` and ``<layer>.bias`` (``parameter_names``), so training
 artifacts can mark whole layers trainable.
+
+``graph_to_onnx`` builds the same from the exporter's own graph IR (``converters.graph``: BN already
+folded, activations fused, the input normalisation absorbed into ``InputSpec``), for user Keras
+models such as EfficientNet-Lite0 that are not built from a backbone config.
 """
 
 from __future__ import annotations
@@ -56,8 +60,7 @@ def keras_to_onnx(model, mean: Sequence[float], std: Sequence[float], prototypes
     Raises:
       ValueError: a layer this builder does not translate (named with its class).
     """
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     nodes, inits = [], []
     names: dict[str, str] = {}  # keras layer name -> onnx tensor name of its output
@@ -119,6 +122,93 @@ def keras_to_onnx(model, mean: Sequence[float], std: Sequence[float], prototypes
         names[layer.name] = out
     if feature is None or names[model.layers[-1].name] != feature:
         raise ValueError("the model must end in GlobalAveragePooling2D (the embedding)")
+    return _with_head(nodes, inits, const, feature, prototypes, cosine_scale, with_embeddings, (h, w, c))
+
+
+def graph_to_onnx(graph, prototypes: np.ndarray, cosine_scale: float, with_embeddings: bool = True):
+    """The ONNX ModelProto of an exporter graph IR (``PreparedModel.graph``) plus the cosine head.
+
+    Translates ``input`` (normalised by the graph's ``InputSpec``), ``conv2d`` / ``depthwise`` with
+    fused linear / relu / relu6, ``activation`` relu / relu6, ``add``, ``identity`` and a final
+    ``global_pool`` (optionally followed by ``reshape`` to [D]).
+
+    Raises:
+      ValueError: a node this builder does not translate (named with its op).
+    """
+    from onnx import helper, numpy_helper
+
+    nodes, inits = [], []
+
+    def const(name: str, value: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def act(fn: str, src: str, out: str) -> None:
+        if fn == "linear":
+            nodes.append(helper.make_node("Identity", [src], [out]))
+        elif fn == "relu":
+            nodes.append(helper.make_node("Relu", [src], [out]))
+        elif fn == "relu6":
+            nodes.append(helper.make_node("Clip", [src, const(f"{out}.min", np.array(0.0, np.float32)),
+                                                   const(f"{out}.max", np.array(6.0, np.float32))], [out]))
+        else:
+            raise ValueError(f"activation {fn!r} ({out}) is not translated to ONNX")
+
+    spec = graph.input_spec
+    h, w, c = spec.shape
+    first = graph.nodes[0].name
+    const("norm.mean", np.asarray(spec.mean, np.float32).reshape(1, 1, 1, c))
+    const("norm.inv_std", (1.0 / np.asarray(spec.std, np.float32)).reshape(1, 1, 1, c))
+    nodes += [helper.make_node("Sub", ["images", "norm.mean"], ["norm.centered"]),
+              helper.make_node("Mul", ["norm.centered", "norm.inv_std"], ["norm.out"]),
+              helper.make_node("Transpose", ["norm.out"], [first], perm=[0, 3, 1, 2])]
+    shapes = {n.name: n.shape for n in graph.nodes}
+    feature = None
+    for node in graph.nodes[1:]:
+        a, out, src = node.attrs, node.name, list(node.inputs)
+        if node.op in ("conv2d", "depthwise"):
+            kernel, bias = node.weights
+            if a["padding"] != "same":
+                raise ValueError(f"node {out!r} ({node.op}): only 'same' padding")
+            in_h, in_w = shapes[src[0]][:2]
+            (pt, pb), (pl, pr) = (same_pads(in_h, int(kernel.shape[0]), int(a["strides"][0])),
+                                  same_pads(in_w, int(kernel.shape[1]), int(a["strides"][1])))
+            if node.op == "depthwise":
+                weight, group = kernel.transpose(2, 3, 0, 1), int(kernel.shape[2])
+            else:
+                weight, group = kernel.transpose(3, 2, 0, 1), 1
+            wn, bn = parameter_names(out)
+            const(wn, weight.astype(np.float32))
+            const(bn, bias.astype(np.float32))
+            nodes.append(helper.make_node("Conv", [src[0], wn, bn], [f"{out}.z"], group=group,
+                                          kernel_shape=list(kernel.shape[:2]), strides=list(a["strides"]),
+                                          pads=[pt, pl, pb, pr]))
+            act(a.get("activation", "linear"), f"{out}.z", out)
+        elif node.op == "activation":
+            act(a["fn"], src[0], out)
+        elif node.op == "add":
+            nodes.append(helper.make_node("Add", src, [out]))
+        elif node.op == "identity" or (node.op == "reshape" and feature == src[0]):
+            nodes.append(helper.make_node("Identity", src, [out]))
+            feature = out if feature == src[0] else feature
+        elif node.op == "global_pool":
+            nodes += [helper.make_node("GlobalAveragePool", src, [f"{out}.pooled"]),
+                      helper.make_node("Flatten", [f"{out}.pooled"], [out], axis=1)]
+            feature = out
+        else:
+            raise ValueError(f"node {out!r} ({node.op}) is not translated to ONNX")
+    if feature != graph.output:
+        raise ValueError("the graph must end in global average pooling (the embedding)")
+    return _with_head(nodes, inits, const, feature, prototypes, cosine_scale, with_embeddings, (h, w, c))
+
+
+def _with_head(nodes: list, inits: list, const, feature: str, prototypes: np.ndarray, cosine_scale: float,
+               with_embeddings: bool, image_shape: tuple[int, int, int]):
+    """Appends the cosine head to a backbone's ONNX ``nodes`` and returns the checked ModelProto."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    h, w, c = image_shape
     protos = np.asarray(prototypes, np.float64)
     p_hat = protos / np.sqrt(np.sum(protos * protos, axis=1, keepdims=True) + NORM_EPS)
     const("head.prototypes_t", p_hat.T.astype(np.float32))
@@ -137,10 +227,10 @@ def keras_to_onnx(model, mean: Sequence[float], std: Sequence[float], prototypes
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", k])]
     if with_embeddings:
         outputs.insert(0, helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["batch", d]))
-    graph = helper.make_graph(nodes, "tflite_train_peer",
+    graph_proto = helper.make_graph(nodes, "tflite_train_peer",
                               [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", h, w, c])],
                               outputs, inits)
-    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION,
+    onnx_model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION,
                                    producer_name="tflite-train bench")
     onnx.checker.check_model(onnx_model)
     return onnx_model

@@ -168,11 +168,27 @@ def run_worker(python: str, spec: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ set-up
+KERAS_BACKBONES = ("efficientnet_lite0",)
+"""Backbones built as Keras models with their own weights (not from a backbone config)."""
+
+
+def keras_backbone(args: argparse.Namespace):
+    """The Keras model of a ``KERAS_BACKBONES`` entry (EfficientNet-Lite0 with its ImageNet weights)."""
+    from tflite_train.models.efficientnet_lite import efficientnet_lite0
+
+    return efficientnet_lite0(args.input_size, include_top=False, weights="imagenet")
+
+
 def export_configs(args: argparse.Namespace) -> dict:
     """{"sparse": ExportConfig, "full": ExportConfig} of the project's two exports."""
     from converters.export_config import ExportConfig
     from converters.fixtures import trained_config
     from tflite_train.architectures import get_config
+
+    if args.backbone in KERAS_BACKBONES:
+        return {key: ExportConfig(backbone="keras", input_size=None, candidates=cand, train_variants=4,
+                                  candidate_blocks=args.candidate_blocks)
+                for key, cand in (("sparse", f"blocks:{args.candidate_blocks}"), ("full", "all"))}
 
     blocks = len(get_config(args.backbone).blocks)
     size = (args.input_size, args.input_size)
@@ -325,29 +341,42 @@ def main(argv: list[str] | None = None) -> int:
     import onnx
     import onnxruntime
 
-    from bench.onnx_graph import keras_to_onnx
-    from converters.build_module import folded_backbone
-    from converters.export import ensure_export
+    from bench.onnx_graph import graph_to_onnx, keras_to_onnx
+    from converters.build_module import folded_backbone, prepare_model
+    from converters.export import ensure_export, write_export
 
     work = pathlib.Path(args.work_dir) / f"{args.backbone}_{args.input_size}"
     work.mkdir(parents=True, exist_ok=True)
     configs = export_configs(args)
     paths = {}
+    keras_model = keras_backbone(args) if args.backbone in KERAS_BACKBONES else None
     for key, config in configs.items():
         paths[key] = pathlib.Path(args.model_dir) / f"{args.backbone}_{args.input_size}_{key}_k{config.candidate_blocks}.tflite"
-        ensure_export(config, paths[key])
+        if keras_model is None:
+            ensure_export(config, paths[key])
+        elif not paths[key].exists():
+            write_export(config, paths[key], keras_model)
     xs, ys, protos, selection, _ = policy_selection(paths["sparse"], args)
     sparse_cfg = configs["sparse"]
-    folded = folded_backbone(sparse_cfg)
-    onnx_model = keras_to_onnx(folded.model, sparse_cfg.mean, sparse_cfg.std, protos, sparse_cfg.cosine_scale)
     onnx_path = work / "forward.onnx"
-    onnx.save(onnx_model, str(onnx_path))
-    parity = forward_parity(folded.model, onnx_path, xs, protos, sparse_cfg.cosine_scale, sparse_cfg.mean, sparse_cfg.std)
+    if keras_model is None:
+        folded = folded_backbone(sparse_cfg)
+        onnx_model = keras_to_onnx(folded.model, sparse_cfg.mean, sparse_cfg.std, protos, sparse_cfg.cosine_scale)
+        onnx.save(onnx_model, str(onnx_path))
+        parity = forward_parity(folded.model, onnx_path, xs, protos, sparse_cfg.cosine_scale, sparse_cfg.mean,
+                                sparse_cfg.std)
+        train_graph = keras_to_onnx(folded.model, sparse_cfg.mean, sparse_cfg.std, protos, sparse_cfg.cosine_scale,
+                                    with_embeddings=False)
+        all_layers = [spec.name for spec in folded.table]
+    else:  # the exporter's own graph IR (BN folded, normalisation absorbed); Keras takes raw pixels
+        prepared = prepare_model(keras_model, sparse_cfg)
+        onnx_model = graph_to_onnx(prepared.graph, protos, sparse_cfg.cosine_scale)
+        onnx.save(onnx_model, str(onnx_path))
+        parity = forward_parity(keras_model, onnx_path, xs, protos, sparse_cfg.cosine_scale, [0.0] * 3, [1.0] * 3)
+        train_graph = graph_to_onnx(prepared.graph, protos, sparse_cfg.cosine_scale, with_embeddings=False)
+        all_layers = [spec.name for spec in prepared.table]
     print(f"ONNX vs Keras forward: max relative difference {parity['embeddings']:.2e} (embeddings), "
           f"{parity['logits']:.2e} (logits)", flush=True)
-    train_graph = keras_to_onnx(folded.model, sparse_cfg.mean, sparse_cfg.std, protos, sparse_cfg.cosine_scale,
-                                with_embeddings=False)
-    all_layers = [spec.name for spec in folded.table]
     from tflite_train.runtime import read_metadata
 
     sparse_meta, full_meta = read_metadata(paths["sparse"]), read_metadata(paths["full"])
