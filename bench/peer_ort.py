@@ -122,7 +122,7 @@ def _tflite_worker(spec: dict) -> dict:
     from tflite_train.runtime import TrainableModel
 
     inputs = np.load(spec["inputs"])
-    model = TrainableModel(spec["model"], num_threads=1)
+    model = TrainableModel(spec["model"], num_threads=1, xnnpack=True)  # fixed batch: see runtime.interpreter
     images, labels = inputs["image"], inputs["label"].astype(np.int64)
     model.set_head(inputs["prototypes"])
     if spec["workload"] == "infer":
@@ -309,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weights", default=None, help="Keras BN-form weights (default: shipped MCUNet weights for mcunet)")
     parser.add_argument("--candidate-blocks", type=int, default=6, help="k of the TinyTrain export (the demo's)")
     parser.add_argument("--model-dir", default="build/peer/models")
+    parser.add_argument("--models", nargs=2, metavar=("SPARSE", "FULL"), default=None,
+                        help="use these exported files (TinyTrain export, FullTrain export of --backbone at "
+                             "--input-size, e.g. the step_ratios exports) instead of exporting into --model-dir")
     parser.add_argument("--work-dir", default="build/peer")
     parser.add_argument("--cache", default="build/data_cache")
     parser.add_argument("--dataset", default="fashion_mnist")
@@ -352,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     keras_model = keras_backbone(args) if args.backbone in KERAS_BACKBONES else None
     for key, config in configs.items():
         paths[key] = pathlib.Path(args.model_dir) / f"{args.backbone}_{args.input_size}_{key}_k{config.candidate_blocks}.tflite"
-        if keras_model is None:
+        if args.models:
+            paths[key] = pathlib.Path(args.models[0 if key == "sparse" else 1])
+        elif keras_model is None:
             ensure_export(config, paths[key])
         elif not paths[key].exists():
             write_export(config, paths[key], keras_model)

@@ -71,7 +71,7 @@ def worker(spec: dict) -> dict:
     from tflite_train.runtime.selftest import verify
 
     model = TrainableModel(spec["model"], num_threads=1, xnnpack=spec["xnnpack"])
-    passed = verify(spec["model"]).passed if spec["xnnpack"] else None
+    passed = verify(spec["model"], xnnpack=True).passed if spec["xnnpack"] else None
     x = np.random.default_rng(0).uniform(*model.metadata["input"]["range"], size=(1, *model.input_shape))
     x = x.astype(np.float32)
     model.set_head(np.random.default_rng(1).normal(size=(5, model.feature_dim)))

@@ -26,7 +26,8 @@ SKIP_PREFIX = b"VALIDATION:"
 DATA_DEPENDENT_SHAPE_OPS = (schema.BuiltinOperator.WHERE,)
 """Builtin ops whose output shape depends on input values (the ones the exporter emits)."""
 
-__all__ = ["DATA_DEPENDENT_SHAPE_OPS", "SKIP_PREFIX", "mark_dynamic_subgraphs", "skipped_subgraphs"]
+__all__ = ["DATA_DEPENDENT_SHAPE_OPS", "SKIP_PREFIX", "mark_dynamic_subgraphs", "mark_dynamic_subgraphs_in",
+           "skipped_subgraphs"]
 
 
 def _dynamic_opcodes(model: schema.ModelT) -> set[int]:
@@ -35,17 +36,26 @@ def _dynamic_opcodes(model: schema.ModelT) -> set[int]:
 
 
 def mark_dynamic_subgraphs(model: bytes) -> bytes:
-    """Returns ``model`` with every subgraph that holds a data-dependent-shape op renamed
-    ``VALIDATION:<name>`` (delegates skip it); ``model`` itself when there is none.
+    """Returns ``model`` rewritten by ``mark_dynamic_subgraphs_in`` (``model`` itself when unchanged)."""
+    obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
+    if not mark_dynamic_subgraphs_in(obj):
+        return model
+    builder = flatbuffers.Builder(len(model) + 1024)
+    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def mark_dynamic_subgraphs_in(obj: schema.ModelT) -> bool:
+    """Renames every subgraph that holds a data-dependent-shape op ``VALIDATION:<name>`` (delegates
+    skip it). Returns True when a name changed.
 
     Raises:
       ValueError: a signature's own subgraph holds such an op (its outputs would be dynamic and the
         delegate would refuse the model; the exporter never emits one).
     """
-    obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
     codes = _dynamic_opcodes(obj)
     if not codes:
-        return model
+        return False
     signature_subgraphs = {sig.subgraphIndex: sig.signatureKey for sig in obj.signatureDefs or []}
     changed = False
     for index, subgraph in enumerate(obj.subgraphs):
@@ -57,11 +67,7 @@ def mark_dynamic_subgraphs(model: bytes) -> bytes:
                              f"shape; only IF branches without outputs may")
         subgraph.name = SKIP_PREFIX + name
         changed = True
-    if not changed:
-        return model
-    builder = flatbuffers.Builder(len(model) + 1024)
-    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return changed
 
 
 def skipped_subgraphs(model: bytes) -> list[str]:

@@ -10,17 +10,19 @@ import pathlib
 import tempfile
 import time
 
+import flatbuffers
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.lite.python import schema_py_generated as schema
 
 from converters.build_module import backbone_model, module_from_keras
-from converters.delegate_skip import mark_dynamic_subgraphs
+from converters.delegate_skip import mark_dynamic_subgraphs_in
 from converters.export_config import ExportConfig
 from converters.flatbuffer_metadata import add_metadata
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.trainable_module import TrainableModule, train_variant_name
-from converters.zero_fill import fill_zero_initial_values
+from converters.zero_fill import fill_zero_initial_values_in
 from tflite_train import contract as C
 from tflite_train.runtime.checkpoint import write_atomic
 from tflite_train.runtime.integrity import CHECKSUM_NAME, PLACEHOLDER, seal
@@ -40,15 +42,26 @@ class ExportResult:
 
 
 def convert(module: TrainableModule) -> bytes:
-    """Converts the module's signatures (via a SavedModel) with builtins only and resource variables;
-    all-zero initial values are computed at run time (``converters.zero_fill``), so each weight is stored once;
-    subgraphs with data-dependent shapes are skipped by delegates (``converters.delegate_skip``)."""
+    """Converts the module's signatures (via a SavedModel) with builtins only and resource variables,
+    then rewrites the flatbuffer once: all-zero initial values are computed at run time
+    (``converters.zero_fill``), so each weight is stored once; subgraphs with data-dependent shapes
+    are skipped by delegates (``converters.delegate_skip``).
+
+    Identical IF branches of different train signatures are NOT merged: a subgraph shared by two
+    signatures is re-prepared by whichever runs at a new batch size, and the other then invokes it
+    with stale shapes (measured: BATCH_MATMUL prepare failure on tflite-runtime 2.14)."""
     with tempfile.TemporaryDirectory() as tmp:
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
         converter.experimental_enable_resource_variables = True
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        return mark_dynamic_subgraphs(fill_zero_initial_values(converter.convert()))
+        raw = converter.convert()
+    obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
+    fill_zero_initial_values_in(obj)
+    mark_dynamic_subgraphs_in(obj)
+    builder = flatbuffers.Builder(len(raw) + 1024)
+    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
 
 
 def model_id(module: TrainableModule) -> str:

@@ -20,7 +20,7 @@ MIN_ELEMENTS = 16
 """All-zero constants with fewer elements stay stored (a FILL and its two operands cost more)."""
 _DTYPES = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.INT32: np.int32}
 
-__all__ = ["MIN_ELEMENTS", "fill_zero_initial_values"]
+__all__ = ["MIN_ELEMENTS", "fill_zero_initial_values", "fill_zero_initial_values_in"]
 
 
 def _opcode_index(model: schema.ModelT, code: int) -> int:
@@ -57,15 +57,24 @@ def _constant(model: schema.ModelT, subgraph: schema.SubGraphT, value: np.ndarra
 
 
 def fill_zero_initial_values(model: bytes) -> bytes:
-    """Returns ``model`` with every all-zero constant (>= ``MIN_ELEMENTS`` float32/int32 elements)
-    that an ``ASSIGN_VARIABLE`` writes computed by a ``FILL`` placed before its first use, and its
-    buffer emptied when no other tensor reads it."""
+    """Returns ``model`` rewritten by ``fill_zero_initial_values_in``."""
     obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
+    if not fill_zero_initial_values_in(obj):
+        return model
+    builder = flatbuffers.Builder(len(model) + 1024)
+    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def fill_zero_initial_values_in(obj: schema.ModelT) -> bool:
+    """Makes every all-zero constant (>= ``MIN_ELEMENTS`` float32/int32 elements) that an
+    ``ASSIGN_VARIABLE`` writes the output of a ``FILL`` placed before its first use, and empties its
+    buffer when no other tensor reads it. Returns True when the model changed."""
     codes = obj.operatorCodes
     assign = [i for i, c in enumerate(codes) if max(c.builtinCode, c.deprecatedBuiltinCode)
               == schema.BuiltinOperator.ASSIGN_VARIABLE]
     if not assign:
-        return model
+        return False
     fill = None
     freed: set[int] = set()
     for subgraph in obj.subgraphs:
@@ -95,6 +104,4 @@ def fill_zero_initial_values(model: bytes) -> bytes:
     still_read = {t.buffer for sg in obj.subgraphs for t in sg.tensors}
     for b in freed - still_read:
         obj.buffers[b] = schema.BufferT()
-    builder = flatbuffers.Builder(len(model) + 1024)
-    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return bool(freed)

@@ -1,6 +1,7 @@
-"""XNNPACK on every runtime: tflite-runtime 2.14 (whose wheel does not apply its default delegate)
-gets it explicitly, on the whole exported contract; a delegate that cannot be created falls back
-to the builtin kernels with a warning, never to different results.
+"""XNNPACK on tflite-runtime 2.14 (whose wheel does not apply its default delegate): the explicitly
+created delegate (``xnnpack=True``) takes the whole exported contract and the self-test passes on it;
+a delegate that cannot be created falls back to the builtin kernels with a warning, never to
+different results.
 
 Behaviour only (which delegate ran, what the self-test says); timings are in bench/results.
 """
@@ -22,7 +23,7 @@ FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "mbv2_adam_32"
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_tflite_runtime_gets_xnnpack_on_the_whole_contract(name):
-    model = TrainableModel(fixture_model(name))
+    model = TrainableModel(fixture_model(name), xnnpack=True)
     if model.runtime != "tflite_runtime.interpreter":
         pytest.skip(f"explicit XNNPACK is for tflite-runtime; this env runs {model.runtime}")
     assert model.explicit_xnnpack and model.delegated
@@ -32,7 +33,7 @@ def test_tflite_runtime_gets_xnnpack_on_the_whole_contract(name):
 
 @pytest.mark.parametrize("name", ["tiny_adam_33", "mcunet_adam_35"])
 def test_selftest_passes_with_the_delegate_applied(name):
-    report = verify(fixture_model(name))
+    report = verify(fixture_model(name), xnnpack=True)
     assert report.passed, report
 
 
@@ -41,7 +42,7 @@ def test_a_delegate_that_cannot_be_created_falls_back_with_a_warning(monkeypatch
     reference = TrainableModel(path, xnnpack=False)
     monkeypatch.setitem(interpreter_module.EXPLICIT_XNNPACK_MODULES, reference.runtime, "no_such_runtime_package")
     with caplog.at_level(logging.WARNING, logger=interpreter_module.LOG.name):
-        model = TrainableModel(path)
+        model = TrainableModel(path, xnnpack=True)
     assert not model.explicit_xnnpack
     assert any("XNNPACK delegate could not be applied" in r.getMessage() for r in caplog.records)
     images = np.random.default_rng(0).uniform(0, 1, (2, *model.input_shape)).astype(np.float32)

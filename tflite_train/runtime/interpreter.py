@@ -2,9 +2,12 @@
 
 Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as a last fallback,
 ``tensorflow.lite.python.interpreter`` (whichever imports first). On tflite-runtime, whose wheel does
-not apply its default XNNPACK delegate, the delegate is created explicitly
+not apply its default XNNPACK delegate, ``xnnpack=True`` creates the delegate explicitly
 (``tflite_train.runtime.xnnpack``); when that fails the model runs on the builtin kernels, with a
-warning.
+warning. It is opt-in: with it, 2.14 fails a ``train_step`` whose batch size changed between calls
+on an update branch prepared for the previous size (BATCH_MATMUL "accum_dim_lhs != accum_dim_rhs",
+seen in ``adapt``, where ``fisher`` and ``train_step`` run at different batch sizes); at a fixed
+batch size it runs the whole contract and passes the self-test.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ class TrainableModel:
       runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
       num_threads: Interpreter threads.
       xnnpack: On a runtime listed in ``EXPLICIT_XNNPACK_MODULES``, create the XNNPACK delegate
-        explicitly (False: builtin kernels only, e.g. to compare).
+        explicitly (opt-in: module docstring); False: builtin kernels only.
 
     Raises:
       ValueError: the file is not a trainable model, or its graph does not match its metadata
@@ -73,7 +76,7 @@ class TrainableModel:
         model: str | os.PathLike | bytes,
         runtime: str | None = None,
         num_threads: int = 1,
-        xnnpack: bool = True,
+        xnnpack: bool = False,
     ) -> None:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
         check_model_bytes(bytes(content), "model bytes" if isinstance(model, (bytes, bytearray)) else str(model))
@@ -84,6 +87,7 @@ class TrainableModel:
         """True when this wrapper applied an explicitly created XNNPACK delegate."""
         self.interpreter = self._build(interpreter_cls, bytes(content), num_threads, xnnpack)
         self._runners: dict[str, Any] = {}
+        self._allocated: dict[str, tuple] = {}
         inp = self.metadata[C.F_INPUT]
         self.input_shape = (inp[C.F_HEIGHT], inp[C.F_WIDTH], inp[C.F_CHANNELS])
         self.capacity = int(self.metadata[C.F_CLASS_CAPACITY])
@@ -137,8 +141,35 @@ class TrainableModel:
             self._runners[name] = self.interpreter.get_signature_runner(name)
         return self._runners[name]
 
+    def _allocate(self, signature: str, inputs: Mapping[str, np.ndarray]) -> None:
+        """Resizes and allocates a signature for new input shapes before it runs (explicit XNNPACK only).
+
+        On tflite-runtime 2.14 with the explicitly created delegate, the first ``AllocateTensors``
+        after an input resize of ``train_step`` can fail once (re-preparing a delegated IF branch) and
+        succeeds when repeated; nothing has run at that point, so it is repeated once here, before
+        the runner invokes (the runner's own resize and allocation are then no-ops).
+        """
+        shapes = tuple(sorted((k, np.shape(v)) for k, v in inputs.items()))
+        if self._allocated.get(signature) == shapes:
+            return
+        runner = self._runner(signature)
+        try:
+            wrapper, index, names = runner._interpreter_wrapper, runner._subgraph_index, runner._inputs
+        except AttributeError:  # another runtime version: the runner allocates as usual
+            return
+        for name, value in inputs.items():
+            wrapper.ResizeInputTensor(names[name], np.array(np.shape(value), np.int32), False, index)
+        try:
+            wrapper.AllocateTensors(index)
+        except RuntimeError:
+            LOG.debug("%s: re-allocating %s after an input resize", self.runtime, signature)
+            wrapper.AllocateTensors(index)
+        self._allocated[signature] = shapes
+
     def call(self, signature: str, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         """Runs a signature with no checks (outputs are copied); tracks the selection it sets."""
+        if self.explicit_xnnpack:
+            self._allocate(signature, inputs)
         out = self._runner(signature)(**inputs)
         if signature == C.SET_SELECTION:
             parts = np.split(np.asarray(inputs[C.CHANNEL_MASK]),

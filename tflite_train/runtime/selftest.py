@@ -191,10 +191,11 @@ def run_procedure(model: TrainableModel, vectors: dict[str, np.ndarray]) -> dict
 
 
 def verify(model_path: str | os.PathLike | bytes, runtime: str | None = None,
-           vectors: dict[str, np.ndarray] | None = None) -> SelftestResult:
-    """Replays the embedded self-test (or ``vectors``) and compares with the goldens."""
+           vectors: dict[str, np.ndarray] | None = None, xnnpack: bool = False) -> SelftestResult:
+    """Replays the embedded self-test (or ``vectors``) and compares with the goldens
+    (``xnnpack``: with the explicitly created delegate, ``TrainableModel``)."""
     vectors = load_selftest(model_path) if vectors is None else vectors
-    model = TrainableModel(model_path, runtime=runtime)
+    model = TrainableModel(model_path, runtime=runtime, xnnpack=xnnpack)
     actual = run_procedure(model, vectors)
     dev = {g: 0.0 for g in GROUPS}
     worst = {g: "-" for g in GROUPS}
