@@ -7,8 +7,11 @@ Findings (evidence: the table this script writes; minimal repro models in the se
    BUILTIN_WITHOUT_DEFAULT_DELEGATES, and the "Created TensorFlow Lite XNNPACK delegate" line is
    never logged), although its native library contains XNNPACK and exports
    ``TfLiteXNNPackDelegateCreate``. ai-edge-litert applies it by default.
-2. Fix, runtime side: ``TrainableModel`` creates that delegate explicitly on tflite-runtime
-   (``tflite_train.runtime.xnnpack``; a warning and the builtin kernels when it cannot).
+2. Fix, runtime side: ``TrainableModel(..., xnnpack=True)`` creates that delegate explicitly on
+   tflite-runtime (``tflite_train.runtime.xnnpack``; a warning and the builtin kernels when it
+   cannot). Opt-in: with the delegate, a ``train_step`` whose batch size changed since the last call
+   fails on an update branch prepared for the old size (BATCH_MATMUL prepare error in ``adapt``,
+   where ``fisher`` and ``train_step`` run at different batch sizes); not isolated further.
 3. Fix, export side: 2.14's XNNPACK delegate supports static shapes only, and
    ``ModifyGraphWithDelegate`` refuses the WHOLE model (``kTfLiteApplicationError``: a RuntimeError
    without a message) when any subgraph holds a dynamic-sized tensor after ``Prepare``. Two triggers,
