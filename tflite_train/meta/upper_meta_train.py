@@ -63,6 +63,7 @@ class UpperMetaConfig:
       val_every, val_tasks: Validation cadence and number of 5-way 5-shot tasks per source.
       val_shots, val_queries: Shots and queries of a validation task (5-way).
       patience: Validations without improvement before stopping.
+      keep_best: Keep the best-validating weights (else the last step's).
       init_scale, init_bias: Initial cosine scale s and bias b.
       seed: Seed of the training episodes (the validation tasks use seed + 1).
     """
@@ -81,6 +82,7 @@ class UpperMetaConfig:
     val_shots: int = 5
     val_queries: int = 5
     patience: int = 4
+    keep_best: bool = True
     init_scale: float = 10.0
     init_bias: float = 0.0
     seed: int = 0
@@ -197,7 +199,8 @@ def meta_train_upper(
     *,
     strategy: tf.distribute.Strategy | None = None,
 ) -> tuple[list[dict], dict]:
-    """Meta-trains ``upper`` in place (module docstring); keeps the best-validating weights.
+    """Meta-trains ``upper`` (module docstring): a copy made under ``strategy`` trains, and the
+    best-validating weights are written back into ``upper``.
 
     Writes ``log.jsonl`` (one record per log/validation) in ``out_dir``. Returns (records, best), best =
     {"step", "val_acc" (mean over sources), "per_source", "scale", "bias"}.
@@ -209,6 +212,10 @@ def meta_train_upper(
     if config.episodes_per_step % replicas:
         raise ValueError(f"episodes_per_step ({config.episodes_per_step}) must be a multiple of the {replicas} replicas")
     per_replica = config.episodes_per_step // replicas
+    given = upper
+    with strategy.scope():  # the trained copy's variables belong to the strategy (mirrored over its replicas)
+        upper = keras.models.clone_model(given)
+        upper.set_weights(given.get_weights())
     layers = trained_layers(upper, config.first_block)
     for layer in upper.layers:
         layer.trainable = layer in layers
@@ -297,15 +304,15 @@ def meta_train_upper(
             record.update(loss=float(m[0]), acc=float(m[1]), lr=float(schedule(step)), scale=float(head.scale.numpy()),
                           bias=float(head.bias.numpy()), seconds=round(time.time() - t0, 1))
             write(record)
-            if record["val_acc"] > best["val_acc"]:
+            if record["val_acc"] > best["val_acc"] or not config.keep_best:
                 best = {k: record[k] for k in ("step", "val_acc", "per_source", "scale", "bias")}
                 best_weights = [layer.get_weights() for layer in layers]
                 since_best = 0
             else:
                 since_best += 1
-                if since_best >= config.patience:
+                if since_best >= config.patience and config.keep_best:
                     log.info("early stop at step %d (best step %d)", step + 1, best["step"])
                     break
     for layer, weights in zip(layers, best_weights):
-        layer.set_weights(weights)
+        given.get_layer(layer.name).set_weights(weights)
     return records, best

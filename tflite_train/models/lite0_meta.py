@@ -196,3 +196,10 @@ def reference_embeddings(model: keras.Model, input_size: int = 128, count: int =
     x = reference_inputs(input_size, count)
     values = np.asarray(model(x, training=False))[:, :dims]
     return {"input_size": input_size, "count": count, "dims": dims, "values": np.round(values, 6).tolist()}
+
+
+def lite0_model(input_size: int | tuple[int, int] = 128, weights: str | pathlib.Path | None = None) -> keras.Model:
+    """Headless Lite0 for export: the ImageNet weights, plus the meta weights file ``weights`` when given."""
+    if weights is None:
+        return efficientnet_lite0(input_size, include_top=False)
+    return efficientnet_lite0_meta(input_size, weights)
