@@ -51,6 +51,12 @@ data: $(VENV)/.installed data-deps npm-data
 weights: data
 	nice -n 10 $(VENV)/bin/tflite-train train-weights --cache $(DATA_CACHE) --out weights --threads 2
 
+# The shipped default: EfficientNet-Lite0 @ 128 with meta-trained upper blocks (prefix features cached once in
+# build/lite0_features; about 30 min on 2 shared CPU cores), written to weights/efficientnet_lite0/ with its log.
+weights-lite0: data
+	bash -o pipefail -c 'nice -n 5 $(VENV)/bin/tflite-train train-weights --backbone lite0 --cache $(DATA_CACHE) \
+	  --out weights/efficientnet_lite0 --threads 2 2>&1 | tee weights/efficientnet_lite0/train.log'
+
 # The benchmarks: bench/results/BENCHMARKS.md + PNGs (N = 50 tasks per target, one worker per core; see
 # the file for the runtime).
 bench: data

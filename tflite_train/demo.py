@@ -1,8 +1,10 @@
 """The README's main job: the end-to-end demo on the embedded default.
 
 1. Prepare (or confirm) the offline data cache.
-2. Export the shipped meta-trained MCUNet weights to a trainable builtins-only ``.tflite`` (once;
-   reused while its resolved export config is unchanged).
+2. Export the shipped default -- EfficientNet-Lite0 at 128 px, ImageNet weights with meta-trained
+   upper blocks -- to a trainable builtins-only ``.tflite`` (once; reused while its resolved export
+   config is unchanged). The cache's images are mapped to the model's input size and range as a
+   device does (``tflite_train.runtime.images.to_model_input``).
 3. On the TFLite interpreter (no TensorFlow on this path): sample a task of a cross-domain target,
    classify its query set with prototypes only (the None policy), then adapt with TinyTrain —
    Fisher once, budgeted layer/channel selection, sparse fine-tuning — and classify again.
@@ -29,11 +31,12 @@ class DemoConfig:
     """Settings of the end-to-end demo (written to ``<out>/demo_config.json``).
 
     Attributes:
-      weights: Shipped Keras weights (their ``.json`` sidecar sets backbone, input and head scale).
+      weights: Shipped weights (their ``.json`` sidecar sets backbone, input and head scale); default
+        the meta-trained Lite0 (``weights/efficientnet_lite0/lite0_128_meta.weights.h5``).
       cache: Data cache folder (built if missing).
       out: Output folder for the exported model and the report.
       target: Cross-domain data set of the cache to adapt on.
-      candidate_blocks: Trailing blocks whose layers the device may update.
+      candidate_blocks: Trailing blocks whose layers the device may update (Lite0: the 6 meta-trained ones).
       policy: Adaptation policy (``tinytrain`` by default).
       memory_bytes: B_mem of the backward pass (batch 1).
       compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs).
@@ -45,7 +48,7 @@ class DemoConfig:
       seed: Seed of the task sampling and of the adaptation.
     """
 
-    weights: str = "weights/mcunet_64_meta.weights.h5"
+    weights: str = "weights/efficientnet_lite0/lite0_128_meta.weights.h5"
     cache: str = "build/data_cache"
     out: str = "build/demo"
     target: str = "fashion_mnist"
@@ -100,10 +103,17 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
         accuracy = evaluate(model, query, query_labels)
         return result, accuracy, time.perf_counter() - start
 
+    from tflite_train.runtime.images import to_model_input
+
+    value_range = model.metadata["input"]["range"]
+
+    def inputs(indices):
+        return np.stack([to_model_input(data.images[i], model.input_shape, value_range) for i in indices])
+
     tasks = []
     for task, episode in enumerate(episodes):
-        support = data.images[episode.support_indices].astype(np.float32) / 255.0
-        query = data.images[episode.query_indices].astype(np.float32) / 255.0
+        support = inputs(episode.support_indices)
+        query = inputs(episode.query_indices)
         _, before, _ = run("none", task, support, episode.support_labels, query, episode.query_labels)
         result, after, eval_seconds = run(config.policy, task, support, episode.support_labels, query,
                                           episode.query_labels)

@@ -104,3 +104,35 @@ def test_split_is_the_same_function():
     np.testing.assert_allclose(upper(prefix(x)).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="first_block"):
         split_lite0(model, 16)
+
+
+def _captured_export(monkeypatch, argv):
+    import types
+
+    import converters.export
+    from tflite_train.cli import main
+
+    seen = {}
+
+    def fake_write_export(config, out, model=None):
+        seen["config"] = config
+        return types.SimpleNamespace(model=b"", metadata={"candidates": []})
+
+    monkeypatch.setattr(converters.export, "write_export", fake_write_export)
+    assert main(argv) == 0
+    return seen["config"]
+
+
+def test_export_defaults_to_the_meta_trained_lite0_at_128(monkeypatch, tmp_path):
+    config = _captured_export(monkeypatch, ["export", "--out", str(tmp_path / "m.tflite")])
+    assert config.backbone == "lite0" and config.input_size == (128, 128) and config.candidate_blocks == 6
+    assert config.weights == str(META_WEIGHTS_PATH) and config.mean is None  # the model's own (x - 127) / 128
+    assert config.cosine_scale == pytest.approx(sidecar()["cosine_head"]["scale"])
+    imagenet = _captured_export(monkeypatch, ["export", "--backbone", "lite0", "--weights", "imagenet",
+                                              "--input-size", "96", "--out", str(tmp_path / "i.tflite")])
+    assert imagenet.weights is None and imagenet.input_size == (96, 96)
+    paper = _captured_export(monkeypatch, ["export", "--backbone", "mcunet", "--out", str(tmp_path / "p.tflite")])
+    assert paper.backbone == "mcunet" and paper.input_size == (128, 128) and paper.candidate_blocks == 4
+    sidecar_run = _captured_export(monkeypatch, ["export", "--weights", str(META_WEIGHTS_PATH), "--out",
+                                                 str(tmp_path / "s.tflite")])
+    assert sidecar_run.backbone == "lite0" and sidecar_run.candidate_blocks == 6 and sidecar_run.mean is None

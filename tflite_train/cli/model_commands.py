@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tflite_train.architectures import BACKBONES
+from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
 from tflite_train.cli.parser import Command
 
 __all__ = ["register"]
@@ -13,9 +13,9 @@ __all__ = ["register"]
 def _cmd_export(args: argparse.Namespace) -> int:
     """Exports a trainable .tflite (needs TensorFlow: the converters package)."""
     from converters.export import write_export
-    from converters.export_config import ExportConfig
+    from converters.export_config import DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE, ExportConfig
     from converters.keras_io import load_keras_model
-    from converters.weights_spec import resolve_export_config
+    from converters.weights_spec import export_fields_from_sidecar, resolve_export_config
 
     size = None if args.input_size is None else tuple(args.input_size) * (2 if len(args.input_size) == 1 else 1)
     if size is not None and len(size) != 2:
@@ -34,13 +34,28 @@ def _cmd_export(args: argparse.Namespace) -> int:
                               **common)
     else:
         model = None
-        if args.weights is None:  # no sidecar: the CLI's defaults are the paper's MCUNet at 128
-            args.backbone, size = args.backbone or "mcunet", size or (128, 128)
-        config = resolve_export_config(
-            args.weights, backbone=args.backbone, input_size=size, in_channels=args.in_channels,
-            candidate_blocks=args.candidate_blocks or 4, cosine_scale=args.cosine_scale,
-            mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None, **common,
-        )
+        backbone = args.backbone or (None if args.weights else DEFAULT_BACKBONE)
+        if backbone == "lite0" and args.weights in (None, "imagenet"):
+            # the shipped meta-trained Lite0 (or the ImageNet-only one), at any --input-size
+            from tflite_train.models.lite0_meta import META_WEIGHTS_PATH, sidecar
+
+            meta = args.weights is None
+            config = ExportConfig(backbone="lite0", input_size=size or (DEFAULT_INPUT_SIZE,) * 2,
+                                  weights=str(META_WEIGHTS_PATH) if meta else None,
+                                  candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS["lite0"],
+                                  cosine_scale=args.cosine_scale or (sidecar()["cosine_head"]["scale"] if meta else 10.0),
+                                  mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None,
+                                  **common)
+        else:
+            if args.weights is None:  # a paper backbone without weights: seeded initialisation at 128
+                size = size or (DEFAULT_INPUT_SIZE,) * 2
+            sidecar_backbone = export_fields_from_sidecar(args.weights).get("backbone") if args.weights else None
+            config = resolve_export_config(
+                args.weights, backbone=backbone, input_size=size, in_channels=args.in_channels,
+                candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS.get(backbone or sidecar_backbone, 4),
+                cosine_scale=args.cosine_scale,
+                mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None, **common,
+            )
     result = write_export(config, args.out, model)
     print(f"wrote {args.out} ({len(result.model)} bytes, candidates: {', '.join(result.metadata['candidates'])})")
     return 0
@@ -76,10 +91,12 @@ def register(command: Command) -> None:
                 "model (needs TensorFlow)")
     p.add_argument("--keras-model", help="your Keras model (.keras or legacy .h5): its classifier head is dropped "
                    "and replaced by the cosine head; Rescaling/Normalization at its input become the input spec")
-    p.add_argument("--backbone", choices=sorted(BACKBONES), help="a built-in backbone (default: the weights' "
-                   "sidecar, else mcunet)")
+    p.add_argument("--backbone", choices=sorted(set(BACKBONES) | set(PRETRAINED_BACKBONES)),
+                   help="a built-in backbone (default: the weights' sidecar, else lite0 = EfficientNet-Lite0 at 128 px "
+                   "with the shipped meta-trained weights; mcunet, mbv2, proxyless: the paper's)")
     p.add_argument("--weights", default=None,
-                   help="Keras X.weights.h5 of a built-in backbone; X.json beside it sets backbone, input, head scale")
+                   help="Keras X.weights.h5 of a built-in backbone; X.json beside it sets backbone, input, head scale "
+                   "(lite0: default the shipped meta-trained weights; 'imagenet' = ImageNet only)")
     p.add_argument("--out", required=True, help="the .tflite file to write (its resolved config goes beside it)")
     p.add_argument("--input-size", type=int, nargs="+", metavar="H [W]",
                    help="input height and width in pixels (default: the Keras model's, the weights' sidecar, or 128)")
@@ -89,8 +106,8 @@ def register(command: Command) -> None:
     p.add_argument("--std", type=float, nargs="+", help="see --mean; default 1")
     p.add_argument("--candidates", help="layers the device may train: blocks:K (last K blocks), layers:K (last K "
                    "layers with weights), from:LAYER (LAYER and everything after it) or all")
-    p.add_argument("--candidate-blocks", type=int, help="shorthand for --candidates blocks:K (default 4 for a "
-                   "built-in backbone, 2 for a Keras model)")
+    p.add_argument("--candidate-blocks", type=int, help="shorthand for --candidates blocks:K (default 6 for lite0, "
+                   "4 for the other built-in backbones, 2 for a Keras model)")
     p.add_argument("--feature-layer", help="layer whose output is the embedding (default: the global pooling or "
                    "Flatten that feeds the model's classifier)")
     p.add_argument("--capacity", type=int, default=64, help="most classes the on-device head holds (default 64)")

@@ -4,9 +4,10 @@ train-weights, evaluate."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 
-from tflite_train.architectures import BACKBONES
+from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
 from tflite_train.cli.parser import Command, common_flags
 
 __all__ = ["register", "setup_tf"]
@@ -68,8 +69,26 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_lite0(args: argparse.Namespace) -> int:
+    """Lite0: cache the frozen prefix's features, pick split point and LR on validation classes, meta-train
+    the upper blocks (``tflite_train.meta.lite0_weights``)."""
+    import pathlib
+
+    from tflite_train.meta.lite0_weights import Lite0WeightsConfig, train_lite0_weights
+    from tflite_train.meta.run_io import make_strategy
+
+    config = Lite0WeightsConfig()
+    config = dataclasses.replace(config, final=dataclasses.replace(config.final, seed=args.seed,
+                                                                   episodes_per_step=args.episodes_per_step or 2))
+    train_lite0_weights(args.cache, args.out, config, features_dir=args.features_dir, strategy=make_strategy(args.strategy))
+    print((pathlib.Path(args.out) / "evaluation.md").read_text())
+    return 0
+
+
 def _cmd_meta_train(args: argparse.Namespace) -> int:
     setup_tf(args)
+    if args.backbone == "lite0":
+        return _train_lite0(args)
     from tflite_train.data.cache import load_split
     from tflite_train.meta.meta_train import meta_train
     from tflite_train.meta.run_io import make_strategy
@@ -88,6 +107,8 @@ def _cmd_meta_train(args: argparse.Namespace) -> int:
 
 def _cmd_train_weights(args: argparse.Namespace) -> int:
     setup_tf(args)
+    if args.backbone == "lite0":
+        return _train_lite0(args)
     from tflite_train.meta.shipped_weights import train_shipped_weights
 
     train_shipped_weights(args.cache, args.out, pretrain_config=_pretrain_config(args), meta_config=_meta_config(args),
@@ -111,7 +132,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", default="build/data_cache", help="data cache folder made by `data prepare`")
     p.add_argument("--out", required=True, help="output folder (resolved config, log, checkpoints, weights)")
-    p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet", help="network architecture")
+    p.add_argument("--backbone", choices=sorted(set(BACKBONES) | set(PRETRAINED_BACKBONES)), default="mcunet",
+                   help="network architecture; lite0 = EfficientNet-Lite0 from ImageNet at 128 px: its upper blocks are "
+                   "meta-trained on cached prefix features of the emoji + glyphs_multiscript sources with the settings of "
+                   "tflite_train.meta.lite0_weights (--image-size, --dataset and the step/LR flags do not apply)")
+    p.add_argument("--features-dir", default="build/lite0_features", help="lite0: the prefix-feature cache folder")
     p.add_argument("--image-size", type=int, default=64, help="input side in pixels")
     p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
     p.add_argument("--seed", type=int, default=0, help="random seed")

@@ -63,8 +63,8 @@ class Lite0WeightsConfig:
         + tuple((t, "test", 1, 0) for t in TARGETS))
     first_blocks: tuple[int, ...] = (10, 13)
     learning_rates: tuple[float, ...] = (3e-4, 1e-3)
-    sweep_steps: int = 100
-    final: UpperMetaConfig = UpperMetaConfig(steps=300)
+    sweep_steps: int = 50
+    final: UpperMetaConfig = UpperMetaConfig(steps=250, val_every=25, val_tasks=100, patience=3)
     eval_tasks: int = 300
     eval_seed: int = 1234
 
