@@ -7,7 +7,9 @@ BENCH_VENV := .venv-bench
 .PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps npm-data data weights weights-lite0 bench bench-peer adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
-DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default librsvg2-bin npm
+DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
+# Only for the emoji source (make data): npm fetches the tarballs, rsvg-convert renders the SVG-only sets.
+EMOJI_DEBS := npm librsvg2-bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DATA_CACHE := build/data_cache
 
@@ -39,6 +41,9 @@ data-deps:
 # that `data prepare` checks before reading them), fetched with `npm pack` into the cache's download folder.
 NPM_DIR := $(DATA_CACHE)/downloads/npm
 npm-data: $(VENV)/.installed data-deps
+	@missing=$$(for p in $(EMOJI_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "apt-get install $$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
 	mkdir -p $(NPM_DIR)
 	for spec in $$($(VENV)/bin/python -c "from tflite_train.data.emoji import PACKAGES; print(' '.join(p.spec for p in PACKAGES.values()))"); do \
 	  tgz=$$(echo $$spec | sed 's/@/-/').tgz; [ -f $(NPM_DIR)/$$tgz ] || (cd $(NPM_DIR) && npm pack --silent $$spec) || exit 1; done
