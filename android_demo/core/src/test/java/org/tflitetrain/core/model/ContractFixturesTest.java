@@ -34,7 +34,7 @@ public class ContractFixturesTest {
       ByteBuffer file = bytes(model);
       ModelMetadata meta = ModelMetadata.load(file);
       Map<?, ?> declared = (Map<?, ?>) meta.raw.get(Contract.F_SIGNATURES);
-      for (String name : Contract.SIGNATURES) {
+      for (String name : Contract.SIGNATURE_NAMES) {
         assertTrue(model + " lacks " + name, declared.containsKey(name));
       }
       for (Map.Entry<?, ?> entry : declared.entrySet()) {
