@@ -21,7 +21,7 @@ __all__ = [
     "F_INDEX", "F_OUT_CHANNELS", "F_CANDIDATE", "F_PARAMS", "F_FORWARD_MACS", "F_IN_ACTIVATION",
     "F_OUT_ACTIVATION", "F_BLOCK", "F_ROLE", "F_KERNEL", "F_STRIDE", "F_IN_CHANNELS", "F_GROUPS", "F_IN_HW",
     "F_OUT_HW", "F_ACTIVATION", "F_INPUTS", "F_OUTPUTS", "F_SIGNATURE", "F_LOWEST_LAYER", "F_LOWEST_INDEX", "F_ENTRY",
-    "MetadataField", "METADATA_FIELDS", "REQUIRED_FIELDS", "signature_io",
+    "LAYER_KEYS", "MetadataField", "METADATA_FIELDS", "REQUIRED_FIELDS", "signature_io",
 ]
 
 FORMAT = "tflite-train"
@@ -62,9 +62,15 @@ F_PARAMS, F_FORWARD_MACS, F_IN_ACTIVATION, F_OUT_ACTIVATION = "params", "forward
 F_INPUTS, F_OUTPUTS = "inputs", "outputs"
 F_SIGNATURE, F_LOWEST_LAYER, F_LOWEST_INDEX = "signature", "lowest_layer", "lowest_index"
 F_ENTRY = "entry"
-# keys of one ``layers`` entry (besides F_INDEX, F_NAME, F_OUT_CHANNELS, F_CANDIDATE, F_PARAMS, F_FORWARD_MACS, F_*_ACTIVATION)
+# keys of one ``layers`` entry besides F_INDEX, F_NAME, F_OUT_CHANNELS, F_CANDIDATE, F_PARAMS, F_FORWARD_MACS, F_*_ACTIVATION
 F_BLOCK, F_ROLE, F_KERNEL, F_STRIDE, F_IN_CHANNELS, F_GROUPS = "block", "role", "kernel", "stride", "in_channels", "groups"
 F_IN_HW, F_OUT_HW, F_ACTIVATION = "in_hw", "out_hw", "activation"
+LAYER_KEYS = (F_INDEX, F_NAME, F_BLOCK, F_ROLE, F_KERNEL, F_STRIDE, F_IN_CHANNELS, F_OUT_CHANNELS, F_GROUPS, F_IN_HW,
+              F_OUT_HW, F_ACTIVATION, F_PARAMS, F_FORWARD_MACS, F_IN_ACTIVATION, F_OUT_ACTIVATION, F_CANDIDATE)
+"""Keys of one metadata ``layers`` entry: the fields of ``tflite_train.sparse.LayerSpec`` (its ``to_dict``),
+``LayerCost``'s params, forward_macs, in/out_activation (bytes) and ``candidate``. All but ``candidate``
+are defined by those dataclasses (``tests/test_contract.py`` checks they agree); the Java core reads them
+through ``Contract``."""
 HEAD_TYPE = "cosine_prototype"
 
 
@@ -99,8 +105,7 @@ METADATA_FIELDS: tuple[MetadataField, ...] = (
     MetadataField(F_HEAD, "object", f'{{"{F_TYPE}": "{HEAD_TYPE}", "{F_SCALE}": cosine scale s}}'),
     MetadataField(F_OPTIMIZER, "object", f"{F_NAME} ({' or '.join(OPTIMIZER_SLOTS)}), {LEARNING_RATE}, {F_BETA1}, "
                   f"{F_BETA2}, {F_EPSILON}, {F_MOMENTUM}: the exported optimizer"),
-    MetadataField(F_LAYERS, "[object]", "the layer table: index, name, block, role, kernel, stride, in/out_channels, "
-                  "groups, in_hw, out_hw, activation, params, forward_macs, in/out_activation, candidate"),
+    MetadataField(F_LAYERS, "[object]", f"the layer table: {', '.join(LAYER_KEYS)}"),
     MetadataField(F_CANDIDATES, "[string]", "candidate layer names in forward order (mask order of set_selection)"),
     MetadataField(F_STATE, "[string]", "state variable names in get_state / set_state order"),
     MetadataField(F_SIGNATURES, "object", "signature name -> {inputs: [names], outputs: [names]}"),

@@ -127,7 +127,7 @@ def cost_vectors(backbone: str, input_size: int | tuple[int, int], in_channels: 
         "backbone": backbone,
         "input_size": [input_size, input_size] if isinstance(input_size, int) else list(input_size),
         "in_channels": in_channels,
-        "feature_dim": get_config(backbone).feature_dim,
+        C.F_FEATURE_DIM: get_config(backbone).feature_dim,
         "layers": table.to_list(),
         "layer_costs": [{**dataclasses.asdict(c), "params": c.params} for c in map(layer_cost, table)],
         "weight_grad_macs": [

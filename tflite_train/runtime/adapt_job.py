@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train import contract as C
 from tflite_train.runtime.checkpoint import load_checkpoint, restore_checkpoint, save_checkpoint, write_atomic
 from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.images import load_images, scan_image_folder
@@ -96,7 +97,7 @@ def _check_distinct(outputs: Sequence[pathlib.Path], inputs: Sequence[pathlib.Pa
 
 
 def _value_range(model: TrainableModel) -> tuple[float, float]:
-    low, high = model.metadata["input"].get("range", [0.0, 1.0])
+    low, high = model.metadata[C.F_INPUT].get(C.F_RANGE, [0.0, 1.0])
     return float(low), float(high)
 
 
@@ -219,8 +220,8 @@ def run_adaptation(
     config_path, report_path = sidecar_paths(out)
     resolved = {"model": str(model_path), "support": str(support_dir),
                 "query": None if query_dir is None else str(query_dir), "out": str(out),
-                "include_optimizer": include_optimizer, "adapt": config.to_dict(),
-                "model_id": model.metadata["model_id"], "runtime": model.runtime}
+                C.CK_INCLUDE_OPTIMIZER: include_optimizer, "adapt": config.to_dict(),
+                C.F_MODEL_ID: model.metadata[C.F_MODEL_ID], "runtime": model.runtime}
     write_atomic(config_path, (json.dumps(resolved, indent=2, sort_keys=True) + "\n").encode())
     write_atomic(report_path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
     return report

@@ -39,9 +39,9 @@ from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse.selection import Selection
 
-CHECKPOINT_MAGIC = b"TFLTCKPT"
-CHECKPOINT_FORMAT = "tflite-train-checkpoint"
-CHECKPOINT_FORMAT_VERSION = 1
+CHECKPOINT_MAGIC = C.CHECKPOINT_MAGIC.encode("ascii")
+CHECKPOINT_FORMAT = C.CHECKPOINT_FORMAT
+CHECKPOINT_FORMAT_VERSION = C.CHECKPOINT_FORMAT_VERSION
 _PREFIX = struct.Struct("<8sII")
 _DIGEST_BYTES = 32
 ALLOWED_DTYPES = ("float32", "int32")
@@ -105,15 +105,15 @@ def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, 
         if value.dtype.name not in ALLOWED_DTYPES:
             raise ValueError(f"array {name!r} has dtype {value.dtype}; allowed: {ALLOWED_DTYPES}")
         data = value.astype(value.dtype.newbyteorder("<")).tobytes()
-        entries.append({"name": name, "dtype": value.dtype.name, "shape": list(value.shape), "offset": offset,
-                        "nbytes": len(data)})
+        entries.append({C.CK_NAME: name, C.CK_DTYPE: value.dtype.name, C.CK_SHAPE: list(value.shape),
+                        C.CK_OFFSET: offset, C.CK_NBYTES: len(data)})
         payload.append(data)
         offset += len(data)
     header = json.dumps({
-        "format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION, "model_id": model_id,
-        "selection": selection.to_dict(), "include_optimizer": include_optimizer, "arrays": entries,
-        "class_names": [str(n) for n in class_names],
-        "payload_bytes": offset,
+        C.F_FORMAT: CHECKPOINT_FORMAT, C.F_FORMAT_VERSION: CHECKPOINT_FORMAT_VERSION, C.F_MODEL_ID: model_id,
+        C.CK_SELECTION: selection.to_dict(), C.CK_INCLUDE_OPTIMIZER: include_optimizer, C.CK_ARRAYS: entries,
+        C.CK_CLASS_NAMES: [str(n) for n in class_names],
+        C.CK_PAYLOAD_BYTES: offset,
     }, sort_keys=True).encode()
     body = _PREFIX.pack(CHECKPOINT_MAGIC, CHECKPOINT_FORMAT_VERSION, len(header)) + header + b"".join(payload)
     return body + hashlib.sha256(body).digest()
@@ -137,21 +137,21 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
         raise CheckpointError(f"{source}: checkpoint is corrupt or truncated (sha256 mismatch)")
     try:
         header = json.loads(body[_PREFIX.size:_PREFIX.size + header_len].decode())
-        if header["format"] != CHECKPOINT_FORMAT or header["format_version"] != CHECKPOINT_FORMAT_VERSION:
-            raise CheckpointError(f"{source}: header format {header['format']!r} v{header['format_version']!r}")
+        if header[C.F_FORMAT] != CHECKPOINT_FORMAT or header[C.F_FORMAT_VERSION] != CHECKPOINT_FORMAT_VERSION:
+            raise CheckpointError(f"{source}: header {C.F_FORMAT} {header[C.F_FORMAT]!r} v{header[C.F_FORMAT_VERSION]!r}")
         payload = body[_PREFIX.size + header_len:]
-        if len(payload) != header["payload_bytes"]:
-            raise CheckpointError(f"{source}: payload has {len(payload)} bytes, header says {header['payload_bytes']}")
+        if len(payload) != header[C.CK_PAYLOAD_BYTES]:
+            raise CheckpointError(f"{source}: payload has {len(payload)} bytes, header says {header[C.CK_PAYLOAD_BYTES]}")
         arrays = {}
-        for entry in header["arrays"]:
-            if entry["dtype"] not in ALLOWED_DTYPES:
-                raise CheckpointError(f"{source}: array {entry['name']!r} has dtype {entry['dtype']!r}")
-            chunk = payload[entry["offset"]:entry["offset"] + entry["nbytes"]]
-            dtype = np.dtype(entry["dtype"]).newbyteorder("<")
-            arrays[entry["name"]] = np.frombuffer(chunk, dtype).reshape(entry["shape"]).astype(entry["dtype"])
-        selection = Selection.from_dict(header["selection"])
-        return Checkpoint(str(header["model_id"]), selection, bool(header["include_optimizer"]), arrays,
-                          tuple(str(n) for n in header["class_names"]))
+        for entry in header[C.CK_ARRAYS]:
+            if entry[C.CK_DTYPE] not in ALLOWED_DTYPES:
+                raise CheckpointError(f"{source}: array {entry[C.CK_NAME]!r} has dtype {entry[C.CK_DTYPE]!r}")
+            chunk = payload[entry[C.CK_OFFSET]:entry[C.CK_OFFSET] + entry[C.CK_NBYTES]]
+            dtype = np.dtype(entry[C.CK_DTYPE]).newbyteorder("<")
+            arrays[entry[C.CK_NAME]] = np.frombuffer(chunk, dtype).reshape(entry[C.CK_SHAPE]).astype(entry[C.CK_DTYPE])
+        selection = Selection.from_dict(header[C.CK_SELECTION])
+        return Checkpoint(str(header[C.F_MODEL_ID]), selection, bool(header[C.CK_INCLUDE_OPTIMIZER]), arrays,
+                          tuple(str(n) for n in header[C.CK_CLASS_NAMES]))
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError, UnicodeDecodeError, RecursionError) as err:
@@ -205,7 +205,7 @@ def save_checkpoint(path: str | os.PathLike, model: TrainableModel, selection: S
     selection = selection.ordered(layer_table(model.metadata))
     arrays = checkpoint_arrays(model, selection, include_optimizer)
     if class_names and len(class_names) != int(arrays[C.NUM_CLASSES]):
-        raise ValueError(f"class_names must name {int(arrays['num_classes'])} classes; got {len(class_names)}")
+        raise ValueError(f"class_names must name {int(arrays[C.NUM_CLASSES])} classes; got {len(class_names)}")
     data = encode_checkpoint(str(model.metadata[C.F_MODEL_ID]), selection, arrays, include_optimizer, tuple(class_names))
     write_atomic(path, data, chunk_size=chunk_size, on_chunk=on_chunk)
     return len(data)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 
+from tflite_train.contract import CHECKSUM_NAME
 from tflite_train.runtime.metadata import metadata_spans
 
-CHECKSUM_NAME = "tflite_train_checksum"
 PLACEHOLDER = b"0" * 64
 MAX_MODEL_BYTES = 512 * 1024 * 1024
 """Largest model file accepted (a 512 MiB flatbuffer is far beyond any on-device CNN)."""

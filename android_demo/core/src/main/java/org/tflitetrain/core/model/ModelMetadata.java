@@ -177,12 +177,14 @@ public final class ModelMetadata {
   }
 
   /**
-   * Reads the metadata of a {@code .tflite} file and checks it against the file's graph
-   * ({@link #validateGraph}): nothing runs on a file whose metadata lies.
+   * Checks a {@code .tflite} file's integrity seal ({@link ModelChecksum#verify}), reads its metadata and
+   * checks it against the file's graph ({@link #validateGraph}): call it before the bytes reach an
+   * {@code Interpreter}; nothing runs on a corrupted file or one whose metadata lies.
    *
-   * @throws ModelMetadataException naming the field, the metadata value and the graph value
+   * @throws ModelMetadataException naming the field (or the seal), the metadata value and the graph value
    */
   public static ModelMetadata load(ByteBuffer model) throws ModelMetadataException {
+    ModelChecksum.verify(model);
     ModelMetadata metadata = fromTflite(model);
     metadata.validateGraph(TfliteMetadataReader.signatures(model));
     return metadata;
