@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from tflite_train.architectures import BACKBONES
 from tflite_train import contract as C
+from tflite_train.architectures import BACKBONES
 from tflite_train.cli.parser import Command
 
 __all__ = ["register"]
