@@ -40,28 +40,27 @@ import dataclasses
 import pathlib
 import re
 
-import pytest
-
 from tflite_train import contract as C
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ALLOWED_DIR = ROOT / "tflite_train" / "contract"
-ALLOWED = {
-           ROOT / "android_demo/core/src/main/java/org/tflitetrain/core/model/Contract.java"}
+"""The contract package: the only Python source that may spell a contract name."""
+ALLOWED = {ROOT / C.JAVA_CONTRACT_PATH}
+"""The generated Java class: the only Java source that may spell one."""
 
 GENERIC = frozenset({
     # signature / tensor names that are also ordinary words of other schemas
     "infer", "fisher", "images", "labels", "logits", "loss", "accuracy", "ok", "step",
     # metadata keys that are ordinary words
-    "format", "backbone", "input", "head", "optimizer", "layers", "state", "signatures", "selftest", "config",
-    "height", "width", "channels", "dtype", "range", "mean", "std", "type", "scale", "name", "momentum",
+    "format", "backbone", "input", "head", "optimizer", "state", "signatures", "selftest", "config",
+    "height", "width", "dtype", "range", "mean", "std", "type", "scale", "name", "momentum",
     "epsilon", "candidate", "inputs", "outputs", "signature", "entry",
     # checkpoint and selection header keys that are ordinary words
     "arrays", "selection", "shape", "offset", "policy", "layers", "channels", "class_names",
     # common identifiers of other schemas (data cache, configs), the project and package names
     "num_classes", "learning_rate", "format_version", "tflite-train", "tflite_train",
 })
-"""Contract names that are ordinary words; flagged only as keys in contract files (module docstring)."""
+"""Contract names that are ordinary words; flagged only where read as metadata/header keys (module docstring)."""
 
 _JAVA_KEY_CALLS = ("get", "put", "containsKey", "remove", "string", "integer", "number", "numbers", "array",
                    "bool", "object", "has", "require")
