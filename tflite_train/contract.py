@@ -40,6 +40,10 @@ METADATA_NAME = "tflite_train"
 """Name of the flatbuffer ``Model.metadata`` entry holding the metadata JSON (UTF-8)."""
 SELFTEST_NAME = "tflite_train_selftest"
 """Name of the flatbuffer ``Model.metadata`` entry holding the self-test vectors (npz)."""
+CHECKPOINT_CONFIG = "config"
+"""Checkpoint header member (optional): the resolved config of the run that wrote it, a JSON object."""
+CHECKPOINT_REPORT = "report"
+"""Checkpoint header member (optional): that run's report (selection, cost, losses, accuracy), a JSON object."""
 
 # -------------------------------------------------------------- signatures
 INFER = "infer"
