@@ -195,6 +195,16 @@ class _Batch:
         return ".".join(reversed(parts))
 
 
+class _Subset:
+    """Rows of a batch, named like the batch's own elements (for the messages of checks on those rows)."""
+
+    def __init__(self, batch: _Batch, rows: np.ndarray) -> None:
+        self.batch, self.rows = batch, rows
+
+    def path(self, i: int) -> str:
+        return self.batch.path(int(self.rows[i]))
+
+
 class _Verifier:
     """One verification of one buffer, type by type over numpy arrays (the cost grows with the number of
     (table type, field) pairs, not with the number of tables)."""
@@ -211,14 +221,14 @@ class _Verifier:
         """Values of type ``code`` at the (aligned, checked) byte positions ``at``."""
         return self.views[code][at // np.dtype(code).itemsize].astype(np.int64)
 
-    def fail(self, batch: _Batch | None, bad: np.ndarray, message: Callable[[int], str]) -> None:
+    def fail(self, batch: _Batch | _Subset | None, bad: np.ndarray, message: Callable[[int], str]) -> None:
         """Raises for the first True of ``bad`` (``message(i)``: the defect of element i), if any."""
         if bad.any():
             i = int(np.argmax(bad))
             where = batch.path(i) + ": " if batch is not None else ""
             raise FlatbufferError(where + message(i))
 
-    def targets(self, batch: _Batch, at: np.ndarray, what: str) -> np.ndarray:
+    def targets(self, batch: _Batch | _Subset, at: np.ndarray, what: str) -> np.ndarray:
         """Where the offset fields at ``at`` point (4-aligned, non-zero, forward, inside)."""
         self.fail(batch, (at % 4 != 0) | (at + 4 > self.size),
                   lambda i: f"{what}: offset at byte {at[i]} is misaligned or outside the {self.size}-byte file")
@@ -228,7 +238,7 @@ class _Verifier:
                   lambda i: f"{what}: points to byte {target[i]}, outside the {self.size}-byte file")
         return target
 
-    def vectors(self, batch: _Batch, start: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    def vectors(self, batch: _Batch | _Subset, start: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.ndarray]:
         self.fail(batch, start % 4 != 0, lambda i: f"{what}: vector at byte {start[i]} is not 4-byte aligned")
         count = self.read("<u4", start)
         self.fail(batch, count * width > self.size - start - 4,
@@ -297,8 +307,7 @@ class _Verifier:
                     batch.vectors[name] = (np.zeros(len(pos), np.int64), np.zeros(len(pos), np.int64))
                 continue
             rows = np.flatnonzero(present)
-            sub = _Batch(kind, pos[rows], batch.name, batch.parent, batch.owner[rows] if batch.parent else rows,
-                         None if batch.item is None else batch.item[rows])  # names the rows in messages
+            sub = _Subset(batch, rows)  # names the rows in messages
             target = self.targets(sub, at[rows], name)
             if ftype == "string":
                 start, count = self.vectors(sub, target, 1, name)
