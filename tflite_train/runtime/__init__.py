@@ -21,6 +21,7 @@ from tflite_train.runtime.checkpoint import (
     save_checkpoint,
 )
 from tflite_train.runtime.errors import ImageError, ImageFolderError, OutputError, UserError
+from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model
 from tflite_train.runtime.images import (
     ImageFolder,
     ImageLimits,
@@ -61,6 +62,7 @@ __all__ = [
     "CHECKPOINT_FORMAT_VERSION",
     "Checkpoint",
     "CheckpointError",
+    "FlatbufferError",
     "ImageError",
     "ImageFolder",
     "ImageFolderError",
@@ -112,5 +114,6 @@ __all__ = [
     "temp_files",
     "terminal_progress",
     "to_model_input",
+    "verify_model",
     "write_atomic",
 ]
