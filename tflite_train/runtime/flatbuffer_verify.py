@@ -47,6 +47,9 @@ _DTYPES = {"u8": "u1", "i8": "i1", "bool": "u1", "u16": "<u2", "i32": "<i4", "u3
            "i64": "<i8", "u64": "<u8"}
 
 
+_SHIFT = {code: int(np.log2(np.dtype(code).itemsize)) for code in set(_DTYPES.values())}
+
+
 class _Batch:
     """All tables of one type reached through one field: positions, field values, and their parents.
 
@@ -94,7 +97,7 @@ class _Verifier:
 
     def read(self, code: str, at: np.ndarray) -> np.ndarray:
         """Values of type ``code`` at the (aligned, checked) byte positions ``at``."""
-        return self.views[code][at // np.dtype(code).itemsize].astype(np.int64)
+        return self.views[code][at >> _SHIFT[code]].astype(np.int64)
 
     def fail(self, batch: _Batch | _Subset | None, bad: np.ndarray, message: Callable[[int], str]) -> None:
         """Raises for the first True of ``bad`` (``message(i)``: the defect of element i), if any."""
@@ -105,7 +108,7 @@ class _Verifier:
 
     def targets(self, batch: _Batch | _Subset, at: np.ndarray, what: str) -> np.ndarray:
         """Where the offset fields at ``at`` point (4-aligned, non-zero, forward, inside)."""
-        self.fail(batch, (at % 4 != 0) | (at + 4 > self.size),
+        self.fail(batch, ((at & 3) != 0) | (at + 4 > self.size),
                   lambda i: f"{what}: offset at byte {at[i]} is misaligned or outside the {self.size}-byte file")
         rel = self.read("<u4", at)
         target = at + rel
@@ -114,7 +117,7 @@ class _Verifier:
         return target
 
     def vectors(self, batch: _Batch | _Subset, start: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.ndarray]:
-        self.fail(batch, start % 4 != 0, lambda i: f"{what}: vector at byte {start[i]} is not 4-byte aligned")
+        self.fail(batch, (start & 3) != 0, lambda i: f"{what}: vector at byte {start[i]} is not 4-byte aligned")
         count = self.read("<u4", start)
         self.fail(batch, count * width > self.size - start - 4,
                   lambda i: f"{what}: vector of {count[i]} elements x {width} bytes runs past the end of the file")
@@ -126,17 +129,17 @@ class _Verifier:
         self.tables += len(pos)
         if self.tables > MAX_TABLES:
             raise FlatbufferError(f"{batch.path(0)}: more than {MAX_TABLES} tables")
-        self.fail(batch, (pos % 4 != 0) | (pos + 4 > size),
+        self.fail(batch, ((pos & 3) != 0) | (pos + 4 > size),
                   lambda i: f"{kind} table at byte {pos[i]} is misaligned or outside the {size}-byte file")
         vtable = pos - self.read("<i4", pos)
-        self.fail(batch, (vtable % 2 != 0) | (vtable < 0) | (vtable + 4 > size),
+        self.fail(batch, ((vtable & 1) != 0) | (vtable < 0) | (vtable + 4 > size),
                   lambda i: f"{kind} vtable at byte {vtable[i]} is misaligned or outside the {size}-byte file")
         vt_size, inline = self.read("<u2", vtable), self.read("<u2", vtable + 2)
-        self.fail(batch, (vt_size < 4) | (vt_size % 2 != 0) | (vtable + vt_size > size) | (inline < 4)
+        self.fail(batch, (vt_size < 4) | ((vt_size & 1) != 0) | (vtable + vt_size > size) | (inline < 4)
                   | (pos + inline > size),
                   lambda i: f"{kind} vtable ({vt_size[i]} bytes) or table ({inline[i]} bytes) is malformed or "
                             "outside the file")
-        slots = (vt_size - 4) // 2
+        slots = (vt_size - 4) >> 1
         # every field of every distinct vtable, known or not, lies inside the table's inline part
         unique, first = np.unique(vtable, return_index=True)
         counts = slots[first]
@@ -152,7 +155,7 @@ class _Verifier:
         if fields:  # every known field's offset at once: [table, field id], 0 where absent
             fid = np.arange(max(fields) + 1)
             valid = slots[:, None] > fid
-            matrix = np.where(valid, self.views["<u2"][np.where(valid, (vtable[:, None] + 4 + 2 * fid) // 2, 0)], 0)
+            matrix = np.where(valid, self.views["<u2"][np.where(valid, (vtable[:, None] + 4 + 2 * fid) >> 1, 0)], 0)
             matrix = matrix.astype(np.int64)
         for fid, (name, ftype, arg) in fields.items():
             off = matrix[:, fid]
@@ -165,16 +168,13 @@ class _Verifier:
                 continue
             width = WIDTH.get(ftype, 4)
             at = pos + off
-            self.fail(batch, present & ((off + width > inline) | (at % width != 0)),
+            self.fail(batch, present & ((off + width > inline) | ((at & (width - 1)) != 0)),
                       lambda i: f"{name}: field at offset {off[i]} ({width} bytes) is misaligned or outside the "
                                 f"{inline[i]}-byte {kind} table")
             offsets[name] = (present, at)
             batch.present[name] = present
-            if ftype in WIDTH:
-                values = np.zeros(len(pos), np.int64)
-                if present.any():
-                    values[present] = self.read(_DTYPES[ftype], at[present])
-                batch.values[name] = values
+            if ftype in WIDTH:  # gathered at every row (absent ones read byte 0), kept where present
+                batch.values[name] = np.where(present, self.read(_DTYPES[ftype], np.where(present, at, 0)), 0)
         for fid, (name, ftype, arg) in fields.items():
             present, at = offsets[name]
             if ftype in WIDTH or not present.any():
@@ -339,8 +339,11 @@ def _check_tensors(v: _Verifier, tensors: _Batch, buffers: _Batch) -> None:
     negative = np.bincount(row[dims < 0], minlength=len(tensors.pos)) > 0
     v.fail(tensors, constant & negative,
            lambda i: f"constant tensor of shape {_shape(v, tensors, i)} has a negative dimension")
-    elements = np.ones(len(tensors.pos))
-    np.multiply.at(elements, row, np.maximum(dims, 0).astype(np.float64))  # exact below 2**53; files are far smaller
+    count = tensors.vectors["shape"][1]
+    elements = np.ones(len(tensors.pos))  # prod(shape) per tensor; float64 is exact below 2**53, files are far smaller
+    if len(dims):
+        starts = np.cumsum(count) - count
+        elements[count > 0] = np.multiply.reduceat(np.maximum(dims, 0).astype(np.float64), starts[count > 0])
     expected = np.ceil(elements * element)
     v.fail(tensors, constant & (stored != expected),
            lambda i: f"its buffer {index[i]} holds {stored[i]} bytes; shape {_shape(v, tensors, i)} of type "
