@@ -178,3 +178,34 @@ def test_sigterm_or_ctrl_c_during_the_write_removes_the_temp_and_keeps_the_old_u
     assert proc.stdout.strip() == ("Terminated" if sig == signal.SIGTERM else "KeyboardInterrupt")
     assert out.read_bytes() == blobs[1], "the old unit changed"
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name], "a temporary or lock file remains"
+
+
+def test_sigterm_during_a_cli_adapt_exits_cleanly_and_keeps_the_old_checkpoint(fashion, tmp_path):
+    """``tflite-train adapt`` terminated while it trains: exit 143, one line, the old checkpoint as it
+    was, no lock or temporary file left."""
+    import os
+
+    from runtime_fixtures import write_episode_folders
+
+    support, _ = write_episode_folders(fashion, tmp_path / "data", ways=3, shots=4, queries=1, seed=0)
+    run = tmp_path / "run"
+    run.mkdir()
+    out = run / "m.ckpt"
+    argv = [sys.executable, "-m", "tflite_train.cli", "adapt", "--model", str(fixture_model(MODEL)), "--support",
+            str(support), "--out", str(out), "--quiet"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    assert subprocess.run([*argv, "--iterations", "3"], env=env, capture_output=True).returncode == 0
+    old = out.read_bytes()
+    proc = subprocess.Popen([*argv, "--iterations", "100000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while not lock_path(out).exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)  # into the work that follows the lock
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    lines = [line for line in stderr.splitlines() if not line.startswith("INFO: ")]  # the native XNNPACK note
+    assert lines == ["tflite-train adapt: terminated"] and stdout == ""
+    assert out.read_bytes() == old
+    assert sorted(p.name for p in run.iterdir()) == [out.name], "a temporary or lock file remains"
