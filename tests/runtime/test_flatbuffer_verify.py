@@ -146,3 +146,12 @@ def test_every_fixture_passes(path):
     data = path.read_bytes()
     verify_model(data)
     check_model_bytes(data, str(path))
+
+
+
+def test_the_table_cap_stops_the_walk_before_it_gathers(monkeypatch):
+    """A file with more tables than ``MAX_TABLES`` (here lowered to 1000; the fixture has 3,410 buffers alone) is refused
+    when a vector would exceed it, before its elements are gathered."""
+    monkeypatch.setattr("tflite_train.runtime.flatbuffer_verify.MAX_TABLES", 1000)
+    with pytest.raises(FlatbufferError, match=r"^Model: buffers: more than 1000 tables$"):
+        verify_model(fixture_model(FIXTURE).read_bytes())
