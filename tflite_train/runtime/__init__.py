@@ -22,16 +22,9 @@ from tflite_train.runtime.checkpoint import (
 )
 from tflite_train.runtime.errors import ImageError, ImageFolderError, OutputError, UserError
 from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model
-from tflite_train.runtime.images import (
-    ImageFolder,
-    ImageLimits,
-    decode_image,
-    load_image_folder,
-    load_images,
-    read_image,
-    scan_image_folder,
-    to_model_input,
-)
+from tflite_train.runtime.image_folder import ImageFolder, load_image_folder, scan_image_folder
+from tflite_train.runtime.images import ImageLimits, decode_image, read_image
+from tflite_train.runtime.model_input import load_images, to_model_input
 from tflite_train.runtime.model_contract import check_metadata, layer_table
 from tflite_train.runtime.output_lock import OutputLockedError, output_lock
 from tflite_train.runtime.output_path import check_output_file

@@ -25,7 +25,8 @@ import numpy as np
 
 from tflite_train.runtime.checkpoint import load_checkpoint, restore_checkpoint, save_checkpoint
 from tflite_train.runtime.errors import ImageFolderError, UserError
-from tflite_train.runtime.images import load_images, scan_image_folder
+from tflite_train.runtime.image_folder import scan_image_folder
+from tflite_train.runtime.model_input import load_images
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, layer_table
 from tflite_train.runtime.output_lock import output_lock
@@ -144,7 +145,7 @@ def run_adaptation(
 
     Args:
       model_path: The exported ``.tflite``.
-      support_dir, query_dir: ``DIR/<class>/<image>`` folders (``images.scan_image_folder``).
+      support_dir, query_dir: ``DIR/<class>/<image>`` folders (``image_folder.scan_image_folder``).
       out: The checkpoint path (the config and report are stored in it; ``<out>.lock`` exists while it runs).
       config: The adaptation config.
       include_optimizer: Store the optimizer slots too.
