@@ -34,7 +34,7 @@ def _task(model, cache: str, dataset: str, ways: int, shots: int, queries: int, 
     from tflite_train import contract as C
     from tflite_train.data.cache import load_split
     from tflite_train.data.episodes import EpisodeConfig, sample_episode
-    from tflite_train.runtime.images import to_model_input
+    from tflite_train.runtime.model_input import to_model_input
 
     data = load_split(cache, dataset, "test")
     episode = sample_episode(data.labels, np.random.default_rng(seed),

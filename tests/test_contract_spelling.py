@@ -57,7 +57,7 @@ GENERIC = frozenset({
     "height", "width", "dtype", "range", "mean", "std", "type", "scale", "name", "momentum",
     "epsilon", "candidate", "inputs", "outputs", "signature", "entry",
     # checkpoint and selection header keys that are ordinary words
-    "arrays", "selection", "shape", "offset", "policy", "layers", "channels", "class_names",
+    "arrays", "selection", "shape", "offset", "policy", "layers", "channels", "class_names", "report",
     # common identifiers of other schemas (data cache, configs), the project and package names
     "num_classes", "learning_rate", "format_version", "tflite-train", "tflite_train",
 })

@@ -6,7 +6,8 @@ holds ``format`` (:data:`CHECKPOINT_FORMAT`), ``format_version``, ``model_id`` (
 :data:`CK_SELECTION` (the selection object: format :data:`SELECTION_FORMAT`, its version,
 :data:`SEL_POLICY`, :data:`SEL_LAYERS`, :data:`SEL_CHANNELS`), :data:`CK_INCLUDE_OPTIMIZER`,
 :data:`CK_CLASS_NAMES`, :data:`CK_ARRAYS` (entries of :data:`CK_NAME`, :data:`CK_DTYPE`,
-:data:`CK_SHAPE`, :data:`CK_OFFSET`, :data:`CK_NBYTES`) and :data:`CK_PAYLOAD_BYTES`. The arrays are
+:data:`CK_SHAPE`, :data:`CK_OFFSET`, :data:`CK_NBYTES`), :data:`CK_PAYLOAD_BYTES` and, optionally,
+:data:`CHECKPOINT_CONFIG` and :data:`CHECKPOINT_REPORT` (the ``adapt`` run's config and report). The arrays are
 named like the state variables (:mod:`tflite_train.contract.signatures`).
 """
 
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 __all__ = [
     "CHECKPOINT_MAGIC", "CHECKPOINT_FORMAT", "CHECKPOINT_FORMAT_VERSION", "CK_SELECTION", "CK_INCLUDE_OPTIMIZER",
-    "CK_CLASS_NAMES", "CK_ARRAYS", "CK_PAYLOAD_BYTES", "CK_NAME", "CK_DTYPE", "CK_SHAPE", "CK_OFFSET", "CK_NBYTES",
+    "CK_CLASS_NAMES", "CK_ARRAYS", "CK_PAYLOAD_BYTES", "CHECKPOINT_CONFIG", "CHECKPOINT_REPORT", "CK_NAME", "CK_DTYPE",
+    "CK_SHAPE", "CK_OFFSET", "CK_NBYTES",
     "SELECTION_FORMAT", "SELECTION_FORMAT_VERSION", "SEL_POLICY", "SEL_LAYERS", "SEL_CHANNELS",
 ]
 
@@ -29,6 +31,10 @@ CK_INCLUDE_OPTIMIZER = "include_optimizer"
 CK_CLASS_NAMES = "class_names"
 CK_ARRAYS = "arrays"
 CK_PAYLOAD_BYTES = "payload_bytes"
+CHECKPOINT_CONFIG = "config"
+"""Checkpoint header member (optional): the resolved config of the run that wrote it, a JSON object."""
+CHECKPOINT_REPORT = "report"
+"""Checkpoint header member (optional): that run's report (selection, cost, losses, accuracy), a JSON object."""
 # keys of one ``arrays`` entry
 CK_NAME, CK_DTYPE, CK_SHAPE, CK_OFFSET, CK_NBYTES = "name", "dtype", "shape", "offset", "nbytes"
 

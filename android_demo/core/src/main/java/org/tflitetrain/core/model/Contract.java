@@ -117,6 +117,8 @@ public final class Contract {
   public static final String CK_CLASS_NAMES = "class_names";
   public static final String CK_ARRAYS = "arrays";
   public static final String CK_PAYLOAD_BYTES = "payload_bytes";
+  public static final String CHECKPOINT_CONFIG = "config";
+  public static final String CHECKPOINT_REPORT = "report";
   public static final String CK_NAME = "name";
   public static final String CK_DTYPE = "dtype";
   public static final String CK_SHAPE = "shape";
