@@ -4,7 +4,7 @@
 2. Export the shipped default -- EfficientNet-Lite0 at 128 px, ImageNet weights with meta-trained
    upper blocks -- to a trainable builtins-only ``.tflite`` (once; reused while its resolved export
    config is unchanged). The cache's images are mapped to the model's input size and range as a
-   device does (``tflite_train.runtime.images.to_model_input``).
+   device does (``tflite_train.runtime.model_input.to_model_input``).
 3. On the TFLite interpreter (no TensorFlow on this path): sample a task of a cross-domain target,
    classify its query set with prototypes only (the None policy), then adapt with TinyTrain —
    Fisher once, budgeted layer/channel selection, sparse fine-tuning — and classify again.
@@ -106,7 +106,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
         accuracy = evaluate(model, query, query_labels)
         return result, accuracy, time.perf_counter() - start
 
-    from tflite_train.runtime.images import to_model_input
+    from tflite_train.runtime.model_input import to_model_input
 
     value_range = model.metadata["input"]["range"]
 
