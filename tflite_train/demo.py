@@ -106,9 +106,10 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
         accuracy = evaluate(model, query, query_labels)
         return result, accuracy, time.perf_counter() - start
 
+    from tflite_train import contract as C
     from tflite_train.runtime.model_input import to_model_input
 
-    value_range = model.metadata["input"]["range"]
+    value_range = model.metadata[C.F_INPUT][C.F_RANGE]
 
     def inputs(indices):
         return np.stack([to_model_input(data.images[i], model.input_shape, value_range) for i in indices])
