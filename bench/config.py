@@ -77,9 +77,6 @@ class BenchConfig:
       model_dir: Where the exported ``.tflite`` models are cached (reused when their config matches).
       backbone, input_size: The demo backbone and resolution of the accuracy/timing/ablation sections.
       weights: Keras BN-form weights exported for the accuracy runs (None = seeded init).
-      meta_ablation_weights: (pre-trained only, meta-trained from those) weights of one
-        ``train-weights`` run, for the meta-training on/off ablation; None or a missing file: the
-        ablation rows say they were not run.
       train_variants: Depth-specific train signatures per export (``ExportConfig.train_variants``;
         0 = only the general ``train_step``: a faster export, slower steps for shallow selections).
       candidate_blocks: k of the sparse export (LastLayer, SparseUpdate, TinyTrain); FullTrain uses a
@@ -132,12 +129,10 @@ class BenchConfig:
     backbone: str = "mcunet"
     input_size: int = 64
     weights: str | None = "weights/mcunet_64_meta.weights.h5"
-    meta_ablation_weights: tuple[str, str] | None = ("weights/meta_ablation/pretrain.weights.h5",
-                                                     "weights/meta_ablation/mcunet_64_meta.weights.h5")
     candidate_blocks: int = 7
     train_variants: int = 4
     targets: tuple[str, ...] | None = None
-    tasks: int = 50
+    tasks: int = 20
     seed: int = 1234
     min_ways: int = 5
     max_ways: int = 10
@@ -146,7 +141,7 @@ class BenchConfig:
     max_support_total: int = 50
     epochs: int | None = 40
     iterations: int = 40
-    learning_rates: tuple[float, ...] = (3e-4, 1e-3, 3e-3, 1e-2)
+    learning_rates: tuple[float, ...] = (3e-4, 1e-3, 3e-3)
     tuning_tasks: int = 3
     full_train_batch: int = 50
     memory_budget_mib: float = 1.0
@@ -208,12 +203,6 @@ class BenchConfig:
         for name in ("channel_ratio", "sparse_update_channel_ratio", "compute_fraction"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be in (0, 1]; got {getattr(self, name)!r}")
-        if self.meta_ablation_weights is not None:
-            pair = tuple(self.meta_ablation_weights)
-            if len(pair) != 2 or not all(isinstance(x, str) and x for x in pair):
-                raise ValueError("meta_ablation_weights must be None or two paths (pre-trained only, meta-trained); "
-                                 f"got {self.meta_ablation_weights!r}")
-            object.__setattr__(self, "meta_ablation_weights", pair)
         if self.targets is not None:
             object.__setattr__(self, "targets", tuple(self.targets))
             if not self.targets:
@@ -246,11 +235,11 @@ class BenchConfig:
         return tuple((lr, e) for lr in self.learning_rates for e in self.epochs_grid)
 
 
-QUICK = dict(tasks=5, tuning_tasks=1, learning_rates=(1e-3, 3e-3), epochs_grid=(5, 10), ablation_tasks=5,
+QUICK = dict(tasks=4, tuning_tasks=1, learning_rates=(1e-3, 3e-3), epochs_grid=(4, 8), ablation_tasks=4,
              timing_runs=1)
-"""``--quick``: every section and both backbones at a reduced size (N = 5 tasks per target, one
-validation task per target, a 2 x 2 grid of short runs): about an hour on 2 busy cores, against
-several for the defaults (``bench.run_cost`` estimates the full run from a finished one)."""
+"""``--quick``: every section and both backbones at a reduced size (N = 4 tasks per target, one
+validation task per target, a 2 x 2 grid of short runs), about an hour on one busy core, against
+many for the defaults (the report estimates both from the per-task costs it measured: ``bench.run_cost``)."""
 
 
 def quick_config(**fields: Any) -> BenchConfig:

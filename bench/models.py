@@ -83,7 +83,13 @@ def lite0_model(weights: str, input_size: int):
 
 
 def run_export_configs(run: BackboneRun, train_variants: int) -> dict[str, object]:
-    """Model name (sparse, full, baseline) -> ``ExportConfig`` of one backbone run."""
+    """Model name (sparse, full, baseline) -> ``ExportConfig`` of one backbone run.
+
+    Raises:
+      ValueError: the run's (meta-trained) weights file does not exist.
+    """
+    if run.weights not in (None, IMAGENET) and not pathlib.Path(run.weights).is_file():
+        raise ValueError(f"backbone run {run.key}: weights file {run.weights!r} not found")
     main = run.weights if run.weights is not None else run.baseline_weights
     if run.backbone == LITE0:
         out = {SPARSE: _lite0_config(main, run.input_size, f"blocks:{run.candidate_blocks}", train_variants),
