@@ -23,7 +23,7 @@ from bench.config import SECTIONS, BenchConfig
 from bench.environment import environment
 from bench.learning_rates import choose_settings, with_settings
 from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods, paired_methods, timing_methods
-from bench.models import SPARSE, ensure_models, model_key
+from bench.models import FULL, SPARSE, ensure_models, export_configs, model_key
 from bench.paired_accuracy import summarize
 from bench.policy_runs import (Job, Method, compute_budget_macs, for_model, memory_budget_bytes, run_methods,
                                scaled_memory_budget, source_fisher_tasks)
@@ -80,6 +80,8 @@ def _paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[s
     out = {"pools": pools, "runs": {}}
     for run in config.backbones:
         t0 = time.time()
+        # exported when first needed (in run order), so a cached backbone starts while another is missing
+        paths.update(ensure_models(config, tuple(k for k in export_configs(config) if k.startswith(run.key + "/"))))
         sparse = paths[model_key(run, SPARSE)]
         probe = TrainableModel(str(sparse), num_threads=config.threads)
         memory = memory_budget_bytes(layer_table(probe.metadata), config.memory_budget_mib)
@@ -290,7 +292,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     if previous is None:
         (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     targets = cache_targets(config)
-    paths = ensure_models(config)
+    paths = ensure_models(config, (SPARSE,))
     probe = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
     memory_bytes = scaled_memory_budget(config)
     results: dict = {
@@ -335,6 +337,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
 
     if "timing" in config.sections:
         t0 = time.time()
+        paths.update(ensure_models(config, (SPARSE, FULL)))
         results["sections"]["timing"] = _timing_section(config, paths, methods, targets[0], fisher_tasks)
         section_seconds["timing"] = time.time() - t0
 
@@ -354,6 +357,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
 
     if "plots" in config.sections:
         results["sections"]["plots"] = {"fisher_task": {k: v for k, v in fisher_figures.items() if k != "fisher"}}
+    results["models"] = {k: str(v) for k, v in paths.items()}
     results["section_seconds"] = section_seconds
     results["wall_seconds"] = time.time() - started
     if previous:  # the saved run's other sections, in report order
