@@ -235,11 +235,13 @@ class BenchConfig:
         return tuple((lr, e) for lr in self.learning_rates for e in self.epochs_grid)
 
 
-QUICK = dict(tasks=4, tuning_tasks=1, learning_rates=(1e-3, 3e-3), epochs_grid=(4, 8), ablation_tasks=4,
+QUICK = dict(tasks=3, tuning_tasks=1, learning_rates=(1e-3, 3e-3), epochs_grid=(3,), ablation_tasks=3,
              timing_runs=1)
-"""``--quick``: every section and both backbones at a reduced size (N = 4 tasks per target, one
-validation task per target, a 2 x 2 grid of short runs), about an hour on one busy core, against
-many for the defaults (the report estimates both from the per-task costs it measured: ``bench.run_cost``)."""
+"""``--quick``: every section and both backbones at a reduced size that fits about an hour on one
+busy core: N = 3 tasks per target, one validation task per target, each policy's learning rate
+chosen from two, 3 passes over the support set (epochs not tuned). Lite0@128's FullTrain dominates
+(about 30 s per pass at batch 50 on a loaded core). The report estimates the defaults' wall time from
+the per-task costs it measured (``bench.run_cost``)."""
 
 
 def quick_config(**fields: Any) -> BenchConfig:
