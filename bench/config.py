@@ -142,7 +142,7 @@ class BenchConfig:
     epochs: int | None = 40
     iterations: int = 40
     learning_rates: tuple[float, ...] = (3e-4, 1e-3, 3e-3)
-    tuning_tasks: int = 3
+    tuning_tasks: int = 2
     full_train_batch: int = 50
     memory_budget_mib: float = 1.0
     compute_fraction: float = 0.15
@@ -160,7 +160,7 @@ class BenchConfig:
     workers: int = 1
     sections: tuple[str, ...] = SECTIONS
     backbones: tuple[BackboneRun, ...] = (MCUNET_64, LITE0_128)
-    epochs_grid: tuple[int, ...] = (10, 40)
+    epochs_grid: tuple[int, ...] = (5, 20)
     validation_fraction: float = 0.3
     class_split_min_classes: int = 40
 

@@ -123,8 +123,8 @@ def register(command: Command) -> None:
                    help="candidate Adam rates (default 3e-4 1e-3 3e-3); with --epochs-grid, each policy's pair is "
                         "chosen on validation-pool tasks")
     p.add_argument("--epochs-grid", type=int, nargs="+", default=None,
-                   help="candidate passes over each support set (default 10 40)")
-    p.add_argument("--tuning-tasks", type=int, default=None, help="validation tasks per target (default 3; --quick 1)")
+                   help="candidate passes over each support set (default 5 20)")
+    p.add_argument("--tuning-tasks", type=int, default=None, help="validation tasks per target (default 2; --quick 1)")
     p.add_argument("--validation-fraction", type=float, default=None,
                    help="share of each target's images (or classes, for targets with >= 40) kept for validation "
                         "(default 0.3)")
