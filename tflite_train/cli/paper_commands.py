@@ -94,7 +94,7 @@ def register(command: Command) -> None:
     p = command("bench", "regenerate the paper's tables and figures: BENCHMARKS.md + PNGs")
     p.add_argument("--quick", action="store_true",
                    help="a reduced run of every section, about an hour (N=3 tasks per target, 1 validation task "
-                        "per target, rates 1e-3 3e-3, 3 epochs, 3 ablation tasks); other flags override it")
+                        "per target, rates 1e-4 1e-3, 3 epochs, 3 ablation tasks); other flags override it")
     p.add_argument("--cache", default="build/data_cache", help="data cache (tflite-train data prepare); its "
                    "'target' data sets are the targets, incl. any ImageFolder added with data prepare --folder NAME=PATH")
     p.add_argument("--out", default="bench/results", help="output folder (BENCHMARKS.md, PNGs, results/config JSON)")
@@ -120,7 +120,7 @@ def register(command: Command) -> None:
     p.add_argument("--max-support-total", type=int, default=50, help="support images per task, at most")
     p.add_argument("--max-support-per-class", type=int, default=10, help="support images per class, at most")
     p.add_argument("--learning-rates", type=float, nargs="+", default=None,
-                   help="candidate Adam rates (default 3e-4 1e-3 3e-3); with --epochs-grid, each policy's pair is "
+                   help="candidate Adam rates (default 1e-4 3e-4 1e-3 3e-3); with --epochs-grid, each policy's pair is "
                         "chosen on validation-pool tasks")
     p.add_argument("--epochs-grid", type=int, nargs="+", default=None,
                    help="candidate passes over each support set (default 5 20)")
