@@ -176,16 +176,19 @@ def test_validation_and_test_tasks_share_no_image(smoke_run):
     assert val <= pool
 
 
-def test_lite0_run_exports_imagenet_as_baseline_and_meta_weights_when_given():
+def test_lite0_run_exports_imagenet_as_baseline_and_meta_weights_when_given(tmp_path):
     from bench.config import LITE0_128
     from bench.models import run_export_configs
 
     alone = run_export_configs(LITE0_128, 4)
     assert set(alone) == {"sparse", "full"} and alone["sparse"].weights == "imagenet"
     assert (alone["sparse"].candidates, alone["full"].candidates) == ("blocks:6", "all")
-    meta = dataclasses.replace(LITE0_128, weights="w/lite0_meta.weights.h5")
-    both = run_export_configs(meta, 4)
-    assert (both["sparse"].weights, both["baseline"].weights) == ("w/lite0_meta.weights.h5", "imagenet")
+    weights = tmp_path / "lite0_meta.weights.h5"
+    with pytest.raises(ValueError, match="lite0_meta.weights.h5.*not found"):
+        run_export_configs(dataclasses.replace(LITE0_128, weights=str(weights)), 4)
+    weights.write_bytes(b"")  # only its path matters here (no export)
+    both = run_export_configs(dataclasses.replace(LITE0_128, weights=str(weights)), 4)
+    assert (both["sparse"].weights, both["baseline"].weights) == (str(weights), "imagenet")
 
 
 def test_memory_budget_scales_with_last_layer_memory():
