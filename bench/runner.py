@@ -248,6 +248,7 @@ def run_benchmarks(config: BenchConfig, command: str = "", update: bool = False)
     """
     if not isinstance(config, BenchConfig):
         raise TypeError(f"config must be a BenchConfig; got {type(config).__name__}")
+    export_configs(config)  # refuses missing weights files before any work or output
     previous = _previous_run(config) if update else None
     if config.workers == 1:
         return _run(config, command, None, previous)
