@@ -94,6 +94,10 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
     means, deltas = summary["means"], summary["deltas"]
     if run["meta_trained"]:
         weights = (f"meta-trained weights `{run['weights']}`; without meta-training: `{run['baseline_weights']}`")
+        if "meta_ablation" in str(run["baseline_weights"]) and "meta_ablation" not in str(run["weights"]):
+            weights += (" (the pre-training stage of a separate `train-weights` run, `weights/meta_ablation/`; the "
+                        "shipped weights' own pre-training stage is not kept, so this delta also holds run-to-run "
+                        "variation)")
     else:
         weights = (f"**no meta-trained weights given**: every row runs on `{run['baseline_weights']}` (not "
                    "meta-trained), and the meta-training delta is not measured")
