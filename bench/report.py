@@ -85,7 +85,10 @@ def _accuracy_section(config: BenchConfig, results: Mapping, lines: list[str]) -
     lines += ["- Cost: the *s / task* column is the measured wall time of one task (adaptation + evaluation, one "
               "interpreter thread, at the chosen epochs) on this machine in this run. The paired section's wall "
               "time on 2 workers, estimated from those per-task costs (`bench/run_cost.py`: seconds per task and "
-              "epoch x the grid, the longest epochs for every reported run): " + "; ".join(estimates) + ".", ""]
+              "epoch x the grid, the longest epochs for every reported run; adaptation and evaluation only, so a lower "
+              "bound: task preparation, SparseUpdate's source Fisher and the load at the time come on top, e.g. this "
+              f"run's paired section took {results['section_seconds'].get('accuracy', 0) / 60:.0f} min on "
+              f"{config.workers} worker(s)): " + "; ".join(estimates) + ".", ""]
     return section["runs"]
 
 

@@ -320,7 +320,8 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     same = next((r for r in config.backbones if (r.backbone, r.input_size, r.weights)
                  == (config.backbone, config.input_size, config.weights)), None)
     chosen = accuracy["runs"][same.key]["tuning"] if accuracy and same and same.key in accuracy["runs"] else {}
-    methods = with_settings(methods, chosen)
+    # their learning rates; their length stays config.epochs (the paper's Table 8 protocol)
+    methods = with_settings(methods, {label: {**c, "epochs": config.epochs} for label, c in chosen.items()})
     fisher_tasks = fisher.get("sparse")
 
     fisher_figures = None
