@@ -51,7 +51,7 @@ def model_images(images: np.ndarray, shape: Sequence[int], value_range: Sequence
     Same size and channels: the affine map low + x / 255 (high - low) (what ``to_model_input`` gives
     there, without the per-image resampling); otherwise ``to_model_input`` per image.
     """
-    from tflite_train.runtime.images import to_model_input
+    from tflite_train.runtime import to_model_input
 
     images = np.asarray(images)
     low, high = (float(v) for v in value_range)
