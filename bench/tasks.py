@@ -1,7 +1,7 @@
 """The benchmark's tasks: seeded few-shot episodes of a cached target's validation or test pool.
 
 A ``Task`` holds the cache's raw uint8 pixels; ``Task.for_model`` maps them to a model's input
-(size and value range, ``tflite_train.runtime.images.to_model_input``), so one list of tasks is shared
+(size and value range, ``tflite_train.runtime.to_model_input``), so one list of tasks is shared
 by every policy and every backbone (MCUNet@64 and EfficientNet-Lite0@128 see the same images).
 """
 
