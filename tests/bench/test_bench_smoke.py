@@ -67,7 +67,7 @@ def test_every_section_and_png_written(smoke_run):
         assert f"| {method} |" in text
     assert "| TF recipe" in text
     assert "TinyTL (lite residual modules) is not built" in text and "A reduced run: N = 2 tasks per target" in text
-    for png in ("accuracy_vs_compute.png", "fisher_layers.png"):
+    for png in ("accuracy_vs_compute_tiny_32.png", "fisher_layers.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "config.json").read_text()) == config.to_dict()
     results = json.loads((out / "results.json").read_text())
