@@ -44,6 +44,8 @@ import types
 
 import numpy as np
 
+from tflite_train import contract as C
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORKLOADS = ("infer", "tinytrain", "last_layer", "full")
 LABELS = {"infer": "infer (ms)", "tinytrain": "TinyTrain step (ms)", "last_layer": "last-layer step (ms)",
@@ -124,7 +126,7 @@ def _tflite_worker(spec: dict) -> dict:
     inputs = np.load(spec["inputs"])
     model = TrainableModel(spec["model"], num_threads=1)
     images, labels = inputs["image"], inputs["label"].astype(np.int64)
-    model.set_head(inputs["prototypes"])
+    model.set_head(inputs[C.PROTOTYPES])
     if spec["workload"] == "infer":
         def fn():
             model.infer(images)
@@ -218,9 +220,9 @@ def forward_parity(keras_model, onnx_path: pathlib.Path, images: np.ndarray, pro
     p = protos.astype(np.float64)
     logits = scale * e_hat @ (p / np.sqrt((p**2).sum(1, keepdims=True) + 1e-12)).T
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    got_emb, got_logits = session.run(["embeddings", "logits"], {"images": images})
+    got_emb, got_logits = session.run([C.EMBEDDINGS, C.LOGITS], {C.IMAGES: images})
     rel = lambda a, b: float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-12))  # noqa: E731
-    return {"embeddings": rel(got_emb, emb), "logits": rel(got_logits, logits)}
+    return {C.EMBEDDINGS: rel(got_emb, emb), C.LOGITS: rel(got_logits, logits)}
 
 
 def generate(onnx_model, folder: pathlib.Path, trainable: list[str]) -> None:
@@ -254,7 +256,7 @@ def render(report: dict) -> str:
              + f". ORT trains these {len(r['selection'])} layers whole (all channels). Last layer: "
              f"`{r['last_layer']}`. Full: every layer ({r['full_layers']} layers).", "",
              f"ONNX forward parity with Keras (same BN-folded weights, same cosine head): max relative difference "
-             f"{r['parity']['embeddings']:.2e} (embeddings), {r['parity']['logits']:.2e} (logits).", "",
+             f"{r['parity'][C.EMBEDDINGS]:.2e} (embeddings), {r['parity'][C.LOGITS]:.2e} (logits).", "",
              "| " + " | ".join(["ms", *(ENGINE_NAMES[e] for e in ENGINES)]) + " |",
              "|---" * (len(ENGINES) + 1) + "|"]
     for w in WORKLOADS:
@@ -343,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     onnx_path = work / "forward.onnx"
     onnx.save(onnx_model, str(onnx_path))
     parity = forward_parity(folded.model, onnx_path, xs, protos, sparse_cfg.cosine_scale, sparse_cfg.mean, sparse_cfg.std)
-    print(f"ONNX vs Keras forward: max relative difference {parity['embeddings']:.2e} (embeddings), "
+    print(f"ONNX vs Keras forward: max relative difference {parity[C.EMBEDDINGS]:.2e} (embeddings), "
           f"{parity['logits']:.2e} (logits)", flush=True)
     train_graph = keras_to_onnx(folded.model, sparse_cfg.mean, sparse_cfg.std, protos, sparse_cfg.cosine_scale,
                                 with_embeddings=False)
@@ -351,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     from tflite_train.runtime import read_metadata
 
     sparse_meta, full_meta = read_metadata(paths["sparse"]), read_metadata(paths["full"])
-    last = sparse_meta["candidates"][-1]
-    channels = {layer["name"]: layer["out_channels"] for layer in sparse_meta["layers"]}
+    last = sparse_meta[C.F_CANDIDATES][-1]
+    channels = {layer["name"]: layer["out_channels"] for layer in sparse_meta[C.F_LAYERS]}
     trainable = {"tinytrain": sorted(selection, key=all_layers.index), "full": all_layers, "last_layer": [last]}
     for key, layers in trainable.items():
         generate(train_graph, work / f"artifacts_{key}", layers)
@@ -364,8 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         "tinytrain": {"model": str(paths["sparse"]), "selection": selection},
         "last_layer": {"model": str(paths["sparse"]), "selection": {last: list(range(channels[last]))}},
         "full": {"model": str(paths["full"]),
-                 "selection": {layer["name"]: list(range(layer["out_channels"])) for layer in full_meta["layers"]
-                               if layer["name"] in full_meta["candidates"]}},
+                 "selection": {layer["name"]: list(range(layer["out_channels"])) for layer in full_meta[C.F_LAYERS]
+                               if layer["name"] in full_meta[C.F_CANDIDATES]}},
     }
     results: dict[str, dict[str, dict]] = {e: {} for e in ENGINES}
     load_start = os.getloadavg()[0]

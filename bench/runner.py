@@ -30,6 +30,7 @@ from bench.policy_runs import (Job, Method, compute_budget_macs, for_model, memo
 from bench.report import render_report
 from bench.tasks import Task, cache_targets, source_tasks, target_pools, target_tasks, timing_task
 from bench.validation_split import VALIDATION
+from tflite_train import contract as C
 from tflite_train.data import read_manifest
 from tflite_train.runtime import AdaptConfig, TrainableModel, class_prototypes, embed, layer_table, support_fisher
 
@@ -133,7 +134,7 @@ def _fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Ta
     model.reset_state()
     model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
     fisher = support_fisher(model, task.support, task.support_labels)
-    selection = select(table, tinytrain.selection_config(model.metadata["optimizer"]["name"]),
+    selection = select(table, tinytrain.selection_config(model.metadata[C.F_OPTIMIZER][C.F_NAME]),
                        candidates=model.candidates, fisher=fisher)
     potentials = fisher_potentials(fisher)
     scores = fisher_scores(table, fisher, criterion="tinytrain")
@@ -299,7 +300,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     results: dict = {
         "commands": [*(previous or {}).get("commands", []), command], "environment": environment(probe.runtime),
         "targets": list(targets),
-        "memory_budget_bytes": memory_bytes, "candidates": list(probe.candidates),
+        "memory_budget_bytes": memory_bytes, C.F_CANDIDATES: list(probe.candidates),
         "models": {k: str(v) for k, v in paths.items()}, "tinytl_note": TINYTL_NOTE, "sections": {},
     }
     section_seconds = {}

@@ -47,6 +47,8 @@ import time
 
 import numpy as np
 
+from tflite_train import contract as C
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -87,7 +89,7 @@ def _interpreter_with_xnnpack():
 
 
 # ------------------------------------------------------------------------------------ export variant
-SCALAR_STATE = ("num_classes", "step", "learning_rate")
+SCALAR_STATE = (C.NUM_CLASSES, C.STEP, C.LEARNING_RATE)
 
 
 class _Rank1Step:
@@ -150,17 +152,17 @@ def rank1_state_module(config, folded):
     def put(n, value):
         return v[n].assign(tf.reshape(tf.cast(value, v[n].dtype), [1]) if n in SCALAR_STATE else value)
 
-    @tf.function(input_signature=[tf.TensorSpec([k, d], tf.float32, name="prototypes"),
-                                  tf.TensorSpec([], tf.int32, name="num_classes")])
+    @tf.function(input_signature=[tf.TensorSpec([k, d], tf.float32, name=C.PROTOTYPES),
+                                  tf.TensorSpec([], tf.int32, name=C.NUM_CLASSES)])
     def set_head(prototypes, num_classes):
-        put("prototypes", prototypes)
-        put("num_classes", num_classes)
-        return {"ok": tf.constant(1, tf.int32)}
+        put(C.PROTOTYPES, prototypes)
+        put(C.NUM_CLASSES, num_classes)
+        return {C.OK: tf.constant(1, tf.int32)}
 
-    @tf.function(input_signature=[tf.TensorSpec([], tf.float32, name="learning_rate")])
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32, name=C.LEARNING_RATE)])
     def set_hparams(learning_rate):
-        put("learning_rate", learning_rate)
-        return {"ok": tf.constant(1, tf.int32)}
+        put(C.LEARNING_RATE, learning_rate)
+        return {C.OK: tf.constant(1, tf.int32)}
 
     @tf.function(input_signature=[])
     def get_state():
@@ -195,7 +197,7 @@ def export_infer_only(config, out: pathlib.Path) -> None:
 
     module = module_from_backbone(config, folded_backbone(config))
     with tempfile.TemporaryDirectory() as tmp:
-        tf.saved_model.save(module, tmp, signatures={"infer": module.infer.get_concrete_function()})
+        tf.saved_model.save(module, tmp, signatures={C.INFER: module.infer.get_concrete_function()})
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
         converter.experimental_enable_resource_variables = True
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -251,7 +253,7 @@ def worker(spec: dict) -> dict:
     model.set_head(np.random.default_rng(1).normal(size=(5, model.feature_dim)))
     model.set_selection({n: np.asarray(c) for n, c in spec["selection"].items()})
     out = {"runtime": model.runtime, "selftest_passed": passed}
-    for name, fn in (("infer", lambda: model.infer(x)), ("train_step", lambda: model.train_step(x, np.zeros(1, np.int64)))):
+    for name, fn in ((C.INFER, lambda: model.infer(x)), (C.TRAIN_STEP, lambda: model.train_step(x, np.zeros(1, np.int64)))):
         for _ in range(3):
             fn()
         times = []
@@ -282,11 +284,11 @@ def _infer_only(spec: dict, interpreter_cls) -> dict:
         interpreter = interpreter_cls(model_path=spec["model"], num_threads=1)
     except RuntimeError as err:
         return {"runtime": spec["mode"], "error": f"RuntimeError {err}".strip()}
-    runner = interpreter.get_signature_runner("infer")
-    shape = runner.get_input_details()["images"]["shape_signature"]
+    runner = interpreter.get_signature_runner(C.INFER)
+    shape = runner.get_input_details()[C.IMAGES]["shape_signature"]
     x = np.random.default_rng(0).uniform(size=(1, *shape[1:])).astype(np.float32)
-    return {"runtime": spec["mode"], "infer": _timed_ms(lambda: runner(images=x), spec["repeats"], spec["max_seconds"]),
-            "train_step": float("nan"), "selftest_passed": None}
+    return {"runtime": spec["mode"], C.INFER: _timed_ms(lambda: runner(images=x), spec["repeats"], spec["max_seconds"]),
+            C.TRAIN_STEP: float("nan"), "selftest_passed": None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -336,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     from tflite_train.runtime import read_metadata
 
     meta = read_metadata(files["as exported"])
-    channels = {layer["name"]: layer["out_channels"] for layer in meta["layers"]}
+    channels = {layer["name"]: layer["out_channels"] for layer in meta[C.F_LAYERS]}
     chosen = selection or {"b13_depthwise": list(range(channels["b13_depthwise"] // 4))}
     for label, path in files.items():
         for name, python, mode in runs:
@@ -351,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                 line = f"{label:<32} {name:<56} {'delegate application failed: ' + r['error']}"
             else:
                 check = {True: "PASSED", False: "FAILED", None: "-"}[r["selftest_passed"]]
-                line = f"{label:<32} {name:<56} {r['infer']:9.2f} {r['train_step']:9.2f}  {check}"
+                line = f"{label:<32} {name:<56} {r[C.INFER]:9.2f} {r[C.TRAIN_STEP]:9.2f}  {check}"
             print(line, flush=True)
             table.append(line)
     findings = __doc__.split("Run (needs")[0].split("minimal repro models described below):")[1]

@@ -78,13 +78,13 @@ ALL_FIXTURES = [*FIXTURES, *KERAS_FIXTURES]
 
 
 def code_stamp(config: ExportConfig | None = None) -> str:
-    """sha256 over the exporter and backbone sources (and the config's weights file, if any).
+    """sha256 over the exporter, backbone and contract sources (and the config's weights file, if any).
 
     A fixture is stale when they change.
     """
     digest = hashlib.sha256()
     for file in sorted([*ROOT.glob("converters/**/*.py"), *ROOT.glob("tflite_train/models/*.py"),
-                        *ROOT.glob("tflite_train/architectures.py")]):
+                        *ROOT.glob("tflite_train/architectures.py"), *ROOT.glob("tflite_train/contract/*.py")]):
         digest.update(file.read_bytes())
     if config is not None and config.weights:
         digest.update(pathlib.Path(config.weights).read_bytes())

@@ -1,4 +1,4 @@
-"""The on-device commands (no TensorFlow): adapt and predict."""
+"""The on-device commands (no TensorFlow): adapt, predict and show."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ Put a few example images of each class in a folder of its own:
 Images: PNG, JPEG, WebP, BMP, GIF (first frame), TIFF, or .npy; EXIF rotation applied, transparency
 on white, centre-cropped to the model's aspect ratio and resized (bilinear); at most 50 megapixels and
 64 MiB per file. Hidden files (.x, ._x) are skipped. Prints what was learned (--json: the full record)
-and writes the checkpoint OUT with OUT.config.json and OUT.report.json beside it; any earlier files
-there stay untouched unless the run succeeds."""
+and writes ONE file, the checkpoint OUT, which also holds the run's config and report (print them
+with `tflite-train show OUT`). An earlier OUT stays untouched unless the run succeeds; while it
+runs, OUT.lock keeps a second adapt into the same OUT from starting (it stops with an error)."""
 
 PREDICT_HELP = """\
 Classifies images with a model adapted by `adapt`; prints one row per image: file, class and the
@@ -76,13 +77,28 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_show(args: argparse.Namespace) -> int:
+    """Prints the summary (or --json: config and report) stored in a checkpoint by `adapt`."""
+    import json
+
+    from tflite_train.runtime.adapt_job import run_record
+    from tflite_train.runtime.summary import format_adapt_summary
+
+    record = run_record(args.checkpoint)
+    if args.json:
+        print(json.dumps(record, indent=2, sort_keys=True, ensure_ascii=True))
+    else:
+        print(format_adapt_summary(record["report"]))
+    return 0
+
+
 def register(command: Command) -> None:
-    """Adds adapt and predict."""
+    """Adds adapt, predict and show."""
     p = command("adapt", "fine-tune an exported model to your image folder, on this device (no TensorFlow)", ADAPT_HELP)
     p.add_argument("--model", required=True, metavar="FILE.tflite", help="the exported model")
     p.add_argument("--support", required=True, metavar="DIR", help="training images: DIR/<class>/<image>, 2 classes or more")
     p.add_argument("--query", metavar="DIR", help="optional test images DIR/<class>/<image> (support classes) to report accuracy on")
-    p.add_argument("--out", required=True, help="checkpoint file to write (OUT.config.json and OUT.report.json go beside it)")
+    p.add_argument("--out", required=True, help="checkpoint file to write (it holds the run's config and report too)")
     p.add_argument("--policy", type=policy_name, default="tinytrain",
                    help="which weights to update: none (prototypes only) | last_layer | full_train | sparse_update "
                         "(static: --sparse-update-layers, else layers ranked by weight norm) | tinytrain (this task's "
@@ -125,3 +141,8 @@ def register(command: Command) -> None:
     output.add_argument("--csv", action="store_true", help="print CSV (file,class_id,class,confidence) instead of the table")
     p.add_argument("images", nargs="+", metavar="IMAGE", help="image files to classify")
     p.set_defaults(func=_cmd_predict)
+
+    p = command("show", "print what an adapt run stored in its checkpoint: the summary, or its config and report")
+    p.add_argument("checkpoint", help="checkpoint written by `adapt --out`")
+    p.add_argument("--json", action="store_true", help="print the config and the full report as JSON")
+    p.set_defaults(func=_cmd_show)

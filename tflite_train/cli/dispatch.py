@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from tflite_train.cli.parser import build_parser
 
-__all__ = ["QUIET_COMMANDS", "main"]
+__all__ = ["QUIET_COMMANDS", "Terminated", "main", "sigterm_raises"]
 
-QUIET_COMMANDS = ("adapt", "predict")
+QUIET_COMMANDS = ("adapt", "predict", "show")
+
+
+class Terminated(BaseException):
+    """SIGTERM, as an exception: unwinds like Ctrl-C, so temporary files are removed and locks released."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within the block SIGTERM raises ``Terminated`` instead of ending the process on the spot (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _error_message(err: BaseException) -> str:
@@ -34,10 +58,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         else logging.WARNING
     logging.basicConfig(level=level, format="tflite-train: %(levelname)s: %(message)s")
     try:
-        return args.func(args)
+        with sigterm_raises():
+            return args.func(args)
     except KeyboardInterrupt:
         print(f"tflite-train {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"tflite-train {args.command}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except (ValueError, OSError, ImportError, MemoryError) as err:
         from tflite_train.runtime.text import printable
 

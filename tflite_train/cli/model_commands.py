@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from tflite_train import contract as C
 from tflite_train.architectures import BACKBONES
 from tflite_train.cli.parser import Command
 
@@ -42,7 +43,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None, **common,
         )
     result = write_export(config, args.out, model)
-    print(f"wrote {args.out} ({len(result.model)} bytes, candidates: {', '.join(result.metadata['candidates'])})")
+    print(f"wrote {args.out} ({len(result.model)} bytes, candidates: {', '.join(result.metadata[C.F_CANDIDATES])})")
     return 0
 
 

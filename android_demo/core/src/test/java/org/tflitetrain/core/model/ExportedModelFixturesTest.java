@@ -201,7 +201,7 @@ public class ExportedModelFixturesTest {
       String name = model.getFileName().toString();
       ByteBuffer file = bytes(model);
       ModelMetadata meta = ModelMetadata.fromTflite(file);
-      assertEquals(name, List.of(ModelMetadata.METADATA_NAME, "tflite_train_checksum", SELFTEST_NAME),
+      assertEquals(name, List.of(ModelMetadata.METADATA_NAME, Contract.CHECKSUM_NAME, SELFTEST_NAME),
           TfliteMetadataReader.names(file).stream().filter(n -> n.startsWith("tflite_train")).sorted().toList());
       Map<String, long[]> shapes = npzShapes(TfliteMetadataReader.read(file, SELFTEST_NAME));
       // format 2: the images are regenerated from a seed; image_shape holds (N, H, W, C)
