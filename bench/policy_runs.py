@@ -19,6 +19,7 @@ import numpy as np
 from bench.config import BenchConfig
 from bench.confidence import MeanCI, mean_ci95
 from bench.tasks import Task
+from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
 from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, Budget, backward_cost
@@ -114,7 +115,7 @@ def sparse_update_layers(backbone: str, candidates: Sequence[str]) -> tuple[str,
 
 def for_model(task: Task, model: TrainableModel) -> Task:
     """``task`` as the float input of ``model`` (its input shape and metadata ``input.range``)."""
-    return task.for_model(model.input_shape, model.metadata["input"]["range"])
+    return task.for_model(model.input_shape, model.metadata[C.F_INPUT][C.F_RANGE])
 
 
 def _run_tasks(method: Method, model_path: str, tasks: Sequence[Task], threads: int,

@@ -8,6 +8,7 @@ from bench.config import LITE0, BenchConfig, quick_config
 from bench.methods import FORWARD_BUDGET_LABEL, NO_META, PROTOCOL_SUFFIX
 from bench.paired_accuracy import verdict_sentence
 from bench.run_cost import estimate_seconds
+from tflite_train import contract as C
 
 MIB = 2**20
 STEP_TARGET_FULL = 7.0
@@ -106,7 +107,7 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
                    "meta-trained), and the meta-training delta is not measured")
     lines += [f"### {run['label']} px", "",
               f"{weights}. Model file {run['model_bytes'] / 1e6:.1f} MB; candidates: the last "
-              f"{len(run['candidates'])} layers ({run['candidates'][0]} ... {run['candidates'][-1]}). "
+              f"{len(run[C.F_CANDIDATES])} layers ({run[C.F_CANDIDATES][0]} ... {run[C.F_CANDIDATES][-1]}). "
               f"B_mem = {run['memory_budget_bytes'] / MIB:.3f} MiB (the paper's {config.memory_budget_mib:g} MiB for MCUNet "
               "at 128 px, scaled by this model's LastLayer backward memory against MCUNet@128's: "
               "`policy_runs.memory_budget_bytes`), "

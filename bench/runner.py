@@ -108,7 +108,7 @@ def _paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[s
         out["runs"][run.key] = {
             "backbone": run.backbone, "input_size": run.input_size, "label": run.label,
             "weights": run.weights, "baseline_weights": run.baseline_weights, "meta_trained": run.meta_trained,
-            "memory_budget_bytes": memory, "candidates": list(probe.candidates),
+            "memory_budget_bytes": memory, C.F_CANDIDATES: list(probe.candidates),
             "model_bytes": sparse.stat().st_size, "tuning": tuning,
             "methods": {m.label: {"model": m.model, "adapt": m.adapt.to_dict()} for m in methods},
             "per_target": {t: {label: {k: v for k, v in r.items() if k != "label"} for label, r in rows.items()}
