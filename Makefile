@@ -4,7 +4,7 @@ VENV := .venv
 PI_VENV := .venv-pi
 BENCH_VENV := .venv-bench
 
-.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps npm-data data weights weights-lite0 bench bench-peer adapt-example
+.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps npm-data data weights weights-lite0 bench bench-quick bench-peer adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -62,10 +62,16 @@ weights-lite0: data
 	bash -o pipefail -c 'nice -n 5 $(VENV)/bin/tflite-train train-weights --backbone lite0 --cache $(DATA_CACHE) \
 	  --out weights/efficientnet_lite0 --threads 2 2>&1 | tee weights/efficientnet_lite0/train.log'
 
-# The benchmarks: bench/results/BENCHMARKS.md + PNGs (N = 50 tasks per target, one worker per core; see
-# the file for the runtime).
+# The benchmarks: bench/results/BENCHMARKS.md + PNGs: the paired tables of MCUNet@64 and EfficientNet-Lite0@128
+# (N = 20 tasks per target, (lr, epochs) per policy on validation tasks; one worker per core; the file states
+# the measured per-task costs and the estimated wall time). LITE0_WEIGHTS=path: the meta-trained Lite0
+# (without it the Lite0 rows use the ImageNet weights). `make bench-quick`: the reduced preset, about an hour.
+LITE0_WEIGHTS ?=
+BENCH_FLAGS = --cache $(DATA_CACHE) --out bench/results --workers $(shell nproc) $(if $(LITE0_WEIGHTS),--lite0-weights $(LITE0_WEIGHTS))
 bench: data
-	$(VENV)/bin/python -m tflite_train.cli bench --cache $(DATA_CACHE) --out bench/results --tasks 50 --workers $(shell nproc)
+	$(VENV)/bin/python -m tflite_train.cli bench $(BENCH_FLAGS)
+bench-quick: data
+	$(VENV)/bin/python -m tflite_train.cli bench --quick $(BENCH_FLAGS)
 
 # The README's adaptation example: docs/adapt_example.png (--plot) and docs/adapt_example.txt (the summary).
 adapt-example: $(VENV)/.installed data-deps
