@@ -62,8 +62,9 @@ class BackboneRun:
 MCUNET_64 = BackboneRun("mcunet_64", "mcunet", 64, "weights/mcunet_64_meta.weights.h5",
                         "weights/meta_ablation/pretrain.weights.h5", 7)
 """The shipped meta-trained MCUNet@64; without meta-training: the pre-training stage of ``weights/meta_ablation``."""
-LITE0_128 = BackboneRun("lite0_128", LITE0, 128, None, IMAGENET, 6)
-"""EfficientNet-Lite0@128: ``weights`` = the meta-trained Lite0 once given (``--lite0-weights``), else ImageNet only."""
+LITE0_128 = BackboneRun("lite0_128", LITE0, 128, "weights/efficientnet_lite0/lite0_128_meta.weights.h5", IMAGENET, 6)
+"""The shipped default, EfficientNet-Lite0@128 with its meta-trained upper blocks; without meta-training: the
+ImageNet weights (``--lite0-weights imagenet`` runs every Lite0 row on those)."""
 
 
 @dataclasses.dataclass(frozen=True)

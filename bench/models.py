@@ -61,17 +61,26 @@ def _lite0_config(weights: str, input_size: int, candidates: str, train_variants
 
 
 def lite0_model(weights: str, input_size: int):
-    """EfficientNet-Lite0 (raw [0, 255] input) with ``"imagenet"`` or a ``.weights.h5`` of
-    ``build_efficientnet_lite0`` (with or without its ImageNet classifier; the exporter drops it).
+    """EfficientNet-Lite0 (raw [0, 255] input) with ``"imagenet"``, a meta weights file of
+    ``tflite_train.models.lite0_meta`` (the shipped default: meta-trained upper blocks over the ImageNet
+    weights), or a ``.weights.h5`` of ``build_efficientnet_lite0`` (with or without its ImageNet
+    classifier; the exporter drops it).
 
     Raises:
-      ValueError: a weights file that fits neither form.
+      ValueError: a weights file that fits none of these forms.
     """
     from tflite_train.models import build_efficientnet_lite0, efficientnet_lite0
+    from tflite_train.models.efficientnet_lite import WeightsError
+    from tflite_train.models.lite0_meta import efficientnet_lite0_meta, read_meta_weights
 
     if weights == IMAGENET:
         return efficientnet_lite0(input_size, include_top=True, weights="imagenet")
-    errors = []
+    try:
+        read_meta_weights(weights)
+    except WeightsError as err:
+        errors = [str(err)]
+    else:
+        return efficientnet_lite0_meta(input_size, weights)
     for top in (False, True):
         model = build_efficientnet_lite0(input_size, include_top=top)
         try:
@@ -79,7 +88,7 @@ def lite0_model(weights: str, input_size: int):
             return model
         except ValueError as err:
             errors.append(str(err).splitlines()[0])
-    raise ValueError(f"{weights}: not EfficientNet-Lite0 weights (with or without the classifier): {errors}")
+    raise ValueError(f"{weights}: not EfficientNet-Lite0 weights (meta, or with or without the classifier): {errors}")
 
 
 def run_export_configs(run: BackboneRun, train_variants: int) -> dict[str, object]:

@@ -177,10 +177,13 @@ def test_validation_and_test_tasks_share_no_image(smoke_run):
 
 
 def test_lite0_run_exports_imagenet_as_baseline_and_meta_weights_when_given(tmp_path):
-    from bench.config import LITE0_128
+    from bench.config import IMAGENET, LITE0_128
     from bench.models import run_export_configs
 
-    alone = run_export_configs(LITE0_128, 4)
+    shipped = run_export_configs(LITE0_128, 4)
+    assert shipped["sparse"].weights == "weights/efficientnet_lite0/lite0_128_meta.weights.h5"
+    assert shipped["baseline"].weights == "imagenet"
+    alone = run_export_configs(dataclasses.replace(LITE0_128, weights=IMAGENET), 4)
     assert set(alone) == {"sparse", "full"} and alone["sparse"].weights == "imagenet"
     assert (alone["sparse"].candidates, alone["full"].candidates) == ("blocks:6", "all")
     weights = tmp_path / "lite0_meta.weights.h5"

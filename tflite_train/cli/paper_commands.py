@@ -60,7 +60,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     setup_tf(args)
     runs = {"mcunet": dataclasses.replace(MCUNET_64, weights=args.weights or None,
                                           baseline_weights=args.mcunet_baseline_weights or None),
-            "lite0": dataclasses.replace(LITE0_128, weights=args.lite0_weights)}
+            "lite0": dataclasses.replace(LITE0_128, weights=args.lite0_weights or LITE0_128.weights)}
     given = dict(
         cache_dir=args.cache, out_dir=args.out, model_dir=args.model_dir, backbone=args.backbone,
         input_size=args.input_size, weights=args.weights or None, candidate_blocks=args.candidate_blocks,
@@ -103,8 +103,9 @@ def register(command: Command) -> None:
                    help="backbones of the paired accuracy tables, repeatable (default: both: MCUNet@64 and "
                         "EfficientNet-Lite0@128)")
     p.add_argument("--lite0-weights", default=None,
-                   help="meta-trained EfficientNet-Lite0 weights (.weights.h5) for the Lite0 table; default: none, "
-                        "every Lite0 row runs on the ImageNet weights and the meta-training delta is not measured")
+                   help="meta-trained EfficientNet-Lite0 weights (.weights.h5) for the Lite0 table (default: the shipped "
+                        "weights/efficientnet_lite0/lite0_128_meta.weights.h5); 'imagenet': every Lite0 row runs on the ImageNet weights and the meta-training "
+                        "delta is not measured")
     p.add_argument("--weights", default="weights/mcunet_64_meta.weights.h5",
                    help="meta-trained MCUNet weights (the MCUNet table and the timing/ablation sections); '' = seeded init")
     p.add_argument("--mcunet-baseline-weights", default="weights/meta_ablation/pretrain.weights.h5",
