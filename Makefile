@@ -4,10 +4,12 @@ VENV := .venv
 PI_VENV := .venv-pi
 BENCH_VENV := .venv-bench
 
-.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps data weights bench bench-peer adapt-example
+.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps npm-data data weights weights-lite0 bench bench-quick bench-peer adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
+# Only for the emoji source (make data): npm fetches the tarballs, rsvg-convert renders the SVG-only sets.
+EMOJI_DEBS := npm librsvg2-bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DATA_CACHE := build/data_cache
 
@@ -35,18 +37,41 @@ data-deps:
 	if [ -n "$$missing" ]; then echo "apt-get install $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
 
+# The pinned npm tarballs of the emoji source (tflite_train/data/emoji.py PACKAGES: name@version and the sha512
+# that `data prepare` checks before reading them), fetched with `npm pack` into the cache's download folder.
+NPM_DIR := $(DATA_CACHE)/downloads/npm
+npm-data: $(VENV)/.installed data-deps
+	@missing=$$(for p in $(EMOJI_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "apt-get install $$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
+	mkdir -p $(NPM_DIR)
+	for spec in $$($(VENV)/bin/python -c "from tflite_train.data.emoji import PACKAGES; print(' '.join(p.spec for p in PACKAGES.values()))"); do \
+	  tgz=$$(echo $$spec | sed 's/@/-/').tgz; [ -f $(NPM_DIR)/$$tgz ] || (cd $(NPM_DIR) && npm pack --silent $$spec) || exit 1; done
+
 # The verified data cache (idempotent: a second run checks the checksums and does nothing).
-data: $(VENV)/.installed data-deps
+data: $(VENV)/.installed data-deps npm-data
 	$(VENV)/bin/tflite-train data prepare --out $(DATA_CACHE)
 
 # The shipped meta-trained MCUNet weights (about 20 min on 2 CPU cores), written to weights/.
 weights: data
 	nice -n 10 $(VENV)/bin/tflite-train train-weights --cache $(DATA_CACHE) --out weights --threads 2
 
-# The benchmarks: bench/results/BENCHMARKS.md + PNGs (N = 50 tasks per target, one worker per core; see
-# the file for the runtime).
+# The shipped default: EfficientNet-Lite0 @ 128 with meta-trained upper blocks (prefix features cached once in
+# build/lite0_features; about 30 min on 2 shared CPU cores), written to weights/efficientnet_lite0/ with its log.
+weights-lite0: data
+	bash -o pipefail -c 'nice -n 5 $(VENV)/bin/tflite-train train-weights --backbone lite0 --cache $(DATA_CACHE) \
+	  --out weights/efficientnet_lite0 --threads 2 2>&1 | tee weights/efficientnet_lite0/train.log'
+
+# The benchmarks: bench/results/BENCHMARKS.md + PNGs: the paired tables of MCUNet@64 and EfficientNet-Lite0@128
+# (N = 20 tasks per target, (lr, epochs) per policy on validation tasks; one worker per core; the file states
+# the measured per-task costs and the estimated wall time). LITE0_WEIGHTS=path: the meta-trained Lite0
+# (without it the Lite0 rows use the ImageNet weights). `make bench-quick`: the reduced preset, about an hour.
+LITE0_WEIGHTS ?=
+BENCH_FLAGS = --cache $(DATA_CACHE) --out bench/results --workers $(shell nproc) $(if $(LITE0_WEIGHTS),--lite0-weights $(LITE0_WEIGHTS))
 bench: data
-	$(VENV)/bin/python -m tflite_train.cli bench --cache $(DATA_CACHE) --out bench/results --tasks 50 --workers $(shell nproc)
+	$(VENV)/bin/python -m tflite_train.cli bench $(BENCH_FLAGS)
+bench-quick: data
+	$(VENV)/bin/python -m tflite_train.cli bench --quick $(BENCH_FLAGS)
 
 # The README's adaptation example: docs/adapt_example.png (--plot) and docs/adapt_example.txt (the summary).
 adapt-example: $(VENV)/.installed data-deps

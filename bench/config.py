@@ -9,6 +9,63 @@ from typing import Any
 SECTIONS = ("accuracy", "backward_cost", "timing", "ablations", "plots")
 """The benchmark's sections, in report order."""
 
+IMAGENET = "imagenet"
+"""``BackboneRun`` weights value: EfficientNet-Lite0's ImageNet weights (``tflite_train.models.efficientnet_lite0``)."""
+
+LITE0 = "efficientnet_lite0"
+"""The backbone name of EfficientNet-Lite0 (built by ``tflite_train.models``, exported through the Keras path)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BackboneRun:
+    """One backbone of the paired accuracy section.
+
+    Attributes:
+      key: Short unique name (model files, results keys), e.g. ``"mcunet_64"``.
+      backbone: ``"mcunet"`` (any built-in of ``tflite_train.architectures``) or ``"efficientnet_lite0"``.
+      input_size: Input side in pixels.
+      weights: The meta-trained weights (every policy's row): a Keras ``.weights.h5`` (a built-in
+        backbone's BN form; for Lite0 the weights of ``build_efficientnet_lite0``), or None = not
+        available (the rows then run on ``baseline_weights`` and the meta-training delta is not measured).
+      baseline_weights: The same backbone's weights *without* meta-training (the "TinyTrain without
+        meta-training" row): MCUNet's pre-training stage, Lite0's ImageNet weights (``"imagenet"``).
+        Both None: seeded initialisation (tests).
+      candidate_blocks: k of the sparse export (the last k blocks are candidates).
+    """
+
+    key: str
+    backbone: str
+    input_size: int
+    weights: str | None
+    baseline_weights: str | None
+    candidate_blocks: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key.replace("_", "").isalnum():
+            raise ValueError(f"backbone run key must be a non-empty [A-Za-z0-9_] name; got {self.key!r}")
+        for name in ("input_size", "candidate_blocks"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"backbone run {self.key}: {name} must be a positive int; got {value!r}")
+
+    @property
+    def meta_trained(self) -> bool:
+        """True when the rows run on meta-trained weights distinct from the baseline."""
+        return self.weights is not None and self.weights != self.baseline_weights
+
+    @property
+    def label(self) -> str:
+        name = {"mcunet": "MCUNet", LITE0: "EfficientNet-Lite0"}.get(self.backbone, self.backbone)
+        return f"{name} @ {self.input_size}"
+
+
+MCUNET_64 = BackboneRun("mcunet_64", "mcunet", 64, "weights/mcunet_64_meta.weights.h5",
+                        "weights/meta_ablation/pretrain.weights.h5", 7)
+"""The shipped meta-trained MCUNet@64; without meta-training: the pre-training stage of ``weights/meta_ablation``."""
+LITE0_128 = BackboneRun("lite0_128", LITE0, 128, "weights/efficientnet_lite0/lite0_128_meta.weights.h5", IMAGENET, 6)
+"""The shipped default, EfficientNet-Lite0@128 with its meta-trained upper blocks; without meta-training: the
+ImageNet weights (``--lite0-weights imagenet`` runs every Lite0 row on those)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class BenchConfig:
@@ -21,9 +78,6 @@ class BenchConfig:
       model_dir: Where the exported ``.tflite`` models are cached (reused when their config matches).
       backbone, input_size: The demo backbone and resolution of the accuracy/timing/ablation sections.
       weights: Keras BN-form weights exported for the accuracy runs (None = seeded init).
-      meta_ablation_weights: (pre-trained only, meta-trained from those) weights of one
-        ``train-weights`` run, for the meta-training on/off ablation; None or a missing file: the
-        ablation rows say they were not run.
       train_variants: Depth-specific train signatures per export (``ExportConfig.train_variants``;
         0 = only the general ``train_step``: a faster export, slower steps for shallow selections).
       candidate_blocks: k of the sparse export (LastLayer, SparseUpdate, TinyTrain); FullTrain uses a
@@ -38,10 +92,10 @@ class BenchConfig:
         steps, so every method sees each support image ``epochs`` times (augmented). None = a fixed
         ``iterations`` steps instead.
       iterations: Optimizer steps per task when ``epochs`` is None.
-      learning_rates: Candidate Adam learning rates; each method gets the one with the best mean
-        accuracy on ``tuning_tasks`` separate episodes per target (``bench.learning_rates``). One
-        rate = that rate for every method, no tuning runs.
-      tuning_tasks: Tuning episodes per target (a different seed from the reported ones).
+      learning_rates: Candidate Adam learning rates (with ``epochs_grid``: each policy gets the pair
+        with the best mean accuracy on ``tuning_tasks`` validation episodes per target;
+        ``bench.learning_rates``). One rate and one epoch count = no tuning runs.
+      tuning_tasks: Validation episodes per target (from the validation pool, never reported).
       full_train_batch: FullTrain's batch (paper: 100); the sparse methods use batch 1 (paper). The
         default 50 is the default ``max_support_total``: one FullTrain step covers the largest
         support set (the paper's 100 exceeds every support set here).
@@ -61,6 +115,13 @@ class BenchConfig:
       workers: Processes the accuracy and ablation tasks are spread over (the timing section always
         runs alone in this process); results do not depend on it.
       sections: Sections to run (subset of ``SECTIONS``).
+      backbones: The paired accuracy section's backbones (every policy, both weight variants, on the
+        same tasks); the other sections use ``backbone``/``input_size``/``weights``.
+      epochs_grid: Candidate passes over the support set; each policy gets the (learning rate, epochs)
+        pair with the best mean validation accuracy (``bench.learning_rates``).
+      validation_fraction: Share of each target's images (or classes, see
+        ``class_split_min_classes``) in its validation pool (``bench.validation_split``).
+      class_split_min_classes: Targets with at least this many classes are cut by class.
     """
 
     cache_dir: str = "build/data_cache"
@@ -69,12 +130,10 @@ class BenchConfig:
     backbone: str = "mcunet"
     input_size: int = 64
     weights: str | None = "weights/mcunet_64_meta.weights.h5"
-    meta_ablation_weights: tuple[str, str] | None = ("weights/meta_ablation/pretrain.weights.h5",
-                                                     "weights/meta_ablation/mcunet_64_meta.weights.h5")
     candidate_blocks: int = 7
     train_variants: int = 4
     targets: tuple[str, ...] | None = None
-    tasks: int = 50
+    tasks: int = 20
     seed: int = 1234
     min_ways: int = 5
     max_ways: int = 10
@@ -83,8 +142,8 @@ class BenchConfig:
     max_support_total: int = 50
     epochs: int | None = 40
     iterations: int = 40
-    learning_rates: tuple[float, ...] = (3e-4, 1e-3, 3e-3, 1e-2)
-    tuning_tasks: int = 3
+    learning_rates: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3)
+    tuning_tasks: int = 2
     full_train_batch: int = 50
     memory_budget_mib: float = 1.0
     compute_fraction: float = 0.15
@@ -101,8 +160,25 @@ class BenchConfig:
     threads: int = 1
     workers: int = 1
     sections: tuple[str, ...] = SECTIONS
+    backbones: tuple[BackboneRun, ...] = (MCUNET_64, LITE0_128)
+    epochs_grid: tuple[int, ...] = (5, 20)
+    validation_fraction: float = 0.3
+    class_split_min_classes: int = 40
 
     def __post_init__(self) -> None:
+        runs = tuple(BackboneRun(**b) if isinstance(b, dict) else b for b in self.backbones)
+        if not runs or not all(isinstance(b, BackboneRun) for b in runs) or len({b.key for b in runs}) != len(runs):
+            raise ValueError(f"backbones must be a non-empty tuple of BackboneRun with distinct keys; got {self.backbones!r}")
+        object.__setattr__(self, "backbones", runs)
+        grid = tuple(self.epochs_grid)
+        if not grid or any(isinstance(e, bool) or not isinstance(e, int) or e < 1 for e in grid) or len(set(grid)) != len(grid):
+            raise ValueError(f"epochs_grid must be distinct ints >= 1 (at least one); got {self.epochs_grid!r}")
+        object.__setattr__(self, "epochs_grid", grid)
+        if not isinstance(self.validation_fraction, (int, float)) or not 0 < self.validation_fraction < 1:
+            raise ValueError(f"validation_fraction must be in (0, 1); got {self.validation_fraction!r}")
+        if isinstance(self.class_split_min_classes, bool) or not isinstance(self.class_split_min_classes, int) \
+                or self.class_split_min_classes < 2:
+            raise ValueError(f"class_split_min_classes must be an int >= 2; got {self.class_split_min_classes!r}")
         for name in ("input_size", "candidate_blocks", "tasks", "min_ways", "max_ways", "max_query",
                      "max_support_per_class", "max_support_total", "full_train_batch", "ablation_tasks",
                      "timing_runs", "timing_support", "tuning_tasks", "cost_input_size", "cost_full_train_batch", "threads", "workers"):
@@ -128,12 +204,6 @@ class BenchConfig:
         for name in ("channel_ratio", "sparse_update_channel_ratio", "compute_fraction"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be in (0, 1]; got {getattr(self, name)!r}")
-        if self.meta_ablation_weights is not None:
-            pair = tuple(self.meta_ablation_weights)
-            if len(pair) != 2 or not all(isinstance(x, str) and x for x in pair):
-                raise ValueError("meta_ablation_weights must be None or two paths (pre-trained only, meta-trained); "
-                                 f"got {self.meta_ablation_weights!r}")
-            object.__setattr__(self, "meta_ablation_weights", pair)
         if self.targets is not None:
             object.__setattr__(self, "targets", tuple(self.targets))
             if not self.targets:
@@ -159,3 +229,22 @@ class BenchConfig:
             if isinstance(value, tuple):
                 out[key] = list(value)
         return out
+
+    @property
+    def tuning_grid(self) -> tuple[tuple[float, int], ...]:
+        """Every (learning rate, epochs) pair the validation tasks try, rate-major."""
+        return tuple((lr, e) for lr in self.learning_rates for e in self.epochs_grid)
+
+
+QUICK = dict(tasks=3, tuning_tasks=1, learning_rates=(1e-4, 1e-3), epochs_grid=(3,), ablation_tasks=3,
+             timing_runs=1)
+"""``--quick``: every section and both backbones at a reduced size that fits about an hour on one
+busy core: N = 3 tasks per target, one validation task per target, each policy's learning rate
+chosen from 1e-4 and 1e-3 (FullTrain of all 4.6M Lite0 weights wants the lower, the sparse updates the higher), 3 passes over the support set (epochs not tuned). Lite0@128's FullTrain dominates
+(about 30 s per pass at batch 50 on a loaded core). The report estimates the defaults' wall time from
+the per-task costs it measured (``bench.run_cost``)."""
+
+
+def quick_config(**fields: Any) -> BenchConfig:
+    """``BenchConfig`` of the ``QUICK`` preset, with ``fields`` overriding it."""
+    return BenchConfig(**{**QUICK, **fields})

@@ -1,13 +1,12 @@
-"""Each method's Adam learning rate, chosen on tuning episodes disjoint from the reported ones.
+"""Each policy's Adam learning rate and epochs, chosen on validation tasks that no reported task uses.
 
 Methods that update 0.1 MiB of weights at batch 1 and methods that update every weight at batch 50
-do not share a best learning rate, so one fixed rate would favour whichever method it happens to
-suit. For every method with training steps, the benchmark runs each rate of
-``BenchConfig.learning_rates`` on ``BenchConfig.tuning_tasks`` episodes per target drawn with a
-different seed (``tuning_config``) and keeps the rate with the best mean accuracy over all targets
-(``best_learning_rate``); the reported tables then use the chosen rates on the benchmark's own
-episodes. The targets have no validation classes, so tuning episodes share the test classes (not
-the episodes): the choice is optimistic for every method alike.
+share neither a best learning rate nor a best training length, so one fixed setting would favour
+whichever method it happens to suit. For every policy with training steps, the benchmark runs each
+(learning rate, epochs) pair of ``BenchConfig.tuning_grid`` on ``BenchConfig.tuning_tasks`` episodes
+per target drawn from that target's *validation pool* (``bench.validation_split``: images, or whole
+classes, that no reported task contains) and keeps the pair with the best mean accuracy over all
+targets (``best_setting``); the reported tables then use the chosen pair on the test-pool tasks.
 """
 
 from __future__ import annotations
@@ -16,69 +15,84 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from bench.config import BenchConfig
 from bench.policy_runs import Method
 
-TUNING_SEED_OFFSET = 7919
-"""Added to ``BenchConfig.seed`` for the tuning episodes (a prime, far from any task index)."""
+Setting = tuple[float, int]
+"""(learning rate, epochs)."""
 
 
-def tuning_config(config: BenchConfig) -> BenchConfig:
-    """``config`` with the tuning episodes' seed (``target_tasks`` of it gives the tuning tasks)."""
-    return dataclasses.replace(config, seed=config.seed + TUNING_SEED_OFFSET)
+def setting_key(setting: Setting) -> str:
+    """``"lr/epochs"``: the JSON key of a setting's score."""
+    return f"{setting[0]:g}/{setting[1]}"
 
 
-def best_learning_rate(scores: Mapping[float, float]) -> float:
-    """argmax_lr scores[lr]; ties go to the smaller rate (the more conservative update).
+def best_setting(scores: Mapping[Setting, float]) -> Setting:
+    """argmax_(lr, epochs) scores; ties go to fewer epochs, then the smaller rate (the cheaper, more
+    conservative update).
 
     Args:
-      scores: learning rate -> mean tuning accuracy.
+      scores: (learning rate, epochs) -> mean validation accuracy.
 
     Raises:
       ValueError: empty ``scores`` or a non-finite score.
     """
     if not scores:
-        raise ValueError("scores must hold at least one learning rate")
-    bad = {lr: s for lr, s in scores.items() if not math.isfinite(s)}
+        raise ValueError("scores must hold at least one setting")
+    bad = {k: s for k, s in scores.items() if not math.isfinite(s)}
     if bad:
         raise ValueError(f"scores must be finite; got {bad}")
-    return min(scores, key=lambda lr: (-scores[lr], lr))
+    return min(scores, key=lambda k: (-scores[k], k[1], k[0]))
 
 
-def choose_learning_rates(
+def best_learning_rate(scores: Mapping[float, float]) -> float:
+    """argmax_lr scores[lr] (one epoch count); ties go to the smaller rate."""
+    return best_setting({(lr, 0): s for lr, s in scores.items()})[0]
+
+
+def choose_settings(
     methods: Sequence[Method],
-    grid: Sequence[float],
+    grid: Sequence[Setting],
     mean_accuracies: Callable[[list[Method]], Sequence[float]],
 ) -> dict[str, dict]:
-    """Per method label: ``{"chosen": lr, "scores": {lr: mean accuracy}}``.
+    """Per method label: ``{"learning_rate": lr, "epochs": e, "scores": {"lr/epochs": mean accuracy}}``.
 
-    Methods without training (``adapt`` None or policy ``none``) are skipped; with a one-rate grid
-    every method gets that rate without a run.
+    Methods without training (``adapt`` None or policy ``none``) are skipped; with a one-setting grid
+    every method gets that setting without a run.
 
     Args:
-      methods: The rows to tune (their ``adapt.learning_rate`` is replaced by each grid rate).
-      grid: Candidate rates.
-      mean_accuracies: Runs a list of methods on the tuning tasks (in one batch, so that it can
+      methods: The rows to tune (their ``adapt.learning_rate`` and ``adapt.epochs`` are replaced by
+        each grid setting).
+      grid: Candidate (learning rate, epochs) pairs.
+      mean_accuracies: Runs a list of methods on the validation tasks (in one batch, so that it can
         run them in parallel) and returns each one's mean accuracy (%).
     """
     if not grid:
-        raise ValueError("grid must hold at least one learning rate")
+        raise ValueError("grid must hold at least one setting")
     trained = [m for m in methods if m.adapt is not None and m.adapt.policy != "none"]
     if len(grid) == 1:
-        return {m.label: {"chosen": float(grid[0]), "scores": {}} for m in trained}
-    trials = [dataclasses.replace(m, adapt=dataclasses.replace(m.adapt, learning_rate=lr)) for m in trained for lr in grid]
+        lr, epochs = grid[0]
+        return {m.label: {"learning_rate": float(lr), "epochs": int(epochs), "scores": {}} for m in trained}
+    trials = [with_setting(m, s) for m in trained for s in grid]
     accuracies = list(mean_accuracies(trials))
     if len(accuracies) != len(trials):
         raise ValueError(f"mean_accuracies returned {len(accuracies)} values for {len(trials)} methods")
     out = {}
     for k, method in enumerate(trained):
-        scores = {float(lr): float(a) for lr, a in zip(grid, accuracies[k * len(grid):(k + 1) * len(grid)])}
-        out[method.label] = {"chosen": best_learning_rate(scores), "scores": {str(lr): a for lr, a in scores.items()}}
+        scores = {(float(lr), int(e)): float(a) for (lr, e), a in zip(grid, accuracies[k * len(grid):(k + 1) * len(grid)])}
+        lr, epochs = best_setting(scores)
+        out[method.label] = {"learning_rate": lr, "epochs": epochs,
+                             "scores": {setting_key(s): a for s, a in scores.items()}}
     return out
 
 
-def with_learning_rates(methods: Sequence[Method], chosen: Mapping[str, float]) -> list[Method]:
-    """``methods`` with ``adapt.learning_rate`` set from ``chosen`` (label -> rate) where given."""
+def with_setting(method: Method, setting: Setting) -> Method:
+    """``method`` training at (learning rate, epochs) = ``setting``."""
+    lr, epochs = setting
+    return dataclasses.replace(method, adapt=dataclasses.replace(method.adapt, learning_rate=float(lr),
+                                                                 epochs=int(epochs)))
+
+
+def with_settings(methods: Sequence[Method], chosen: Mapping[str, Mapping]) -> list[Method]:
+    """``methods`` with the chosen learning rate and epochs (label -> choice) where given."""
     return [m if m.adapt is None or m.label not in chosen else
-            dataclasses.replace(m, adapt=dataclasses.replace(m.adapt, learning_rate=chosen[m.label]))
-            for m in methods]
+            with_setting(m, (chosen[m.label]["learning_rate"], chosen[m.label]["epochs"])) for m in methods]

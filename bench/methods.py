@@ -7,7 +7,8 @@ import functools
 import math
 from collections.abc import Sequence
 
-from bench.config import BenchConfig
+from bench.config import BackboneRun, BenchConfig
+from bench.models import BASELINE, FULL, SPARSE, model_key
 from bench.policy_runs import Method, compute_budget_macs, sparse_update_layers
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig
@@ -31,7 +32,7 @@ def accuracy_methods(config: BenchConfig, memory_bytes: float, candidates: Seque
     SparseUpdate is MIT's static layer list (all layers, unbounded budget as in the paper's 1.43 MB
     row) when the backbone has one, else the static Fisher ranking under the TinyTrain budget.
     """
-    mit = sparse_update_layers(config, candidates)
+    mit = sparse_update_layers(config.backbone, candidates)
     unbounded = dict(compute_macs=None) if mit else {}
     sparse_update = _method_config(config, math.inf if mit else memory_bytes, policy="sparse_update",
                                    channel_ratio=config.sparse_update_channel_ratio, sparse_update_layers=mit,
@@ -45,6 +46,45 @@ def accuracy_methods(config: BenchConfig, memory_bytes: float, candidates: Seque
         Method("SparseUpdate", "sparse", sparse_update),
         Method("TinyTrain", "sparse", _method_config(config, memory_bytes)),
     ]
+
+
+NO_META = "TinyTrain without meta-training"
+NONE_NO_META = "None without meta-training"
+PAIRED_POLICIES = ("None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain", NO_META)
+"""The paired accuracy section's policies (rows), in report order."""
+
+
+def paired_methods(config: BenchConfig, run: BackboneRun, memory_bytes: float,
+                   candidates: Sequence[str]) -> list[Method]:
+    """The paired section's rows for one backbone run (every row on the same tasks).
+
+    None, LastLayer, FullTrain, SparseUpdate and TinyTrain run on the run's meta-trained weights (or its
+    baseline weights when it has none); "TinyTrain without meta-training" (and its None row, no
+    training: the prototypes alone) runs TinyTrain on the same backbone's weights without meta-training.
+    B_compute is ``compute_fraction`` of the model's full backward pass (the library's definition,
+    ``AdaptConfig.compute_fraction``); B_mem is ``memory_bytes``. SparseUpdate is MIT's static list
+    (unbudgeted, the paper's row) when the backbone has one, else the static Fisher ranking of source
+    tasks under TinyTrain's budgets. Epochs and learning rates are placeholders until tuned.
+    """
+    mit = sparse_update_layers(run.backbone, candidates)
+    base = dict(memory_bytes=memory_bytes, compute_fraction=config.compute_fraction, channel_ratio=config.channel_ratio,
+                epochs=max(config.epochs_grid), batch_size=1, seed=config.seed, on_empty="empty")
+    unbounded = dict(base, memory_bytes=math.inf, compute_fraction=None)
+    sparse_update = AdaptConfig(**{**(unbounded if mit else base), "channel_ratio": config.sparse_update_channel_ratio},
+                                policy="sparse_update", sparse_update_layers=mit)
+    key = functools.partial(model_key, run)
+    rows = [
+        Method("None", key(SPARSE), AdaptConfig(**unbounded, policy="none")),
+        Method("LastLayer", key(SPARSE), AdaptConfig(**unbounded, policy="last_layer")),
+        Method("FullTrain", key(FULL), AdaptConfig(**{**unbounded, "batch_size": config.full_train_batch},
+                                                   policy="full_train")),
+        Method("SparseUpdate", key(SPARSE), sparse_update),
+        Method("TinyTrain", key(SPARSE), AdaptConfig(**base, policy="tinytrain")),
+    ]
+    if run.meta_trained:
+        rows += [Method(NO_META, key(BASELINE), AdaptConfig(**base, policy="tinytrain")),
+                 Method(NONE_NO_META, key(BASELINE), AdaptConfig(**unbounded, policy="none"))]
+    return rows
 
 
 PROTOCOL_SUFFIX = ", Table 8 protocol"
@@ -86,10 +126,10 @@ def timing_methods(config: BenchConfig, accuracy_rows: Sequence[Method]) -> list
     return out
 
 
-def ablation_methods(config: BenchConfig, memory_bytes: float, has_meta_pair: bool,
+def ablation_methods(config: BenchConfig, memory_bytes: float,
                      learning_rate: float | None = None) -> dict[str, list[Method]]:
-    """Table 3 / Figure 5 groups: layer criteria, channel methods x ratios, meta-training on/off, and
-    the two readings of the paper's compute budget.
+    """Table 3 / Figure 5 groups: layer criteria, channel methods x ratios, and the two readings of the
+    paper's compute budget (meta-training on/off is a row of the paired accuracy section).
 
     Every variant trains at ``learning_rate`` (TinyTrain's chosen rate; None = the export's default).
     """
@@ -99,14 +139,6 @@ def ablation_methods(config: BenchConfig, memory_bytes: float, has_meta_pair: bo
                 for c in ("tinytrain", "fisher", "fisher_memory", "fisher_compute", "l2")]
     channels = [Method(f"channels {m} @ {r:g}", "sparse", base(memory_bytes, channel_method=m, channel_ratio=r))
                 for r in config.channel_ratios for m in ("fisher", "random", "l2")]
-    meta = []
-    if has_meta_pair:
-        for model, stage in (("pretrained", "pre-trained only"), ("meta_pair", "meta-trained")):
-            meta += [Method(f"None, {stage}", model, base(math.inf, policy="none", compute_macs=None)),
-                     Method(f"TinyTrain, {stage}", model, base(memory_bytes))]
     tinytrain = Method("TinyTrain (B_compute of FullTrain's backward MACs)", "sparse", base(memory_bytes))
     budgets = [tinytrain, forward_budget_variant(tinytrain, config)]
-    groups = {"criteria": criteria, "channels": channels, "compute_budget": budgets}
-    if meta:
-        groups["meta_training"] = meta
-    return groups
+    return {"criteria": criteria, "channels": channels, "compute_budget": budgets}

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tflite_train import contract as C
+
 NORM_EPS = 1e-12
 OPSET = 17
 IR_VERSION = 9
@@ -215,18 +217,18 @@ def _with_head(nodes: list, inits: list, const, feature: str, prototypes: np.nda
     const("head.axes", np.array([1], np.int64))
     const("head.eps", np.array(NORM_EPS, np.float32))
     const("head.scale", np.array(cosine_scale, np.float32))
-    nodes += [helper.make_node("Identity", [feature], ["embeddings"]),
-              helper.make_node("Mul", ["embeddings", "embeddings"], ["head.sq"]),
+    nodes += [helper.make_node("Identity", [feature], [C.EMBEDDINGS]),
+              helper.make_node("Mul", [C.EMBEDDINGS, C.EMBEDDINGS], ["head.sq"]),
               helper.make_node("ReduceSum", ["head.sq", "head.axes"], ["head.ss"], keepdims=1),
               helper.make_node("Add", ["head.ss", "head.eps"], ["head.ss_eps"]),
               helper.make_node("Sqrt", ["head.ss_eps"], ["head.norm"]),
-              helper.make_node("Div", ["embeddings", "head.norm"], ["head.e_hat"]),
+              helper.make_node("Div", [C.EMBEDDINGS, "head.norm"], ["head.e_hat"]),
               helper.make_node("MatMul", ["head.e_hat", "head.prototypes_t"], ["head.cos"]),
-              helper.make_node("Mul", ["head.cos", "head.scale"], ["logits"])]
+              helper.make_node("Mul", ["head.cos", "head.scale"], [C.LOGITS])]
     k, d = protos.shape
-    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", k])]
+    outputs = [helper.make_tensor_value_info(C.LOGITS, TensorProto.FLOAT, ["batch", k])]
     if with_embeddings:
-        outputs.insert(0, helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["batch", d]))
+        outputs.insert(0, helper.make_tensor_value_info(C.EMBEDDINGS, TensorProto.FLOAT, ["batch", d]))
     graph_proto = helper.make_graph(nodes, "tflite_train_peer",
                               [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", h, w, c])],
                               outputs, inits)

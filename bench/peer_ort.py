@@ -44,6 +44,8 @@ import types
 
 import numpy as np
 
+from tflite_train import contract as C
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORKLOADS = ("infer", "tinytrain", "last_layer", "full")
 LABELS = {"infer": "infer (ms)", "tinytrain": "TinyTrain step (ms)", "last_layer": "last-layer step (ms)",
@@ -124,7 +126,7 @@ def _tflite_worker(spec: dict) -> dict:
     inputs = np.load(spec["inputs"])
     model = TrainableModel(spec["model"], num_threads=1, xnnpack=True)  # fixed batch: see runtime.interpreter
     images, labels = inputs["image"], inputs["label"].astype(np.int64)
-    model.set_head(inputs["prototypes"])
+    model.set_head(inputs[C.PROTOTYPES])
     if spec["workload"] == "infer":
         def fn():
             model.infer(images)
@@ -234,9 +236,9 @@ def forward_parity(keras_model, onnx_path: pathlib.Path, images: np.ndarray, pro
     p = protos.astype(np.float64)
     logits = scale * e_hat @ (p / np.sqrt((p**2).sum(1, keepdims=True) + 1e-12)).T
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    got_emb, got_logits = session.run(["embeddings", "logits"], {"images": images})
+    got_emb, got_logits = session.run([C.EMBEDDINGS, C.LOGITS], {C.IMAGES: images})
     rel = lambda a, b: float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-12))  # noqa: E731
-    return {"embeddings": rel(got_emb, emb), "logits": rel(got_logits, logits)}
+    return {C.EMBEDDINGS: rel(got_emb, emb), C.LOGITS: rel(got_logits, logits)}
 
 
 def generate(onnx_model, folder: pathlib.Path, trainable: list[str]) -> None:
@@ -270,7 +272,7 @@ def render(report: dict) -> str:
              + f". ORT trains these {len(r['selection'])} layers whole (all channels). Last layer: "
              f"`{r['last_layer']}`. Full: every layer ({r['full_layers']} layers).", "",
              f"ONNX forward parity with Keras (same BN-folded weights, same cosine head): max relative difference "
-             f"{r['parity']['embeddings']:.2e} (embeddings), {r['parity']['logits']:.2e} (logits).", "",
+             f"{r['parity'][C.EMBEDDINGS]:.2e} (embeddings), {r['parity'][C.LOGITS]:.2e} (logits).", "",
              "| " + " | ".join(["ms", *(ENGINE_NAMES[e] for e in ENGINES)]) + " |",
              "|---" * (len(ENGINES) + 1) + "|"]
     for w in WORKLOADS:
@@ -380,13 +382,13 @@ def main(argv: list[str] | None = None) -> int:
         parity = forward_parity(keras_model, onnx_path, xs, protos, sparse_cfg.cosine_scale, [0.0] * 3, [1.0] * 3)
         train_graph = graph_to_onnx(prepared.graph, protos, sparse_cfg.cosine_scale, with_embeddings=False)
         all_layers = [spec.name for spec in prepared.table]
-    print(f"ONNX vs Keras forward: max relative difference {parity['embeddings']:.2e} (embeddings), "
+    print(f"ONNX vs Keras forward: max relative difference {parity[C.EMBEDDINGS]:.2e} (embeddings), "
           f"{parity['logits']:.2e} (logits)", flush=True)
     from tflite_train.runtime import read_metadata
 
     sparse_meta, full_meta = read_metadata(paths["sparse"]), read_metadata(paths["full"])
-    last = sparse_meta["candidates"][-1]
-    channels = {layer["name"]: layer["out_channels"] for layer in sparse_meta["layers"]}
+    last = sparse_meta[C.F_CANDIDATES][-1]
+    channels = {layer["name"]: layer["out_channels"] for layer in sparse_meta[C.F_LAYERS]}
     trainable = {"tinytrain": sorted(selection, key=all_layers.index), "full": all_layers, "last_layer": [last]}
     for key, layers in trainable.items():
         generate(train_graph, work / f"artifacts_{key}", layers)
@@ -398,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         "tinytrain": {"model": str(paths["sparse"]), "selection": selection},
         "last_layer": {"model": str(paths["sparse"]), "selection": {last: list(range(channels[last]))}},
         "full": {"model": str(paths["full"]),
-                 "selection": {layer["name"]: list(range(layer["out_channels"])) for layer in full_meta["layers"]
-                               if layer["name"] in full_meta["candidates"]}},
+                 "selection": {layer["name"]: list(range(layer["out_channels"])) for layer in full_meta[C.F_LAYERS]
+                               if layer["name"] in full_meta[C.F_CANDIDATES]}},
     }
     results: dict[str, dict[str, dict]] = {e: {} for e in ENGINES}
     load_start = os.getloadavg()[0]

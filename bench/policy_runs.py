@@ -1,6 +1,6 @@
 """Runs one adaptation method over a list of tasks on the TFLite runtime path (``adapt`` + ``evaluate``).
 
-A ``Method`` names an exported model (``"sparse"``, ``"full"``, ``"pretrained"``) and an
+A ``Method`` names an exported model (``"sparse"``, ``"full"``, ``"<run>/baseline"``, ...) and an
 ``AdaptConfig``; ``run_methods`` adapts the model to every task's support set and scores the query
 set, returning per-task accuracies (percent) and the selections' cost-model figures.
 """
@@ -19,6 +19,7 @@ import numpy as np
 from bench.config import BenchConfig
 from bench.confidence import MeanCI, mean_ci95
 from bench.tasks import Task
+from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
 from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, Budget, backward_cost
@@ -60,21 +61,33 @@ class MethodResult:
 
 
 def scaled_memory_budget(config: BenchConfig) -> float:
-    """B_mem in bytes at ``config.input_size``: the paper's budget (at 128x128) scaled by how the
-    LastLayer update's backward memory (Adam, batch 1) scales from 128 to ``input_size``:
+    """``memory_budget_bytes`` of ``config.backbone`` at ``config.input_size``."""
+    return memory_budget_bytes(build_layer_table(config.backbone, config.input_size), config.memory_budget_mib)
 
-      B = B_paper * M_LastLayer(input_size) / M_LastLayer(128).
 
-    (Updated weights and optimizer slots do not depend on the resolution, activations scale with H*W,
-    so this keeps the budget's tightness relative to a fixed selection.)
+REFERENCE = ("mcunet", 128)
+"""The paper's B_mem (1 MB) is set for MCUNet at 128x128."""
+
+
+def last_layer_memory(table) -> int:
+    """Backward memory (bytes, Adam, batch 1) of updating the table's last layer, all channels."""
+    last = table.layers[-1]
+    return backward_cost(table, {last.name: last.out_channels}, optimizer="adam").total_bytes
+
+
+def memory_budget_bytes(table, budget_mib: float) -> float:
+    """B_mem in bytes for the model of layer ``table``: the paper's budget (set for MCUNet at 128x128)
+    scaled by the LastLayer update's backward memory (Adam, batch 1) of this model against MCUNet@128:
+
+      B = B_paper * M_LastLayer(model) / M_LastLayer(MCUNet@128).
+
+    For MCUNet at another resolution this scales the budget with the activations (weights and
+    optimizer slots do not depend on the resolution); for another backbone it keeps the paper's
+    ratio B_mem / M_LastLayer (1 MiB / 2.03 MiB), so the budget is as tight relative to that model's
+    own smallest conventional update as the paper's was for MCUNet (EfficientNet-Lite0@128: the 1 MiB
+    of MCUNet fits no single layer of Lite0, whose inference buffer alone exceeds it).
     """
-    def last_layer_memory(size: int) -> int:
-        table = build_layer_table(config.backbone, size)
-        last = table.layers[-1]
-        return backward_cost(table, {last.name: last.out_channels}, optimizer="adam").total_bytes
-
-    ratio = last_layer_memory(config.input_size) / last_layer_memory(128)
-    return config.memory_budget_mib * MIB * ratio
+    return budget_mib * MIB * last_layer_memory(table) / last_layer_memory(build_layer_table(*REFERENCE))
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,13 +104,18 @@ def compute_budget_macs(backbone: str, input_size: int, fraction: float) -> floa
     return Budget(compute_fraction=fraction).compute_limit(build_layer_table(backbone, input_size))
 
 
-def sparse_update_layers(config: BenchConfig, candidates: Sequence[str]) -> tuple[str, ...] | None:
+def sparse_update_layers(backbone: str, candidates: Sequence[str]) -> tuple[str, ...] | None:
     """MIT's static SparseUpdate layers for the backbone when all are candidates, else None (then the
     static ranking comes from the mean Fisher potentials of source meta-training tasks)."""
-    layers = MIT_SPARSE_UPDATE_LAYERS.get(config.backbone)
+    layers = MIT_SPARSE_UPDATE_LAYERS.get(backbone)
     if layers and all(name in candidates for name in layers):
         return tuple(layers)
     return None
+
+
+def for_model(task: Task, model: TrainableModel) -> Task:
+    """``task`` as the float input of ``model`` (its input shape and metadata ``input.range``)."""
+    return task.for_model(model.input_shape, model.metadata[C.F_INPUT][C.F_RANGE])
 
 
 def _run_tasks(method: Method, model_path: str, tasks: Sequence[Task], threads: int,
@@ -111,6 +129,7 @@ def _run_tasks(method: Method, model_path: str, tasks: Sequence[Task], threads: 
     model = TrainableModel(model_path, num_threads=threads)
     out = []
     for i, task in enumerate(tasks):
+        task = for_model(task, model)
         result = adapt(model, task.support, task.support_labels, method.adapt, fisher_tasks=fisher_tasks)
         accuracy = 100.0 * evaluate(model, task.query, task.query_labels)
         empty = result.selection.is_empty
@@ -193,6 +212,7 @@ def source_fisher_tasks(model_path: str | pathlib.Path, tasks: Sequence[Task], t
     model = TrainableModel(str(model_path), num_threads=threads)
     out = []
     for task in tasks:
+        task = for_model(task, model)
         model.reset_state()
         model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
         out.append(support_fisher(model, task.support, task.support_labels))

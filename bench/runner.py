@@ -21,13 +21,16 @@ from bench import plots
 from bench.adaptation_time import time_method
 from bench.config import SECTIONS, BenchConfig
 from bench.environment import environment
-from bench.learning_rates import choose_learning_rates, tuning_config, with_learning_rates
-from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods, timing_methods
-from bench.models import ensure_models
-from bench.policy_runs import Job, Method, compute_budget_macs, run_methods, scaled_memory_budget, source_fisher_tasks
+from bench.learning_rates import choose_settings, with_settings
+from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods, paired_methods, timing_methods
+from bench.models import FULL, SPARSE, ensure_models, export_configs, model_key
+from bench.paired_accuracy import summarize
+from bench.policy_runs import (Job, Method, compute_budget_macs, for_model, memory_budget_bytes, run_methods,
+                               scaled_memory_budget, source_fisher_tasks)
 from bench.report import render_report
-from bench.confidence import mean_ci95
-from bench.tasks import Task, cache_targets, target_tasks, timing_task
+from bench.tasks import Task, cache_targets, source_tasks, target_pools, target_tasks, timing_task
+from bench.validation_split import VALIDATION
+from tflite_train import contract as C
 from tflite_train.data import read_manifest
 from tflite_train.runtime import AdaptConfig, TrainableModel, class_prototypes, embed, layer_table, support_fisher
 
@@ -37,25 +40,87 @@ PEER_STEPS = 40
 
 
 class _Runs:
-    """Runs (method, target, tasks) requests through ``run_methods``, caching results by (model,
-    config, target, task count) so shared rows run once; with ``executor``, each batch of requests
-    is spread over its worker processes at once."""
+    """Runs (method, tag, tasks) requests through ``run_methods``, caching results by (model,
+    config, tag, task count) so shared rows run once; with ``executor``, each batch of requests
+    is spread over its worker processes at once. ``fisher_tasks``: model key -> source-task Fisher
+    of SparseUpdate's static ranking (where it has no fixed layer list)."""
 
-    def __init__(self, config: BenchConfig, paths: dict[str, pathlib.Path], fisher_tasks: list | None,
+    def __init__(self, config: BenchConfig, paths: dict[str, pathlib.Path], fisher_tasks: dict[str, list],
                  executor: concurrent.futures.Executor | None) -> None:
         self.config, self.paths, self.fisher_tasks, self.executor, self.cache = config, paths, fisher_tasks, executor, {}
 
     def run_many(self, requests: list[tuple[Method, str, list[Task]]]) -> list[dict]:
-        keys = [(m.model, m.adapt, target, len(tasks)) for m, target, tasks in requests]
+        keys = [(m.model, m.adapt, tag, len(tasks)) for m, tag, tasks in requests]
         todo = {}
-        for key, (method, target, tasks) in zip(keys, requests):
+        for key, (method, tag, tasks) in zip(keys, requests):
             if key not in self.cache and key not in todo:
-                fisher = self.fisher_tasks if method.adapt.policy == "sparse_update" else None
-                todo[key] = Job(method, self.paths[method.model], tasks, fisher, progress=target)
+                fisher = self.fisher_tasks.get(method.model) if method.adapt.policy == "sparse_update" else None
+                todo[key] = Job(method, self.paths[method.model], tasks, fisher, progress=tag)
         results = run_methods(list(todo.values()), threads=self.config.threads, executor=self.executor)
         for key, result in zip(todo, results):
             self.cache[key] = result.to_dict()
         return [{**self.cache[key], "label": method.label} for key, (method, _, _) in zip(keys, requests)]
+
+
+def _source_fisher(config: BenchConfig, model_path: pathlib.Path) -> list | None:
+    """Fisher of 8 source meta-training tasks on ``model_path`` (SparseUpdate's static ranking), or None
+    when the cache has no source data set."""
+    source = [name for name, e in read_manifest(config.cache_dir)["datasets"].items() if e["role"] == "source"]
+    if not source:
+        return None
+    return source_fisher_tasks(model_path, source_tasks(config, source[0], 8), config.threads)
+
+
+def _paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[str, pathlib.Path], runs: _Runs,
+                    previous: dict | None) -> dict:
+    """The paired accuracy section: per backbone run, (lr, epochs) tuned per policy on validation-pool
+    tasks, then every policy on the same test-pool tasks of every target; means, paired deltas, verdicts."""
+    validation = {t: target_tasks(config, t, config.tuning_tasks, VALIDATION) for t in targets}
+    tests = {t: target_tasks(config, t, config.tasks) for t in targets}
+    pools = {t: target_pools(config, t)[1].summary(target_pools(config, t)[0].labels) for t in targets}
+    out = {"pools": pools, "runs": {}}
+    for run in config.backbones:
+        t0 = time.time()
+        # exported when first needed (in run order), so a cached backbone starts while another is missing
+        paths.update(ensure_models(config, tuple(k for k in export_configs(config) if k.startswith(run.key + "/"))))
+        sparse = paths[model_key(run, SPARSE)]
+        probe = TrainableModel(str(sparse), num_threads=config.threads)
+        memory = memory_budget_bytes(layer_table(probe.metadata), config.memory_budget_mib)
+        methods = paired_methods(config, run, memory, probe.candidates)
+        for m in methods:
+            if m.adapt.policy == "sparse_update" and m.adapt.sparse_update_layers is None and m.model not in runs.fisher_tasks:
+                runs.fisher_tasks[m.model] = _source_fisher(config, paths[m.model])
+
+        def mean_accuracies(trials: list[Method]) -> list[float]:
+            rows = runs.run_many([(m, f"{run.key} validation/{t}", validation[t]) for m in trials for t in targets])
+            return [float(np.mean([np.mean(r["accuracies"]) for r in trial]))  # mean over targets of target means
+                    for trial in _split(rows, [len(targets)] * len(trials))]
+
+        kept = (previous or {}).get("runs", {}).get(run.key, {}).get("tuning")
+        tuning = kept if kept is not None else choose_settings(methods, config.tuning_grid, mean_accuracies)
+        tuned_seconds = time.time() - t0
+        methods = with_settings(methods, tuning)
+        LOG.info("%s settings: %s", run.key, {k: (v["learning_rate"], v["epochs"]) for k, v in tuning.items()})
+        t0 = time.time()
+        done = iter(runs.run_many([(m, f"{run.key} {t}", tests[t]) for t in targets for m in methods]))
+        per_target = {t: {m.label: next(done) for m in methods} for t in targets}
+        accuracies = {m.label: {t: per_target[t][m.label]["accuracies"] for t in targets} for m in methods}
+        out["runs"][run.key] = {
+            "backbone": run.backbone, "input_size": run.input_size, "label": run.label,
+            "weights": run.weights, "baseline_weights": run.baseline_weights, "meta_trained": run.meta_trained,
+            "memory_budget_bytes": memory, C.F_CANDIDATES: list(probe.candidates),
+            "model_bytes": sparse.stat().st_size, "tuning": tuning,
+            "methods": {m.label: {"model": m.model, "adapt": m.adapt.to_dict()} for m in methods},
+            "per_target": {t: {label: {k: v for k, v in r.items() if k != "label"} for label, r in rows.items()}
+                           for t, rows in per_target.items()},
+            "cost": {m.label: {"memory_bytes": float(np.mean([per_target[t][m.label]["memory_bytes"] for t in targets])),
+                               "backward_macs": float(np.mean([per_target[t][m.label]["backward_macs"] for t in targets])),
+                               "seconds_per_task": float(sum(per_target[t][m.label]["seconds"] for t in targets)
+                                                         / (len(targets) * config.tasks))} for m in methods},
+            "summary": summarize(accuracies, targets),
+            "seconds": {"tuning": tuned_seconds, "tests": time.time() - t0},
+        }
+    return out
 
 
 def _fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Task, tinytrain: AdaptConfig) -> dict:
@@ -64,11 +129,12 @@ def _fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Ta
     from tflite_train.sparse import fisher_potentials, fisher_scores, select
 
     model = TrainableModel(str(model_path), num_threads=config.threads)
+    task = for_model(task, model)
     table = layer_table(model.metadata)
     model.reset_state()
     model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
     fisher = support_fisher(model, task.support, task.support_labels)
-    selection = select(table, tinytrain.selection_config(model.metadata["optimizer"]["name"]),
+    selection = select(table, tinytrain.selection_config(model.metadata[C.F_OPTIMIZER][C.F_NAME]),
                        candidates=model.candidates, fisher=fisher)
     potentials = fisher_potentials(fisher)
     scores = fisher_scores(table, fisher, criterion="tinytrain")
@@ -121,6 +187,7 @@ def _timing_section(config: BenchConfig, paths: dict, accuracy_rows: list[Method
     rows = [time_method(m, paths[m.model], task, config.timing_runs, config.threads, fisher_tasks).to_dict()
             for m in timing_methods(config, accuracy_rows)]
     model = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
+    task = for_model(task, model)
     model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
     one = task.support[:1]
     model.infer(one)
@@ -147,12 +214,13 @@ def _write_plots(config: BenchConfig, results: dict, out: pathlib.Path) -> dict[
     """Writes the PNGs from the run's results; returns plot name -> file name."""
     figures = {}
     targets = results["targets"]
-    if "accuracy" in results["sections"]:
-        rows = [{"label": k, "accuracy": v["mean"], "backward_macs": v["backward_macs"],
-                 "memory_bytes": v["memory_bytes"]} for k, v in results["sections"]["accuracy"]["average"].items()]
-        figures["accuracy_vs_compute"] = plots.accuracy_vs_compute(
-            rows, out / "accuracy_vs_compute.png",
-            f"{config.backbone} @ {config.input_size}px, average over {len(targets)} targets, N={config.tasks}").name
+    for key, run in (results["sections"].get("accuracy") or {}).get("runs", {}).items():
+        means = run["summary"]["means"]
+        rows = [{"label": label, "accuracy": means[label]["average"]["mean"], "backward_macs": c["backward_macs"],
+                 "memory_bytes": c["memory_bytes"]} for label, c in run["cost"].items()]
+        figures[f"accuracy_vs_compute/{key}"] = plots.accuracy_vs_compute(
+            rows, out / f"accuracy_vs_compute_{key}.png",
+            f"{run['label']} px, average over {len(targets)} targets, N={config.tasks} tasks each").name
     task = results["sections"]["plots"]["fisher_task"]
     figures["fisher_layers"] = plots.fisher_layers(
         task["layers"], task["potentials"], task["scores"], task["chosen"], out / "fisher_layers.png",
@@ -181,6 +249,7 @@ def run_benchmarks(config: BenchConfig, command: str = "", update: bool = False)
     """
     if not isinstance(config, BenchConfig):
         raise TypeError(f"config must be a BenchConfig; got {type(config).__name__}")
+    export_configs(config)  # refuses missing weights files before any work or output
     previous = _previous_run(config) if update else None
     if config.workers == 1:
         return _run(config, command, None, previous)
@@ -225,71 +294,36 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     if previous is None:
         (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     targets = cache_targets(config)
-    paths = ensure_models(config)
+    paths = ensure_models(config, (SPARSE,))
     probe = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
     memory_bytes = scaled_memory_budget(config)
     results: dict = {
         "commands": [*(previous or {}).get("commands", []), command], "environment": environment(probe.runtime),
         "targets": list(targets),
-        "memory_budget_bytes": memory_bytes, "candidates": list(probe.candidates),
+        "memory_budget_bytes": memory_bytes, C.F_CANDIDATES: list(probe.candidates),
         "models": {k: str(v) for k, v in paths.items()}, "tinytl_note": TINYTL_NOTE, "sections": {},
     }
     section_seconds = {}
-    fisher_tasks = None
     methods = accuracy_methods(config, memory_bytes, probe.candidates)
+    fisher = {}
     if any(m.adapt is not None and m.adapt.policy == "sparse_update" and m.adapt.sparse_update_layers is None
            for m in methods):
-        source = [name for name, e in read_manifest(config.cache_dir)["datasets"].items() if e["role"] == "source"]
-        fisher_tasks = source_fisher_tasks(paths["sparse"], target_tasks(config, source[0], 8, split="train"),
-                                           config.threads) if source else None
-    runs = _Runs(config, paths, fisher_tasks, executor)
-
-    chosen: dict[str, float] = {}
-    if previous and "learning_rates" in previous:
-        results["learning_rates"] = previous["learning_rates"]
-        chosen = {label: c["chosen"] for label, c in previous["learning_rates"]["choice"].items()}
-    elif "accuracy" in config.sections or "ablations" in config.sections:
-        t0 = time.time()
-        tuning = {t: target_tasks(tuning_config(config), t, config.tuning_tasks) for t in targets}
-
-        def mean_accuracies(trials: list[Method]) -> list[float]:
-            rows = runs.run_many([(m, f"tuning/{t}", tuning[t]) for m in trials for t in targets])
-            return [float(np.mean([a for r in trial for a in r["accuracies"]]))
-                    for trial in _split(rows, [len(targets)] * len(trials))]
-
-        choice = choose_learning_rates(methods, config.learning_rates, mean_accuracies)
-        chosen = {label: c["chosen"] for label, c in choice.items()}
-        results["learning_rates"] = {"grid": list(config.learning_rates), "tuning_tasks": config.tuning_tasks,
-                                     "choice": choice}
-        LOG.info("learning rates: %s", chosen)
-        if len(config.learning_rates) > 1:
-            section_seconds["learning_rates"] = time.time() - t0
-    methods = with_learning_rates(methods, chosen)
+        fisher["sparse"] = _source_fisher(config, paths["sparse"])
+    runs = _Runs(config, paths, fisher, executor)
 
     if "accuracy" in config.sections:
         t0 = time.time()
-        built = [m for m in methods if m.adapt is not None]
-        tasks_of = {t: target_tasks(config, t, config.tasks) for t in targets}
-        done = iter(runs.run_many([(m, t, tasks_of[t]) for t in targets for m in built]))
-        table = {t: [next(done) if m.adapt is not None else {"label": m.label, "not_built": True} for m in methods]
-                 for t in targets}
-        average = {}
-        for m in methods:
-            if m.adapt is None:
-                continue
-            per_target = [next(r for r in table[t] if r["label"] == m.label) for t in targets]
-            per_task_means = np.mean([r["accuracies"] for r in per_target], axis=0) if len(
-                {len(r["accuracies"]) for r in per_target}) == 1 else None
-            average[m.label] = {
-                "mean": float(np.mean([r["summary"]["mean"] for r in per_target])),
-                "ci95": None if per_task_means is None else mean_ci95(per_task_means).ci95,
-                "memory_bytes": float(np.mean([r["memory_bytes"] for r in per_target])),
-                "backward_macs": float(np.mean([r["backward_macs"] for r in per_target])),
-            }
-        results["sections"]["accuracy"] = {"per_target": table, "average": average,
-                                           "methods": {m.label: None if m.adapt is None else {
-                                               "model": m.model, "adapt": m.adapt.to_dict()} for m in methods}}
+        results["sections"]["accuracy"] = _paired_section(config, targets, paths, runs, None)
         section_seconds["accuracy"] = time.time() - t0
+    accuracy = results["sections"].get("accuracy") or (previous or {}).get("sections", {}).get("accuracy")
+    # The single-backbone sections (timing, ablations) train at the paired run's chosen settings of the
+    # same backbone, resolution and weights, when there is one.
+    same = next((r for r in config.backbones if (r.backbone, r.input_size, r.weights)
+                 == (config.backbone, config.input_size, config.weights)), None)
+    chosen = accuracy["runs"][same.key]["tuning"] if accuracy and same and same.key in accuracy["runs"] else {}
+    # their learning rates; their length stays config.epochs (the paper's Table 8 protocol)
+    methods = with_settings(methods, {label: {**c, "epochs": config.epochs} for label, c in chosen.items()})
+    fisher_tasks = fisher.get("sparse")
 
     fisher_figures = None
     if "plots" in config.sections or "backward_cost" in config.sections:
@@ -306,6 +340,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
 
     if "timing" in config.sections:
         t0 = time.time()
+        paths.update(ensure_models(config, (SPARSE, FULL)))
         results["sections"]["timing"] = _timing_section(config, paths, methods, targets[0], fisher_tasks)
         section_seconds["timing"] = time.time() - t0
 
@@ -315,10 +350,9 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         if target not in targets:
             raise ValueError(f"ablation_target {target!r} is not one of the cache's targets {list(targets)}")
         tasks = target_tasks(config, target, config.ablation_tasks)
-        has_pair = "pretrained" in paths and "meta_pair" in paths
-        groups = ablation_methods(config, memory_bytes, has_pair, chosen.get("TinyTrain"))
+        groups = ablation_methods(config, memory_bytes, chosen.get("TinyTrain", {}).get("learning_rate"))
         results["sections"]["ablations"] = {
-            "target": target, "tasks": len(tasks), "meta_pair_available": has_pair,
+            "target": target, "tasks": len(tasks),
             "groups": dict(zip(groups, _split(runs.run_many([(m, target, tasks) for g in groups.values() for m in g]),
                                               [len(g) for g in groups.values()]))),
         }
@@ -326,6 +360,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
 
     if "plots" in config.sections:
         results["sections"]["plots"] = {"fisher_task": {k: v for k, v in fisher_figures.items() if k != "fisher"}}
+    results["models"] = {k: str(v) for k, v in paths.items()}
     results["section_seconds"] = section_seconds
     results["wall_seconds"] = time.time() - started
     if previous:  # the saved run's other sections, in report order

@@ -1,19 +1,33 @@
-"""The benchmark's tasks: seeded few-shot episodes of a cached target, as float images in [0, 1]."""
+"""The benchmark's tasks: seeded few-shot episodes of a cached target's validation or test pool.
+
+A ``Task`` holds the cache's raw uint8 pixels; ``Task.for_model`` maps them to a model's input
+(size and value range, ``tflite_train.runtime.to_model_input``), so one list of tasks is shared
+by every policy and every backbone (MCUNet@64 and EfficientNet-Lite0@128 see the same images).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 
 from bench.config import BenchConfig
-from tflite_train.data import EpisodeConfig, load_split, read_manifest, sample_episodes
+from bench.validation_split import TEST, VALIDATION, PoolSplit, split_pools
+from tflite_train.data import EpisodeConfig, LabeledImages, load_split, read_manifest, sample_episodes
+
+VALIDATION_SEED_OFFSET = 7919
+"""Added to the episode seed for validation-pool episodes (a prime, far from any task index)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Task:
-    """One episode's arrays: support f32 [S, H, W, C] in [0, 1], labels i32 [S]; the same for the query."""
+    """One episode: support images [S, H, W, C] and labels i32 [S]; the same for the query.
+
+    Images are uint8 cache pixels (``for_model`` gives the float input of a model).
+    """
 
     support: np.ndarray
     support_labels: np.ndarray
@@ -23,6 +37,27 @@ class Task:
     @property
     def ways(self) -> int:
         return int(self.support_labels.max()) + 1
+
+    def for_model(self, shape: Sequence[int], value_range: Sequence[float]) -> Task:
+        """This task's images as the float32 input of a model with input ``shape`` (h, w, c) and
+        ``value_range`` (metadata ``input.range``): centre crop, bilinear resize, range mapping."""
+        return Task(model_images(self.support, shape, value_range), self.support_labels,
+                    model_images(self.query, shape, value_range), self.query_labels)
+
+
+def model_images(images: np.ndarray, shape: Sequence[int], value_range: Sequence[float]) -> np.ndarray:
+    """uint8 (or [0, 1] float) images [N, H, W, C] -> float32 [N, h, w, c] in ``value_range``.
+
+    Same size and channels: the affine map low + x / 255 (high - low) (what ``to_model_input`` gives
+    there, without the per-image resampling); otherwise ``to_model_input`` per image.
+    """
+    from tflite_train.runtime import to_model_input
+
+    images = np.asarray(images)
+    low, high = (float(v) for v in value_range)
+    if images.dtype == np.uint8 and tuple(images.shape[1:]) == tuple(int(s) for s in shape):
+        return (low + images.astype(np.float32) * ((high - low) / 255.0)).astype(np.float32)
+    return np.stack([to_model_input(im, shape, (low, high)) for im in images]).astype(np.float32)
 
 
 def episode_config(config: BenchConfig) -> EpisodeConfig:
@@ -50,31 +85,53 @@ def cache_targets(config: BenchConfig) -> tuple[str, ...]:
     return config.targets
 
 
-def target_tasks(config: BenchConfig, target: str, num: int, split: str = "test") -> list[Task]:
-    """``num`` episodes of ``target`` from a generator seeded by (config.seed, target name).
+@functools.lru_cache(maxsize=16)
+def _target_data(cache_dir: str, target: str) -> LabeledImages:
+    return load_split(cache_dir, target, "test")  # a target's classes are all "test" in the cache
 
-    The same config gives the same tasks in every section and for every policy; a smaller ``num``
-    gives a prefix of a larger one's list.
+
+def target_pools(config: BenchConfig, target: str) -> tuple[LabeledImages, PoolSplit]:
+    """A target's images and their validation/test pools (``bench.validation_split``)."""
+    data = _target_data(config.cache_dir, target)
+    split = split_pools(data.labels, data.class_names, target, config.seed, config.validation_fraction,
+                        config.class_split_min_classes)
+    return data, split
+
+
+def target_tasks(config: BenchConfig, target: str, num: int, pool: str = TEST) -> list[Task]:
+    """``num`` episodes of ``target``'s ``pool`` ("test": reported; "validation": tuning only).
+
+    Seeded by (config.seed, target name, pool): the same config gives the same tasks in every section
+    and for every policy and backbone; a smaller ``num`` gives a prefix of a larger one's list.
     """
-    data = load_split(config.cache_dir, target, split)
-    seed = config.seed + zlib.crc32(target.encode())
-    images = data.images
+    data, split = target_pools(config, target)
+    index = split.indices(pool)
+    seed = config.seed + zlib.crc32(target.encode()) + (VALIDATION_SEED_OFFSET if pool == VALIDATION else 0)
+    return _episodes(data.images[index], data.labels[index], num, seed, episode_config(config))
+
+
+def source_tasks(config: BenchConfig, source: str, num: int) -> list[Task]:
+    """``num`` episodes of a source data set's meta-training ("train") classes (SparseUpdate's static ranking)."""
+    data = load_split(config.cache_dir, source, "train")
+    return _episodes(data.images, data.labels, num, config.seed + zlib.crc32(source.encode()), episode_config(config))
+
+
+def _episodes(images: np.ndarray, labels: np.ndarray, num: int, seed: int, episodes: EpisodeConfig) -> list[Task]:
     tasks = []
-    for episode in sample_episodes(data.labels, num, seed, episode_config(config)):
+    for episode in sample_episodes(labels, num, seed, episodes):
         s, sl, q, ql = episode.gather(images)
-        tasks.append(Task((s / 255.0).astype(np.float32), sl.astype(np.int32),
-                          (q / 255.0).astype(np.float32), ql.astype(np.int32)))
+        tasks.append(Task(np.asarray(s, np.uint8), sl.astype(np.int32), np.asarray(q, np.uint8), ql.astype(np.int32)))
     return tasks
 
 
 def timing_task(config: BenchConfig, target: str) -> Task:
-    """A fixed 5-way task of ``target`` with ``timing_support`` support images (at least 1 shot) for timing."""
+    """A fixed 5-way task of ``target``'s test pool with ``timing_support`` support images (at least 1 shot)."""
     from tflite_train.data import sample_episode
 
-    data = load_split(config.cache_dir, target, "test")
-    ways = min(5, data.num_classes)
+    data, split = target_pools(config, target)
+    images, labels = data.images[split.test], data.labels[split.test]
+    ways = min(5, np.unique(labels).size)
     shots = max(1, config.timing_support // ways)
-    episode = sample_episode(data.labels, np.random.default_rng(config.seed),
-                             EpisodeConfig(ways=ways, shots=shots, queries=1))
-    s, sl, q, ql = episode.gather(data.images)
-    return Task((s / 255.0).astype(np.float32), sl.astype(np.int32), (q / 255.0).astype(np.float32), ql.astype(np.int32))
+    episode = sample_episode(labels, np.random.default_rng(config.seed), EpisodeConfig(ways=ways, shots=shots, queries=1))
+    s, sl, q, ql = episode.gather(images)
+    return Task(np.asarray(s, np.uint8), sl.astype(np.int32), np.asarray(q, np.uint8), ql.astype(np.int32))

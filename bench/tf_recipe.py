@@ -23,6 +23,8 @@ import time
 
 import numpy as np
 
+from tflite_train import contract as C
+
 
 def build_recipe_model(backbone: str, input_size: int, weights: str | None, num_classes: int,
                        batch_size: int, cosine_scale: float = 10.0, learning_rate: float = 1e-3,
@@ -50,8 +52,8 @@ def build_recipe_model(backbone: str, input_size: int, weights: str | None, num_
             self.kernels, self.biases = [], []
             for spec in table:
                 kernel, bias = folded.model.get_layer(spec.name).get_weights()
-                self.kernels.append(tf.Variable(kernel, name=f"{spec.name}_kernel"))
-                self.biases.append(tf.Variable(bias, name=f"{spec.name}_bias"))
+                self.kernels.append(tf.Variable(kernel, name=spec.name + C.KERNEL_SUFFIX))
+                self.biases.append(tf.Variable(bias, name=spec.name + C.BIAS_SUFFIX))
             self.params = self.kernels + self.biases
             self.m = [tf.Variable(tf.zeros_like(p)) for p in self.params]
             self.v = [tf.Variable(tf.zeros_like(p)) for p in self.params]

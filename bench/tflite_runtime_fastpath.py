@@ -46,6 +46,8 @@ import time
 
 import numpy as np
 
+from tflite_train import contract as C
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RUNS = (("ai-edge-litert (default XNNPACK)", "main", True),
         ("tflite-runtime 2.14, builtin kernels", "pi", False),
@@ -75,13 +77,13 @@ def worker(spec: dict) -> dict:
 
     model = TrainableModel(spec["model"], num_threads=1, xnnpack=spec["xnnpack"])
     passed = verify(spec["model"], xnnpack=True).passed if spec["xnnpack"] else None
-    x = np.random.default_rng(0).uniform(*model.metadata["input"]["range"], size=(1, *model.input_shape))
+    x = np.random.default_rng(0).uniform(*model.metadata[C.F_INPUT][C.F_RANGE], size=(1, *model.input_shape))
     x = x.astype(np.float32)
     model.set_head(np.random.default_rng(1).normal(size=(5, model.feature_dim)))
     model.set_selection({n: np.asarray(c) for n, c in spec["selection"].items()})
     return {"runtime": model.runtime, "explicit_xnnpack": model.explicit_xnnpack, "selftest_passed": passed,
             "infer": _timed_ms(lambda: model.infer(x), spec["repeats"], spec["max_seconds"]),
-            "train_step": _timed_ms(lambda: model.train_step(x, np.zeros(1, np.int64)), spec["repeats"],
+            C.TRAIN_STEP: _timed_ms(lambda: model.train_step(x, np.zeros(1, np.int64)), spec["repeats"],
                                     spec["max_seconds"])}
 
 
@@ -109,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     for path in args.models:
         meta = read_metadata(path)
-        channels = {layer["name"]: layer["out_channels"] for layer in meta["layers"]}
-        top = meta["candidates"][-1]
+        channels = {layer[C.F_NAME]: layer[C.F_OUT_CHANNELS] for layer in meta[C.F_LAYERS]}
+        top = meta[C.F_CANDIDATES][-1]
         chosen = {top: list(range(channels[top] // 4))}
         notes.append(f"{pathlib.Path(path).name}: train step = {top} ({len(chosen[top])} channels)")
         for label, env, xnnpack in RUNS:
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(done.stderr[-3000:])
             r = json.loads(done.stdout.strip().splitlines()[-1])
             check = {True: "PASSED", False: "FAILED", None: "-"}[r["selftest_passed"]]
-            line = f"{pathlib.Path(path).name:<40} {label:<40} {r['infer']:9.2f} {r['train_step']:9.2f}  {check}"
+            line = f"{pathlib.Path(path).name:<40} {label:<40} {r['infer']:9.2f} {r[C.TRAIN_STEP]:9.2f}  {check}"
             print(line, flush=True)
             table.append(line)
     findings = __doc__.split("Run (needs")[0].split("session notes):")[1]

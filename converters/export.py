@@ -74,11 +74,11 @@ def model_id(module: TrainableModule) -> str:
     spec = module.graph.input_spec
     header = {
         "table": module.table.to_list(),
-        "input": {"shape": list(spec.shape), "range": list(spec.value_range), "mean": list(spec.mean),
-                  "std": list(spec.std)},
-        "head": {"capacity": module.config.class_capacity, "scale": module.config.cosine_scale},
-        "candidates": module.candidate_names,
-        "optimizer": module.config.optimizer,
+        C.F_INPUT: {"shape": list(spec.shape), C.F_RANGE: list(spec.value_range), C.F_MEAN: list(spec.mean),
+                    C.F_STD: list(spec.std)},
+        C.F_HEAD: {"capacity": module.config.class_capacity, C.F_SCALE: module.config.cosine_scale},
+        C.F_CANDIDATES: module.candidate_names,
+        C.F_OPTIMIZER: module.config.optimizer,
         "nodes": [{"name": n.name, "op": n.op, "inputs": list(n.inputs), "shape": list(n.shape),
                    "attrs": repr(sorted((k, v) for k, v in n.attrs.items()))} for n in module.graph.nodes],
     }

@@ -7,6 +7,15 @@ from typing import Any
 
 OPTIMIZERS = ("adam", "sgd_momentum")
 
+DEFAULT_BACKBONE = "lite0"
+"""What ``export`` builds when given no backbone, weights or Keras model: EfficientNet-Lite0 at
+``DEFAULT_INPUT_SIZE`` with the shipped meta-trained weights (``tflite_train.models.lite0_meta``)."""
+DEFAULT_INPUT_SIZE = 128
+DEFAULT_CANDIDATE_BLOCKS = {"lite0": 6}
+"""Trailing blocks the device may update, per built-in backbone (others: 4). Lite0: the last 6 blocks
+(b10..b15, 8x8 and 4x4 maps at 128 px) plus the head conv: the blocks meta-training adapted; their
+backward pass stays within a Pi's memory (the selection's budget decides what is updated)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class ExportConfig:

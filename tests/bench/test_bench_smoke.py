@@ -1,12 +1,14 @@
 """Smoke run of the whole benchmark at tiny sizes: every section, BENCHMARKS.md and both PNGs written."""
 
+import dataclasses
 import json
 import pathlib
 
 import numpy as np
 import pytest
 
-from bench import BenchConfig, mean_ci95, run_benchmarks
+from bench import BenchConfig, run_benchmarks
+from bench.config import BackboneRun
 from tflite_train.data import DatasetSpec, LabeledImages, prepare_cache
 from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, load_fashion_mnist
 
@@ -34,12 +36,21 @@ def smoke_run(tmp_path_factory):
         DatasetSpec("src", "source", "synthetic patterns", lambda s: _patterns(s, 0, classes=10)),
         DatasetSpec("tgt", "target", "Debian fashion-mnist (or synthetic patterns)", _target),
     ))
+    # Two seeded "weights" of the tiny backbone stand for the meta-trained and the not meta-trained ones.
+    from tflite_train.models import build_backbone
+
+    weights = []
+    for name, seed in (("meta", 1), ("base", 2)):
+        path = root / f"{name}.weights.h5"
+        build_backbone("tiny", 32, 3, seed=seed).model.save_weights(path)
+        weights.append(str(path))
     config = BenchConfig(
         cache_dir=str(root / "cache"), out_dir=str(root / "out"), model_dir=str(root / "models"), backbone="tiny",
-        input_size=32, weights=None, meta_ablation_weights=None, candidate_blocks=4, tasks=2, min_ways=2, max_ways=3,
-        max_query=2, max_support_per_class=3, max_support_total=8, epochs=1, full_train_batch=4,
+        input_size=32, weights=weights[0], candidate_blocks=4, tasks=2, min_ways=2,
+        max_ways=3, max_query=2, max_support_per_class=3, max_support_total=8, epochs=1, full_train_batch=4,
         ablation_tasks=2, channel_ratios=(0.5,), timing_runs=1, timing_support=6, tf_recipe=True,
-        learning_rates=(1e-3, 3e-3), tuning_tasks=2, train_variants=0,  # one train signature: a 2x faster export
+        learning_rates=(1e-3, 3e-3), epochs_grid=(1, 2), tuning_tasks=2, train_variants=0,  # one train signature: a 2x faster export
+        backbones=(BackboneRun("tiny_32", "tiny", 32, weights[0], weights[1], 4),), memory_budget_mib=8.0,
     )
     report = run_benchmarks(config, command="pytest smoke")
     return config, report
@@ -49,29 +60,41 @@ def test_every_section_and_png_written(smoke_run):
     config, report = smoke_run
     out = pathlib.Path(config.out_dir)
     text = report.read_text()
-    for heading in ("## 1. Accuracy", "## 2. Backward-pass memory", "## 3. End-to-end adaptation time",
+    for heading in ("## 1. Paired accuracy", "## 2. Backward-pass memory", "## 3. End-to-end adaptation time",
                     "## 4. Ablations", "## 5. Plots", "## Targets of the issue"):
         assert heading in text
-    for method in ("None", "LastLayer", "FullTrain", "TinyTL", "SparseUpdate", "TinyTrain", "TF recipe"):
-        assert f"| {method}" in text
-    assert "not built" in text and "below the issue's N ≥ 50" in text
-    for png in ("accuracy_vs_compute.png", "fisher_layers.png"):
+    for method in ("None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain", "TinyTrain without meta-training"):
+        assert f"| {method} |" in text
+    assert "| TF recipe" in text
+    assert "TinyTL (lite residual modules) is not built" in text and "A reduced run: N = 2 tasks per target" in text
+    for png in ("accuracy_vs_compute_tiny_32.png", "fisher_layers.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "config.json").read_text()) == config.to_dict()
     results = json.loads((out / "results.json").read_text())
     assert results["environment"]["cores"] >= 1 and results["environment"]["interpreter_module"]
-    rows = results["sections"]["accuracy"]["per_target"]["tgt"]
-    accuracies = {r["label"]: r["accuracies"] for r in rows if not r.get("not_built")}
-    assert set(accuracies) == {"None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain"}
-    assert all(len(a) == 2 and all(0 <= x <= 100 for x in a) for a in accuracies.values())
+    run = results["sections"]["accuracy"]["runs"]["tiny_32"]
+    rows = run["per_target"]["tgt"]
+    assert set(rows) == {"None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain",
+                         "TinyTrain without meta-training", "None without meta-training"}
+    assert all(len(r["accuracies"]) == 2 and all(0 <= x <= 100 for x in r["accuracies"]) for r in rows.values())
     assert results["sections"]["timing"]["tf_recipe"]["step_median"] > 0
     assert len(results["sections"]["backward_cost"]["mbv2/adam"]) == 4
-    choice = results["learning_rates"]["choice"]
-    assert set(choice) == {"LastLayer", "FullTrain", "SparseUpdate", "TinyTrain"}
-    for label, c in choice.items():
-        assert set(c["scores"]) == {"0.001", "0.003"} and c["chosen"] in (1e-3, 3e-3)
-        assert results["sections"]["accuracy"]["methods"][label]["adapt"]["learning_rate"] == c["chosen"]
-    assert "**Learning rates**" in text
+    tuning = run["tuning"]
+    assert set(tuning) == {"LastLayer", "FullTrain", "SparseUpdate", "TinyTrain", "TinyTrain without meta-training"}
+    for label, c in tuning.items():
+        assert set(c["scores"]) == {"0.001/1", "0.001/2", "0.003/1", "0.003/2"}
+        assert c["scores"][f"{c['learning_rate']:g}/{c['epochs']}"] == max(c["scores"].values())
+        adapt = run["methods"][label]["adapt"]
+        assert (adapt["learning_rate"], adapt["epochs"]) == (c["learning_rate"], c["epochs"])
+    # Paired: the delta's per-target mean is the difference of the two policies' means on the same tasks.
+    summary = run["summary"]
+    for a, b in (("TinyTrain", "FullTrain"), ("TinyTrain", "TinyTrain without meta-training")):
+        d = summary["deltas"][f"{a} − {b}"]
+        assert d["tgt"]["mean"] == pytest.approx(summary["means"][a]["tgt"]["mean"] - summary["means"][b]["tgt"]["mean"])
+    assert [v["b"] for v in summary["targets"]] == ["FullTrain", "SparseUpdate", "LastLayer",
+                                                     "TinyTrain without meta-training"]
+    assert "### tiny @ 32 px" in text and "Paired deltas" in text and "Validation accuracy" in text
+    assert "TinyTrain ≥ LastLayer + 3 pp (average paired delta): **" in text
 
 
 def test_timing_rows_follow_the_epochs_protocol(smoke_run):
@@ -127,28 +150,63 @@ def test_models_are_reused(smoke_run, caplog):
     assert "reusing" in caplog.text and "exporting" not in caplog.text
 
 
-def test_best_learning_rate_by_hand():
-    from bench.learning_rates import best_learning_rate
+def test_best_setting_by_hand():
+    from bench.learning_rates import best_learning_rate, best_setting
 
     assert best_learning_rate({1e-3: 50.0, 3e-3: 52.5, 3e-4: 41.0}) == 3e-3
     assert best_learning_rate({1e-3: 50.0, 3e-3: 50.0}) == 1e-3  # tie: the smaller rate
+    assert best_setting({(1e-3, 40): 50.0, (3e-3, 10): 52.5, (1e-3, 10): 52.5}) == (1e-3, 10)
+    assert best_setting({(1e-3, 40): 50.0, (1e-3, 10): 50.0, (3e-4, 40): 50.0}) == (1e-3, 10)  # tie: fewer epochs first
     with pytest.raises(ValueError, match="finite"):
         best_learning_rate({1e-3: float("nan")})
     with pytest.raises(ValueError, match="at least one"):
-        best_learning_rate({})
+        best_setting({})
 
 
-def test_mean_ci95_by_hand():
-    # values 1, 2, 3: mean 2, s = 1, ci = 1.96 / sqrt(3)
-    result = mean_ci95([1.0, 2.0, 3.0])
-    assert result.mean == pytest.approx(2.0) and result.ci95 == pytest.approx(1.959963984540054 / np.sqrt(3))
-    with pytest.raises(ValueError, match="at least 2"):
-        mean_ci95([1.0])
+def test_validation_and_test_tasks_share_no_image(smoke_run):
+    from bench.tasks import target_pools, target_tasks
+
+    config, _ = smoke_run
+    data, split = target_pools(config, "tgt")
+    assert split.by == "image" and split.validation.size and split.test.size
+    val = {im.tobytes() for t in target_tasks(config, "tgt", 4, "validation") for im in (*t.support, *t.query)}
+    test = {im.tobytes() for t in target_tasks(config, "tgt", 4) for im in (*t.support, *t.query)}
+    assert val.isdisjoint(test)
+    pool = {data.images[i].tobytes() for i in split.validation}
+    assert val <= pool
+
+
+def test_lite0_run_exports_imagenet_as_baseline_and_meta_weights_when_given(tmp_path):
+    from bench.config import IMAGENET, LITE0_128
+    from bench.models import run_export_configs
+
+    shipped = run_export_configs(LITE0_128, 4)
+    assert shipped["sparse"].weights == "weights/efficientnet_lite0/lite0_128_meta.weights.h5"
+    assert shipped["baseline"].weights == "imagenet"
+    alone = run_export_configs(dataclasses.replace(LITE0_128, weights=IMAGENET), 4)
+    assert set(alone) == {"sparse", "full"} and alone["sparse"].weights == "imagenet"
+    assert (alone["sparse"].candidates, alone["full"].candidates) == ("blocks:6", "all")
+    weights = tmp_path / "lite0_meta.weights.h5"
+    with pytest.raises(ValueError, match="lite0_meta.weights.h5.*not found"):
+        run_export_configs(dataclasses.replace(LITE0_128, weights=str(weights)), 4)
+    weights.write_bytes(b"")  # only its path matters here (no export)
+    both = run_export_configs(dataclasses.replace(LITE0_128, weights=str(weights)), 4)
+    assert (both["sparse"].weights, both["baseline"].weights) == (str(weights), "imagenet")
+
+
+def test_memory_budget_scales_with_last_layer_memory():
+    from bench.policy_runs import memory_budget_bytes
+    from tflite_train.architectures import build_layer_table
+
+    assert memory_budget_bytes(build_layer_table("mcunet", 128), 1.0) == pytest.approx(2**20)
+    assert memory_budget_bytes(build_layer_table("mcunet", 64), 1.0) < 2**20
 
 
 @pytest.mark.parametrize("field, value", [("tasks", 1), ("sections", ("nope",)), ("channel_ratio", 1.5),
                                           ("iterations", -1), ("channel_ratios", ()), ("epochs", 0),
-                                          ("workers", 0), ("train_variants", -1), ("learning_rates", ()), ("learning_rates", (1e-3, -1.0))])
+                                          ("workers", 0), ("train_variants", -1), ("learning_rates", ()), ("learning_rates", (1e-3, -1.0)),
+                                          ("epochs_grid", ()), ("epochs_grid", (0,)), ("validation_fraction", 1.0),
+                                          ("backbones", ())])
 def test_config_validation(field, value):
     with pytest.raises(ValueError, match=field):
         BenchConfig(**{field: value})
@@ -169,7 +227,6 @@ def test_update_reruns_some_sections_and_keeps_the_others(smoke_run, tmp_path):
     assert list(after["sections"]) == list(before["sections"])
     for name in ("accuracy", "timing", "ablations", "backward_cost"):
         assert after["sections"][name] == before["sections"][name]
-    assert after["learning_rates"] == before["learning_rates"]
     assert "`pytest smoke`; then, rerunning some sections and keeping the others: `pytest update`" in report.read_text()
     with pytest.raises(ValueError, match="tasks"):
         run_benchmarks(dataclasses.replace(update, tasks=3), update=True)
@@ -194,17 +251,13 @@ def test_render_only_without_a_run_fails_cleanly(tmp_path, capsys):
     assert "no finished benchmark run" in capsys.readouterr().err
 
 
-def test_meta_ablation_rows_need_both_weights(tmp_path):
-    from bench.methods import ablation_methods
-    from bench.models import export_configs
 
-    config = BenchConfig(meta_ablation_weights=(str(tmp_path / "pre.weights.h5"), str(tmp_path / "meta.weights.h5")))
-    assert "meta_training" not in ablation_methods(config, 2**20, has_meta_pair=False)
-    rows = ablation_methods(config, 2**20, has_meta_pair=True, learning_rate=3e-3)["meta_training"]
-    assert [(m.label, m.model) for m in rows] == [
-        ("None, pre-trained only", "pretrained"), ("TinyTrain, pre-trained only", "pretrained"),
-        ("None, meta-trained", "meta_pair"), ("TinyTrain, meta-trained", "meta_pair")]
-    assert all(m.adapt.learning_rate == 3e-3 for m in rows)
-    assert {"pretrained", "meta_pair"}.isdisjoint(export_configs(config))  # files missing: no exports
-    with pytest.raises(ValueError, match="meta_ablation_weights"):
-        BenchConfig(meta_ablation_weights=("only-one",))
+
+def test_cli_refuses_missing_lite0_weights_before_any_work(tmp_path, capsys):
+    from tflite_train.cli import main
+
+    out = tmp_path / "out"
+    assert main(["bench", "--quick", "--lite0-weights", str(tmp_path / "nope.weights.h5"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "nope.weights.h5" in err and "not found" in err and "Traceback" not in err
+    assert not out.exists()

@@ -102,7 +102,7 @@ def test_refused_before_training(setup, capsys, no_training, flags, message):
 
 def test_too_many_steps_refused_before_training(setup, capsys, no_training, monkeypatch):
     support, run = setup
-    monkeypatch.setattr("tflite_train.cli.MAX_STEPS", 50)
+    monkeypatch.setattr("tflite_train.cli.device_commands.MAX_STEPS", 50)
     before = snapshot(run)
     capsys.readouterr()
     assert _adapt(support, run, "--epochs", "5") == 2  # 5 x 12 = 60 steps

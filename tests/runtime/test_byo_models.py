@@ -14,8 +14,8 @@ import pytest
 
 from runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
-from tflite_train.runtime import TrainableModel, read_metadata
-from tflite_train.runtime.images import load_image_folder
+from tflite_train.runtime import TrainableModel, load_checkpoint, read_metadata
+from tflite_train.runtime.image_folder import load_image_folder
 from tflite_train.runtime.selftest import verify
 
 BYO = ["byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]
@@ -42,7 +42,7 @@ def test_adapt_and_predict_cli(name, fashion, tmp_path, capsys):
     model = str(fixture_model(name))
     assert main(["adapt", "--model", model, "--support", str(support), "--query", str(query), "--out", str(out),
                  "--iterations", "6", "--policy", "tinytrain", "--mem-budget", "4MiB"]) == 0
-    report = json.loads((tmp_path / "m.ckpt.report.json").read_text())
+    report = load_checkpoint(out).report
     assert report["selection"]["layers"], "TinyTrain selected nothing"
     assert len(report["losses"]) == 6 and all(np.isfinite(report["losses"]))
     assert 0.0 <= report["query_accuracy"] <= 1.0

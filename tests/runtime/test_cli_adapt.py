@@ -36,12 +36,18 @@ def test_adapt_json_then_predict(folders, tmp_path, capsys):
     assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "training", "eval"}
     assert record["shots"] == [4, 4, 4] and len(record["losses"]) == 5
     assert set(record["fisher_potentials"]) == set(record["layer_costs"])
-    config = json.loads((tmp_path / "run" / "m.ckpt.config.json").read_text())
+    checkpoint = load_checkpoint(out)  # one file: the config and the report travel inside the checkpoint
+    assert sorted(p.name for p in out.parent.iterdir()) == ["m.ckpt"], "no sidecar, lock or temporary file"
+    config, report = checkpoint.config, checkpoint.report
     assert config["adapt"]["policy"] == "tinytrain" and config["adapt"]["memory_bytes"] == 2**20
     assert config["adapt"]["compute_fraction"] == 0.15 and config["adapt"]["seed"] == 3
-    report = json.loads((tmp_path / "run" / "m.ckpt.report.json").read_text())
+    assert config["model_id"] == checkpoint.model_id and config["out"] == str(out)
     assert report["classes"] == ["class0", "class1", "class2"] and report["memory_bytes"] <= 2**20
-    assert load_checkpoint(out).class_names == ("class0", "class1", "class2")
+    assert report["losses"] == record["losses"] and report["selection"] == checkpoint.selection.to_dict()
+    assert checkpoint.class_names == ("class0", "class1", "class2")
+    assert main(["show", str(out), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == {"config": config, "report": record}, "show reads back exactly what adapt reported"
 
     images = sorted(str(p) for p in (query / "class1").iterdir())
     model = str(fixture_model(MODEL))
@@ -64,7 +70,9 @@ def test_adapt_prints_a_summary(folders, tmp_path, capsys):
     out = tmp_path / "m.ckpt"
     assert _adapt(out, support, "--query", str(query), "--mem-budget", "1MiB", "--compute-budget", "0.15") == 0
     text = capsys.readouterr().out
-    report = json.loads((tmp_path / "m.ckpt.report.json").read_text())
+    report = load_checkpoint(out).report
+    assert main(["show", str(out)]) == 0
+    assert capsys.readouterr().out == text, "show prints the summary adapt printed, from the checkpoint alone"
     labels = [line.split()[0] for line in text.splitlines()[1:]]
     assert labels == ["classes", "selection", "memory", "compute", "loss", "support", "query", "time", "checkpoint"]
     assert "class0 (4), class1 (4), class2 (4)" in text and str(out) in text

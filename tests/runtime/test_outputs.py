@@ -68,10 +68,10 @@ def test_out_is_a_fifo(setup, capsys, no_training):
     _refused(support, run, run / "pipe.ckpt", capsys, "pipe.ckpt exists and is not a regular file")
 
 
-def test_sidecar_is_a_directory(setup, capsys, no_training):
+def test_lock_file_is_a_directory(setup, capsys, no_training):
     support, run = setup
-    (run / "n.ckpt.report.json").mkdir()
-    _refused(support, run, run / "n.ckpt", capsys, "n.ckpt.report.json is a directory")
+    (run / "n.ckpt.lock").mkdir()
+    _refused(support, run, run / "n.ckpt", capsys, "n.ckpt.lock: Is a directory")
 
 
 def test_read_only_folder(setup, capsys, monkeypatch, no_training):

@@ -53,7 +53,7 @@ def test_rss_is_flat_reading_images_100_times(tmp_path):
     """Decoding 6 photo-sized JPEG/PNGs 100 times: a leaked decode (about 1 MB each) would show at once."""
     from PIL import Image
 
-    from tflite_train.runtime.images import load_image_folder
+    from tflite_train.runtime.image_folder import load_image_folder
 
     rng = np.random.default_rng(0)
     for k in range(2):
@@ -107,7 +107,7 @@ def test_pixel_and_size_limits_are_explicit(tmp_path):
 
 
 def test_image_set_size_is_checked_before_reading(tmp_path):
-    from tflite_train.runtime.images import load_images
+    from tflite_train.runtime.model_input import load_images
 
     paths = [tmp_path / f"never-read-{i}.png" for i in range(3)]  # do not exist: the check comes first
     with pytest.raises(ImageError, match=r"3 images need 3072 bytes at the model's input size \(16, 16, 1\); the limit is 3071"):

@@ -19,6 +19,8 @@ from tflite_train.data.cache import (
     verify_cache,
 )
 from tflite_train.data.dataset import LabeledImages, SourceUnavailable
+from tflite_train.data.emoji import EmojiConfig, excluded_emoji, load_emoji
+from tflite_train.data.npm_packages import NpmPackage, read_members, verify_tarball
 from tflite_train.data.episodes import Episode, EpisodeConfig, sample_episode, sample_episodes
 
 __all__ = [
@@ -26,20 +28,26 @@ __all__ = [
     "CACHE_FORMAT",
     "DEFAULT_IMAGE_SIZE",
     "DatasetSpec",
+    "EmojiConfig",
     "Episode",
     "EpisodeConfig",
     "LabeledImages",
+    "NpmPackage",
     "SourceUnavailable",
     "augment",
     "class_splits",
     "default_datasets",
+    "excluded_emoji",
     "image_folder_spec",
+    "load_emoji",
     "load_split",
     "prepare_cache",
     "read_manifest",
+    "read_members",
     "read_npz",
     "sample_episode",
     "sample_episodes",
     "translate",
     "verify_cache",
+    "verify_tarball",
 ]

@@ -32,6 +32,8 @@ CACHE_FORMAT = 1
 MANIFEST = "manifest.json"
 DEFAULT_IMAGE_SIZE = 64
 SPLIT_SEED = 20240721
+DOWNLOADS = "downloads/npm"
+"""Folder of the cache (``<cache>/downloads/npm``) where ``make data`` puts the pinned npm tarballs."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +47,7 @@ class DatasetSpec:
       loader: ``loader(image_size) -> LabeledImages``; may raise ``SourceUnavailable``.
       required: If False a missing source is skipped with a log line instead of failing.
       split_fractions: (train, val) class fractions for sources; the rest is test.
+      downloads: The loader reads fetched files: it is called as ``loader(image_size, <cache>/DOWNLOADS)``.
     """
 
     name: str
@@ -53,13 +56,17 @@ class DatasetSpec:
     loader: Callable[[int], LabeledImages]
     required: bool = True
     split_fractions: tuple[float, float] = (0.7, 0.15)
+    downloads: bool = False
 
 
 def default_datasets() -> tuple[DatasetSpec, ...]:
     """The project's data sets: glyph source (Latin/Greek/Cyrillic, the shipped weights' source) and the larger
-    multi-script glyph source ``glyphs_multiscript`` (``glyphs.MULTISCRIPT_CONFIG``); fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets;
-    optional: scikit-learn digits (if scikit-learn is installed), TFDS omniglot (if installed and prepared)."""
+    multi-script glyph source ``glyphs_multiscript`` (``glyphs.MULTISCRIPT_CONFIG``); the ``emoji`` source (several
+    vendors' drawings of the same emoji, ``tflite_train.data.emoji``; needs the npm tarballs that ``make data``
+    fetches); fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets; optional: scikit-learn digits (if
+    scikit-learn is installed), TFDS omniglot (if installed and prepared)."""
     from tflite_train.data.digits import load_sklearn_digits
+    from tflite_train.data.emoji import EMOJI_STYLES, PACKAGES, EmojiConfig, load_emoji
     from tflite_train.data.fashion_mnist import load_fashion_mnist
     from tflite_train.data.glyphs import MULTISCRIPT_CONFIG, SCRIPTS, TARGET_CHARS, GlyphConfig, render_glyph_dataset
     from tflite_train.data.image_folder import load_tuxpaint_stamps
@@ -71,6 +78,10 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
         DatasetSpec("glyphs_multiscript", "source", f"letters of {len(SCRIPTS) + 3} scripts (Latin, Greek, Cyrillic, "
                     + ", ".join(n for n, _ in SCRIPTS) + ") + digits rendered from Debian font packages, 10 per class",
                     lambda s: render_glyph_dataset(MULTISCRIPT_CONFIG, s)),
+        DatasetSpec("emoji", "source", "emoji drawn in the styles " + ", ".join(s for s, _ in EMOJI_STYLES) + " (npm "
+                    + ", ".join(p.spec for p in PACKAGES.values()) + f"), >= {EmojiConfig().min_vendors} vendors per "
+                    "class, no Flags/Component, no emoji sharing a name word with a Tux Paint stamp or Fashion-MNIST class",
+                    lambda s, downloads: load_emoji(s, download_dir=downloads), required=False, downloads=True),
         DatasetSpec("fashion_mnist", "target", "Debian dataset-fashion-mnist, t10k, 100 per class",
                     lambda s: load_fashion_mnist(s)),
         DatasetSpec("tuxpaint", "target", "Debian tuxpaint-stamps-default, category/subcategory folders",
@@ -191,9 +202,10 @@ def prepare_cache(
 ) -> dict:
     """Builds (or confirms) the cache in ``out``; returns the manifest.
 
-    Idempotent: when ``out`` holds a manifest for the same image size and data set names, with the
-    same ``origin`` descriptions (a changed source definition changes its origin), whose files all
-    pass their checksums, nothing is rebuilt (unless ``force``).
+    Idempotent and incremental: a data set that ``out``'s manifest already holds for the same image
+    size with the same ``origin`` description (a changed source definition changes its origin), its
+    file passing its checksum, is kept as it is; only the others are built (all with ``force``).
+    When every data set is kept, nothing is written.
 
     Raises:
       ValueError: bad ``image_size``; a required source is missing (message says what to install);
@@ -203,25 +215,32 @@ def prepare_cache(
         raise ValueError(f"image_size must be an int >= 32 (MCUNet's total stride), got {image_size!r}")
     out = pathlib.Path(out)
     specs = default_datasets() if datasets is None else datasets
+    reusable: dict = {}
+    old_names: set = set()
     if not force and (out / MANIFEST).exists():
         try:
             manifest = verify_cache(out)
         except ValueError as err:
             log.warning("existing cache not usable (%s); rebuilding", err)
         else:
-            wanted = {s.name for s in specs if s.required}
-            have = manifest["datasets"]
-            same_sources = all(have[s.name].get("origin") == s.origin for s in specs if s.name in have)
-            if (manifest.get("format") == CACHE_FORMAT and manifest.get("image_size") == image_size
-                    and wanted <= set(have) and same_sources):
+            if manifest.get("format") == CACHE_FORMAT and manifest.get("image_size") == image_size:
+                reusable = {s.name: manifest["datasets"][s.name] for s in specs
+                            if manifest["datasets"].get(s.name, {}).get("origin") == s.origin}
+            old_names = set(manifest["datasets"])
+            if len(reusable) == len(specs):
                 log.info("cache in %s is up to date (%d data sets); nothing to do", out, len(manifest["datasets"]))
                 return manifest
     out.mkdir(parents=True, exist_ok=True)
     manifest = {"format": CACHE_FORMAT, "image_size": image_size, "datasets": {}}
+    built = False
     for spec in specs:
+        if spec.name in reusable:  # same origin, checksum verified above: kept as it is
+            manifest["datasets"][spec.name] = reusable[spec.name]
+            log.info("%s is up to date", spec.name)
+            continue
         log.info("preparing %s (%s)", spec.name, spec.origin)
         try:
-            data = spec.loader(image_size)
+            data = spec.loader(image_size, out / DOWNLOADS) if spec.downloads else spec.loader(image_size)
         except SourceUnavailable as err:
             if spec.required:
                 raise ValueError(f"data set {spec.name!r} unavailable: {err}") from err
@@ -231,6 +250,7 @@ def prepare_cache(
             raise ValueError(f"{spec.name} loader returned images of shape {data.images.shape[1:]}, wanted {image_size}")
         path = out / f"{spec.name}.npz"
         _write_npz(path, data)
+        built = True
         entry = _entry(spec, data, path)
         check = read_npz(path)
         if len(check) != len(data) or check.num_classes != data.num_classes or not np.array_equal(check.labels, data.labels):
@@ -238,7 +258,12 @@ def prepare_cache(
         manifest["datasets"][spec.name] = entry
         log.info("  %s: %d images, %d classes (%d..%d per class), sha256 %s", spec.name, len(data), data.num_classes,
                  entry["min_per_class"], entry["max_per_class"], entry["sha256"][:12])
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    if not built and set(manifest["datasets"]) == old_names:  # only unavailable optional sources were retried
+        log.info("cache in %s is up to date (%d data sets); nothing to do", out, len(manifest["datasets"]))
+        return manifest
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    tmp.replace(out / MANIFEST)
     return manifest
 
 
@@ -247,7 +272,8 @@ def load_split(cache_dir: str | pathlib.Path, name: str, split: str = "test") ->
     cache_dir = pathlib.Path(cache_dir)
     manifest = read_manifest(cache_dir)
     if name not in manifest["datasets"]:
-        raise ValueError(f"name must be one of {sorted(manifest['datasets'])}, got {name!r}")
+        hint = "; run `make data` (it fetches the npm tarballs) to add it" if name == "emoji" else ""
+        raise ValueError(f"name must be one of {sorted(manifest['datasets'])}, got {name!r}{hint}")
     entry = manifest["datasets"][name]
     if split not in ("train", "val", "test", "all"):
         raise ValueError(f"split must be train|val|test|all, got {split!r}")

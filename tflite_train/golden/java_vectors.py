@@ -8,7 +8,7 @@ several channel counts, ``channel_count`` for several ratios, ``total_forward_ma
 :func:`~tflite_train.sparse.cost_model.backward_cost` for FullTrain, LastLayer, last-blocks and
 sparse selections under every optimizer, several batch sizes and with/without a gradient buffer.
 ``selection_<backbone>_128.json`` (see :mod:`tflite_train.golden.selection_vectors`) pins the Java
-selection port. ``contract.json`` pins the Java ``Contract`` names to
+selection port. ``contract.json`` pins the Java ``Contract.layerState`` to
 ``tflite_train.contract``. ``metadata_tiny_32.json`` is an example of the exported-model metadata JSON (CONTRACT.md v1) for
 the Java metadata-parser tests.
 
@@ -127,7 +127,7 @@ def cost_vectors(backbone: str, input_size: int | tuple[int, int], in_channels: 
         "backbone": backbone,
         "input_size": [input_size, input_size] if isinstance(input_size, int) else list(input_size),
         "in_channels": in_channels,
-        "feature_dim": get_config(backbone).feature_dim,
+        C.F_FEATURE_DIM: get_config(backbone).feature_dim,
         "layers": table.to_list(),
         "layer_costs": [{**dataclasses.asdict(c), "params": c.params} for c in map(layer_cost, table)],
         "weight_grad_macs": [
@@ -182,18 +182,9 @@ def metadata_example(backbone: str = "tiny", input_size: int = 32, candidate_blo
 
 
 def contract_names() -> dict[str, Any]:
-    """The names the Java ``Contract`` class mirrors (``tflite_train.contract``), pinned by ``ContractTest``."""
-    return {
-        "signatures": list(C.SIGNATURE_NAMES),
-        "tensors": {"images": C.IMAGES, "labels": C.LABELS, "prototypes": C.PROTOTYPES, "num_classes": C.NUM_CLASSES,
-                    "channel_mask": C.CHANNEL_MASK, "learning_rate": C.LEARNING_RATE, "dummy": C.DUMMY,
-                    "embeddings": C.EMBEDDINGS, "logits": C.LOGITS, "loss": C.LOSS, "accuracy": C.ACCURACY,
-                    "ok": C.OK},
-        "inputs": {s.name: [t.name for t in s.inputs] for s in C.SIGNATURES},
-        "layer_state": {opt: C.layer_state("x", opt) for opt in C.OPTIMIZER_SLOTS},
-        "metadata": {"name": C.METADATA_NAME, "format": C.FORMAT, "format_version": C.FORMAT_VERSION},
-        "fields": [f.path for f in C.METADATA_FIELDS if "." not in f.path],
-    }
+    """The state names per optimizer (``tflite_train.contract.layer_state``) that ``ContractTest`` checks the
+    hand-written ``Contract.layerState`` against; every constant of ``Contract.java`` is generated."""
+    return {"layer_state": {opt: C.layer_state("x", opt) for opt in C.OPTIMIZER_SLOTS}}
 
 
 def _dump(data: Mapping[str, Any]) -> str:

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
 from tflite_train.sparse.budget import Budget, BudgetError
 from tflite_train.sparse.channel_selection import top_k_channels
@@ -178,7 +179,7 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
         candidates = tuple(table.layers[i].name for i in table.last_blocks(k_blocks))
         for policy in ("none", "last_layer", "full_train"):
             config = SelectionConfig(policy=policy)
-            cases.append({"policy": policy, "blocks": k_blocks, "candidates": list(candidates),
+            cases.append({"policy": policy, "blocks": k_blocks, C.F_CANDIDATES: list(candidates),
                           **_run(table, config, candidates, fisher["seed0"], all_tasks, weights)})
         for f_index, kind in enumerate(FISHER_DICTS):
             for c_index, criterion in enumerate(DICT_CRITERIA[kind]):
@@ -195,7 +196,7 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
                     config = SelectionConfig(policy="tinytrain", budget=budget, channel_ratio=ratio, criterion=criterion,
                                              channel_method=method, on_empty=on_empty)
                     cases.append({
-                        "policy": "tinytrain", "blocks": k_blocks, "candidates": list(candidates), "fisher": kind,
+                        "policy": "tinytrain", "blocks": k_blocks, C.F_CANDIDATES: list(candidates), "fisher": kind,
                         "criterion": criterion, "channel_ratio": ratio, "channel_method": method,
                         "budget_label": label, "budget": budget.to_dict(), "on_empty": on_empty,
                         "ranking": list(ranking), "scores": {n: scores[n] for n in ranking},
@@ -211,7 +212,7 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
                 config = SelectionConfig(policy="sparse_update", budget=budget, channel_ratio=ratio,
                                          criterion=criterion, on_empty=on_empty)
                 cases.append({
-                    "policy": "sparse_update", "blocks": k_blocks, "candidates": list(candidates),
+                    "policy": "sparse_update", "blocks": k_blocks, C.F_CANDIDATES: list(candidates),
                     "fisher_tasks": list(FISHER_DICTS), "criterion": criterion, "channel_ratio": ratio,
                     "budget_label": label, "budget": budget.to_dict(), "on_empty": on_empty,
                     "ranking": list(ranking), "scores": {n: scores[n] for n in ranking},
@@ -221,7 +222,7 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
         config = SelectionConfig(policy="sparse_update", budget=Budget(memory_bytes=2**20, compute_fraction=0.5),
                                  channel_ratio=ratio, layers=fixed, on_empty="empty")
         cases.append({
-            "policy": "sparse_update", "blocks": k_blocks, "candidates": list(candidates), "fixed_layers": list(fixed),
+            "policy": "sparse_update", "blocks": k_blocks, C.F_CANDIDATES: list(candidates), "fixed_layers": list(fixed),
             "criterion": "tinytrain", "channel_ratio": ratio, "budget_label": "fixed",
             "budget": config.budget.to_dict(), "on_empty": "empty", "ranking": list(fixed),
             **_run(table, config, candidates, fisher["seed0"], all_tasks, weights),

@@ -10,30 +10,41 @@ from tflite_train.meta.evaluate import (
     protonet_episode_accuracy,
     summarize,
 )
+from tflite_train.meta.feature_cache import FeatureCacheConfig, FeatureSet, build_feature_cache
+from tflite_train.meta.lite0_weights import Lite0WeightsConfig, train_lite0_weights
 from tflite_train.meta.meta_train import meta_train
 from tflite_train.meta.pretrain import pretrain
 from tflite_train.meta.protonet import CosineHead, cosine_logits, prototypes, protonet_loss
 from tflite_train.meta.run_io import make_strategy
 from tflite_train.meta.schedule import WarmupCosine, warmup_cosine
+from tflite_train.meta.upper_meta_train import UpperMetaConfig, meta_train_upper, sample_feature_episode
 
 __all__ = [
     "CosineHead",
     "EpisodeAccuracy",
+    "FeatureCacheConfig",
+    "FeatureSet",
+    "Lite0WeightsConfig",
     "MetaTrainConfig",
     "PretrainConfig",
     "ScheduleConfig",
+    "UpperMetaConfig",
     "WarmupCosine",
+    "build_feature_cache",
     "cosine_logits",
     "embed",
     "episode_accuracies",
     "evaluate_none_policy",
     "make_strategy",
     "meta_train",
+    "meta_train_upper",
     "paired_delta",
     "pretrain",
     "protonet_episode_accuracy",
     "protonet_loss",
     "prototypes",
+    "sample_feature_episode",
     "summarize",
+    "train_lite0_weights",
     "warmup_cosine",
 ]

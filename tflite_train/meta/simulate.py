@@ -35,6 +35,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tflite_train import contract as C
 from tflite_train.models import Backbone
 from tflite_train.runtime.model_contract import check_metadata, layer_table
 from tflite_train.runtime.trainer import AdaptConfig, fisher_subset, pseudo_query_batches
@@ -80,12 +81,12 @@ class AdaptationSimulator:
         check_metadata(metadata)
         self.metadata = metadata
         self.table = layer_table(metadata)
-        self.candidates: tuple[str, ...] = tuple(metadata["candidates"])
+        self.candidates: tuple[str, ...] = tuple(metadata[C.F_CANDIDATES])
         self.model = folded.model
-        self.mean = np.asarray(metadata["input"]["mean"], np.float32)
-        self.std = np.asarray(metadata["input"]["std"], np.float32)
-        self.scale = float(metadata["head"]["scale"])
-        self.optimizer = dict(metadata["optimizer"])
+        self.mean = np.asarray(metadata[C.F_INPUT][C.F_MEAN], np.float32)
+        self.std = np.asarray(metadata[C.F_INPUT][C.F_STD], np.float32)
+        self.scale = float(metadata[C.F_HEAD][C.F_SCALE])
+        self.optimizer = dict(metadata[C.F_OPTIMIZER])
         outputs = []
         for name in self.candidates:
             try:
@@ -183,7 +184,7 @@ class AdaptationSimulator:
                     config.policy == "tinytrain" and "l2" in (config.criterion, config.channel_method)):
                 weights = {n: _channel_last(self._params[n][0].numpy(), self.table[self.table.index_of(n)])
                            for n in self.candidates}
-            selection = select(self.table, config.selection_config(opt["name"]), candidates=self.candidates,
+            selection = select(self.table, config.selection_config(opt[C.F_NAME]), candidates=self.candidates,
                                fisher=fisher or None, fisher_tasks=fisher_tasks, weights=weights).ordered(self.table)
             losses, accuracies = self._train(selection, images, labels, protos, config, augment, augment_config)
             if losses and config.refresh_head:
@@ -204,7 +205,7 @@ class AdaptationSimulator:
         if selection.is_empty or steps == 0:
             return losses, accuracies
         opt = self.optimizer
-        lr = float(opt["learning_rate"] if config.learning_rate is None else config.learning_rate)
+        lr = float(opt[C.LEARNING_RATE] if config.learning_rate is None else config.learning_rate)
         order = [(name, p) for name in self.candidates for p in range(2)]
         masks, slots = {}, {}
         for name, p in order:
@@ -229,14 +230,14 @@ class AdaptationSimulator:
                     continue
                 var, sel, (m, v) = self._params[name][p], masks[(name, p)], slots[(name, p)]
                 g, w = grad.numpy(), var.numpy()
-                if opt["name"] == "adam":
-                    b1, b2, eps = float(opt["beta1"]), float(opt["beta2"]), float(opt["epsilon"])
+                if opt[C.F_NAME] == "adam":
+                    b1, b2, eps = float(opt[C.F_BETA1]), float(opt[C.F_BETA2]), float(opt[C.F_EPSILON])
                     m_new = b1 * m + (1 - b1) * g
                     v_new = b2 * v + (1 - b2) * g * g
                     w_new = w - lr * (m_new / (1 - b1 ** t)) / (np.sqrt(v_new / (1 - b2 ** t)) + eps)
                     slots[(name, p)] = [np.where(sel, m_new, m), np.where(sel, v_new, v)]
                 else:
-                    m_new = float(opt["momentum"]) * m + g
+                    m_new = float(opt[C.F_MOMENTUM]) * m + g
                     w_new = w - lr * m_new
                     slots[(name, p)] = [np.where(sel, m_new, m), v]
                 var.assign(np.where(sel, w_new, w).astype(np.float32))

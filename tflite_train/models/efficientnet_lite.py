@@ -137,32 +137,70 @@ def build_efficientnet_lite0(input_size: int | tuple[int, int] = 224, *, include
         raise ValueError(f"input_size must be an int or (H, W) of ints >= 32; got {input_size!r}")
     inputs = keras.Input(shape=(hw[0], hw[1], 3), name="image")
     x = keras.layers.Rescaling(INPUT_SCALE, offset=INPUT_OFFSET, name="input_normalization")(inputs)
-
-    def conv_bn(x, name: str, filters: int | None, kernel: int, stride: int, relu6: bool):
-        if filters is None:
-            x = keras.layers.DepthwiseConv2D(kernel, strides=stride, padding="same", use_bias=False, name=name)(x)
-        else:
-            x = keras.layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False, name=name)(x)
-        x = keras.layers.BatchNormalization(epsilon=BN_EPSILON, momentum=BN_MOMENTUM, name=f"{name}_bn")(x)
-        if relu6:
-            x = keras.layers.ReLU(max_value=6.0, name=f"{name}_relu6")(x)
-        return x
-
-    x = conv_bn(x, "stem", STEM_CHANNELS, 3, 2, True)
-    for block in _blocks(LITE0_STAGES):
-        b = f"b{block.index:02d}"
-        block_input = x
-        if block.expand != 1:
-            x = conv_bn(x, f"{b}_expand", block.in_channels * block.expand, 1, 1, True)
-        x = conv_bn(x, f"{b}_depthwise", None, block.kernel, block.stride, True)
-        x = conv_bn(x, f"{b}_project", block.out_channels, 1, 1, False)
-        if block.residual:
-            x = keras.layers.Add(name=f"{b}_add")([block_input, x])
-    x = conv_bn(x, "final", HEAD_CHANNELS, 1, 1, True)
-    x = keras.layers.GlobalAveragePooling2D(name="embedding")(x)
+    x = _conv_bn(x, "stem", STEM_CHANNELS, 3, 2, True)
+    x = _upper(x, 0)
     if include_top:
         x = keras.layers.Dense(NUM_CLASSES, name="logits")(x)
     return keras.Model(inputs, x, name="efficientnet_lite0" if include_top else "efficientnet_lite0_features")
+
+
+def _conv_bn(x, name: str, filters: int | None, kernel: int, stride: int, relu6: bool):
+    if filters is None:
+        x = keras.layers.DepthwiseConv2D(kernel, strides=stride, padding="same", use_bias=False, name=name)(x)
+    else:
+        x = keras.layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False, name=name)(x)
+    x = keras.layers.BatchNormalization(epsilon=BN_EPSILON, momentum=BN_MOMENTUM, name=f"{name}_bn")(x)
+    if relu6:
+        x = keras.layers.ReLU(max_value=6.0, name=f"{name}_relu6")(x)
+    return x
+
+
+def _upper(x, first_block: int):
+    """Blocks ``first_block``..15, the head conv and the pooled ``embedding``, applied to ``x``."""
+    for block in _blocks(LITE0_STAGES)[first_block:]:
+        b = f"b{block.index:02d}"
+        block_input = x
+        if block.expand != 1:
+            x = _conv_bn(x, f"{b}_expand", block.in_channels * block.expand, 1, 1, True)
+        x = _conv_bn(x, f"{b}_depthwise", None, block.kernel, block.stride, True)
+        x = _conv_bn(x, f"{b}_project", block.out_channels, 1, 1, False)
+        if block.residual:
+            x = keras.layers.Add(name=f"{b}_add")([block_input, x])
+    x = _conv_bn(x, "final", HEAD_CHANNELS, 1, 1, True)
+    return keras.layers.GlobalAveragePooling2D(name="embedding")(x)
+
+
+NUM_BLOCKS = len(_blocks(LITE0_STAGES))
+
+
+def block_output_layer(index: int) -> str:
+    """Name of the layer whose output is block ``index``'s output (``bNN_add`` or ``bNN_project_bn``)."""
+    if not 0 <= index < NUM_BLOCKS:
+        raise ValueError(f"block index must lie in 0..{NUM_BLOCKS - 1}; got {index!r}")
+    block = _blocks(LITE0_STAGES)[index]
+    return f"b{index:02d}_add" if block.residual else f"b{index:02d}_project_bn"
+
+
+def split_lite0(model: keras.Model, first_block: int) -> tuple[keras.Model, keras.Model]:
+    """(prefix, upper): ``prefix`` maps the image to the input of block ``first_block`` (shares
+    ``model``'s layers); ``upper`` is a new model with the same layer names (blocks ``first_block``..15,
+    head conv, ``embedding``) and copies of ``model``'s weights, so that upper(prefix(x)) = model(x).
+
+    Raises:
+      ValueError: ``first_block`` outside 1..15, or ``model`` is not a headless Lite0.
+    """
+    if not 1 <= first_block < NUM_BLOCKS:
+        raise ValueError(f"first_block must lie in 1..{NUM_BLOCKS - 1}; got {first_block!r}")
+    if model.output.shape[-1] != HEAD_CHANNELS:
+        raise ValueError("split_lite0 needs the headless Lite0 (include_top=False)")
+    prefix = keras.Model(model.input, model.get_layer(block_output_layer(first_block - 1)).output,
+                         name=f"lite0_prefix_b{first_block:02d}")
+    features = keras.Input(shape=tuple(prefix.output.shape[1:]), name="features")
+    upper = keras.Model(features, _upper(features, first_block), name=f"lite0_upper_b{first_block:02d}")
+    for layer in upper.layers:
+        if layer.weights:
+            layer.set_weights(model.get_layer(layer.name).get_weights())
+    return prefix, upper
 
 
 _BN_INDEX = {"expand": 0, "depthwise": 1, "project": 2}

@@ -10,6 +10,7 @@ from tflite_train.runtime.metadata import (
 )
 
 # The on-device trainer (issue 4): adaptation, checkpoints, image folders, byte sizes.
+from tflite_train.runtime.atomic_file import remove_stale_temps, temp_files, write_atomic
 from tflite_train.runtime.byte_size import parse_byte_size
 from tflite_train.runtime.checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
@@ -18,20 +19,14 @@ from tflite_train.runtime.checkpoint import (
     load_checkpoint,
     restore_checkpoint,
     save_checkpoint,
-    write_atomic,
 )
 from tflite_train.runtime.errors import ImageError, ImageFolderError, OutputError, UserError
-from tflite_train.runtime.images import (
-    ImageFolder,
-    ImageLimits,
-    decode_image,
-    load_image_folder,
-    load_images,
-    read_image,
-    scan_image_folder,
-    to_model_input,
-)
+from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model
+from tflite_train.runtime.image_folder import ImageFolder, load_image_folder, scan_image_folder
+from tflite_train.runtime.images import ImageLimits, decode_image, read_image
+from tflite_train.runtime.model_input import load_images, to_model_input
 from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.output_lock import OutputLockedError, output_lock
 from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.plots import plot_adaptation
 from tflite_train.runtime.progress import Progress, no_progress, terminal_progress
@@ -60,12 +55,14 @@ __all__ = [
     "CHECKPOINT_FORMAT_VERSION",
     "Checkpoint",
     "CheckpointError",
+    "FlatbufferError",
     "ImageError",
     "ImageFolder",
     "ImageFolderError",
     "ImageLimits",
     "OperatorCode",
     "OutputError",
+    "OutputLockedError",
     "PhaseTimer",
     "Progress",
     "RUNTIMES",
@@ -90,6 +87,7 @@ __all__ = [
     "load_images",
     "load_interpreter_class",
     "no_progress",
+    "output_lock",
     "parse_byte_size",
     "plot_adaptation",
     "predict",
@@ -101,11 +99,14 @@ __all__ = [
     "read_operator_codes",
     "resolve_runtime",
     "read_signature_defs",
+    "remove_stale_temps",
     "restore_checkpoint",
     "save_checkpoint",
     "scan_image_folder",
     "support_fisher",
+    "temp_files",
     "terminal_progress",
     "to_model_input",
+    "verify_model",
     "write_atomic",
 ]

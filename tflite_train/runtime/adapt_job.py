@@ -1,15 +1,17 @@
-"""The file-level edge of adaptation (used by the CLI): image folders in, checkpoint + JSON out.
+"""The file-level edge of adaptation (used by the CLI): image folders in, one checkpoint file out.
 
 ``run_adaptation`` checks everything before it trains or writes: the config, the output paths
-(``output_path.check_output_file``: not a directory, folder writable, enough free space), the model,
-the images. Then it adapts, writes the checkpoint atomically, then ``<out>.config.json`` (the
-resolved config and inputs) and ``<out>.report.json`` (selection, cost vs budget, per-phase seconds,
-losses, support/query accuracy). A failure leaves any earlier files at those paths untouched.
+(``output_path.check_output_file``: not a directory, folder writable, enough free space), then takes
+the output's lock (``output_lock.output_lock``: a second run into the same output stops there, with
+nothing written), then the model and the images. It adapts and writes ONE file atomically: the
+checkpoint, holding the resolved config (inputs, flags) and the report (selection, cost vs budget,
+per-phase seconds, losses, support/query accuracy) of the run (``checkpoint`` module docstring). A
+failure or a kill at any moment leaves any earlier file at ``out`` untouched and complete;
+``run_record`` reads the config and report back (``tflite-train show``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -21,11 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from tflite_train.runtime.checkpoint import load_checkpoint, restore_checkpoint, save_checkpoint, write_atomic
+from tflite_train import contract as C
+from tflite_train.runtime.checkpoint import load_checkpoint, restore_checkpoint, save_checkpoint
 from tflite_train.runtime.errors import ImageFolderError, UserError
-from tflite_train.runtime.images import load_images, scan_image_folder
+from tflite_train.runtime.image_folder import scan_image_folder
+from tflite_train.runtime.model_input import load_images
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.output_lock import output_lock
 from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.progress import Progress, no_progress
 from tflite_train.runtime.runtimes import resolve_runtime
@@ -41,15 +46,9 @@ from tflite_train.runtime.trainer import (
 )
 from tflite_train.sparse.cost_model import layer_cost
 
-SIDECAR_RESERVE_BYTES = 2**20  # the two JSON files, generously
+DOCUMENT_RESERVE_BYTES = 2**20  # the config and report stored in the checkpoint, generously
 UNBUDGETED_POLICIES = ("none", "last_layer", "full_train")
 LOG = logging.getLogger(__name__)
-
-
-def sidecar_paths(out: str | os.PathLike) -> tuple[pathlib.Path, pathlib.Path]:
-    """(``<out>.config.json``, ``<out>.report.json``)."""
-    out = pathlib.Path(out)
-    return out.with_name(out.name + ".config.json"), out.with_name(out.name + ".report.json")
 
 
 def load_model(model_path: str | os.PathLike, runtime: str | None = None) -> TrainableModel:
@@ -96,7 +95,7 @@ def _check_distinct(outputs: Sequence[pathlib.Path], inputs: Sequence[pathlib.Pa
 
 
 def _value_range(model: TrainableModel) -> tuple[float, float]:
-    low, high = model.metadata["input"].get("range", [0.0, 1.0])
+    low, high = model.metadata[C.F_INPUT].get(C.F_RANGE, [0.0, 1.0])
     return float(low), float(high)
 
 
@@ -147,8 +146,8 @@ def run_adaptation(
 
     Args:
       model_path: The exported ``.tflite``.
-      support_dir, query_dir: ``DIR/<class>/<image>`` folders (``images.scan_image_folder``).
-      out: The checkpoint path (its JSON sidecars go beside it).
+      support_dir, query_dir: ``DIR/<class>/<image>`` folders (``image_folder.scan_image_folder``).
+      out: The checkpoint path (the config and report are stored in it; ``<out>.lock`` exists while it runs).
       config: The adaptation config.
       include_optimizer: Store the optimizer slots too.
       runtime: A ``runtimes.RUNTIMES`` name, or None for the first installed.
@@ -158,7 +157,8 @@ def run_adaptation(
 
     Raises:
       UserError (a ValueError) or OSError: one-line reasons; nothing is written before the checkpoint
-        is complete, and the files at ``out`` and its sidecars are either the old or the new ones.
+        is complete, and the file at ``out`` is either the old or the new one.
+      output_lock.OutputLockedError: another process is writing ``out`` (raised before any work).
     """
     started = time.perf_counter()
     out = pathlib.Path(out)
@@ -166,64 +166,85 @@ def run_adaptation(
     if budgeted and config.policy in UNBUDGETED_POLICIES:
         LOG.warning("policy %s ignores the memory and compute budgets (the summary shows its cost against them)",
                     config.policy)
-    outputs = (out, *sidecar_paths(out), *(pathlib.Path(p) for p in extra_outputs))
+    outputs = (out, *(pathlib.Path(p) for p in extra_outputs))
     _check_distinct(outputs, inputs=(pathlib.Path(model_path),))
     for path in outputs:
         check_output_file(path, what="output")
-    model = load_model(model_path, runtime)
-    outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
-    if outside:
-        raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "
-                        f"candidates: {', '.join(model.candidates)}")
-    reserve = checkpoint_bound_bytes(model, include_optimizer) + SIDECAR_RESERVE_BYTES
-    check_output_file(out, reserve_bytes=reserve, what="checkpoint")
-    load_seconds = time.perf_counter() - started
-    images, labels, names = _read_folder(support_dir, model, progress)
-    if len(names) < 2:
-        raise ImageFolderError(f"support folder {printable(str(support_dir))} has {len(names)} class folder "
-                               f"({printable(names[0])}); adaptation needs at least 2 classes")
-    check_labelled_set(model, images, labels)
-    if config.batch_size > images.shape[0]:
-        raise UserError(f"batch size {config.batch_size} exceeds the {images.shape[0]} support images")
-    steps = config.num_steps(images.shape[0])
-    if max_steps is not None and steps > max_steps:
-        raise UserError(f"{steps} optimizer steps ({config.epochs} epochs x {images.shape[0]} images / batch "
-                        f"{config.batch_size}) exceed the limit of {max_steps}")
-    query = None
-    if query_dir is not None:
-        q_images, q_labels, q_names = _read_folder(query_dir, model, progress)
-        index = {name: i for i, name in enumerate(names)}
-        unknown = sorted(set(q_names) - set(index))
-        if unknown:
-            raise ImageFolderError(f"query classes {', '.join(printable(n) for n in unknown)} are not support classes")
-        query = (q_images, np.asarray([index[q_names[k]] for k in q_labels], np.int32))
-        check_labelled_set(model, *query, name="query", min_classes=1, all_classes=False)
-    read_seconds = time.perf_counter() - started - load_seconds
-    before = prototype_accuracy(model, images, labels, config.chunk_size)
-    result = adapt(model, images, labels, config, progress=progress)
-    report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
-              "shots": np.bincount(labels, minlength=len(names)).tolist(),
-              "support_size": int(images.shape[0]), **result.to_dict(),
-              "support_accuracy_before": before, "support_accuracy_after": support_accuracy(model, images, labels),
-              "policy": config.policy, "batch_size": config.batch_size, "checkpoint": str(out), "runtime": model.runtime,
-              "layer_costs": layer_costs(model)}
-    report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"]}
-    if query is not None:
-        start = time.perf_counter()
-        report["query_accuracy"] = evaluate(model, *query)
-        report["seconds"]["eval"] = time.perf_counter() - start
-        report["query_size"] = int(query[0].shape[0])
-    report["checkpoint_bytes"] = save_checkpoint(out, model, result.selection, include_optimizer=include_optimizer,
-                                                 class_names=names)
-    report["total_seconds"] = time.perf_counter() - started
-    config_path, report_path = sidecar_paths(out)
-    resolved = {"model": str(model_path), "support": str(support_dir),
-                "query": None if query_dir is None else str(query_dir), "out": str(out),
-                "include_optimizer": include_optimizer, "adapt": config.to_dict(),
-                "model_id": model.metadata["model_id"], "runtime": model.runtime}
-    write_atomic(config_path, (json.dumps(resolved, indent=2, sort_keys=True) + "\n").encode())
-    write_atomic(report_path, (json.dumps(report, indent=2, sort_keys=True) + "\n").encode())
-    return report
+    with output_lock(out):  # before any work: a second run into the same output stops here
+        model = load_model(model_path, runtime)
+        outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
+        if outside:
+            raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "
+                            f"candidates: {', '.join(model.candidates)}")
+        reserve = checkpoint_bound_bytes(model, include_optimizer) + DOCUMENT_RESERVE_BYTES
+        check_output_file(out, reserve_bytes=reserve, what="checkpoint")
+        load_seconds = time.perf_counter() - started
+        images, labels, names = _read_folder(support_dir, model, progress)
+        if len(names) < 2:
+            raise ImageFolderError(f"support folder {printable(str(support_dir))} has {len(names)} class folder "
+                                   f"({printable(names[0])}); adaptation needs at least 2 classes")
+        check_labelled_set(model, images, labels)
+        if config.batch_size > images.shape[0]:
+            raise UserError(f"batch size {config.batch_size} exceeds the {images.shape[0]} support images")
+        steps = config.num_steps(images.shape[0])
+        if max_steps is not None and steps > max_steps:
+            raise UserError(f"{steps} optimizer steps ({config.epochs} epochs x {images.shape[0]} images / batch "
+                            f"{config.batch_size}) exceed the limit of {max_steps}")
+        query = None
+        if query_dir is not None:
+            q_images, q_labels, q_names = _read_folder(query_dir, model, progress)
+            index = {name: i for i, name in enumerate(names)}
+            unknown = sorted(set(q_names) - set(index))
+            if unknown:
+                raise ImageFolderError(f"query classes {', '.join(printable(n) for n in unknown)} are not support classes")
+            query = (q_images, np.asarray([index[q_names[k]] for k in q_labels], np.int32))
+            check_labelled_set(model, *query, name="query", min_classes=1, all_classes=False)
+        read_seconds = time.perf_counter() - started - load_seconds
+        before = prototype_accuracy(model, images, labels, config.chunk_size)
+        result = adapt(model, images, labels, config, progress=progress)
+        report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
+                  "shots": np.bincount(labels, minlength=len(names)).tolist(),
+                  "support_size": int(images.shape[0]), **result.to_dict(),
+                  "support_accuracy_before": before, "support_accuracy_after": support_accuracy(model, images, labels),
+                  "policy": config.policy, "batch_size": config.batch_size, "checkpoint": str(out), "runtime": model.runtime,
+                  "layer_costs": layer_costs(model)}
+        report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"]}
+        if query is not None:
+            start = time.perf_counter()
+            report["query_accuracy"] = evaluate(model, *query)
+            report["seconds"]["eval"] = time.perf_counter() - start
+            report["query_size"] = int(query[0].shape[0])
+        resolved = {"model": str(model_path), "support": str(support_dir),
+                    "query": None if query_dir is None else str(query_dir), "out": str(out),
+                    C.CK_INCLUDE_OPTIMIZER: include_optimizer, "adapt": config.to_dict(),
+                    C.F_MODEL_ID: model.metadata[C.F_MODEL_ID], "runtime": model.runtime}
+        report["total_seconds"] = time.perf_counter() - started
+        # one file, one rename: the checkpoint, its config and its report are replaced together
+        report["checkpoint_bytes"] = save_checkpoint(out, model, result.selection, include_optimizer=include_optimizer,
+                                                     class_names=names, config=resolved, report=report)
+        return report
+
+
+def run_record(checkpoint_path: str | os.PathLike) -> dict[str, Any]:
+    """The config and report a checkpoint holds: ``{"config": ..., "report": ...}`` (``tflite-train show``).
+
+    The report gets ``checkpoint`` (this path) and ``checkpoint_bytes`` (the file's size) as ``adapt``
+    printed them; losses stored as null (non-finite) read back as NaN.
+
+    Raises:
+      UserError: the file is not a regular file, or holds no report (e.g. written by the Java core).
+      CheckpointError: the file is not a valid checkpoint.
+    """
+    _require_regular_file(checkpoint_path, "checkpoint")
+    checkpoint = load_checkpoint(checkpoint_path)
+    if checkpoint.report is None:
+        raise UserError(f"checkpoint {printable(os.fspath(checkpoint_path))} holds no run report "
+                        "(not written by tflite-train adapt)")
+    report = dict(checkpoint.report)
+    report["losses"] = [math.nan if v is None else v for v in report.get("losses", [])]
+    report["checkpoint"] = os.fspath(checkpoint_path)
+    report["checkpoint_bytes"] = os.stat(checkpoint_path).st_size
+    return {"config": dict(checkpoint.config or {}), "report": report}
 
 
 def run_prediction(

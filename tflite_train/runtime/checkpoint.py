@@ -7,7 +7,9 @@ File layout (little-endian; no pickle):
     hlen     u32      length of the header
     header   hlen     UTF-8 JSON: format, format_version, model_id, selection (Selection.to_dict()),
                       include_optimizer, class_names, arrays: [{name, dtype, shape, offset, nbytes}],
-                      payload_bytes
+                      payload_bytes; optionally config and report (contract.CHECKPOINT_CONFIG,
+                      CHECKPOINT_REPORT): the resolved config and the report of the run that wrote
+                      it, JSON objects (non-finite numbers stored as null)
     payload           the arrays' C-order bytes, at their offsets
     digest   32 bytes sha256 of everything above
 
@@ -18,7 +20,10 @@ and ``learning_rate``. Restoring = ``reset_state`` (the exported state) + writin
 selection mask, so a checkpoint is only valid for the model whose metadata ``model_id`` it names.
 
 Saving writes a temporary file in the target's directory, fsyncs it, ``os.replace``s it over the
-target and fsyncs the directory: a crash at any point leaves either the old or the new file.
+target and fsyncs the directory (``atomic_file.write_atomic``): a crash at any point leaves either
+the old or the new file. The config and report travel inside the file, under its digest, so a
+checkpoint and the record of how it was made are one unit: they cannot be separated or mixed by a
+kill or by two writers (``tflite-train show`` prints them).
 """
 
 from __future__ import annotations
@@ -26,22 +31,24 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import pathlib
 import struct
-import tempfile
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
 from tflite_train import contract as C
+from tflite_train.runtime.atomic_file import write_atomic
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse.selection import Selection
 
-CHECKPOINT_MAGIC = b"TFLTCKPT"
-CHECKPOINT_FORMAT = "tflite-train-checkpoint"
-CHECKPOINT_FORMAT_VERSION = 1
+CHECKPOINT_MAGIC = C.CHECKPOINT_MAGIC.encode("ascii")
+CHECKPOINT_FORMAT = C.CHECKPOINT_FORMAT
+CHECKPOINT_FORMAT_VERSION = C.CHECKPOINT_FORMAT_VERSION
 _PREFIX = struct.Struct("<8sII")
 _DIGEST_BYTES = 32
 ALLOWED_DTYPES = ("float32", "int32")
@@ -60,6 +67,8 @@ class Checkpoint:
     include_optimizer: bool
     arrays: Mapping[str, np.ndarray]
     class_names: tuple[str, ...] = ()
+    config: Mapping[str, Any] | None = None
+    report: Mapping[str, Any] | None = None
 
 
 def _channel_axis(model: TrainableModel, layer: str, key: str, value: np.ndarray) -> int:
@@ -96,25 +105,46 @@ def checkpoint_arrays(model: TrainableModel, selection: Selection, include_optim
     return {name: np.array(value, order="C") for name, value in arrays.items()}
 
 
+def _json_document(value: Any, name: str) -> Any:
+    """``value`` as strict JSON data (what Java's parser accepts): non-finite floats become None."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_document(v, name) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_document(v, name) for v in value]
+    if isinstance(value, (np.generic, np.ndarray)):
+        return _json_document(value.tolist(), name)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"checkpoint {name} holds a {type(value).__name__}, which JSON cannot store")
+
+
 def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, np.ndarray],
-                      include_optimizer: bool = False, class_names: tuple[str, ...] = ()) -> bytes:
-    """The checkpoint file's bytes (layout in the module docstring)."""
+                      include_optimizer: bool = False, class_names: tuple[str, ...] = (), *,
+                      config: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None) -> bytes:
+    """The checkpoint file's bytes (layout in the module docstring); ``config``/``report`` are stored if given."""
     entries, payload, offset = [], [], 0
     for name in sorted(arrays):
         value = np.array(arrays[name], order="C")
         if value.dtype.name not in ALLOWED_DTYPES:
             raise ValueError(f"array {name!r} has dtype {value.dtype}; allowed: {ALLOWED_DTYPES}")
         data = value.astype(value.dtype.newbyteorder("<")).tobytes()
-        entries.append({"name": name, "dtype": value.dtype.name, "shape": list(value.shape), "offset": offset,
-                        "nbytes": len(data)})
+        entries.append({C.CK_NAME: name, C.CK_DTYPE: value.dtype.name, C.CK_SHAPE: list(value.shape),
+                        C.CK_OFFSET: offset, C.CK_NBYTES: len(data)})
         payload.append(data)
         offset += len(data)
-    header = json.dumps({
-        "format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION, "model_id": model_id,
-        "selection": selection.to_dict(), "include_optimizer": include_optimizer, "arrays": entries,
-        "class_names": [str(n) for n in class_names],
-        "payload_bytes": offset,
-    }, sort_keys=True).encode()
+    fields = {
+        C.F_FORMAT: CHECKPOINT_FORMAT, C.F_FORMAT_VERSION: CHECKPOINT_FORMAT_VERSION, C.F_MODEL_ID: model_id,
+        C.CK_SELECTION: selection.to_dict(), C.CK_INCLUDE_OPTIMIZER: include_optimizer, C.CK_ARRAYS: entries,
+        C.CK_CLASS_NAMES: [str(n) for n in class_names],
+        C.CK_PAYLOAD_BYTES: offset,
+    }
+    fields = json.loads(json.dumps(fields, sort_keys=True))  # the fixed fields with sorted keys, at every level
+    for key, document in ((C.CHECKPOINT_CONFIG, config), (C.CHECKPOINT_REPORT, report)):
+        if document is not None:  # in its own key order (e.g. layers in forward order)
+            fields[key] = _json_document(dict(document), key)
+    header = json.dumps(dict(sorted(fields.items())), allow_nan=False).encode()
     body = _PREFIX.pack(CHECKPOINT_MAGIC, CHECKPOINT_FORMAT_VERSION, len(header)) + header + b"".join(payload)
     return body + hashlib.sha256(body).digest()
 
@@ -137,76 +167,50 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
         raise CheckpointError(f"{source}: checkpoint is corrupt or truncated (sha256 mismatch)")
     try:
         header = json.loads(body[_PREFIX.size:_PREFIX.size + header_len].decode())
-        if header["format"] != CHECKPOINT_FORMAT or header["format_version"] != CHECKPOINT_FORMAT_VERSION:
-            raise CheckpointError(f"{source}: header format {header['format']!r} v{header['format_version']!r}")
+        if header[C.F_FORMAT] != CHECKPOINT_FORMAT or header[C.F_FORMAT_VERSION] != CHECKPOINT_FORMAT_VERSION:
+            raise CheckpointError(f"{source}: header {C.F_FORMAT} {header[C.F_FORMAT]!r} v{header[C.F_FORMAT_VERSION]!r}")
         payload = body[_PREFIX.size + header_len:]
-        if len(payload) != header["payload_bytes"]:
-            raise CheckpointError(f"{source}: payload has {len(payload)} bytes, header says {header['payload_bytes']}")
+        if len(payload) != header[C.CK_PAYLOAD_BYTES]:
+            raise CheckpointError(f"{source}: payload has {len(payload)} bytes, header says {header[C.CK_PAYLOAD_BYTES]}")
         arrays = {}
-        for entry in header["arrays"]:
-            if entry["dtype"] not in ALLOWED_DTYPES:
-                raise CheckpointError(f"{source}: array {entry['name']!r} has dtype {entry['dtype']!r}")
-            chunk = payload[entry["offset"]:entry["offset"] + entry["nbytes"]]
-            dtype = np.dtype(entry["dtype"]).newbyteorder("<")
-            arrays[entry["name"]] = np.frombuffer(chunk, dtype).reshape(entry["shape"]).astype(entry["dtype"])
-        selection = Selection.from_dict(header["selection"])
-        return Checkpoint(str(header["model_id"]), selection, bool(header["include_optimizer"]), arrays,
-                          tuple(str(n) for n in header["class_names"]))
+        for entry in header[C.CK_ARRAYS]:
+            if entry[C.CK_DTYPE] not in ALLOWED_DTYPES:
+                raise CheckpointError(f"{source}: array {entry[C.CK_NAME]!r} has dtype {entry[C.CK_DTYPE]!r}")
+            chunk = payload[entry[C.CK_OFFSET]:entry[C.CK_OFFSET] + entry[C.CK_NBYTES]]
+            dtype = np.dtype(entry[C.CK_DTYPE]).newbyteorder("<")
+            arrays[entry[C.CK_NAME]] = np.frombuffer(chunk, dtype).reshape(entry[C.CK_SHAPE]).astype(entry[C.CK_DTYPE])
+        selection = Selection.from_dict(header[C.CK_SELECTION])
+        documents = {key: header.get(key) for key in (C.CHECKPOINT_CONFIG, C.CHECKPOINT_REPORT)}
+        for key, document in documents.items():
+            if document is not None and not isinstance(document, dict):
+                raise CheckpointError(f"{source}: header {key!r} is a {type(document).__name__}, not an object")
+        return Checkpoint(str(header[C.F_MODEL_ID]), selection, bool(header[C.CK_INCLUDE_OPTIMIZER]), arrays,
+                          tuple(str(n) for n in header[C.CK_CLASS_NAMES]), config=documents[C.CHECKPOINT_CONFIG],
+                          report=documents[C.CHECKPOINT_REPORT])
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError, UnicodeDecodeError, RecursionError) as err:
         raise CheckpointError(f"{source}: malformed checkpoint header ({type(err).__name__}: {str(err)[:200]})") from err
 
 
-def write_atomic(path: str | os.PathLike, data: bytes, *, chunk_size: int = 1 << 16,
-                 on_chunk: Callable[[int, int], None] | None = None) -> None:
-    """Writes ``data`` to ``path`` atomically: temp file in the same dir, fsync, ``os.replace``, fsync dir.
-
-    ``on_chunk(bytes_written, total)`` is called after each chunk of ``chunk_size`` bytes (progress;
-    tests use it to kill the writer mid-way). The temp file is removed if writing fails.
-    """
-    path = pathlib.Path(path)
-    directory = path.parent if str(path.parent) else pathlib.Path(".")
-    if not directory.is_dir():
-        raise ValueError(f"checkpoint directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 -> the usual mode of a new file
-        with os.fdopen(fd, "wb") as f:
-            for start in range(0, len(data), chunk_size):
-                f.write(data[start:start + chunk_size])
-                if on_chunk is not None:
-                    f.flush()
-                    on_chunk(min(start + chunk_size, len(data)), len(data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def save_checkpoint(path: str | os.PathLike, model: TrainableModel, selection: Selection, *,
-                    include_optimizer: bool = False, class_names: tuple[str, ...] = (), chunk_size: int = 1 << 16,
-                    on_chunk: Callable[[int, int], None] | None = None) -> int:
+                    include_optimizer: bool = False, class_names: tuple[str, ...] = (),
+                    config: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None,
+                    chunk_size: int = 1 << 16, on_chunk: Callable[[int, int], None] | None = None) -> int:
     """Saves ``model``'s adapted state under ``selection`` to ``path`` atomically; returns the file size.
 
-    ``class_names`` (optional, one per head class) are stored for ``predict``.
+    ``class_names`` (optional, one per head class) are stored for ``predict``; ``config`` and
+    ``report`` (optional JSON objects) are stored in the same file, so they are replaced with it.
+    Two processes saving to one path: hold ``output_lock.output_lock(path)`` around the whole run.
     """
     if not isinstance(selection, Selection):
         raise TypeError(f"selection must be a Selection; got {type(selection).__name__}")
     selection = selection.ordered(layer_table(model.metadata))
     arrays = checkpoint_arrays(model, selection, include_optimizer)
     if class_names and len(class_names) != int(arrays[C.NUM_CLASSES]):
-        raise ValueError(f"class_names must name {int(arrays['num_classes'])} classes; got {len(class_names)}")
-    data = encode_checkpoint(str(model.metadata[C.F_MODEL_ID]), selection, arrays, include_optimizer, tuple(class_names))
+        raise ValueError(f"class_names must name {int(arrays[C.NUM_CLASSES])} classes; got {len(class_names)}")
+    data = encode_checkpoint(str(model.metadata[C.F_MODEL_ID]), selection, arrays, include_optimizer, tuple(class_names),
+                             config=config, report=report)
     write_atomic(path, data, chunk_size=chunk_size, on_chunk=on_chunk)
     return len(data)
 

@@ -1,4 +1,4 @@
-"""The golden file that pins the Java ``ImagePreprocessor`` to ``images.to_model_input``.
+"""The golden file that pins the Java ``ImagePreprocessor`` to ``model_input.to_model_input``.
 
 The committed PNGs in ``android_demo/core/src/test/resources/image/`` (made once by
 ``make_parity_images`` from a Tux Paint stamp: RGBA with real transparency, its RGB, palette and
@@ -16,7 +16,8 @@ import json
 import pathlib
 import sys
 
-from tflite_train.runtime.images import decode_image, to_model_input
+from tflite_train.runtime.images import decode_image
+from tflite_train.runtime.model_input import to_model_input
 
 GOLDEN_NAME = "image_golden.json"
 STAMP = pathlib.Path("/usr/share/tuxpaint/stamps/animals/insects/cartoon/ladybug.png")  # Debian tuxpaint-stamps-default

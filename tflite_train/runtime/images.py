@@ -21,22 +21,8 @@ Decoding (``decode_image``), in this order:
    (v >> 8); float pixels (mode F) and 32-bit integers outside 0..65535 are refused. Embedded ICC
    colour profiles are not applied: pixel values are taken as stored (as sRGB).
 
-Preprocessing to the model input (``to_model_input``; the Java ``ImagePreprocessor`` implements the
-same algorithm, pinned by a golden file: see ``tests/runtime/test_image_parity.py``). With the source
-W x H in 0..255 units (uint8 as is, float [0, 1] times 255), the model's w x h x c and its input range
-[low, high]:
-
-* alpha is composited on white, per source pixel: c' = c * a / 255 + (255 - a);
-* centre crop to the model's aspect ratio (a window of fractional size): with r = w / h, if W / H > r
-  the window is (H r) x H, else W x (W / r), at x0 = (W - cropW) / 2, y0 = (H - cropH) / 2;
-* bilinear sampling with pixel centres aligned: x_src = x0 + (x + 0.5) cropW / w - 0.5 (same in y),
-  clamped to [0, W - 1]; x_lo = floor(x_src), x_hi = min(x_lo + 1, W - 1), f = x_src - x_lo;
-  v = (1 - f_y) ((1 - f_x) p(x_lo, y_lo) + f_x p(x_hi, y_lo)) + f_y ((1 - f_x) p(x_lo, y_hi) + f_x p(x_hi, y_hi))
-  (no antialiasing: each output pixel reads 4 source pixels, so a large photo costs the same as a small one);
-* grey sources are repeated to RGB; c = 3: v_out = low + (high - low) / 255 * v;
-  c = 1: v_out = low + (high - low) / 255 * (0.299 R + 0.587 G + 0.114 B) (ITU-R BT.601 luma).
-
-All of it runs in float64 and is cast to float32 at the end (as the Java code, in double).
+The model input is made by ``tflite_train.runtime.model_input``; class folders are listed by
+``tflite_train.runtime.image_folder``.
 """
 
 from __future__ import annotations
@@ -49,11 +35,10 @@ import pathlib
 import stat
 import struct
 import warnings
-from collections.abc import Sequence
 
 import numpy as np
 
-from tflite_train.runtime.errors import ImageError, ImageFolderError
+from tflite_train.runtime.errors import ImageError
 from tflite_train.runtime.text import printable
 
 LOG = logging.getLogger(__name__)
@@ -69,7 +54,6 @@ MAX_FILE_BYTES = 64 * 2**20
 """Largest accepted image file (64 MiB)."""
 MAX_SET_BYTES = 2**30
 """Largest float32 array of preprocessed images read at once (1 GiB: 21,845 images at 64 x 64 x 3)."""
-LUMA = (0.299, 0.587, 0.114)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,219 +250,3 @@ def read_image(path: str | os.PathLike, limits: ImageLimits = DEFAULT_LIMITS) ->
     """Reads one image as float32 [H, W, C] in [0, 1] (``decode_image`` / 255 for uint8 files)."""
     array = decode_image(path, limits)
     return array.astype(np.float32) / np.float32(255.0) if array.dtype == np.uint8 else array
-
-
-def to_model_input(image: np.ndarray, shape: Sequence[int], value_range: Sequence[float] = (0.0, 1.0)) -> np.ndarray:
-    """An image -> the model's float32 [h, w, c] input (module docstring: alpha on white, centre crop,
-    bilinear, luma for c = 1, mapped to ``value_range``).
-
-    Args:
-      image: uint8 [H, W(, C)] (0..255) or float [H, W(, C)] in [0, 1]; C = 1 grey, 2 grey + alpha,
-        3 RGB, 4 RGBA.
-      shape: The model input (h, w, c), c in (1, 3).
-      value_range: (low, high) of the model input (metadata ``input.range``).
-    """
-    h, w, c = (int(s) for s in shape)
-    if c not in (1, 3) or h < 1 or w < 1:
-        raise ValueError(f"model input must be [h, w, 1|3]; got {tuple(shape)}")
-    image = np.asarray(image)
-    if image.ndim == 2:
-        image = image[..., None]
-    if image.ndim != 3 or image.shape[2] not in (1, 2, 3, 4) or 0 in image.shape:
-        raise ValueError(f"image must be [H, W] or [H, W, C<=4]; got {image.shape}")
-    height, width = image.shape[:2]
-    aspect = w / h
-    crop_w, crop_h = float(width), float(height)
-    if width / height > aspect:
-        crop_w = height * aspect
-    else:
-        crop_h = width / aspect
-    x0, y0 = (width - crop_w) / 2, (height - crop_h) / 2
-    ylo, yhi, fy = _taps(y0 + (np.arange(h) + 0.5) * crop_h / h - 0.5, height)
-    xlo, xhi, fx = _taps(x0 + (np.arange(w) + 0.5) * crop_w / w - 0.5, width)
-    fx, fy = fx[None, :, None], fy[:, None, None]
-
-    def pixels(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        return _rgb_on_white(image[rows[:, None], cols[None, :]])
-
-    top = (1 - fx) * pixels(ylo, xlo) + fx * pixels(ylo, xhi)
-    bottom = (1 - fx) * pixels(yhi, xlo) + fx * pixels(yhi, xhi)
-    rgb = (1 - fy) * top + fy * bottom
-    low, high = (float(v) for v in value_range)
-    scale = (high - low) / 255.0
-    if c == 1:
-        rgb = (LUMA[0] * rgb[..., 0] + LUMA[1] * rgb[..., 1] + LUMA[2] * rgb[..., 2])[..., None]
-    return np.ascontiguousarray(low + scale * rgb, dtype=np.float32)
-
-
-def _taps(src: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    src = np.clip(src, 0, n - 1)
-    lo = np.floor(src).astype(np.int64)
-    return lo, np.minimum(lo + 1, n - 1), src - lo
-
-
-def _rgb_on_white(pixels: np.ndarray) -> np.ndarray:
-    """[..., C] pixels -> float64 [..., 3] RGB in 0..255 units, alpha composited on white."""
-    values = pixels.astype(np.float64)
-    if pixels.dtype != np.uint8:
-        values = values * 255.0
-    channels = values.shape[-1]
-    colour = values[..., :1].repeat(3, axis=-1) if channels in (1, 2) else values[..., :3]
-    if channels in (2, 4):
-        alpha = values[..., -1:]
-        colour = colour * alpha / 255.0 + (255.0 - alpha)
-    return colour
-
-
-def load_images(paths: Sequence[str | os.PathLike], shape: Sequence[int], value_range: Sequence[float] = (0.0, 1.0),
-                limits: ImageLimits = DEFAULT_LIMITS, progress=None) -> np.ndarray:
-    """Reads ``paths`` into float32 [N, *shape] (``decode_image`` then ``to_model_input``), one file at a time.
-
-    ``progress``, if given, is called with no argument after each file (a progress bar's update).
-    """
-    if not paths:
-        raise ImageError("no image paths given")
-    shape = tuple(int(s) for s in shape)
-    needed = 4 * len(paths) * int(np.prod(shape))
-    if needed > limits.max_set_bytes:
-        raise ImageError(f"{len(paths)} images need {needed} bytes at the model's input size {shape}; "
-                         f"the limit is {limits.max_set_bytes} (use fewer images)")
-    out = np.empty((len(paths), *shape), np.float32)
-    for i, path in enumerate(paths):
-        out[i] = to_model_input(decode_image(path, limits), shape, value_range)
-        if progress is not None:
-            progress()
-    return out
-
-
-def _is_hidden(name: str) -> bool:
-    """Hidden files and folders, including macOS AppleDouble ``._x`` companions and ``.DS_Store``."""
-    return name.startswith(".")
-
-
-def _has_image_suffix(name: str) -> bool:
-    return name.lower().endswith(IMAGE_SUFFIXES)
-
-
-def _holds_images(folder: pathlib.Path, depth: int = 3) -> bool:
-    """True when ``folder`` or its subfolders (to ``depth`` levels) name an image file."""
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return False
-    for entry in entries:
-        if _is_hidden(entry.name):
-            continue
-        if _has_image_suffix(entry.name) and not entry.is_dir():
-            return True
-        if depth > 0 and entry.is_dir() and _holds_images(pathlib.Path(entry.path), depth - 1):
-            return True
-    return False
-
-
-@dataclasses.dataclass(frozen=True)
-class ImageFolder:
-    """The files of ``root/<class>/<image>`` a reader uses.
-
-    Attributes:
-      root: The folder.
-      class_names: Class folder names, sorted (class id = position).
-      files: Per class, its image files, sorted by name.
-    """
-
-    root: pathlib.Path
-    class_names: tuple[str, ...]
-    files: tuple[tuple[pathlib.Path, ...], ...]
-
-    @property
-    def paths(self) -> list[pathlib.Path]:
-        """All image files, class by class."""
-        return [p for group in self.files for p in group]
-
-    @property
-    def labels(self) -> np.ndarray:
-        """i32 [N]: the class id of each of ``paths``."""
-        return np.asarray([k for k, group in enumerate(self.files) for _ in group], np.int32)
-
-
-def scan_image_folder(root: str | os.PathLike) -> ImageFolder:
-    """Lists ``root/<class>/<image>``; an image is a file whose name ends in one of ``IMAGE_SUFFIXES``.
-
-    Hidden entries (names starting with "."; AppleDouble ``._x`` files, ``.DS_Store``) are skipped
-    silently; other files with other endings are skipped with a logged warning. A class folder never
-    disappears silently: one without images of its own is an error, naming the subfolders that hold
-    images if there are any; subfolders of a class folder that has images are skipped with a warning.
-
-    Raises:
-      ImageFolderError: ``root`` is not a directory, holds images directly instead of class folders,
-        holds no class folder, or a class folder has no images.
-    """
-    root = pathlib.Path(root)
-    shown = printable(str(root))
-    try:
-        if not stat.S_ISDIR(os.stat(root).st_mode):
-            raise ImageFolderError(f"image folder {shown} is not a directory")
-        entries = sorted(os.scandir(root), key=lambda e: e.name)
-    except FileNotFoundError as err:
-        raise ImageFolderError(f"image folder {shown} does not exist") from err
-    except OSError as err:
-        raise ImageFolderError(f"cannot read image folder {shown}: {err.strerror or err}") from err
-    classes, loose = [], []
-    for entry in entries:
-        if _is_hidden(entry.name):
-            continue
-        if entry.is_dir():
-            classes.append(entry.name)
-        elif _has_image_suffix(entry.name):
-            loose.append(entry.name)
-        else:
-            LOG.warning("skipping %s: not a class folder", printable(entry.path))
-    if loose:
-        raise ImageFolderError(
-            f"image folder {shown} holds images directly ({printable(loose[0])}{', ...' if len(loose) > 1 else ''}); "
-            f"put each class's images in a folder of their own: {shown}/<class>/<image>")
-    if not classes:
-        raise ImageFolderError(f"image folder {shown} has no class folders (expected {shown}/<class>/<image>)")
-    files = []
-    for name in classes:
-        folder = root / name
-        images, subfolders = [], []
-        try:
-            class_entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError as err:
-            raise ImageFolderError(f"cannot read class folder {printable(str(folder))}: {err.strerror or err}") from err
-        for entry in class_entries:
-            if _is_hidden(entry.name):
-                continue
-            if entry.is_dir():
-                subfolders.append(entry.name)
-            elif _has_image_suffix(entry.name):
-                images.append(pathlib.Path(entry.path))
-            else:
-                LOG.warning("skipping %s: not an image (known endings: %s)", printable(entry.path), " ".join(IMAGE_SUFFIXES))
-        nested = [s for s in subfolders if _holds_images(folder / s)]
-        if not images:
-            detail = (f"; images are only in its subfolder(s) {', '.join(printable(s) for s in nested)}: "
-                      "a class's images must lie directly in its folder") if nested else ""
-            raise ImageFolderError(f"class folder {printable(str(folder))} has no images{detail}")
-        for sub in subfolders:
-            LOG.warning("skipping subfolder %s: a class's images must lie directly in its folder",
-                        printable(str(folder / sub)))
-        files.append(tuple(images))
-    return ImageFolder(root, tuple(classes), tuple(files))
-
-
-def load_image_folder(
-    root: str | os.PathLike, shape: Sequence[int], value_range: Sequence[float] = (0.0, 1.0),
-    limits: ImageLimits = DEFAULT_LIMITS, progress=None,
-) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Reads ``root/<class>/<image>`` -> (images f32 [N, *shape], labels i32 [N], class names).
-
-    Class ids follow the sorted folder names; files within a class are sorted by name (see
-    ``scan_image_folder`` for what is skipped and what is an error, ``decode_image`` for the files).
-
-    Raises:
-      ImageFolderError, ImageError: as ``scan_image_folder`` and ``decode_image`` (naming the folder or file).
-    """
-    folder = scan_image_folder(root)
-    return load_images(folder.paths, shape, value_range, limits, progress), folder.labels, folder.class_names

@@ -3,8 +3,10 @@
 The exporter adds a metadata entry ``tflite_train_checksum`` of 64 ASCII zeros, hashes the whole
 file, and writes the hex digest over those zeros (``seal``). A reader (``check_model_bytes``) checks,
 before any interpreter sees the bytes: the size limit, the ``TFL3`` identifier, the flatbuffer
-offsets it walks to find the metadata (bounds-checked), and the digest of the file with the
-checksum field zeroed again. A truncated, bit-flipped or spliced file is refused with a one-line
+offsets it walks to find the metadata (bounds-checked), the digest of the file with the
+checksum field zeroed again, and then the whole flatbuffer's structure and indices
+(``flatbuffer_verify.verify_model``), so that a file crafted and re-sealed cannot reach native code
+either. A truncated, bit-flipped or spliced file is refused with a one-line
 reason; a model without the seal (exported before it existed, or not by this project) is refused
 too, since nothing vouches for its bytes.
 """
@@ -13,12 +15,20 @@ from __future__ import annotations
 
 import hashlib
 
+from tflite_train.contract import CHECKSUM_NAME
+from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model
 from tflite_train.runtime.metadata import metadata_spans
 
-CHECKSUM_NAME = "tflite_train_checksum"
 PLACEHOLDER = b"0" * 64
 MAX_MODEL_BYTES = 512 * 1024 * 1024
 """Largest model file accepted (a 512 MiB flatbuffer is far beyond any on-device CNN)."""
+
+
+MAX_VERIFIED = 64
+_VERIFIED: set[bytes] = set()
+"""Digests of the files that passed ``verify_model`` in this process: the digest matched, so the bytes are
+the same ones (sha256 over all of them), and loading a model again (``predict`` after ``adapt``, the
+benchmarks) does not verify it again."""
 
 
 class ModelIntegrityError(ValueError):
@@ -62,3 +72,12 @@ def check_model_bytes(data: bytes, source: str = "model") -> None:
     stored = data[start:start + n]
     if n != len(PLACEHOLDER) or _digest(data, start).encode() != stored:
         raise ModelIntegrityError(f"{source}: checksum mismatch: the file is corrupted or was modified after export")
+    if stored in _VERIFIED:  # these very bytes passed the structural check in this process already
+        return
+    try:  # a file crafted and re-sealed passes the digest: its structure is checked too
+        verify_model(data)
+    except FlatbufferError as err:
+        raise ModelIntegrityError(f"{source}: malformed model: {err}") from None
+    if len(_VERIFIED) >= MAX_VERIFIED:
+        _VERIFIED.clear()
+    _VERIFIED.add(stored)

@@ -96,6 +96,22 @@ class _Reader:
         start, n = self.vector(table, index)
         return [self.deref(start + 4 * i) for i in range(n)]
 
+    def u32_field(self, table: int, index: int, default: int = 0) -> int:
+        pos = self.field(table, index)
+        return self.u32(pos) if pos is not None else default
+
+    def named_refs(self, table: int, vector_index: int, name_field: int, index_field: int, targets: list[int],
+                   what: str):
+        """``(entry, name, target)`` for each table of a vector whose tables hold a name and a u32 index into
+        ``targets`` (Metadata{name, buffer}, SignatureDef{signature_key, subgraph_index},
+        TensorMap{name, tensor_index}); an index out of range is a ValueError naming ``what``."""
+        for entry in self.table_vector(table, vector_index):
+            name = self.string(entry, name_field)
+            index = self.u32_field(entry, index_field)
+            if index >= len(targets):
+                raise ValueError(f"{what} {name!r} points to entry {index} of {len(targets)} (truncated or corrupt file)")
+            yield entry, name, targets[index]
+
     def string(self, table: int, index: int) -> str | None:
         start, n = self.vector(table, index)
         if not start:
@@ -130,25 +146,21 @@ def metadata_spans(model: str | os.PathLike | bytes) -> dict[str, tuple[int, int
     reader = _load(model)
     root = _root(reader)
     buffers = reader.table_vector(root, 4)
-    out = {}
-    for entry in reader.table_vector(root, 6):
-        name = reader.string(entry, 0)
-        pos = reader.field(entry, 1)
-        index = reader.u32(pos) if pos is not None else 0
-        if index >= len(buffers):
-            raise ValueError(f"metadata {name!r} names buffer {index} of {len(buffers)}")
-        buf = buffers[index]
-        start, n = reader.vector(buf, 0)
-        if start:
-            reader._check(start, n)
-            out[name] = (start, n)
-        else:
-            off_pos, size_pos = reader.field(buf, 1), reader.field(buf, 2)
-            offset = reader.u64(off_pos) if off_pos else 0
-            size = reader.u64(size_pos) if size_pos else 0
-            reader._check(offset, size)
-            out[name] = (offset, size) if offset > 1 else (0, 0)
-    return out
+    return {name: _buffer_span(reader, buf) for _, name, buf in reader.named_refs(root, 6, 0, 1, buffers, "metadata")}
+
+
+def _buffer_span(reader: _Reader, buf: int) -> tuple[int, int]:
+    """(start, length) of a Buffer's bytes: its ``data`` vector, or ``offset``/``size`` outside the
+    flatbuffer (the large-model layout; offset <= 1 means no data)."""
+    start, n = reader.vector(buf, 0)
+    if start:
+        reader._check(start, n)
+        return start, n
+    off_pos, size_pos = reader.field(buf, 1), reader.field(buf, 2)
+    offset = reader.u64(off_pos) if off_pos else 0
+    size = reader.u64(size_pos) if size_pos else 0
+    reader._check(offset, size)
+    return (offset, size) if offset > 1 else (0, 0)
 
 
 def read_metadata_buffers(model: str | os.PathLike | bytes) -> dict[str, bytes]:
@@ -220,31 +232,21 @@ def read_signature_defs(model: str | os.PathLike | bytes) -> dict[str, dict[str,
     """
     reader = _load(model)
     root = _root(reader)
-    subgraphs = reader.table_vector(root, 2)
     out = {}
-    for sig in reader.table_vector(root, 7):
-        key = reader.string(sig, 2)
-        pos = reader.field(sig, 4)
-        index = reader.u32(pos) if pos is not None else 0
-        if index >= len(subgraphs):
-            raise ValueError(f"signature {key!r} names subgraph {index} of {len(subgraphs)}")
-        tensors = reader.table_vector(subgraphs[index], 0)
-        entry = {}
-        for kind, field in ((F_INPUTS, 0), (F_OUTPUTS, 1)):
-            entry[kind] = {}
-            for item in reader.table_vector(sig, field):
-                name = reader.string(item, 0)
-                pos = reader.field(item, 1)
-                t = reader.u32(pos) if pos is not None else 0
-                if t >= len(tensors):
-                    raise ValueError(f"signature {key!r} {kind} {name!r} names tensor {t} of {len(tensors)}")
-                tensor = tensors[t]
-                start, n = reader.vector(tensor, 7)
-                if not start:
-                    start, n = reader.vector(tensor, 0)
-                shape = tuple(reader.i32(start + 4 * i) for i in range(n))
-                pos = reader.field(tensor, 1)
-                code = reader.i8(pos) if pos is not None else 0
-                entry[kind][name] = (shape, TENSOR_TYPES.get(code, f"type_{code}"))
-        out[key] = entry
+    for sig, key, subgraph in reader.named_refs(root, 7, 2, 4, reader.table_vector(root, 2), "signature"):
+        tensors = reader.table_vector(subgraph, 0)
+        out[key] = {kind: {name: _tensor_info(reader, tensor)
+                           for _, name, tensor in reader.named_refs(sig, field, 0, 1, tensors, f"signature {key!r} {kind}")}
+                    for kind, field in ((F_INPUTS, 0), (F_OUTPUTS, 1))}
     return out
+
+
+def _tensor_info(reader: _Reader, tensor: int) -> tuple[tuple[int, ...], str]:
+    """(shape, dtype) of a Tensor: ``shape_signature`` (dynamic dims -1) when present, else ``shape``."""
+    start, n = reader.vector(tensor, 7)
+    if not start:
+        start, n = reader.vector(tensor, 0)
+    shape = tuple(reader.i32(start + 4 * i) for i in range(n))
+    pos = reader.field(tensor, 1)
+    code = reader.i8(pos) if pos is not None else 0
+    return shape, TENSOR_TYPES.get(code, f"type_{code}")

@@ -42,11 +42,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tflite_train import contract as C
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
 
 SELFTEST_FORMAT_VERSION = 2
-GROUPS = ("infer", "fisher", "train_step", "state", "frozen")
+GROUPS = (C.INFER, C.FISHER, C.TRAIN_STEP, "state", "frozen")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +131,8 @@ def load_selftest(model: str | os.PathLike | bytes) -> dict[str, np.ndarray]:
 
 def replay_images(vectors: Mapping[str, np.ndarray]) -> np.ndarray:
     """The self-test images: stored (format 1) or regenerated from the seed (format 2)."""
-    if "images" in vectors:
-        return np.asarray(vectors["images"], np.float32)
+    if C.IMAGES in vectors:
+        return np.asarray(vectors[C.IMAGES], np.float32)
     return selftest_images(int(vectors["seed"]), tuple(vectors["image_shape"]), tuple(vectors["image_range"]))
 
 
@@ -147,7 +148,7 @@ def _frozen_change(model: TrainableModel, masks: Mapping[str, np.ndarray], befor
     out = {}
     for name, selected in masks.items():
         channels = model.candidate_channels[name]
-        for var in (f"{name}_kernel", f"{name}_bias"):
+        for var in (name + C.KERNEL_SUFFIX, name + C.BIAS_SUFFIX):
             b, a = np.asarray(before[var]), np.asarray(after[var])
             axis = channel_axis(b.shape, channels)
             keep = ~selected
@@ -161,19 +162,19 @@ def run_procedure(model: TrainableModel, vectors: dict[str, np.ndarray]) -> dict
     (``state/<var>`` summarised as its golden is: whole, or the kernel sketch) plus ``frozen/<var>``."""
     out: dict[str, np.ndarray] = {}
     model.reset_state()
-    model.set_head(vectors["prototypes"])
-    images, labels = replay_images(vectors), vectors["labels"]
-    k_used = len(vectors["prototypes"])
+    model.set_head(vectors[C.PROTOTYPES])
+    images, labels = replay_images(vectors), vectors[C.LABELS]
+    k_used = len(vectors[C.PROTOTYPES])
     for k, v in model.infer(images).items():
-        out[f"infer/{k}"] = v[:, :k_used] if k == "logits" else v
+        out[f"{C.INFER}/{k}"] = v[:, :k_used] if k == C.LOGITS else v
     for k, v in model.fisher(images, labels).items():
-        out[f"fisher/{k}"] = v
+        out[f"{C.FISHER}/{k}"] = v
     before = model.get_state()
-    mask = np.asarray(vectors["channel_mask"], np.float32)
+    mask = np.asarray(vectors[C.CHANNEL_MASK], np.float32)
     model.set_selection(mask)
     for i in range(int(vectors["steps"])):
         for k, v in model.train_step(images, labels).items():
-            out[f"train_step/{i}/{k}"] = np.asarray(v, np.float32)
+            out[f"{C.TRAIN_STEP}/{i}/{k}"] = np.asarray(v, np.float32)
     state = model.get_state()
     seed = int(vectors["seed"]) if "seed" in vectors else 0
     for key, golden in vectors.items():

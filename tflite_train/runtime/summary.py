@@ -81,7 +81,7 @@ def format_adapt_summary(report: Mapping[str, Any]) -> str:
     phases = ", ".join(f"{k.replace('_', '+')} {v:.1f}" for k, v in report["seconds"].items())
     lines.append(f"  time        {report['total_seconds']:.1f} s  [{phases}]")
     lines.append(f"  checkpoint  {printable(str(report['checkpoint']))} ({format_bytes(report['checkpoint_bytes'])}; "
-                 f"config and report JSON beside it)")
+                 f"with its config and report: tflite-train show)")
     return "\n".join(lines)
 
 

@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train import contract as C
 from tflite_train.sparse.cost_model import BackwardCost, backward_cost
 from tflite_train.sparse.layer_table import LayerTable, check_candidates
 
-SELECTION_FORMAT = "tflite-train-selection"
-SELECTION_FORMAT_VERSION = 1
+SELECTION_FORMAT = C.SELECTION_FORMAT
+SELECTION_FORMAT_VERSION = C.SELECTION_FORMAT_VERSION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,11 +166,11 @@ class Selection:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with a format tag and version."""
         return {
-            "format": SELECTION_FORMAT,
-            "format_version": SELECTION_FORMAT_VERSION,
-            "policy": self.policy,
-            "layers": list(self.layers),
-            "channels": {name: list(self.channels[name]) for name in self.layers},
+            C.F_FORMAT: SELECTION_FORMAT,
+            C.F_FORMAT_VERSION: SELECTION_FORMAT_VERSION,
+            C.SEL_POLICY: self.policy,
+            C.SEL_LAYERS: list(self.layers),
+            C.SEL_CHANNELS: {name: list(self.channels[name]) for name in self.layers},
         }
 
     @classmethod
@@ -177,15 +178,16 @@ class Selection:
         """Inverse of ``to_dict``; rejects another format, version, or unknown keys."""
         if not isinstance(data, Mapping):
             raise ValueError(f"selection data must be a JSON object; got {type(data).__name__}")
-        if data.get("format") != SELECTION_FORMAT or data.get("format_version") != SELECTION_FORMAT_VERSION:
+        if data.get(C.F_FORMAT) != SELECTION_FORMAT or data.get(C.F_FORMAT_VERSION) != SELECTION_FORMAT_VERSION:
             raise ValueError(
                 f"not a {SELECTION_FORMAT} v{SELECTION_FORMAT_VERSION} selection: format="
-                f"{data.get('format')!r}, format_version={data.get('format_version')!r}"
+                f"{data.get(C.F_FORMAT)!r}, {C.F_FORMAT_VERSION}={data.get(C.F_FORMAT_VERSION)!r}"
             )
-        known = {"format", "format_version", "policy", "layers", "channels"}
+        known = {C.F_FORMAT, C.F_FORMAT_VERSION, C.SEL_POLICY, C.SEL_LAYERS, C.SEL_CHANNELS}
         if set(data) != known:
             raise ValueError(f"selection has unknown keys {sorted(set(data) - known)} / missing {sorted(known - set(data))}")
-        return cls(tuple(data["layers"]), {k: tuple(v) for k, v in data["channels"].items()}, data["policy"])
+        return cls(tuple(data[C.SEL_LAYERS]), {k: tuple(v) for k, v in data[C.SEL_CHANNELS].items()},
+                   data[C.SEL_POLICY])
 
     def to_json(self) -> str:
         """Compact, key-sorted JSON text."""

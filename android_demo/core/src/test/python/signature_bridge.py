@@ -69,7 +69,9 @@ def handle(path: pathlib.Path, model: TrainableModel, request: dict) -> dict:
         config = AdaptConfig(iterations=request["iterations"], batch_size=request["batch_size"])
         result = adapt(fresh, images, labels, config, augment=lambda x, rng, cfg: x)
         if request.get("save"):
-            save_checkpoint(request["save"], fresh, result.selection)
+            # with the run's config and report, as `adapt` stores them: Java must read such a checkpoint too
+            save_checkpoint(request["save"], fresh, result.selection, config={"adapt": config.to_dict()},
+                            report=result.to_dict())
         return {"losses": [float(v) for v in result.losses],
                 "selection": {name: [int(c) for c in channels] for name, channels in result.selection.channels.items()},
                 "predictions": encode(predict(fresh, decode(request["queries"])))}

@@ -32,10 +32,9 @@ import org.tflitetrain.core.model.ModelMetadata;
  * + the selection mask, only for the model whose {@code model_id} the file names.
  */
 public final class Checkpoint {
-  public static final String FORMAT = "tflite-train-checkpoint";
-  public static final int VERSION = 1;
-  private static final byte[] MAGIC = "TFLTCKPT".getBytes(StandardCharsets.US_ASCII);
-  private static final String SELECTION_FORMAT = "tflite-train-selection";
+  public static final String FORMAT = Contract.CHECKPOINT_FORMAT;
+  public static final int VERSION = Contract.CHECKPOINT_FORMAT_VERSION;
+  private static final byte[] MAGIC = Contract.CHECKPOINT_MAGIC.getBytes(StandardCharsets.US_ASCII);
   private static final int PREFIX = 16;
   private static final int DIGEST = 32;
 
@@ -80,36 +79,38 @@ public final class Checkpoint {
       }
     }
     if (includeOptimizer) {
-      arrays.put("step", require(state, "step"));
+      arrays.put(Contract.STEP, require(state, Contract.STEP));
     }
     StringBuilder entries = new StringBuilder();
     List<byte[]> payload = new ArrayList<>();
     int offset = 0;
     for (Map.Entry<String, Tensor> entry : arrays.entrySet()) {
       byte[] data = bytes(entry.getValue());
-      entries.append(entries.length() == 0 ? "" : ", ").append("{\"name\": ").append(quote(entry.getKey()))
-          .append(", \"dtype\": ").append(quote(entry.getValue().dtype == Tensor.DType.INT32 ? "int32" : "float32"))
-          .append(", \"shape\": ").append(ints(entry.getValue().shape())).append(", \"offset\": ").append(offset)
-          .append(", \"nbytes\": ").append(data.length).append('}');
+      entries.append(entries.length() == 0 ? "" : ", ").append(object(Contract.CK_NAME, quote(entry.getKey()),
+          Contract.CK_DTYPE, quote(entry.getValue().dtype == Tensor.DType.INT32 ? "int32" : "float32"),
+          Contract.CK_SHAPE, ints(entry.getValue().shape()), Contract.CK_OFFSET, String.valueOf(offset),
+          Contract.CK_NBYTES, String.valueOf(data.length)));
       payload.add(data);
       offset += data.length;
     }
-    StringBuilder sel = new StringBuilder("{\"channels\": {");
+    StringBuilder chosen = new StringBuilder("{");
     StringBuilder layers = new StringBuilder("[");
     for (Map.Entry<String, int[]> entry : channels.entrySet()) {
       boolean first = layers.length() == 1;
-      sel.append(first ? "" : ", ").append(quote(entry.getKey())).append(": ").append(ints(entry.getValue()));
+      chosen.append(first ? "" : ", ").append(quote(entry.getKey())).append(": ").append(ints(entry.getValue()));
       layers.append(first ? "" : ", ").append(quote(entry.getKey()));
     }
-    sel.append("}, \"format\": ").append(quote(SELECTION_FORMAT)).append(", \"format_version\": 1, \"layers\": ")
-        .append(layers).append("], \"policy\": ").append(quote(policy)).append('}');
+    String sel = object(Contract.SEL_CHANNELS, chosen + "}", Contract.F_FORMAT, quote(Contract.SELECTION_FORMAT),
+        Contract.F_FORMAT_VERSION, String.valueOf(Contract.SELECTION_FORMAT_VERSION), Contract.SEL_LAYERS, layers + "]",
+        Contract.SEL_POLICY, quote(policy));
     StringBuilder names = new StringBuilder("[");
     for (String name : classNames) {
       names.append(names.length() == 1 ? "" : ", ").append(quote(name));
     }
-    String header = "{\"arrays\": [" + entries + "], \"class_names\": " + names + "], \"format\": " + quote(FORMAT)
-        + ", \"format_version\": " + VERSION + ", \"include_optimizer\": " + includeOptimizer + ", \"model_id\": "
-        + quote(m.modelId) + ", \"payload_bytes\": " + offset + ", \"selection\": " + sel + "}";
+    String header = object(Contract.CK_ARRAYS, "[" + entries + "]", Contract.CK_CLASS_NAMES, names + "]",
+        Contract.F_FORMAT, quote(FORMAT), Contract.F_FORMAT_VERSION, String.valueOf(VERSION),
+        Contract.CK_INCLUDE_OPTIMIZER, String.valueOf(includeOptimizer), Contract.F_MODEL_ID, quote(m.modelId),
+        Contract.CK_PAYLOAD_BYTES, String.valueOf(offset), Contract.CK_SELECTION, sel);
     byte[] head = header.getBytes(StandardCharsets.UTF_8);
     ByteBuffer body = ByteBuffer.allocate(PREFIX + head.length + offset + DIGEST).order(ByteOrder.LITTLE_ENDIAN);
     body.put(MAGIC).putInt(VERSION).putInt(head.length).put(head);
@@ -144,55 +145,57 @@ public final class Checkpoint {
     int headerLength = buf.getInt(12);
     try {
       Map<?, ?> header = (Map<?, ?>) Json.parse(new String(data, PREFIX, headerLength, StandardCharsets.UTF_8));
-      if (!FORMAT.equals(header.get("format")) || ((Number) header.get("format_version")).intValue() != VERSION) {
-        throw new IOException(source + ": header format " + header.get("format") + " v" + header.get("format_version"));
+      if (!FORMAT.equals(header.get(Contract.F_FORMAT))
+          || ((Number) header.get(Contract.F_FORMAT_VERSION)).intValue() != VERSION) {
+        throw new IOException(source + ": header " + Contract.F_FORMAT + " " + header.get(Contract.F_FORMAT) + " v"
+            + header.get(Contract.F_FORMAT_VERSION));
       }
       int start = PREFIX + headerLength;
-      int payloadBytes = ((Number) header.get("payload_bytes")).intValue();
+      int payloadBytes = ((Number) header.get(Contract.CK_PAYLOAD_BYTES)).intValue();
       if (start + payloadBytes != data.length - DIGEST) {
         throw new IOException(source + ": payload size does not match the header");
       }
       Map<String, Tensor> arrays = new LinkedHashMap<>();
-      for (Object item : (List<?>) header.get("arrays")) {
+      for (Object item : (List<?>) header.get(Contract.CK_ARRAYS)) {
         Map<?, ?> entry = (Map<?, ?>) item;
-        List<?> dims = (List<?>) entry.get("shape");
+        List<?> dims = (List<?>) entry.get(Contract.CK_SHAPE);
         int[] shape = new int[dims.size()];
         for (int i = 0; i < shape.length; i++) {
           shape[i] = ((Number) dims.get(i)).intValue();
         }
-        int at = start + ((Number) entry.get("offset")).intValue();
-        int nbytes = ((Number) entry.get("nbytes")).intValue();
+        int at = start + ((Number) entry.get(Contract.CK_OFFSET)).intValue();
+        int nbytes = ((Number) entry.get(Contract.CK_NBYTES)).intValue();
         if (at < start || nbytes < 0 || at + nbytes > start + payloadBytes) {
-          throw new IOException(source + ": array " + entry.get("name") + " lies outside the payload");
+          throw new IOException(source + ": array " + entry.get(Contract.CK_NAME) + " lies outside the payload");
         }
         ByteBuffer view = ByteBuffer.wrap(data, at, nbytes).slice().order(ByteOrder.LITTLE_ENDIAN);
         Tensor tensor;
-        if ("int32".equals(entry.get("dtype"))) {
+        if ("int32".equals(entry.get(Contract.CK_DTYPE))) {
           int[] values = new int[nbytes / 4];
           view.asIntBuffer().get(values);
           tensor = Tensor.ofInts(shape, values);
-        } else if ("float32".equals(entry.get("dtype"))) {
+        } else if ("float32".equals(entry.get(Contract.CK_DTYPE))) {
           float[] values = new float[nbytes / 4];
           view.asFloatBuffer().get(values);
           tensor = Tensor.ofFloats(shape, values);
         } else {
-          throw new IOException(source + ": array " + entry.get("name") + " has dtype " + entry.get("dtype"));
+          throw new IOException(source + ": array " + entry.get(Contract.CK_NAME) + " has dtype " + entry.get(Contract.CK_DTYPE));
         }
-        arrays.put((String) entry.get("name"), tensor);
+        arrays.put((String) entry.get(Contract.CK_NAME), tensor);
       }
-      Map<?, ?> sel = (Map<?, ?>) header.get("selection");
+      Map<?, ?> sel = (Map<?, ?>) header.get(Contract.CK_SELECTION);
       Map<String, int[]> channels = new LinkedHashMap<>();
-      Map<?, ?> raw = (Map<?, ?>) sel.get("channels");
-      for (Object layer : (List<?>) sel.get("layers")) {
+      Map<?, ?> raw = (Map<?, ?>) sel.get(Contract.SEL_CHANNELS);
+      for (Object layer : (List<?>) sel.get(Contract.SEL_LAYERS)) {
         List<?> values = (List<?>) raw.get(layer);
         channels.put((String) layer, values.stream().mapToInt(v -> ((Number) v).intValue()).toArray());
       }
       List<String> classNames = new ArrayList<>();
-      for (Object name : (List<?>) header.get("class_names")) {
+      for (Object name : (List<?>) header.get(Contract.CK_CLASS_NAMES)) {
         classNames.add((String) name);
       }
-      return new Checkpoint((String) header.get("model_id"), channels, (String) sel.get("policy"),
-          Boolean.TRUE.equals(header.get("include_optimizer")), arrays, classNames);
+      return new Checkpoint((String) header.get(Contract.F_MODEL_ID), channels, (String) sel.get(Contract.SEL_POLICY),
+          Boolean.TRUE.equals(header.get(Contract.CK_INCLUDE_OPTIMIZER)), arrays, classNames);
     } catch (ClassCastException | NullPointerException | IllegalArgumentException err) {
       throw new IOException(source + ": malformed checkpoint header (" + err + ")", err);
     }
@@ -214,8 +217,8 @@ public final class Checkpoint {
       state.put(Contract.PROTOTYPES, put(state.get(Contract.PROTOTYPES), 0, range(k), left.remove(Contract.PROTOTYPES)));
       state.put(Contract.NUM_CLASSES, classes);
       state.put(Contract.LEARNING_RATE, left.remove(Contract.LEARNING_RATE));
-      if (left.containsKey("step")) {
-        state.put("step", left.remove("step"));
+      if (left.containsKey(Contract.STEP)) {
+        state.put(Contract.STEP, left.remove(Contract.STEP));
       }
       for (Map.Entry<String, int[]> entry : selection.entrySet()) {
         String layer = entry.getKey();
@@ -411,6 +414,15 @@ public final class Checkpoint {
       }
     }
     return b.append('"').toString();
+  }
+
+  /** A JSON object of alternating keys and already-encoded values, in the given order. */
+  private static String object(String... keysAndValues) {
+    StringBuilder b = new StringBuilder("{");
+    for (int i = 0; i < keysAndValues.length; i += 2) {
+      b.append(i > 0 ? ", " : "").append(quote(keysAndValues[i])).append(": ").append(keysAndValues[i + 1]);
+    }
+    return b.append('}').toString();
   }
 
   private static String ints(int[] values) {

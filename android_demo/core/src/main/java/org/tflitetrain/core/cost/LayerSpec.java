@@ -2,6 +2,7 @@ package org.tflitetrain.core.cost;
 
 import java.util.Arrays;
 import java.util.List;
+import org.tflitetrain.core.model.Contract;
 
 /**
  * One convolution of a backbone; mirrors {@code tflite_train.sparse.layer_table.LayerSpec}.
@@ -53,7 +54,7 @@ public final class LayerSpec {
     requirePositive("kernel", kernel, name);
     requirePositive("stride", stride, name);
     requirePositive("in_channels", inChannels, name);
-    requirePositive("out_channels", outChannels, name);
+    requirePositive(Contract.F_OUT_CHANNELS, outChannels, name);
     requirePositive("groups", groups, name);
     if (inChannels % groups != 0 || outChannels % groups != 0) {
       throw new IllegalArgumentException("groups=" + groups + " must divide in_channels=" + inChannels

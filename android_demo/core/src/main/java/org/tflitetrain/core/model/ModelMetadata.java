@@ -20,17 +20,17 @@ import org.tflitetrain.core.json.JsonException;
  * The exported model's metadata JSON (CONTRACT.md v1), parsed and validated.
  *
  * <p>Required keys are checked for type and range; unknown keys are ignored (forward compatible);
- * {@code format} must be "tflite-train" and {@code format_version} must equal {@link #FORMAT_VERSION}.
+ * {@code format} must be {@link Contract#FORMAT} and {@code format_version} must equal {@link #FORMAT_VERSION}.
  * The selection mask has {@link #maskLength()} = sum of C_out over {@code candidates}, concatenated in
  * {@code candidates} order.
  */
 public final class ModelMetadata {
-  /** The metadata format this code reads. */
-  public static final int FORMAT_VERSION = 1;
-  /** Value of the {@code format} key. */
-  public static final String FORMAT = "tflite-train";
-  /** Name of the flatbuffer {@code Model.metadata} entry holding the JSON. */
-  public static final String METADATA_NAME = "tflite_train";
+  /** The metadata format this code reads ({@link Contract#FORMAT_VERSION}). */
+  public static final int FORMAT_VERSION = Contract.FORMAT_VERSION;
+  /** Value of the {@code format} key ({@link Contract#FORMAT}). */
+  public static final String FORMAT = Contract.FORMAT;
+  /** Name of the flatbuffer {@code Model.metadata} entry holding the JSON ({@link Contract#METADATA_NAME}). */
+  public static final String METADATA_NAME = Contract.METADATA_NAME;
 
   public final int formatVersion;
   public final String backbone;
@@ -53,54 +53,55 @@ public final class ModelMetadata {
     this.raw = raw;
     String format = root.string(Contract.F_FORMAT);
     if (!FORMAT.equals(format)) {
-      throw new ModelMetadataException("format must be \"" + FORMAT + "\"; got \"" + format + "\"");
+      throw new ModelMetadataException(Contract.F_FORMAT + " must be \"" + FORMAT + "\"; got \"" + format + "\"");
     }
     long version = root.integer(Contract.F_FORMAT_VERSION);
     if (version != FORMAT_VERSION) {
-      throw new ModelMetadataException("unsupported format_version " + version + "; this app reads version "
+      throw new ModelMetadataException("unsupported " + Contract.F_FORMAT_VERSION + " " + version + "; this app reads version "
           + FORMAT_VERSION + " (re-export the model or update the app)");
     }
     formatVersion = (int) version;
     backbone = root.string(Contract.F_BACKBONE);
     modelId = root.string(Contract.F_MODEL_ID);
     if (modelId.isEmpty()) {
-      throw new ModelMetadataException("model_id must not be empty");
+      throw new ModelMetadataException(Contract.F_MODEL_ID + " must not be empty");
     }
     input = parseInput(root.object(Contract.F_INPUT));
     featureDim = root.integer(Contract.F_FEATURE_DIM, 1, Integer.MAX_VALUE);
     classCapacity = root.integer(Contract.F_CLASS_CAPACITY, 2, Integer.MAX_VALUE);
     JsonFields head = root.object(Contract.F_HEAD);
-    headType = head.string("type");
-    if (!"cosine_prototype".equals(headType)) {
-      throw new ModelMetadataException("head.type must be \"cosine_prototype\"; got \"" + headType + "\"");
+    headType = head.string(Contract.F_TYPE);
+    if (!Contract.HEAD_TYPE.equals(headType)) {
+      throw new ModelMetadataException(head.path(Contract.F_TYPE) + " must be \"" + Contract.HEAD_TYPE + "\"; got \""
+          + headType + "\"");
     }
-    headScale = head.number("scale");
+    headScale = head.number(Contract.F_SCALE);
     if (!(headScale > 0)) {
-      throw new ModelMetadataException("head.scale must be > 0; got " + headScale);
+      throw new ModelMetadataException(head.path(Contract.F_SCALE) + " must be > 0; got " + headScale);
     }
     optimizer = parseOptimizer(root.object(Contract.F_OPTIMIZER));
 
     List<Object> layerList = root.array(Contract.F_LAYERS);
     if (layerList.isEmpty()) {
-      throw new ModelMetadataException("layers must not be empty");
+      throw new ModelMetadataException(Contract.F_LAYERS + " must not be empty");
     }
     List<MetadataLayer> parsedLayers = new ArrayList<>();
     List<LayerSpec> specs = new ArrayList<>();
     for (int i = 0; i < layerList.size(); i++) {
-      MetadataLayer layer = parseLayer(JsonFields.of(layerList.get(i), "layers[" + i + "]"));
+      MetadataLayer layer = parseLayer(JsonFields.of(layerList.get(i), Contract.F_LAYERS + "[" + i + "]"));
       parsedLayers.add(layer);
       specs.add(layer.spec);
     }
     try {
       table = new LayerTable(specs);
     } catch (IllegalArgumentException err) {
-      throw new ModelMetadataException("invalid layers: " + err.getMessage(), err);
+      throw new ModelMetadataException("invalid " + Contract.F_LAYERS + ": " + err.getMessage(), err);
     }
     layers = Collections.unmodifiableList(parsedLayers);
 
     List<Object> candidateList = root.array(Contract.F_CANDIDATES);
     if (candidateList.isEmpty()) {
-      throw new ModelMetadataException("candidates must not be empty");
+      throw new ModelMetadataException(Contract.F_CANDIDATES + " must not be empty");
     }
     List<String> names = new ArrayList<>();
     Map<String, Integer> offsets = new LinkedHashMap<>();
@@ -109,21 +110,21 @@ public final class ModelMetadata {
     for (int i = 0; i < candidateList.size(); i++) {
       Object value = candidateList.get(i);
       if (!(value instanceof String)) {
-        throw new ModelMetadataException("candidates[" + i + "] must be a string; got " + JsonFields.describe(value));
+        throw new ModelMetadataException(Contract.F_CANDIDATES + "[" + i + "] must be a string; got " + JsonFields.describe(value));
       }
       String name = (String) value;
       int index;
       try {
         index = table.indexOf(name);
       } catch (IllegalArgumentException err) {
-        throw new ModelMetadataException("candidates[" + i + "] names unknown layer \"" + name + "\"", err);
+        throw new ModelMetadataException(Contract.F_CANDIDATES + "[" + i + "] names unknown layer \"" + name + "\"", err);
       }
       if (index <= previous) {
-        throw new ModelMetadataException("candidates must be unique and in forward order; \"" + name
+        throw new ModelMetadataException(Contract.F_CANDIDATES + " must be unique and in forward order; \"" + name
             + "\" comes after layer " + previous);
       }
       if (!layers.get(index).candidate) {
-        throw new ModelMetadataException("candidates lists \"" + name + "\" but its layer entry has candidate=false");
+        throw new ModelMetadataException(Contract.F_CANDIDATES + " lists \"" + name + "\" but its layer entry has " + Contract.F_CANDIDATE + "=false");
       }
       previous = index;
       names.add(name);
@@ -132,7 +133,8 @@ public final class ModelMetadata {
     }
     for (MetadataLayer layer : layers) {
       if (layer.candidate && !offsets.containsKey(layer.spec.name)) {
-        throw new ModelMetadataException("layer \"" + layer.spec.name + "\" has candidate=true but is not in candidates");
+        throw new ModelMetadataException("layer \"" + layer.spec.name + "\" has " + Contract.F_CANDIDATE + "=true but is not in "
+            + Contract.F_CANDIDATES);
       }
     }
     candidates = Collections.unmodifiableList(names);
@@ -169,18 +171,20 @@ public final class ModelMetadata {
     }
   }
 
-  /** Reads the {@code "tflite_train"} metadata entry straight from a {@code .tflite} file's bytes. */
+  /** Reads the {@link Contract#METADATA_NAME} metadata entry straight from a {@code .tflite} file's bytes. */
   public static ModelMetadata fromTflite(ByteBuffer model) throws ModelMetadataException {
     return parse(TfliteMetadataReader.read(model, METADATA_NAME));
   }
 
   /**
-   * Reads the metadata of a {@code .tflite} file and checks it against the file's graph
-   * ({@link #validateGraph}): nothing runs on a file whose metadata lies.
+   * Checks a {@code .tflite} file's integrity seal ({@link ModelChecksum#verify}), reads its metadata and
+   * checks it against the file's graph ({@link #validateGraph}): call it before the bytes reach an
+   * {@code Interpreter}; nothing runs on a corrupted file or one whose metadata lies.
    *
-   * @throws ModelMetadataException naming the field, the metadata value and the graph value
+   * @throws ModelMetadataException naming the field (or the seal), the metadata value and the graph value
    */
   public static ModelMetadata load(ByteBuffer model) throws ModelMetadataException {
+    ModelChecksum.verify(model);
     ModelMetadata metadata = fromTflite(model);
     metadata.validateGraph(TfliteMetadataReader.signatures(model));
     return metadata;
@@ -201,7 +205,7 @@ public final class ModelMetadata {
       throw new ModelMetadataException("missing key " + Contract.F_SIGNATURES);
     }
     Map<?, ?> declared = (Map<?, ?>) declaredObject;
-    List<String> names = new ArrayList<>(Contract.SIGNATURES);
+    List<String> names = new ArrayList<>(Contract.SIGNATURE_NAMES);
     Object variants = raw.get(Contract.F_TRAIN_VARIANTS);
     if (variants instanceof List) {
       for (Object v : (List<?>) variants) {
@@ -241,22 +245,22 @@ public final class ModelMetadata {
     }
     int[] protos = graph.get(Contract.SET_HEAD).inputs.get(Contract.PROTOTYPES).shape();
     if (protos[0] != classCapacity) {
-      throw lie("class_capacity", classCapacity, protos[0]);
+      throw lie(Contract.F_CLASS_CAPACITY, classCapacity, protos[0]);
     }
     if (protos[1] != featureDim) {
-      throw lie("feature_dim", featureDim, protos[1]);
+      throw lie(Contract.F_FEATURE_DIM, featureDim, protos[1]);
     }
     GraphSignature.TensorInfo images = graph.get(Contract.INFER).inputs.get(Contract.IMAGES);
     int[] shape = images.shape();
     int[] meta = {input.height, input.width, input.channels};
-    String[] keys = {"height", "width", "channels"};
+    String[] keys = {Contract.F_HEIGHT, Contract.F_WIDTH, Contract.F_CHANNELS};
     for (int axis = 0; axis < 3; axis++) {
       if (shape.length != 4 || shape[axis + 1] != meta[axis]) {
-        throw lie("input." + keys[axis], meta[axis], Arrays.toString(shape));
+        throw lie(Contract.F_INPUT + "." + keys[axis], meta[axis], Arrays.toString(shape));
       }
     }
     if (!input.dtype.equals(images.dtype)) {
-      throw lie("input.dtype", input.dtype, images.dtype);
+      throw lie(Contract.F_INPUT + "." + Contract.F_DTYPE, input.dtype, images.dtype);
     }
     Map<String, GraphSignature.TensorInfo> state = graph.get(Contract.GET_STATE).outputs;
     Map<String, GraphSignature.TensorInfo> fisher = graph.get(Contract.FISHER).outputs;
@@ -264,22 +268,23 @@ public final class ModelMetadata {
     for (String layer : candidates) {
       for (String variable : Contract.layerState(layer, optimizer.optimizer.wireName)) {
         if (!state.containsKey(variable)) {
-          throw lie("candidates[" + layer + "]", "state variable " + variable, "no such get_state output");
+          throw lie(Contract.F_CANDIDATES + "[" + layer + "]", "state variable " + variable, "no such " + Contract.GET_STATE
+              + " output");
         }
       }
       GraphSignature.TensorInfo out = fisher.get(layer);
       if (out == null) {
-        throw lie("candidates[" + layer + "]", "a fisher output", "none");
+        throw lie(Contract.F_CANDIDATES + "[" + layer + "]", "a " + Contract.FISHER + " output", "none");
       }
       int channels = candidate(layer).outChannels;
       if (!Arrays.equals(out.shape(), new int[] {channels})) {
-        throw lie("layers[" + layer + "].out_channels", channels, Arrays.toString(out.shape()));
+        throw lie(Contract.F_LAYERS + "[" + layer + "]." + Contract.F_OUT_CHANNELS, channels, Arrays.toString(out.shape()));
       }
       total += channels;
     }
     int[] mask = graph.get(Contract.SET_SELECTION).inputs.get(Contract.CHANNEL_MASK).shape();
     if (mask.length != 1 || mask[0] != total) {
-      throw lie("candidates (sum of out_channels)", total, Arrays.toString(mask));
+      throw lie(Contract.F_CANDIDATES + " (sum of " + Contract.F_OUT_CHANNELS + ")", total, Arrays.toString(mask));
     }
   }
 
@@ -309,26 +314,26 @@ public final class ModelMetadata {
   }
 
   private static InputSpec parseInput(JsonFields in) throws ModelMetadataException {
-    int height = in.integer("height", 1, 1 << 16);
-    int width = in.integer("width", 1, 1 << 16);
-    int channels = in.integer("channels", 1, 4);
-    String dtype = in.string("dtype");
+    int height = in.integer(Contract.F_HEIGHT, 1, 1 << 16);
+    int width = in.integer(Contract.F_WIDTH, 1, 1 << 16);
+    int channels = in.integer(Contract.F_CHANNELS, 1, 4);
+    String dtype = in.string(Contract.F_DTYPE);
     if (!"float32".equals(dtype)) {
-      throw new ModelMetadataException("input.dtype must be \"float32\"; got \"" + dtype + "\"");
+      throw new ModelMetadataException(in.path(Contract.F_DTYPE) + " must be \"float32\"; got \"" + dtype + "\"");
     }
-    List<Double> range = in.numbers("range");
+    List<Double> range = in.numbers(Contract.F_RANGE);
     if (range.size() != 2 || !(range.get(0) < range.get(1))) {
-      throw new ModelMetadataException("input.range must be [low, high] with low < high; got " + range);
+      throw new ModelMetadataException(in.path(Contract.F_RANGE) + " must be [low, high] with low < high; got " + range);
     }
-    List<Double> mean = in.numbers("mean");
-    List<Double> std = in.numbers("std");
+    List<Double> mean = in.numbers(Contract.F_MEAN);
+    List<Double> std = in.numbers(Contract.F_STD);
     if (mean.size() != channels || std.size() != channels) {
-      throw new ModelMetadataException("input.mean and input.std must have " + channels + " entries; got "
-          + mean.size() + " and " + std.size());
+      throw new ModelMetadataException(in.path(Contract.F_MEAN) + " and " + in.path(Contract.F_STD) + " must have "
+          + channels + " entries; got " + mean.size() + " and " + std.size());
     }
     for (double s : std) {
       if (!(s > 0)) {
-        throw new ModelMetadataException("input.std entries must be > 0; got " + std);
+        throw new ModelMetadataException(in.path(Contract.F_STD) + " entries must be > 0; got " + std);
       }
     }
     return new InputSpec(height, width, channels, dtype, range.get(0), range.get(1), mean, std);
@@ -337,29 +342,30 @@ public final class ModelMetadata {
   private static OptimizerConfig parseOptimizer(JsonFields opt) throws ModelMetadataException {
     Optimizer optimizer;
     try {
-      optimizer = Optimizer.fromName(opt.string("name"));
+      optimizer = Optimizer.fromName(opt.string(Contract.F_NAME));
     } catch (IllegalArgumentException err) {
-      throw new ModelMetadataException("optimizer.name: " + err.getMessage(), err);
+      throw new ModelMetadataException(opt.path(Contract.F_NAME) + ": " + err.getMessage(), err);
     }
-    double lr = opt.number("learning_rate");
+    double lr = opt.number(Contract.LEARNING_RATE);
     if (!(lr > 0)) {
-      throw new ModelMetadataException("optimizer.learning_rate must be > 0; got " + lr);
+      throw new ModelMetadataException(opt.path(Contract.LEARNING_RATE) + " must be > 0; got " + lr);
     }
-    double beta1 = opt.has("beta1") ? opt.number("beta1") : 0.9;
-    double beta2 = opt.has("beta2") ? opt.number("beta2") : 0.999;
-    double epsilon = opt.has("epsilon") ? opt.number("epsilon") : 1e-7;
-    double momentum = opt.has("momentum") ? opt.number("momentum") : 0.0;
+    double beta1 = opt.has(Contract.F_BETA1) ? opt.number(Contract.F_BETA1) : 0.9;
+    double beta2 = opt.has(Contract.F_BETA2) ? opt.number(Contract.F_BETA2) : 0.999;
+    double epsilon = opt.has(Contract.F_EPSILON) ? opt.number(Contract.F_EPSILON) : 1e-7;
+    double momentum = opt.has(Contract.F_MOMENTUM) ? opt.number(Contract.F_MOMENTUM) : 0.0;
     return new OptimizerConfig(optimizer, lr, beta1, beta2, epsilon, momentum);
   }
 
   private static MetadataLayer parseLayer(JsonFields f) throws ModelMetadataException {
     LayerSpec spec;
     try {
-      spec = new LayerSpec(f.integer("index", 0, Integer.MAX_VALUE), f.string("name"),
-          f.integer("block", -1, Integer.MAX_VALUE), f.string("role"), f.integer("kernel", 1, 1024),
-          f.integer("stride", 1, 1024), f.integer("in_channels", 1, Integer.MAX_VALUE),
-          f.integer("out_channels", 1, Integer.MAX_VALUE), f.integer("groups", 1, Integer.MAX_VALUE),
-          pair(f, "in_hw"), pair(f, "out_hw"), f.string("activation"));
+      spec = new LayerSpec(f.integer(Contract.F_INDEX, 0, Integer.MAX_VALUE), f.string(Contract.F_NAME),
+          f.integer(Contract.F_BLOCK, -1, Integer.MAX_VALUE), f.string(Contract.F_ROLE),
+          f.integer(Contract.F_KERNEL, 1, 1024), f.integer(Contract.F_STRIDE, 1, 1024),
+          f.integer(Contract.F_IN_CHANNELS, 1, Integer.MAX_VALUE), f.integer(Contract.F_OUT_CHANNELS, 1, Integer.MAX_VALUE),
+          f.integer(Contract.F_GROUPS, 1, Integer.MAX_VALUE), pair(f, Contract.F_IN_HW), pair(f, Contract.F_OUT_HW),
+          f.string(Contract.F_ACTIVATION));
     } catch (IllegalArgumentException err) {
       throw new ModelMetadataException(f.path("") + " invalid: " + err.getMessage(), err);
     }
@@ -369,16 +375,17 @@ public final class ModelMetadata {
       boolean same = out == (in + spec.stride - 1) / spec.stride;
       boolean valid = in >= spec.kernel && out == (in - spec.kernel) / spec.stride + 1;
       if (!same && !valid) {
-        throw new ModelMetadataException(f.path("out_hw") + " must be ceil(in_hw / stride) (\"same\" padding) or "
+        throw new ModelMetadataException(f.path(Contract.F_OUT_HW) + " must be ceil(in_hw / stride) (\"same\" padding) or "
             + "floor((in_hw - kernel) / stride) + 1 (\"valid\") for layer " + spec.name);
       }
     }
-    long params = f.integer("params");
-    long forwardMacs = f.integer("forward_macs");
+    long params = f.integer(Contract.F_PARAMS);
+    long forwardMacs = f.integer(Contract.F_FORWARD_MACS);
     if (params <= 0 || forwardMacs <= 0) {
-      throw new ModelMetadataException(f.path("params") + " and forward_macs must be positive for layer " + spec.name);
+      throw new ModelMetadataException(f.path(Contract.F_PARAMS) + " and " + Contract.F_FORWARD_MACS
+          + " must be positive for layer " + spec.name);
     }
-    return new MetadataLayer(spec, params, forwardMacs, f.bool("candidate"));
+    return new MetadataLayer(spec, params, forwardMacs, f.bool(Contract.F_CANDIDATE));
   }
 
   private static int[] pair(JsonFields f, String key) throws ModelMetadataException {

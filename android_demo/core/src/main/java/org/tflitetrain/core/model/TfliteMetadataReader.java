@@ -50,13 +50,23 @@ public final class TfliteMetadataReader {
    * @throws ModelMetadataException for a truncated or foreign file, or when the entry is missing
    */
   public static byte[] read(ByteBuffer model, String name) throws ModelMetadataException {
+    int[] span = span(model, name);
+    return new TfliteMetadataReader(model).slice(span[0], span[1]);
+  }
+
+  /**
+   * Where the bytes of the metadata entry {@code name} lie in the file: {start, length}.
+   *
+   * @throws ModelMetadataException for a truncated or foreign file, or when the entry is missing
+   */
+  public static int[] span(ByteBuffer model, String name) throws ModelMetadataException {
     TfliteMetadataReader reader = new TfliteMetadataReader(model);
     try {
       int root = reader.root();
       for (int entry : reader.tableVector(root, MODEL_METADATA)) {
         if (name.equals(reader.string(entry, METADATA_NAME))) {
           long index = reader.u32Field(entry, METADATA_BUFFER);
-          return reader.bufferBytes(root, index, name);
+          return reader.bufferSpan(root, index, name);
         }
       }
       throw new ModelMetadataException("the model has no metadata entry \"" + name + "\" (entries: "
@@ -222,7 +232,7 @@ public final class TfliteMetadataReader {
     return new String(bytes, StandardCharsets.UTF_8);
   }
 
-  private byte[] bufferBytes(int root, long index, String name) throws ModelMetadataException {
+  private int[] bufferSpan(int root, long index, String name) throws ModelMetadataException {
     List<Integer> buffers = tableVector(root, MODEL_BUFFERS);
     if (index >= buffers.size()) {
       throw new ModelMetadataException("metadata entry \"" + name + "\" points to buffer " + index + " but the model has "
@@ -236,13 +246,13 @@ public final class TfliteMetadataReader {
         throw new ModelMetadataException("metadata entry \"" + name + "\": external buffer [" + offset + ", +" + size
             + ") lies outside the " + buf.capacity() + "-byte file");
       }
-      return slice((int) offset, (int) size);
+      return new int[] {(int) offset, (int) size};
     }
     int[] vec = vector(buffer, BUFFER_DATA);
     if (vec[1] < 0) {
       throw new ModelMetadataException("metadata entry \"" + name + "\" has an empty buffer");
     }
-    return slice(vec[0], vec[1]);
+    return new int[] {vec[0], vec[1]};
   }
 
   private byte[] slice(int start, int length) {

@@ -34,7 +34,7 @@ public class ContractFixturesTest {
       ByteBuffer file = bytes(model);
       ModelMetadata meta = ModelMetadata.load(file);
       Map<?, ?> declared = (Map<?, ?>) meta.raw.get(Contract.F_SIGNATURES);
-      for (String name : Contract.SIGNATURES) {
+      for (String name : Contract.SIGNATURE_NAMES) {
         assertTrue(model + " lacks " + name, declared.containsKey(name));
       }
       for (Map.Entry<?, ?> entry : declared.entrySet()) {
@@ -76,6 +76,7 @@ public class ContractFixturesTest {
     assertTrue("metadata JSON not found in the file", at >= 0);
     Arrays.fill(data, at, at + old.length, (byte) ' ');
     System.arraycopy(now, 0, data, at, now.length);
+    ModelChecksumTest.reseal(data);  // an edit that keeps the seal valid: the contract check must catch the lie
     ModelMetadataException err = assertThrows(ModelMetadataException.class, () -> ModelMetadata.load(ByteBuffer.wrap(data)));
     // The graph-level check alone (metadata parsed, graph from the untouched file) refuses it the same way.
     assertEquals(err.getMessage(), assertThrows(ModelMetadataException.class,

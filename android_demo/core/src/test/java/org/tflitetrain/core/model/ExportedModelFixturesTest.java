@@ -143,15 +143,16 @@ public class ExportedModelFixturesTest {
       assertEquals(name, size.get(0).intValue(), meta.input.height);
       assertEquals(name, size.get(1).intValue(), meta.input.width);
       assertEquals(name, ((Number) config.get("in_channels")).intValue(), meta.input.channels);
+      boolean rawPixels = "lite0".equals(meta.backbone);  // EfficientNet-Lite0 normalises (x - 127) / 128 itself
       List<Double> channels = new ArrayList<>();
       for (int c = 0; c < meta.input.channels; c++) {
-        channels.add(0.0);
+        channels.add(rawPixels ? 127.0 : 0.0);
       }
       assertEquals(name, config.get("mean") == Json.NULL ? channels : doubles(config.get("mean")), meta.input.mean);
-      channels.replaceAll(v -> 1.0);
+      channels.replaceAll(v -> rawPixels ? 128.0 : 1.0);
       assertEquals(name, config.get("std") == Json.NULL ? channels : doubles(config.get("std")), meta.input.std);
       assertEquals(name, 0.0, meta.input.rangeLow, 0.0);
-      assertEquals(name, 1.0, meta.input.rangeHigh, 0.0);
+      assertEquals(name, rawPixels ? 255.0 : 1.0, meta.input.rangeHigh, 0.0);
       assertEquals(name, expectedCandidates(meta, ((Number) config.get("candidate_blocks")).intValue()), meta.candidates);
     }
   }
@@ -201,7 +202,7 @@ public class ExportedModelFixturesTest {
       String name = model.getFileName().toString();
       ByteBuffer file = bytes(model);
       ModelMetadata meta = ModelMetadata.fromTflite(file);
-      assertEquals(name, List.of(ModelMetadata.METADATA_NAME, "tflite_train_checksum", SELFTEST_NAME),
+      assertEquals(name, List.of(ModelMetadata.METADATA_NAME, Contract.CHECKSUM_NAME, SELFTEST_NAME),
           TfliteMetadataReader.names(file).stream().filter(n -> n.startsWith("tflite_train")).sorted().toList());
       Map<String, long[]> shapes = npzShapes(TfliteMetadataReader.read(file, SELFTEST_NAME));
       // format 2: the images are regenerated from a seed; image_shape holds (N, H, W, C)

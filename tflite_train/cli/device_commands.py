@@ -1,0 +1,148 @@
+"""The on-device commands (no TensorFlow): adapt, predict and show."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from tflite_train.cli.flag_types import (MAX_BATCH, MAX_EPOCHS, MAX_ITERATIONS, MAX_SEED, MAX_STEPS, byte_budget,
+                                         policy_name, ranged)
+from tflite_train.cli.parser import Command
+from tflite_train.runtime.text import printable
+
+__all__ = ["register"]
+
+ADAPT_HELP = """\
+Fine-tunes an exported model (.tflite) to your own classes, on this device, with no TensorFlow.
+Put a few example images of each class in a folder of its own:
+
+  photos/cat/1.jpg  photos/cat/2.jpg ...  photos/dog/1.jpg ...
+
+Images: PNG, JPEG, WebP, BMP, GIF (first frame), TIFF, or .npy; EXIF rotation applied, transparency
+on white, centre-cropped to the model's aspect ratio and resized (bilinear); at most 50 megapixels and
+64 MiB per file. Hidden files (.x, ._x) are skipped. Prints what was learned (--json: the full record)
+and writes ONE file, the checkpoint OUT, which also holds the run's config and report (print them
+with `tflite-train show OUT`). An earlier OUT stays untouched unless the run succeeds; while it
+runs, OUT.lock keeps a second adapt into the same OUT from starting (it stops with an error)."""
+
+PREDICT_HELP = """\
+Classifies images with a model adapted by `adapt`; prints one row per image: file, class and the
+confidence (softmax over the classes of the adapted head), as a table, --json or --csv."""
+
+
+def _cmd_adapt(args: argparse.Namespace) -> int:
+    """Adapts an exported model to an image folder on the interpreter; prints the summary (or --json)."""
+    from tflite_train.runtime.adapt_job import run_adaptation
+    from tflite_train.runtime.progress import terminal_progress
+    from tflite_train.runtime.summary import adapt_record, format_adapt_summary
+    from tflite_train.runtime.trainer import AdaptConfig
+
+    if args.plot:
+        from tflite_train.runtime.plots import require_matplotlib
+
+        require_matplotlib()
+    layers = tuple(n.strip() for n in args.sparse_update_layers.split(",")) if args.sparse_update_layers else None
+    criterion = "l2" if args.policy == "sparse_update" and layers is None else "tinytrain"  # a static ranking
+    config = AdaptConfig(
+        policy=args.policy, memory_bytes=math.inf if args.mem_budget is None else float(args.mem_budget),
+        compute_fraction=args.compute_budget, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,
+        criterion=criterion, sparse_update_layers=layers,
+        iterations=args.iterations, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, seed=args.seed, on_empty=args.on_empty,
+    )
+    report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
+                            include_optimizer=args.include_optimizer, runtime=args.runtime,
+                            extra_outputs=(args.plot,) if args.plot else (), max_steps=MAX_STEPS,
+                            progress=terminal_progress(not args.quiet and not args.json))
+    if args.plot:
+        from tflite_train.runtime.plots import plot_adaptation
+
+        plot_adaptation(report, args.plot)
+        report["plot"] = args.plot
+    print(adapt_record(report) if args.json else format_adapt_summary(report))
+    if args.plot and not args.json:
+        print(f"  plot        {printable(args.plot)}")
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    """Prints file, class and confidence per image (a table, --json or --csv)."""
+    from tflite_train.runtime.adapt_job import run_prediction
+    from tflite_train.runtime.progress import terminal_progress
+    from tflite_train.runtime.summary import format_predictions
+
+    rows = run_prediction(args.model, args.checkpoint, args.images, runtime=args.runtime,
+                          progress=terminal_progress(not args.quiet))
+    print(format_predictions(rows, "json" if args.json else "csv" if args.csv else "table"))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    """Prints the summary (or --json: config and report) stored in a checkpoint by `adapt`."""
+    import json
+
+    from tflite_train.runtime.adapt_job import run_record
+    from tflite_train.runtime.summary import format_adapt_summary
+
+    record = run_record(args.checkpoint)
+    if args.json:
+        print(json.dumps(record, indent=2, sort_keys=True, ensure_ascii=True))
+    else:
+        print(format_adapt_summary(record["report"]))
+    return 0
+
+
+def register(command: Command) -> None:
+    """Adds adapt, predict and show."""
+    p = command("adapt", "fine-tune an exported model to your image folder, on this device (no TensorFlow)", ADAPT_HELP)
+    p.add_argument("--model", required=True, metavar="FILE.tflite", help="the exported model")
+    p.add_argument("--support", required=True, metavar="DIR", help="training images: DIR/<class>/<image>, 2 classes or more")
+    p.add_argument("--query", metavar="DIR", help="optional test images DIR/<class>/<image> (support classes) to report accuracy on")
+    p.add_argument("--out", required=True, help="checkpoint file to write (it holds the run's config and report too)")
+    p.add_argument("--policy", type=policy_name, default="tinytrain",
+                   help="which weights to update: none (prototypes only) | last_layer | full_train | sparse_update "
+                        "(static: --sparse-update-layers, else layers ranked by weight norm) | tinytrain (this task's "
+                        "Fisher information, under the budgets)")
+    p.add_argument("--mem-budget", type=byte_budget, metavar="SIZE",
+                   help="B_mem, backward-pass memory in bytes with a unit: 1MiB, 512KiB, 1.5MB (default: unlimited)")
+    p.add_argument("--compute-budget", type=ranged(float, 0, 100, low_open=True), metavar="FRACTION",
+                   help="B_compute as a fraction of the full backward pass, i.e. of FullTrain's backward MACs per "
+                         "image (every layer updated); e.g. 0.15 = 15 %% of it, 1 = no compute limit (default: unlimited)")
+    p.add_argument("--compute-macs", type=ranged(float, 0, 1e18, low_open=True), metavar="MACS",
+                   help="B_compute in multiply-accumulates, instead of --compute-budget (default: unlimited)")
+    p.add_argument("--channel-ratio", type=ranged(float, 0, 1, low_open=True), default=0.25, metavar="FRACTION",
+                   help="fraction of each selected layer's output channels to update (sparse policies)")
+    p.add_argument("--sparse-update-layers", metavar="L1,L2,...",
+                   help="--policy sparse_update: layer priority list (default: rank by weight L2 norm)")
+    p.add_argument("--iterations", type=ranged(int, 0, MAX_ITERATIONS), default=40, metavar="STEPS",
+                   help="optimizer steps (ignored with --epochs)")
+    p.add_argument("--epochs", type=ranged(int, 1, MAX_EPOCHS), metavar="PASSES",
+                   help="passes over the support set instead of --iterations; the paper: 40 at batch 1 (default: off)")
+    p.add_argument("--batch-size", type=ranged(int, 1, MAX_BATCH), default=1, metavar="IMAGES",
+                   help="images per optimizer step (at most the number of support images)")
+    p.add_argument("--learning-rate", type=ranged(float, 0, 10, low_open=True), metavar="RATE", help="optimizer step size (default: the model's)")
+    p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, metavar="INT", help="seed of batch order and augmentation")
+    p.add_argument("--on-empty", choices=("raise", "empty"), default="raise",
+                   help="when the budget fits no layer: stop with an error, or keep the prototypes only")
+    p.add_argument("--include-optimizer", action="store_true", help="store the optimizer state too (3x larger checkpoint)")
+    p.add_argument("--runtime", choices=("litert", "tflite-runtime", "tensorflow"),
+                   help="TFLite interpreter (default: the first installed of litert, tflite-runtime, tensorflow)")
+    p.add_argument("--json", action="store_true", help="print the full machine-readable record instead of the summary")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the selection, budgets and loss curve (needs matplotlib)")
+    p.set_defaults(func=_cmd_adapt)
+
+    p = command("predict", "classify images with an adapted model (no TensorFlow)", PREDICT_HELP)
+    p.add_argument("--model", required=True, metavar="FILE.tflite", help="the exported model")
+    p.add_argument("--checkpoint", required=True, help="checkpoint written by `adapt --out`")
+    p.add_argument("--runtime", choices=("litert", "tflite-runtime", "tensorflow"),
+                   help="TFLite interpreter (default: the first installed)")
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
+    output.add_argument("--csv", action="store_true", help="print CSV (file,class_id,class,confidence) instead of the table")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files to classify")
+    p.set_defaults(func=_cmd_predict)
+
+    p = command("show", "print what an adapt run stored in its checkpoint: the summary, or its config and report")
+    p.add_argument("checkpoint", help="checkpoint written by `adapt --out`")
+    p.add_argument("--json", action="store_true", help="print the config and the full report as JSON")
+    p.set_defaults(func=_cmd_show)

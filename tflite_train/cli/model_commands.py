@@ -1,0 +1,132 @@
+"""Commands on a model file: export (TensorFlow), verify and ops (no TensorFlow)."""
+
+from __future__ import annotations
+
+import argparse
+
+from tflite_train import contract as C
+from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
+from tflite_train.cli.parser import Command
+
+__all__ = ["register"]
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    """Exports a trainable .tflite (needs TensorFlow: the converters package)."""
+    from converters.export import write_export
+    from converters.export_config import DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE, ExportConfig
+    from converters.keras_io import load_keras_model
+    from converters.weights_spec import export_fields_from_sidecar, resolve_export_config
+
+    size = None if args.input_size is None else tuple(args.input_size) * (2 if len(args.input_size) == 1 else 1)
+    if size is not None and len(size) != 2:
+        raise ValueError(f"--input-size takes H or H W; got {args.input_size}")
+    optimizer = {"sgd": "sgd_momentum"}.get(args.optimizer, args.optimizer)
+    common = dict(class_capacity=args.capacity, optimizer=optimizer, learning_rate=args.learning_rate,
+                  seed=args.seed, candidates=args.candidates or "", feature_layer=args.feature_layer)
+    if args.keras_model:
+        if args.backbone or args.weights:
+            raise ValueError("--keras-model cannot be combined with --backbone or --weights")
+        model = load_keras_model(args.keras_model)
+        config = ExportConfig(backbone="keras", input_size=size, keras_model=str(args.keras_model),
+                              candidate_blocks=args.candidate_blocks or 2,
+                              cosine_scale=args.cosine_scale or 10.0,
+                              mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None,
+                              **common)
+    else:
+        model = None
+        backbone = args.backbone or (None if args.weights else DEFAULT_BACKBONE)
+        if backbone == "lite0" and args.weights in (None, "imagenet"):
+            # the shipped meta-trained Lite0 (or the ImageNet-only one), at any --input-size
+            from tflite_train.models.lite0_meta import META_WEIGHTS_PATH, sidecar
+
+            meta = args.weights is None
+            config = ExportConfig(backbone="lite0", input_size=size or (DEFAULT_INPUT_SIZE,) * 2,
+                                  weights=str(META_WEIGHTS_PATH) if meta else None,
+                                  candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS["lite0"],
+                                  cosine_scale=args.cosine_scale or (sidecar()["cosine_head"]["scale"] if meta else 10.0),
+                                  mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None,
+                                  **common)
+        else:
+            if args.weights is None:  # a paper backbone without weights: seeded initialisation at 128
+                size = size or (DEFAULT_INPUT_SIZE,) * 2
+            sidecar_backbone = export_fields_from_sidecar(args.weights).get("backbone") if args.weights else None
+            config = resolve_export_config(
+                args.weights, backbone=backbone, input_size=size, in_channels=args.in_channels,
+                candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS.get(backbone or sidecar_backbone, 4),
+                cosine_scale=args.cosine_scale,
+                mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None, **common,
+            )
+    result = write_export(config, args.out, model)
+    print(f"wrote {args.out} ({len(result.model)} bytes, candidates: {', '.join(result.metadata[C.F_CANDIDATES])})")
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    """Replays the embedded self-test on the installed interpreter (TF-free)."""
+    from tflite_train.runtime.selftest import verify
+
+    from tflite_train.runtime.runtimes import resolve_runtime
+
+    result = verify(args.model, runtime=resolve_runtime(args.runtime))
+    print(result.format())
+    return 0 if result.passed else 1
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    """Lists the operators of a .tflite file; exit 1 on any custom/Flex op (TF-free)."""
+    from tflite_train.runtime.metadata import read_operator_codes
+
+    ops = read_operator_codes(args.model)
+    bad = [op for op in ops if op.is_custom]
+    for op in sorted(ops, key=lambda o: o.name):
+        kind = f"CUSTOM {op.custom_code}" if op.is_custom else "builtin"
+        print(f"{op.name:<24} v{op.version:<3} {kind}")
+    print(f"{len(ops)} operator codes, {len(bad)} custom/Flex")
+    return 1 if bad else 0
+
+
+def register(command: Command) -> None:
+    """Adds export, verify and ops."""
+    p = command("export", "export a trainable builtins-only .tflite from a built-in backbone or your own Keras "
+                "model (needs TensorFlow)")
+    p.add_argument("--keras-model", help="your Keras model (.keras or legacy .h5): its classifier head is dropped "
+                   "and replaced by the cosine head; Rescaling/Normalization at its input become the input spec")
+    p.add_argument("--backbone", choices=sorted(set(BACKBONES) | set(PRETRAINED_BACKBONES)),
+                   help="a built-in backbone (default: the weights' sidecar, else lite0 = EfficientNet-Lite0 at 128 px "
+                   "with the shipped meta-trained weights; mcunet, mbv2, proxyless: the paper's)")
+    p.add_argument("--weights", default=None,
+                   help="Keras X.weights.h5 of a built-in backbone; X.json beside it sets backbone, input, head scale "
+                   "(lite0: default the shipped meta-trained weights; 'imagenet' = ImageNet only)")
+    p.add_argument("--out", required=True, help="the .tflite file to write (its resolved config goes beside it)")
+    p.add_argument("--input-size", type=int, nargs="+", metavar="H [W]",
+                   help="input height and width in pixels (default: the Keras model's, the weights' sidecar, or 128)")
+    p.add_argument("--in-channels", type=int, help="image channels of a built-in backbone (default 3)")
+    p.add_argument("--mean", type=float, nargs="+", help="input normalisation (x - mean) / std, per channel or one "
+                   "value; default: the model's own preprocessing layers, else 0 (identity)")
+    p.add_argument("--std", type=float, nargs="+", help="see --mean; default 1")
+    p.add_argument("--candidates", help="layers the device may train: blocks:K (last K blocks), layers:K (last K "
+                   "layers with weights), from:LAYER (LAYER and everything after it) or all")
+    p.add_argument("--candidate-blocks", type=int, help="shorthand for --candidates blocks:K (default 6 for lite0, "
+                   "4 for the other built-in backbones, 2 for a Keras model)")
+    p.add_argument("--feature-layer", help="layer whose output is the embedding (default: the global pooling or "
+                   "Flatten that feeds the model's classifier)")
+    p.add_argument("--capacity", type=int, default=64, help="most classes the on-device head holds (default 64)")
+    p.add_argument("--optimizer", choices=("adam", "sgd", "sgd_momentum"), default="adam",
+                   help="on-device optimizer (sgd = SGD with momentum; default adam)")
+    p.add_argument("--learning-rate", type=float, default=1e-3, help="default on-device learning rate (1e-3)")
+    p.add_argument("--cosine-scale", type=float, help="scale s of the cosine logits (default: the weights' "
+                   "meta-trained scale, else 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of a built-in backbone's initialisation and of the "
+                   "self-test inputs")
+    p.set_defaults(func=_cmd_export)
+
+    p = command("verify", "check that this device's interpreter computes what the exporter recorded (self-test)")
+    p.add_argument("model", help="the exported model, a .tflite file")
+    p.add_argument("--runtime", choices=("litert", "tflite-runtime", "tensorflow"),
+                   help="TFLite interpreter (default: the first installed)")
+    p.set_defaults(func=_cmd_verify)
+
+    p = command("ops", "list a model's operators; exit 1 on Flex/custom ops")
+    p.add_argument("model", help="a .tflite file")
+    p.set_defaults(func=_cmd_ops)

@@ -1,0 +1,165 @@
+"""The signatures of a trainable ``.tflite`` file: their names, inputs, outputs and the state they share.
+
+Shapes are tuples of symbols: ``N`` is the batch (dynamic: the only dimension a caller chooses per
+call); ``H, W, C`` the input size, ``K`` the class capacity, ``D`` the feature dimension, ``S`` the
+channel-mask length (sum of the candidate layers' output channels) and ``C_l`` one candidate
+layer's output channels are fixed at export and read from the metadata; ``()`` is a scalar.
+
+Why every signature takes at least one input: TFLite's Java ``Interpreter.runSignature`` throws
+``IllegalArgumentException("Input error: Inputs should not be null or empty.")`` for an empty
+input map, so a signature without inputs could not be called from Android. ``get_state`` and
+``reset_state`` therefore take the scalar :data:`DUMMY` (int32, value ignored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from tflite_train.contract.errors import ContractError
+
+__all__ = [
+    "INFER", "FISHER", "TRAIN_STEP", "SET_HEAD", "SET_SELECTION", "SET_HPARAMS", "GET_STATE", "SET_STATE",
+    "RESET_STATE", "TRAIN_VARIANT_PREFIX", "IMAGES", "LABELS", "PROTOTYPES", "NUM_CLASSES", "CHANNEL_MASK",
+    "LEARNING_RATE", "DUMMY", "EMBEDDINGS", "LOGITS", "LOSS", "ACCURACY", "OK", "STEP", "KERNEL_SUFFIX",
+    "BIAS_SUFFIX", "MASK_SUFFIX", "OPTIMIZER_SLOTS", "GLOBAL_STATE", "CANDIDATE_OUTPUTS", "STATE_TENSORS",
+    "TensorSpec", "SignatureSpec", "SIGNATURES", "SIGNATURE_NAMES", "SPECS", "optimizer_slots", "state_names",
+    "layer_state", "train_variant_name",
+]
+
+INFER = "infer"
+FISHER = "fisher"
+TRAIN_STEP = "train_step"
+SET_HEAD = "set_head"
+SET_SELECTION = "set_selection"
+SET_HPARAMS = "set_hparams"
+GET_STATE = "get_state"
+SET_STATE = "set_state"
+RESET_STATE = "reset_state"
+TRAIN_VARIANT_PREFIX = "train_step_"
+"""Depth-specific train steps are named ``train_step_<lowest layer>`` (metadata ``train_variants``)."""
+
+# ------------------------------------------------------------ tensor names
+IMAGES = "images"
+LABELS = "labels"
+PROTOTYPES = "prototypes"
+NUM_CLASSES = "num_classes"
+CHANNEL_MASK = "channel_mask"
+LEARNING_RATE = "learning_rate"
+DUMMY = "dummy"
+"""Scalar int32 input of the signatures that need no argument (value ignored; module docstring)."""
+EMBEDDINGS = "embeddings"
+LOGITS = "logits"
+LOSS = "loss"
+ACCURACY = "accuracy"
+OK = "ok"
+STEP = "step"
+
+# State variable names: per candidate layer ``<layer><suffix>``, then the global ones.
+KERNEL_SUFFIX = "_kernel"
+BIAS_SUFFIX = "_bias"
+MASK_SUFFIX = "_mask"
+OPTIMIZER_SLOTS = {"adam": ("m", "v"), "sgd_momentum": ("mom",)}
+"""Optimizer name -> slot names; a slot variable is ``<layer>_<kernel|bias>_<slot>``."""
+GLOBAL_STATE = (PROTOTYPES, NUM_CLASSES, STEP, LEARNING_RATE)
+
+CANDIDATE_OUTPUTS = "<candidate>"
+"""Placeholder in :data:`SIGNATURES`: one output per candidate layer, named like the layer, f32[C_l]."""
+STATE_TENSORS = "<state>"
+"""Placeholder in :data:`SIGNATURES`: every state variable, named and shaped as in :func:`state_names`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a signature."""
+
+    name: str
+    dtype: str
+    shape: tuple[str, ...]
+
+    @property
+    def dynamic(self) -> tuple[int, ...]:
+        """Axes the caller sizes per call (the batch ``N``)."""
+        return tuple(i for i, d in enumerate(self.shape) if d == "N")
+
+
+@dataclasses.dataclass(frozen=True)
+class SignatureSpec:
+    """One exported signature: inputs, outputs, the state it reads and writes, and what it does."""
+
+    name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    purpose: str
+
+
+_IMAGES = TensorSpec(IMAGES, "float32", ("N", "H", "W", "C"))
+_LABELS = TensorSpec(LABELS, "int32", ("N",))
+_OK = TensorSpec(OK, "int32", ())
+_DUMMY = TensorSpec(DUMMY, "int32", ())
+_TRAIN_OUT = (TensorSpec(LOSS, "float32", ()), TensorSpec(ACCURACY, "float32", ()))
+_WEIGHTS = "candidate kernels and biases"
+
+SIGNATURES: tuple[SignatureSpec, ...] = (
+    SignatureSpec(INFER, (_IMAGES,), (TensorSpec(EMBEDDINGS, "float32", ("N", "D")),
+                                      TensorSpec(LOGITS, "float32", ("N", "K"))),
+                  (_WEIGHTS, PROTOTYPES, NUM_CLASSES), (),
+                  "Embeddings and cosine logits; logits of classes >= num_classes are -1e9."),
+    SignatureSpec(FISHER, (_IMAGES, _LABELS), (TensorSpec(CANDIDATE_OUTPUTS, "float32", ("C_l",)),),
+                  (_WEIGHTS, PROTOTYPES, NUM_CLASSES), (),
+                  "Per-channel Fisher information of every candidate layer (TinyTrain Eq. 1)."),
+    SignatureSpec(TRAIN_STEP, (_IMAGES, _LABELS), _TRAIN_OUT,
+                  (_WEIGHTS, "optimizer slots", "masks", PROTOTYPES, NUM_CLASSES, STEP, LEARNING_RATE),
+                  (STEP, "selected channels of the candidate kernels, biases and optimizer slots"),
+                  "step += 1, then one optimizer step on the selected channels; mean loss and accuracy "
+                  "before the update."),
+    SignatureSpec(SET_HEAD, (TensorSpec(PROTOTYPES, "float32", ("K", "D")), TensorSpec(NUM_CLASSES, "int32", ())),
+                  (_OK,), (), (PROTOTYPES, NUM_CLASSES), "Sets the class prototypes (zero-padded to K)."),
+    SignatureSpec(SET_SELECTION, (TensorSpec(CHANNEL_MASK, "float32", ("S",)),), (_OK,), (), ("masks",),
+                  "Sets the 0/1 channel masks, concatenated in candidates order."),
+    SignatureSpec(SET_HPARAMS, (TensorSpec(LEARNING_RATE, "float32", ()),), (_OK,), (), (LEARNING_RATE,),
+                  "Sets the learning rate."),
+    SignatureSpec(GET_STATE, (_DUMMY,), (TensorSpec(STATE_TENSORS, "float32 (num_classes: int32)", ("as exported",)),),
+                  ("all state",), (), "Every state variable, in state order."),
+    SignatureSpec(SET_STATE, (TensorSpec(STATE_TENSORS, "float32 (num_classes: int32)", ("as exported",)),), (_OK,), (),
+                  ("all state",), "Writes every state variable."),
+    SignatureSpec(RESET_STATE, (_DUMMY,), (_OK,), (), ("all state",),
+                  "Restores the exported initial state (empty head and selection, zero slots, step 0)."),
+)
+"""Every signature of the contract, in export order. The depth-specific train steps
+(``train_step_<layer>``, metadata ``train_variants``) have the inputs and outputs of ``train_step``."""
+
+SIGNATURE_NAMES: tuple[str, ...] = tuple(s.name for s in SIGNATURES)
+SPECS: Mapping[str, SignatureSpec] = {s.name: s for s in SIGNATURES}
+
+
+def optimizer_slots(optimizer: str) -> tuple[str, ...]:
+    """Slot names of ``optimizer`` (``OPTIMIZER_SLOTS``)."""
+    if optimizer not in OPTIMIZER_SLOTS:
+        raise ContractError(f"optimizer must be one of {sorted(OPTIMIZER_SLOTS)}; got {optimizer!r}")
+    return OPTIMIZER_SLOTS[optimizer]
+
+
+def state_names(layers: Sequence[str], optimizer: str) -> list[str]:
+    """Names of all state variables of candidate ``layers``, in ``get_state`` order (also the
+    ``set_state`` input names): per layer kernel, bias, their optimizer slots, mask; then
+    prototypes, num_classes, step, learning_rate."""
+    slots = optimizer_slots(optimizer)
+    names = []
+    for layer in layers:
+        names += [layer + KERNEL_SUFFIX, layer + BIAS_SUFFIX]
+        names += [f"{layer}{p}_{s}" for p in (KERNEL_SUFFIX, BIAS_SUFFIX) for s in slots]
+        names.append(layer + MASK_SUFFIX)
+    return names + list(GLOBAL_STATE)
+
+
+def layer_state(layer: str, optimizer: str) -> list[str]:
+    """The state variables of one candidate layer."""
+    return state_names([layer], optimizer)[: -len(GLOBAL_STATE)]
+
+
+def train_variant_name(layer: str) -> str:
+    """Signature name of the depth-specific train step whose backward stops at ``layer``."""
+    return TRAIN_VARIANT_PREFIX + layer
