@@ -44,8 +44,8 @@ class ExportResult:
 def convert(module: TrainableModule) -> bytes:
     """Converts the module's signatures (via a SavedModel) with builtins only and resource variables,
     then rewrites the flatbuffer once: all-zero initial values are computed at run time
-    (``converters.zero_fill``), so each weight is stored once; subgraphs with data-dependent shapes
-    are skipped by delegates (``converters.delegate_skip``).
+    (``converters.zero_fill``), so each weight is stored once; with ``skip_dynamic_subgraphs``,
+    subgraphs with data-dependent shapes are skipped by delegates (``converters.delegate_skip``).
 
     Identical IF branches of different train signatures are NOT merged: a subgraph shared by two
     signatures is re-prepared by whichever runs at a new batch size, and the other then invokes it
@@ -58,7 +58,8 @@ def convert(module: TrainableModule) -> bytes:
         raw = converter.convert()
     obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
     fill_zero_initial_values_in(obj)
-    mark_dynamic_subgraphs_in(obj)
+    if module.config.skip_dynamic_subgraphs:
+        mark_dynamic_subgraphs_in(obj)
     builder = flatbuffers.Builder(len(raw) + 1024)
     builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
