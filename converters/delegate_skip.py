@@ -18,7 +18,6 @@ Subgraph names carry no other meaning in the contract (signatures name subgraphs
 
 from __future__ import annotations
 
-import flatbuffers
 from tensorflow.lite.python import schema_py_generated as schema
 
 SKIP_PREFIX = b"VALIDATION:"
@@ -26,23 +25,13 @@ SKIP_PREFIX = b"VALIDATION:"
 DATA_DEPENDENT_SHAPE_OPS = (schema.BuiltinOperator.WHERE,)
 """Builtin ops whose output shape depends on input values (the ones the exporter emits)."""
 
-__all__ = ["DATA_DEPENDENT_SHAPE_OPS", "SKIP_PREFIX", "mark_dynamic_subgraphs", "mark_dynamic_subgraphs_in",
+__all__ = ["DATA_DEPENDENT_SHAPE_OPS", "SKIP_PREFIX", "mark_dynamic_subgraphs_in",
            "skipped_subgraphs"]
 
 
 def _dynamic_opcodes(model: schema.ModelT) -> set[int]:
     return {i for i, c in enumerate(model.operatorCodes)
             if max(c.builtinCode, c.deprecatedBuiltinCode) in DATA_DEPENDENT_SHAPE_OPS}
-
-
-def mark_dynamic_subgraphs(model: bytes) -> bytes:
-    """Returns ``model`` rewritten by ``mark_dynamic_subgraphs_in`` (``model`` itself when unchanged)."""
-    obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
-    if not mark_dynamic_subgraphs_in(obj):
-        return model
-    builder = flatbuffers.Builder(len(model) + 1024)
-    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
 
 
 def mark_dynamic_subgraphs_in(obj: schema.ModelT) -> bool:

@@ -12,7 +12,6 @@ unchanged.
 
 from __future__ import annotations
 
-import flatbuffers
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
@@ -20,7 +19,7 @@ MIN_ELEMENTS = 16
 """All-zero constants with fewer elements stay stored (a FILL and its two operands cost more)."""
 _DTYPES = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.INT32: np.int32}
 
-__all__ = ["MIN_ELEMENTS", "fill_zero_initial_values", "fill_zero_initial_values_in"]
+__all__ = ["MIN_ELEMENTS", "fill_zero_initial_values_in"]
 
 
 def _opcode_index(model: schema.ModelT, code: int) -> int:
@@ -54,16 +53,6 @@ def _constant(model: schema.ModelT, subgraph: schema.SubGraphT, value: np.ndarra
     tensor.name = name
     subgraph.tensors.append(tensor)
     return len(subgraph.tensors) - 1
-
-
-def fill_zero_initial_values(model: bytes) -> bytes:
-    """Returns ``model`` rewritten by ``fill_zero_initial_values_in``."""
-    obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
-    if not fill_zero_initial_values_in(obj):
-        return model
-    builder = flatbuffers.Builder(len(model) + 1024)
-    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
 
 
 def fill_zero_initial_values_in(obj: schema.ModelT) -> bool:

@@ -11,20 +11,12 @@ import pytest
 
 from runtime_fixtures import FIXTURE_DIR, fixture_model
 from tflite_train.cli import main
-from tflite_train.runtime import TrainableModel, interpreter
+from tflite_train.runtime import TrainableModel
 from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model
 from tflite_train.runtime.integrity import ModelIntegrityError, check_model_bytes, seal
 
 pytestmark = pytest.mark.pi
 FIXTURE = "tiny_adam_33"
-
-
-@pytest.fixture()
-def no_interpreter(monkeypatch):
-    def refuse(*_args, **_kwargs):
-        raise AssertionError("an interpreter was created for a refused file")
-
-    monkeypatch.setattr(interpreter, "load_interpreter_class", lambda preferred=None: (refuse, "refused"))
 
 
 # A few lines of independent flatbuffer navigation (schema.fbs field ids) to find what to edit.

@@ -12,19 +12,11 @@ import pytest
 
 from runtime_fixtures import fixture_model
 from tflite_train.cli import main
-from tflite_train.runtime import TrainableModel, interpreter
+from tflite_train.runtime import TrainableModel
 from tflite_train.runtime.integrity import CHECKSUM_NAME, ModelIntegrityError, check_model_bytes
 from tflite_train.runtime.metadata import metadata_spans
 
 FIXTURE = "tiny_adam_33"
-
-
-@pytest.fixture()
-def no_interpreter(monkeypatch):
-    def refuse(*_args, **_kwargs):
-        raise AssertionError("an interpreter was created for a refused file")
-
-    monkeypatch.setattr(interpreter, "load_interpreter_class", lambda preferred=None: (refuse, "refused"))
 
 
 def _data() -> bytes:
