@@ -166,5 +166,10 @@ def format_report(config: DemoConfig, report: dict[str, Any], result: Any, eval_
         f"{len(result.losses)} steps ({config.epochs} passes) {seconds.get('training', 0):.2f} s, query eval {eval_seconds:.2f} s",
     ]
     if result.losses:
-        lines.append(f"loss {result.losses[0]:.3f} (step 1) -> {result.losses[-1]:.3f} (step {len(result.losses)})")
+        # One batch-1 step's loss is noisy (one augmented image); the mean over a pass (epoch) is the curve.
+        per_pass = max(1, len(result.losses) // max(1, config.epochs))
+        first, last = result.losses[:per_pass], result.losses[-per_pass:]
+        lines.append(f"loss, mean over a pass of {per_pass} steps: {float(np.mean(first)):.3f} (first) -> "
+                     f"{float(np.mean(last)):.3f} (last); single steps {result.losses[0]:.3f} (step 1) -> "
+                     f"{result.losses[-1]:.3f} (step {len(result.losses)})")
     return "\n".join(lines)
