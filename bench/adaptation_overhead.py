@@ -53,7 +53,7 @@ def _workload(args: argparse.Namespace) -> dict:
     import time
 
     from tflite_train.runtime import TrainableModel
-    from tflite_train.runtime.trainer import AdaptConfig, adapt, class_prototypes, embed, evaluate
+    from tflite_train.runtime import AdaptConfig, adapt, class_prototypes, embed, evaluate
 
     model = TrainableModel(args.model)
     xs, ys, xq, yq = _task(model, args.cache, args.dataset, args.ways, args.shots, args.queries, args.seed)

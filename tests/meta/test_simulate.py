@@ -24,7 +24,7 @@ from converters.build_module import folded_backbone  # noqa: E402
 from converters.fixtures import FIXTURES  # noqa: E402
 from tflite_train.meta.simulate import AdaptationSimulator  # noqa: E402
 from tflite_train.runtime import TrainableModel, read_metadata  # noqa: E402
-from tflite_train.runtime.trainer import AdaptConfig, adapt, evaluate, predict  # noqa: E402
+from tflite_train.runtime import AdaptConfig, adapt, evaluate, predict  # noqa: E402
 
 TASKS = 20
 FIXTURE = "tiny_adam_33"

@@ -22,7 +22,7 @@ from tflite_train.runtime.checkpoint import (
     save_checkpoint,
     write_atomic,
 )
-from tflite_train.runtime.trainer import AdaptConfig, adapt, predict
+from tflite_train.runtime import AdaptConfig, adapt, predict
 
 CONFIG = AdaptConfig(policy="tinytrain", memory_bytes=float(2**20), compute_fraction=0.3, iterations=5)
 

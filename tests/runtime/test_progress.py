@@ -9,7 +9,7 @@ import numpy as np
 from runtime_fixtures import episode_arrays, fixture_model
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.progress import no_progress, terminal_progress
-from tflite_train.runtime.trainer import AdaptConfig, adapt, class_logits
+from tflite_train.runtime import AdaptConfig, adapt, class_logits
 
 
 class _Terminal(io.StringIO):

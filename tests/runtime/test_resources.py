@@ -13,7 +13,7 @@ from tflite_train.runtime.adapt_job import run_adaptation
 from tflite_train.runtime.errors import ImageError
 from tflite_train.runtime.images import ImageLimits, decode_image
 from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime.trainer import AdaptConfig, adapt, evaluate
+from tflite_train.runtime import AdaptConfig, adapt, evaluate
 
 
 def _rss_kib() -> int:

@@ -10,15 +10,7 @@ import pytest
 
 from tflite_train.data.augment import AugmentConfig, augment
 from tflite_train.runtime import TrainableModel, input_range
-from tflite_train.runtime.trainer import (
-    AdaptConfig,
-    adapt,
-    class_prototypes,
-    embed,
-    evaluate,
-    predict,
-    support_fisher,
-)
+from tflite_train.runtime import AdaptConfig, adapt, class_prototypes, embed, evaluate, predict, support_fisher
 from tflite_train.sparse import BudgetError
 
 from runtime_fixtures import episode_arrays, fixture_model

@@ -35,7 +35,7 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
     from tflite_train.runtime.adapt_job import run_adaptation
     from tflite_train.runtime.progress import terminal_progress
     from tflite_train.runtime.summary import adapt_record, format_adapt_summary
-    from tflite_train.runtime.trainer import AdaptConfig
+    from tflite_train.runtime.adapt_config import AdaptConfig
 
     if args.plot:
         from tflite_train.runtime.plots import require_matplotlib

@@ -38,7 +38,8 @@ import tensorflow as tf
 from tflite_train import contract as C
 from tflite_train.models import Backbone
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
-from tflite_train.runtime.trainer import AdaptConfig, fisher_subset, pseudo_query_batches
+from tflite_train.runtime.adapt_config import AdaptConfig
+from tflite_train.runtime.trainer import fisher_subset, pseudo_query_batches
 from tflite_train.sparse.policies import select
 from tflite_train.sparse.selection import Selection
 

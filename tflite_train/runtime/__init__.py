@@ -34,17 +34,15 @@ from tflite_train.runtime.runtimes import RUNTIMES, resolve_runtime
 from tflite_train.runtime.summary import adapt_record, format_adapt_summary, format_predictions
 from tflite_train.runtime.text import printable
 from tflite_train.runtime.timing import PhaseTimer
+from tflite_train.runtime.adapt_config import AdaptConfig
+from tflite_train.runtime.prediction import class_logits, evaluate, predict
 from tflite_train.runtime.trainer import (
-    AdaptConfig,
     AdaptResult,
     adapt,
     check_labelled_set,
-    class_logits,
     class_prototypes,
     embed,
-    evaluate,
     fisher_subset,
-    predict,
     pseudo_query_batches,
     support_fisher,
 )

@@ -35,15 +35,9 @@ from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.progress import Progress, no_progress
 from tflite_train.runtime.runtimes import resolve_runtime
 from tflite_train.runtime.text import printable
-from tflite_train.runtime.trainer import (
-    AdaptConfig,
-    adapt,
-    check_labelled_set,
-    class_logits,
-    class_prototypes,
-    embed,
-    evaluate,
-)
+from tflite_train.runtime.adapt_config import AdaptConfig
+from tflite_train.runtime.prediction import class_logits, evaluate
+from tflite_train.runtime.trainer import adapt, check_labelled_set, class_prototypes, embed
 from tflite_train.sparse.cost_model import layer_cost
 
 DOCUMENT_RESERVE_BYTES = 2**20  # the config and report stored in the checkpoint, generously

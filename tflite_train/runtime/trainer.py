@@ -1,4 +1,4 @@
-"""On-device adaptation on a TFLite interpreter (TinyTrain, paper Algorithm 1) and evaluation.
+"""On-device adaptation on a TFLite interpreter (TinyTrain, paper Algorithm 1).
 
 ``adapt`` runs, on an exported model (``TrainableModel``) and a labelled support set:
 
@@ -31,6 +31,7 @@ import numpy as np
 from tflite_train import contract as C
 from tflite_train.data.augment import with_value_range
 from tflite_train.data.augment import augment as augment_images
+from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.progress import Progress, no_progress
@@ -38,118 +39,11 @@ from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs, total_forward_macs
 from tflite_train.sparse.fisher import fisher_potentials
-from tflite_train.sparse.policies import SelectionConfig, canonical_policy_name, select
+from tflite_train.sparse.policies import select
 from tflite_train.sparse.selection import Selection
 
 LOG = logging.getLogger(__name__)
 Augment = Callable[[np.ndarray, np.random.Generator, Any], np.ndarray]
-
-
-@dataclasses.dataclass(frozen=True)
-class AdaptConfig:
-    """How to adapt; written beside every run's outputs (``to_dict``).
-
-    Attributes:
-      policy: "none", "last_layer", "full_train", "sparse_update" or "tinytrain" (aliases accepted).
-      memory_bytes: B_mem in bytes (inf = unlimited).
-      compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs
-        per sample at the model's input size; ``sparse.budget``), e.g. 0.15, or None.
-      compute_macs: B_compute in MACs, or None (at most one of the two compute bounds).
-      channel_ratio: Fraction of output channels updated per selected layer (sparse policies).
-      criterion, channel_method: Layer score and channel choice (``SelectionConfig``).
-      sparse_update_layers: Fixed priority list for ``sparse_update`` when no meta-training Fisher
-        tasks are given to ``adapt``.
-      iterations: Optimizer steps (when ``epochs`` is None).
-      epochs: None, or passes over the support set: then the run takes
-        epochs * ceil(N_support / batch_size) steps. The paper's protocol is 40 such passes at batch 1
-        ("training using all the samples (e.g. 25) for ... 40 iterations", appendix A.2), i.e. 1,000
-        steps for 25 support images.
-      batch_size: Pseudo-query images per step (paper: 1 for the sparse methods).
-      learning_rate: None = the model's default (metadata ``optimizer.learning_rate``).
-      seed: Seed of batch sampling, augmentation and the random-channel ablation.
-      augment: An ``AugmentConfig`` of ``tflite_train.data.augment``, or None for its defaults; its
-        ``value_range`` None (the default) means the model's input range (metadata ``input.range``).
-      on_empty: "raise" (BudgetError) or "empty" (no update) when the budget fits no layer.
-      refresh_head: Recompute the prototypes after the steps (step 5 of the module docstring).
-      chunk_size: Images per ``infer`` call when processing whole sets.
-      fisher_chunk_size: Images per ``fisher`` call. The interpreter keeps the activations and
-        gradients of a whole call, so this sets the peak memory of the Fisher pass (measured on
-        MCUNet@64: 32 -> 1.26x, 4 -> 1.16x the inference-only peak RSS).
-      fisher_samples: None = Fisher over the whole support set; k = over a class-balanced subset of
-        k support images (``fisher_subset``), which bounds the Fisher time for large support sets.
-    """
-
-    policy: str = "tinytrain"
-    memory_bytes: float = math.inf
-    compute_fraction: float | None = None
-    compute_macs: float | None = None
-    channel_ratio: float = 0.25
-    criterion: str = "tinytrain"
-    channel_method: str = "fisher"
-    sparse_update_layers: tuple[str, ...] | None = None
-    iterations: int = 40
-    epochs: int | None = None
-    batch_size: int = 1
-    learning_rate: float | None = None
-    seed: int = 0
-    augment: Any = None
-    on_empty: str = "raise"
-    refresh_head: bool = True
-    chunk_size: int = 32
-    fisher_chunk_size: int = 4
-    fisher_samples: int | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "policy", canonical_policy_name(self.policy))
-        if self.fisher_samples is not None and (isinstance(self.fisher_samples, bool)
-                                                or not isinstance(self.fisher_samples, int) or self.fisher_samples < 1):
-            raise ValueError(f"fisher_samples must be None or an int >= 1; got {self.fisher_samples!r}")
-        if self.epochs is not None and (isinstance(self.epochs, bool) or not isinstance(self.epochs, int)
-                                        or self.epochs < 1):
-            raise ValueError(f"epochs must be None or an int >= 1; got {self.epochs!r}")
-        for name in ("iterations", "batch_size", "chunk_size", "fisher_chunk_size", "seed"):
-            value, low = getattr(self, name), 0 if name in ("iterations", "seed") else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}; got {value!r}")
-        if self.learning_rate is not None and (
-            isinstance(self.learning_rate, bool) or not isinstance(self.learning_rate, (int, float))
-            or not math.isfinite(self.learning_rate) or self.learning_rate <= 0
-        ):
-            raise ValueError(f"learning_rate must be a positive number or None; got {self.learning_rate!r}")
-        if not isinstance(self.refresh_head, bool):
-            raise ValueError(f"refresh_head must be a bool; got {self.refresh_head!r}")
-        if self.sparse_update_layers is not None:
-            object.__setattr__(self, "sparse_update_layers", tuple(self.sparse_update_layers))
-        self.selection_config("adam")  # validates budget, ratio, criterion, channel method, on_empty
-
-    def num_steps(self, num_support: int) -> int:
-        """Optimizer steps for ``num_support`` support images: ``iterations``, or
-        ``epochs * ceil(num_support / batch_size)`` when ``epochs`` is set."""
-        if self.epochs is None:
-            return self.iterations
-        return self.epochs * -(-num_support // self.batch_size)
-
-    @property
-    def budget(self) -> Budget:
-        """The (B_mem, B_compute) budget."""
-        return Budget(memory_bytes=self.memory_bytes, compute_macs=self.compute_macs,
-                      compute_fraction=self.compute_fraction)
-
-    def selection_config(self, optimizer: str) -> SelectionConfig:
-        """The ``SelectionConfig`` for a model trained with ``optimizer`` (cost model)."""
-        return SelectionConfig(
-            policy=self.policy, budget=self.budget, channel_ratio=self.channel_ratio, criterion=self.criterion,
-            channel_method=self.channel_method, optimizer=optimizer, batch_size=self.batch_size,
-            on_empty=self.on_empty, seed=self.seed, layers=self.sparse_update_layers,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready resolved config (inf memory written as None)."""
-        out = dataclasses.asdict(self)
-        out["memory_bytes"] = None if math.isinf(self.memory_bytes) else self.memory_bytes
-        out["sparse_update_layers"] = None if self.sparse_update_layers is None else list(self.sparse_update_layers)
-        out["augment"] = _augment_config_dict(self.augment)
-        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,7 +121,7 @@ def check_labelled_set(
     bad = ~np.isfinite(images).reshape(images.shape[0], -1).all(axis=1)
     if bad.any():
         raise ValueError(f"{name} images {np.flatnonzero(bad)[:10].tolist()} have NaN or infinite pixels")
-    low, high = model.metadata[C.F_INPUT].get(C.F_RANGE, [0.0, 1.0])
+    low, high = input_range(model.metadata)
     if images.min() < low or images.max() > high:
         raise ValueError(f"{name} pixels must lie in [{low}, {high}]; got {images.min()}..{images.max()}")
     labels = np.asarray(labels)
@@ -409,38 +303,3 @@ def pseudo_query_batches(rng: np.random.Generator, n: int, batch_size: int, step
             batch.append(order.pop())
         batches.append(np.asarray(batch, np.int64))
     return batches
-
-
-def predict(model: TrainableModel, images: np.ndarray, chunk_size: int = 64) -> np.ndarray:
-    """Predicted class ids i32[N]: argmax over the first ``num_classes`` logits."""
-    return np.argmax(class_logits(model, images, chunk_size), axis=1).astype(np.int32)
-
-
-def class_logits(model: TrainableModel, images: np.ndarray, chunk_size: int = 64,
-                 progress: Progress = no_progress) -> np.ndarray:
-    """The head's logits f32[N, K] over the K = ``num_classes`` classes (``progress("predicting", N)``)."""
-    if model.num_classes < 1:
-        raise ValueError("the model has no head (num_classes is 0): adapt it or load a checkpoint first")
-    parts = []
-    with progress("predicting", images.shape[0]) as bar:
-        for i in range(0, images.shape[0], chunk_size):
-            parts.append(model.infer(images[i:i + chunk_size])[C.LOGITS][:, :model.num_classes])
-            bar.update(parts[-1].shape[0])
-    return np.concatenate(parts)
-
-
-def evaluate(model: TrainableModel, query_images: Any, query_labels: Any, chunk_size: int = 64) -> float:
-    """Query accuracy in [0, 1] of the adapted model (labels must lie in 0..num_classes-1)."""
-    images, labels = check_labelled_set(model, query_images, query_labels, name="query", min_classes=1,
-                                        all_classes=False)
-    if labels.max() >= model.num_classes:
-        raise ValueError(f"query labels reach {labels.max()}, the head has {model.num_classes} classes")
-    return float(np.mean(predict(model, images, chunk_size) == labels))
-
-
-def _augment_config_dict(value: Any) -> Any:
-    if value is None:
-        return None
-    if dataclasses.is_dataclass(value):
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(value).items()}
-    raise ValueError(f"augment must be an AugmentConfig dataclass or None; got {type(value).__name__}")
