@@ -8,8 +8,8 @@ BENCH_VENV := .venv-bench
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
-# Only for the emoji source (make data): npm fetches the tarballs, rsvg-convert renders the SVG-only sets.
-EMOJI_DEBS := npm librsvg2-bin
+# Only for the emoji source (make data): npm fetches the tarballs, rsvg-convert renders the SVG-only sets. Installed
+# from Debian only when the command is missing (an npm that came with a non-Debian Node.js conflicts with Debian's).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DATA_CACHE := build/data_cache
 
@@ -41,7 +41,7 @@ data-deps:
 # that `data prepare` checks before reading them), fetched with `npm pack` into the cache's download folder.
 NPM_DIR := $(DATA_CACHE)/downloads/npm
 npm-data: $(VENV)/.installed data-deps
-	@missing=$$(for p in $(EMOJI_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	@missing=$$(command -v npm >/dev/null || echo npm; command -v rsvg-convert >/dev/null || echo librsvg2-bin); \
 	if [ -n "$$missing" ]; then echo "apt-get install $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
 	mkdir -p $(NPM_DIR)

@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from tflite_train.data.augment import AugmentConfig, augment, translate
+from tflite_train.data.augment import AugmentConfig, augment, translate, with_value_range
 
-OFF = AugmentConfig(flip_prob=0, translate=0, brightness=0, saturation=0, contrast=0, cutout=0)
+UNIT = (0.0, 1.0)
+OFF = AugmentConfig(flip_prob=0, translate=0, brightness=0, saturation=0, contrast=0, cutout=0, value_range=UNIT)
 
 
 def test_disabled_is_identity():
@@ -20,14 +21,15 @@ def test_translate_by_hand():
 
 def test_flip_always():
     x = np.random.default_rng(0).uniform(size=(2, 4, 4, 3)).astype(np.float32)
-    out = augment(x, np.random.default_rng(0), AugmentConfig(flip_prob=1.0, translate=0, brightness=0, saturation=0, contrast=0, cutout=0))
+    out = augment(x, np.random.default_rng(0), AugmentConfig(flip_prob=1.0, translate=0, brightness=0, saturation=0, contrast=0, cutout=0,
+                                                      value_range=UNIT))
     np.testing.assert_array_equal(out, x[:, :, ::-1])
 
 
 def test_full_augment_is_seeded_in_range_and_changes_images():
     x = np.random.default_rng(0).uniform(size=(4, 16, 16, 3)).astype(np.float32)
-    a = augment(x, np.random.default_rng(5))
-    b = augment(x, np.random.default_rng(5))
+    a = augment(x, np.random.default_rng(5), AugmentConfig(value_range=UNIT))
+    b = augment(x, np.random.default_rng(5), AugmentConfig(value_range=UNIT))
     np.testing.assert_array_equal(a, b)
     assert a.dtype == np.float32 and a.shape == x.shape
     assert a.min() >= 0.0 and a.max() <= 1.0
@@ -36,8 +38,34 @@ def test_full_augment_is_seeded_in_range_and_changes_images():
 
 def test_bad_inputs():
     with pytest.raises(ValueError, match="images"):
-        augment(np.zeros((4, 4, 3)), np.random.default_rng(0))
+        augment(np.zeros((4, 4, 3)), np.random.default_rng(0), OFF)
     with pytest.raises(TypeError, match="rng"):
-        augment(np.zeros((1, 4, 4, 3)), 3)
+        augment(np.zeros((1, 4, 4, 3)), 3, OFF)
+    with pytest.raises(ValueError, match="value_range is None"):
+        augment(np.zeros((1, 4, 4, 3)), np.random.default_rng(0))
     with pytest.raises(ValueError, match="cutout"):
         AugmentConfig(cutout=2.0)
+
+
+def test_pixels_in_0_255_survive_augmentation_in_their_own_range():
+    """The bug this guards against: [0, 255] pixels clipped to a [0, 1] default range became black."""
+    x = np.random.default_rng(0).uniform(0, 255, size=(4, 16, 16, 3)).astype(np.float32)
+    out = augment(x, np.random.default_rng(1), with_value_range(None, (0.0, 255.0)))
+    assert out.min() >= 0.0 and out.max() <= 255.0
+    assert out.mean() > 50.0  # clipped to [0, 1] it would be <= 1
+    # brightness is a fraction of the range: the same draw shifts [0, 255] images 255 times as far
+    only_brightness = dict(flip_prob=0, translate=0, saturation=0, contrast=0, cutout=0, brightness=0.2)
+    mid = np.full((1, 2, 2, 1), 0.5, np.float32)
+    unit = augment(mid, np.random.default_rng(3), AugmentConfig(**only_brightness, value_range=UNIT))
+    wide = augment(mid * 255, np.random.default_rng(3), AugmentConfig(**only_brightness, value_range=(0, 255)))
+    np.testing.assert_allclose(wide, unit * 255, rtol=1e-5)
+
+
+def test_with_value_range_fills_a_missing_range_and_refuses_another():
+    assert with_value_range(None, (0, 255)).value_range == (0.0, 255.0)
+    assert with_value_range(AugmentConfig(cutout=0.0), (-1, 1)) == AugmentConfig(cutout=0.0, value_range=(-1.0, 1.0))
+    assert with_value_range(OFF, (0, 1)) is OFF
+    with pytest.raises(ValueError, match=r"value_range \(0.0, 1.0\) differs from the model's input range \(0.0, 255.0\)"):
+        with_value_range(OFF, (0, 255))
+    with pytest.raises(ValueError, match="lo < hi"):
+        AugmentConfig(value_range=(1, 1))

@@ -27,7 +27,7 @@ from tflite_train.meta import (
 )
 from tflite_train.models import build_backbone
 
-NO_AUG = AugmentConfig(flip_prob=0, translate=0, brightness=0, saturation=0, contrast=0, cutout=0)
+NO_AUG = AugmentConfig(flip_prob=0, translate=0, brightness=0, saturation=0, contrast=0, cutout=0, value_range=(0, 1))
 
 
 def _toy_data(num_classes=12, per_class=10, size=16, seed=0):

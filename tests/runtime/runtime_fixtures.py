@@ -49,13 +49,13 @@ def episode_indices(labels: np.ndarray, ways: int, shots: int, queries: int, see
     return support, query
 
 
-def episode_arrays(fashion, shape, ways=4, shots=5, queries=20, seed=0):
-    """Support/query float32 images at the model input ``shape`` and their labels."""
+def episode_arrays(fashion, shape, ways=4, shots=5, queries=20, seed=0, value_range=(0.0, 1.0)):
+    """Support/query float32 images at the model input ``shape`` and ``value_range``, and their labels."""
     images, labels = fashion
     support, query = episode_indices(labels, ways, shots, queries, seed)
 
     def arrays(pairs):
-        x = np.stack([to_model_input(images[i][..., None] / np.float32(255.0), shape) for i, _ in pairs])
+        x = np.stack([to_model_input(images[i][..., None] / np.float32(255.0), shape, value_range) for i, _ in pairs])
         return x.astype(np.float32), np.asarray([k for _, k in pairs], np.int32)
 
     return (*arrays(support), *arrays(query))

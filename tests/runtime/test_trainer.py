@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tflite_train.data.augment import AugmentConfig, augment
-from tflite_train.runtime import TrainableModel
+from tflite_train.runtime import TrainableModel, input_range
 from tflite_train.runtime.trainer import (
     AdaptConfig,
     adapt,
@@ -134,6 +134,30 @@ def test_augmentation_is_a_parameter(model, fashion):
     adapt(model, xs, ys, AdaptConfig(policy="last_layer", iterations=3, batch_size=2,
                                      augment=AugmentConfig(cutout=0.0)), augment=recording)
     assert seen == [(2, *model.input_shape)] * 3
+
+
+@pytest.mark.parametrize("name", ["tiny_adam_33", "lite0_meta_adam_64"])
+def test_pseudo_queries_are_augmented_in_the_models_own_input_range(name, fashion):
+    """Lite0 takes [0, 255] pixels: augmenting them with a [0, 1] range made every pseudo-query black
+    (loss stuck at ln K). The default augmentation must clip to the model's metadata range."""
+    model = TrainableModel(fixture_model(name))
+    low, high = input_range(model.metadata)
+    xs, ys, _, _ = episode_arrays(fashion, model.input_shape, ways=2, shots=2, seed=5, value_range=(low, high))
+    seen = []
+
+    def recording(images, rng, config):
+        out = augment(images, rng, config)
+        seen.append((config.value_range, float(np.abs(out - images).mean()) / (high - low), float(out.max())))
+        return out
+
+    adapt(model, xs, ys, AdaptConfig(policy="last_layer", iterations=2, batch_size=2), augment=recording)
+    assert [s[0] for s in seen] == [(float(low), float(high))] * 2
+    # an augmentation changes pixels by a fraction of the range, not by the whole range
+    assert all(0.0 < change < 0.5 for _, change, _ in seen), seen
+    assert max(s[2] for s in seen) > low + 0.5 * (high - low)
+    with pytest.raises(ValueError, match="differs from the model's input range"):
+        adapt(model, xs, ys, AdaptConfig(policy="last_layer", iterations=1, augment=AugmentConfig(
+            value_range=(float(low), float(low) + (high - low) / 255.0))))
 
 
 @pytest.mark.parametrize(

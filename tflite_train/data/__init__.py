@@ -4,7 +4,7 @@ Loaders import PIL (and optional packages) lazily; the sampler and augmentation 
 the on-device trainer can reuse them.
 """
 
-from tflite_train.data.augment import AugmentConfig, augment, translate
+from tflite_train.data.augment import AugmentConfig, augment, translate, with_value_range
 from tflite_train.data.cache import (
     CACHE_FORMAT,
     DEFAULT_IMAGE_SIZE,
@@ -48,6 +48,7 @@ __all__ = [
     "sample_episode",
     "sample_episodes",
     "translate",
+    "with_value_range",
     "verify_cache",
     "verify_tarball",
 ]

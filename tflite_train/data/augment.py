@@ -1,7 +1,9 @@
 """Numpy image augmentation for pseudo-queries (P>M>F / DiffAugment-style), TF-free.
 
 The on-device trainer builds a pseudo-query set by augmenting the support set (paper appendix C).
-Each transform acts on float32 NHWC images with values in ``[lo, hi]`` (``AugmentConfig.value_range``)
+Each transform acts on float32 NHWC images with values in ``[lo, hi]`` (``AugmentConfig.value_range``,
+the range the model takes: [0, 1] for the built-in MCUNet-style backbones, [0, 255] for Lite0 and
+most Keras applications; ``None`` until ``with_value_range`` resolves it from the model's metadata)
 and draws one random parameter set per image from the given generator:
 
 - horizontal flip with probability ``flip_prob``;
@@ -31,7 +33,7 @@ class AugmentConfig:
     saturation: float = 0.3
     contrast: float = 0.3
     cutout: float = 0.25
-    value_range: tuple[float, float] = (0.0, 1.0)
+    value_range: tuple[float, float] | None = None
     fill: float | None = None  # None: the top-left pixel of each image (the background for our data)
 
     def __post_init__(self) -> None:
@@ -39,8 +41,30 @@ class AugmentConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
-        if not self.value_range[0] < self.value_range[1]:
-            raise ValueError(f"value_range must be (lo, hi) with lo < hi, got {self.value_range!r}")
+        if self.value_range is not None:
+            lo, hi = (float(v) for v in self.value_range)
+            if not lo < hi:
+                raise ValueError(f"value_range must be (lo, hi) with lo < hi, got {self.value_range!r}")
+            object.__setattr__(self, "value_range", (lo, hi))
+
+
+def with_value_range(config: AugmentConfig | None, value_range: tuple[float, float]) -> AugmentConfig:
+    """``config`` (None: the defaults) for images in ``value_range``, the model's input range.
+
+    A config without a range takes ``value_range``; one whose explicit range differs is refused, since
+    clipping images to another range destroys them (e.g. [0, 255] pixels clipped to [0, 1]).
+
+    Raises:
+      ValueError: ``config.value_range`` is set and differs from ``value_range``.
+    """
+    lo, hi = (float(v) for v in value_range)
+    config = AugmentConfig() if config is None else config
+    if config.value_range is None:
+        return dataclasses.replace(config, value_range=(lo, hi))
+    if config.value_range != (lo, hi):
+        raise ValueError(f"AugmentConfig.value_range {config.value_range} differs from the model's input range "
+                         f"{(lo, hi)} (metadata input.range); leave it None to use the model's")
+    return config
 
 
 def translate(images: np.ndarray, shifts: np.ndarray, fill: np.ndarray) -> np.ndarray:
@@ -60,7 +84,7 @@ def augment(images: np.ndarray, rng: np.random.Generator, config: AugmentConfig 
     """Returns augmented copies of ``images`` (float32 NHWC); see the module docstring.
 
     Raises:
-      ValueError: images not 4-D.
+      ValueError: images not 4-D, or ``config.value_range`` is None (see ``with_value_range``).
       TypeError: rng not a ``numpy.random.Generator``.
     """
     images = np.asarray(images, dtype=np.float32)
@@ -68,6 +92,8 @@ def augment(images: np.ndarray, rng: np.random.Generator, config: AugmentConfig 
         raise ValueError(f"images must be NHWC, got shape {images.shape}")
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if config.value_range is None:
+        raise ValueError("AugmentConfig.value_range is None: give the images' range (with_value_range)")
     n, h, w, c = images.shape
     lo, hi = config.value_range
     x = images.copy()

@@ -41,7 +41,8 @@ class PretrainConfig:
     momentum: float = 0.9
     weight_decay: float = 5e-4
     schedule: ScheduleConfig = ScheduleConfig(peak_lr=0.05)
-    augment: AugmentConfig = AugmentConfig(flip_prob=0.0, cutout=0.0, translate=0.0625, saturation=0.0)
+    augment: AugmentConfig = AugmentConfig(flip_prob=0.0, cutout=0.0, translate=0.0625, saturation=0.0,
+                                           value_range=(0.0, 1.0))
     seed: int = 0
     checkpoint_every: int = 200
     log_every: int = 50
@@ -73,7 +74,8 @@ class MetaTrainConfig:
     momentum: float = 0.9
     weight_decay: float = 5e-4
     schedule: ScheduleConfig = ScheduleConfig(peak_lr=0.01)
-    augment: AugmentConfig = AugmentConfig(flip_prob=0.0, cutout=0.0, translate=0.0625, saturation=0.0)
+    augment: AugmentConfig = AugmentConfig(flip_prob=0.0, cutout=0.0, translate=0.0625, saturation=0.0,
+                                           value_range=(0.0, 1.0))
     init_scale: float = 10.0
     init_bias: float = 0.0
     seed: int = 0

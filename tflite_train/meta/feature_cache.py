@@ -54,7 +54,7 @@ class FeatureCacheConfig:
         ("glyphs_multiscript", "train", 1, 500), ("glyphs_multiscript", "val", 1, 100),
     )
     augment: AugmentConfig = AugmentConfig(flip_prob=0.0, translate=0.08, brightness=0.1, saturation=0.3,
-                                           contrast=0.2, cutout=0.0)
+                                           contrast=0.2, cutout=0.0, value_range=(0.0, 1.0))
     seed: int = 0
     batch_size: int = 64
 

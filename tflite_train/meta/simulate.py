@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from tflite_train import contract as C
 from tflite_train.models import Backbone
-from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.trainer import AdaptConfig, fisher_subset, pseudo_query_batches
 from tflite_train.sparse.policies import select
 from tflite_train.sparse.selection import Selection
@@ -171,7 +171,7 @@ class AdaptationSimulator:
         opt = self.optimizer
         augment_module = importlib.import_module("tflite_train.data.augment")
         augment = augment_module.augment if augment is None else augment
-        augment_config = config.augment if config.augment is not None else augment_module.AugmentConfig()
+        augment_config = augment_module.with_value_range(config.augment, input_range(self.metadata))
         self.reset()
         try:
             protos = _class_means(self.embed(images, config.chunk_size), labels)

@@ -25,7 +25,7 @@ from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model
 from tflite_train.runtime.image_folder import ImageFolder, load_image_folder, scan_image_folder
 from tflite_train.runtime.images import ImageLimits, decode_image, read_image
 from tflite_train.runtime.model_input import load_images, to_model_input
-from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.output_lock import OutputLockedError, output_lock
 from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.plots import plot_adaptation
@@ -81,6 +81,7 @@ __all__ = [
     "fisher_subset",
     "format_adapt_summary",
     "format_predictions",
+    "input_range",
     "layer_table",
     "load_checkpoint",
     "load_image_folder",

@@ -30,7 +30,7 @@ from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.image_folder import scan_image_folder
 from tflite_train.runtime.model_input import load_images
 from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.output_lock import output_lock
 from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.progress import Progress, no_progress
@@ -96,15 +96,10 @@ def _check_distinct(outputs: Sequence[pathlib.Path], inputs: Sequence[pathlib.Pa
                 raise UserError(f"output {printable(str(path))} would overwrite the input {printable(str(source))}")
 
 
-def _value_range(model: TrainableModel) -> tuple[float, float]:
-    low, high = model.metadata[C.F_INPUT].get(C.F_RANGE, [0.0, 1.0])
-    return float(low), float(high)
-
-
 def _read_folder(root: str | os.PathLike, model: TrainableModel, progress: Progress):
     folder = scan_image_folder(root)
     with progress("reading", len(folder.paths)) as bar:
-        images = load_images(folder.paths, model.input_shape, _value_range(model), progress=bar.update)
+        images = load_images(folder.paths, model.input_shape, input_range(model.metadata), progress=bar.update)
     return images, folder.labels, folder.class_names
 
 
@@ -268,7 +263,7 @@ def run_prediction(
     model = load_model(model_path, runtime)
     checkpoint = restore_checkpoint(model, load_checkpoint(checkpoint_path))
     with progress("reading", len(image_paths)) as bar:
-        images = load_images(image_paths, model.input_shape, _value_range(model), progress=bar.update)
+        images = load_images(image_paths, model.input_shape, input_range(model.metadata), progress=bar.update)
     logits = class_logits(model, images, progress=progress).astype(np.float64)
     probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
     probabilities /= probabilities.sum(axis=1, keepdims=True)

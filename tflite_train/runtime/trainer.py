@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.data.augment import AugmentConfig
+from tflite_train.data.augment import with_value_range
 from tflite_train.data.augment import augment as augment_images
 from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime.model_contract import check_metadata, layer_table
+from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.progress import Progress, no_progress
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
@@ -67,7 +67,8 @@ class AdaptConfig:
       batch_size: Pseudo-query images per step (paper: 1 for the sparse methods).
       learning_rate: None = the model's default (metadata ``optimizer.learning_rate``).
       seed: Seed of batch sampling, augmentation and the random-channel ablation.
-      augment: An ``AugmentConfig`` of ``tflite_train.data.augment``, or None for its defaults.
+      augment: An ``AugmentConfig`` of ``tflite_train.data.augment``, or None for its defaults; its
+        ``value_range`` None (the default) means the model's input range (metadata ``input.range``).
       on_empty: "raise" (BudgetError) or "empty" (no update) when the budget fits no layer.
       refresh_head: Recompute the prototypes after the steps (step 5 of the module docstring).
       chunk_size: Images per ``infer`` call when processing whole sets.
@@ -325,7 +326,7 @@ def adapt(
     optimizer = model.metadata[C.F_OPTIMIZER][C.F_NAME]
     selection_config = config.selection_config(optimizer)
     augment = default_augment() if augment is None else augment
-    augment_config = config.augment if config.augment is not None else _default_augment_config()
+    augment_config = with_value_range(config.augment, input_range(model.metadata))
     timer = PhaseTimer()
 
     with timer.phase("head"):
@@ -435,10 +436,6 @@ def evaluate(model: TrainableModel, query_images: Any, query_labels: Any, chunk_
     if labels.max() >= model.num_classes:
         raise ValueError(f"query labels reach {labels.max()}, the head has {model.num_classes} classes")
     return float(np.mean(predict(model, images, chunk_size) == labels))
-
-
-def _default_augment_config() -> AugmentConfig:
-    return AugmentConfig()
 
 
 def _augment_config_dict(value: Any) -> Any:
