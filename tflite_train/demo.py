@@ -49,7 +49,7 @@ class DemoConfig:
         ... 40 iterations"), i.e. 1,000 steps for a 5-way 5-shot task.
       ways, shots, queries: Each task (fixed ways-way shots-shot; queries per class).
       tasks: Number of tasks to adapt on (accuracy is reported per task and on average). Each Lite0
-        task is 1,000 sparse steps (30-50 ms each on 2 shared cores) after a 2.5-3 min export; 2 tasks
+        task is 1,000 sparse steps (26-45 ms each on 2 shared cores) after an 80-160 s export; 2 tasks
         keep a cold ``make demo`` (export included) within 5 minutes on 2 cores.
       learning_rate: Step size of the sparse fine-tuning (overrides the export's default 1e-3). 1e-4 is the
         value the paired benchmark chose for Lite0@128's TinyTrain (and SparseUpdate/FullTrain) on
