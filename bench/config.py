@@ -99,8 +99,10 @@ class BenchConfig:
       full_train_batch: FullTrain's batch (paper: 100); the sparse methods use batch 1 (paper). The
         default 50 is the default ``max_support_total``: one FullTrain step covers the largest
         support set (the paper's 100 exceeds every support set here).
-      memory_budget_mib: The paper's B_mem at 128x128 (1 MiB); scaled to ``input_size`` (see
-        ``scaled_memory_budget``).
+      memory_budget_mib: B_mem as set for MCUNet at 128x128 (the paper's 1 MiB); each model's B_mem
+        is the library's ``tflite_train.sparse.scaled_memory_budget`` of it (the CLI's and the
+        demo's default; ``policy_runs.memory_budget_bytes``). The cost tables (section 2) use it
+        unscaled for every backbone, as the paper's Tables 2 and 6 do.
       compute_fraction: B_compute as a fraction of FullTrain's backward MACs (paper: "15 % of total
         MACs"; see ``bench.policy_runs.compute_budget_macs`` for why the backward MACs).
       channel_ratio: TinyTrain's channel ratio; ``sparse_update_channel_ratio`` SparseUpdate's.

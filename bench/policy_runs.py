@@ -22,7 +22,8 @@ from bench.tasks import Task
 from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
-from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, Budget, backward_cost
+from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, Budget
+from tflite_train.sparse import scaled_memory_budget as library_memory_budget
 
 LOG = logging.getLogger(__name__)
 MIB = 2**20
@@ -65,29 +66,17 @@ def scaled_memory_budget(config: BenchConfig) -> float:
     return memory_budget_bytes(build_layer_table(config.backbone, config.input_size), config.memory_budget_mib)
 
 
-REFERENCE = ("mcunet", 128)
-"""The paper's B_mem (1 MB) is set for MCUNet at 128x128."""
-
-
-def last_layer_memory(table) -> int:
-    """Backward memory (bytes, Adam, batch 1) of updating the table's last layer, all channels."""
-    last = table.layers[-1]
-    return backward_cost(table, {last.name: last.out_channels}, optimizer="adam").total_bytes
-
-
 def memory_budget_bytes(table, budget_mib: float) -> float:
-    """B_mem in bytes for the model of layer ``table``: the paper's budget (set for MCUNet at 128x128)
-    scaled by the LastLayer update's backward memory (Adam, batch 1) of this model against MCUNet@128:
+    """B_mem in bytes for the model of layer ``table``: the library's one definition,
+    ``tflite_train.sparse.scaled_memory_budget`` (the CLI's and the demo's default), with the
+    MCUNet@128 budget ``budget_mib`` (the paper's 1 MiB):
 
-      B = B_paper * M_LastLayer(model) / M_LastLayer(MCUNet@128).
+      B = budget_mib * M_LastLayer(model) / M_LastLayer(MCUNet@128)   (LastLayer update, Adam, batch 1).
 
-    For MCUNet at another resolution this scales the budget with the activations (weights and
-    optimizer slots do not depend on the resolution); for another backbone it keeps the paper's
-    ratio B_mem / M_LastLayer (1 MiB / 2.03 MiB), so the budget is as tight relative to that model's
-    own smallest conventional update as the paper's was for MCUNet (EfficientNet-Lite0@128: the 1 MiB
-    of MCUNet fits no single layer of Lite0, whose inference buffer alone exceeds it).
+    MCUNet@64: 0.770 MiB; EfficientNet-Lite0@128: 4.005 MiB (the 1 MiB of MCUNet fits no single
+    layer of Lite0, whose inference buffer alone exceeds it).
     """
-    return budget_mib * MIB * last_layer_memory(table) / last_layer_memory(build_layer_table(*REFERENCE))
+    return library_memory_budget(table, budget_mib * MIB)
 
 
 @functools.lru_cache(maxsize=None)

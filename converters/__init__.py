@@ -8,8 +8,10 @@ from converters.build_module import (
     module_from_keras,
     prepare_model,
 )
-from converters.export import ExportResult, build_metadata, convert, export_keras, export_model, write_export
+from converters.export import (ExportResult, build_metadata, convert, ensure_export, export_keras, export_model,
+                               write_export)
 from converters.export_config import ExportConfig
+from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
 from converters.graph import Graph, GraphReadError, EmbeddingError, RegionError, graph_layer_table, read_keras
 from converters.trainable_module import TrainableModule, state_names
@@ -26,7 +28,9 @@ __all__ = [
     "add_metadata",
     "backbone_model",
     "build_metadata",
+    "code_stamp",
     "convert",
+    "ensure_export",
     "export_keras",
     "export_model",
     "folded_backbone",
@@ -35,6 +39,7 @@ __all__ = [
     "module_from_keras",
     "prepare_model",
     "read_keras",
+    "stamp_path",
     "state_names",
     "write_export",
 ]

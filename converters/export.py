@@ -19,6 +19,7 @@ from tensorflow.lite.python import schema_py_generated as schema
 from converters.build_module import backbone_model, module_from_keras
 from converters.delegate_skip import mark_dynamic_subgraphs_in
 from converters.export_config import ExportConfig
+from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.trainable_module import TrainableModule, train_variant_name
@@ -166,16 +167,24 @@ def write_export(config: ExportConfig, out: str | pathlib.Path, model: keras.Mod
 
 
 def ensure_export(config: ExportConfig, out: str | pathlib.Path) -> bool:
-    """Exports ``config`` to ``out`` unless ``out`` and its ``.config.json`` already hold this config.
+    """Exports ``config`` to ``out`` unless ``out`` is current: its ``.config.json`` holds this config
+    and its ``.stamp`` the current code stamp (``converters.export_stamp.code_stamp``: exporter
+    sources, TensorFlow/Keras versions, weights file). A file made by other code, or one without a
+    stamp, is re-exported. The stamp is written after the model and its config, so an interrupted
+    export is never taken for a current one.
 
     Returns:
       True when the model was (re-)exported, False when the existing file was reused.
     """
     out = pathlib.Path(out)
     sidecar = out.with_suffix(out.suffix + ".config.json")
-    if out.exists() and sidecar.exists() and json.loads(sidecar.read_text()) == config.to_dict():
-        LOG.info("reusing %s (same export config)", out)
+    stamp_file = stamp_path(out)
+    stamp = code_stamp(config)
+    if (out.exists() and sidecar.exists() and stamp_file.exists() and stamp_file.read_text() == stamp
+            and json.loads(sidecar.read_text()) == config.to_dict()):
+        LOG.info("reusing %s (same export config and code stamp)", out)
         return False
     LOG.info("exporting %s", out)
     write_export(config, out)
+    write_atomic(stamp_file, stamp.encode())
     return True

@@ -7,7 +7,6 @@ environment has no TensorFlow, so it can only replay these files.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import pathlib
@@ -19,6 +18,7 @@ from converters.build_module import backbone_model
 from converters.example_models import EXAMPLE_MODELS
 from converters.export import write_export
 from converters.export_config import ExportConfig
+from converters.export_stamp import code_stamp, stamp_path
 from converters.reference import reference_vectors
 from converters.weights_spec import export_fields_from_sidecar, sidecar_path
 
@@ -85,20 +85,6 @@ KERAS_FIXTURES: dict[str, tuple[str, ExportConfig]] = {
 ALL_FIXTURES = [*FIXTURES, *KERAS_FIXTURES]
 
 
-def code_stamp(config: ExportConfig | None = None) -> str:
-    """sha256 over the exporter, backbone and contract sources (and the config's weights file, if any).
-
-    A fixture is stale when they change.
-    """
-    digest = hashlib.sha256()
-    for file in sorted([*ROOT.glob("converters/**/*.py"), *ROOT.glob("tflite_train/models/*.py"),
-                        *ROOT.glob("tflite_train/architectures.py"), *ROOT.glob("tflite_train/contract/*.py")]):
-        digest.update(file.read_bytes())
-    if config is not None and config.weights:
-        digest.update(pathlib.Path(config.weights).read_bytes())
-    return digest.hexdigest()
-
-
 def write_fixtures(out: pathlib.Path, names: list[str] | None = None) -> list[pathlib.Path]:
     """Exports the named fixtures (default: all) into ``out``; skips files whose config is unchanged."""
     out.mkdir(parents=True, exist_ok=True)
@@ -107,9 +93,9 @@ def write_fixtures(out: pathlib.Path, names: list[str] | None = None) -> list[pa
         builder, config = KERAS_FIXTURES[name] if name in KERAS_FIXTURES else (None, FIXTURES[name])
         path = out / f"{name}.tflite"
         config_path = path.with_suffix(".tflite.config.json")
-        stamp_path = path.with_suffix(".tflite.stamp")
+        stamp_file = stamp_path(path)
         stamp = code_stamp(config)
-        if (path.exists() and config_path.exists() and stamp_path.exists() and stamp_path.read_text() == stamp
+        if (path.exists() and config_path.exists() and stamp_file.exists() and stamp_file.read_text() == stamp
                 and json.loads(config_path.read_text()) == config.to_dict()):
             logging.info("fixture %s up to date", path)
         else:
@@ -117,7 +103,7 @@ def write_fixtures(out: pathlib.Path, names: list[str] | None = None) -> list[pa
             model = EXAMPLE_MODELS[builder]() if builder else backbone_model(config)
             result = write_export(config, path, model)
             np.savez(path.with_suffix(".parity.npz"), **reference_vectors(model, result.module))
-            stamp_path.write_text(stamp)
+            stamp_file.write_text(stamp)
         written.append(path)
     return written
 

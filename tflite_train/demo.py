@@ -38,16 +38,19 @@ class DemoConfig:
       target: Cross-domain data set of the cache to adapt on.
       candidate_blocks: Trailing blocks whose layers the device may update (Lite0: the 6 meta-trained ones).
       policy: Adaptation policy (``tinytrain`` by default).
-      memory_bytes: B_mem of the backward pass (batch 1). 4 MiB: Lite0 at 128 px already needs 1.8 MB
-        for its largest inference activation (b01's expand: 64x64x(16+96) floats), so the paper's 1 MiB
-        (sized for MCUNet) admits no layer at all.
+      memory_bytes: B_mem, the peak memory of the backward pass in bytes (batch 1; paper appendix A.4);
+        None = the library's one default, ``tflite_train.sparse.scaled_memory_budget`` of the model's
+        layer table: the paper's 1 MiB for MCUNet@128 scaled by the model's LastLayer backward memory
+        (4.005 MiB for Lite0@128, which needs 1.8 MB for its largest inference activation alone, so
+        1 MiB unscaled admits no layer). The same default as ``adapt`` and the benchmark.
       compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs).
       epochs, batch_size: Passes over the augmented support set and images per step: the paper's
         protocol, 40 passes at batch 1 (appendix A.2: "training using all the samples (e.g. 25) for
         ... 40 iterations"), i.e. 1,000 steps for a 5-way 5-shot task.
       ways, shots, queries: Each task (fixed ways-way shots-shot; queries per class).
-      tasks: Number of tasks to adapt on (accuracy is reported per task and on average); 3 keeps
-        ``make demo`` near 5 minutes on 2 cores (each Lite0 task is 1,000 sparse steps).
+      tasks: Number of tasks to adapt on (accuracy is reported per task and on average). Each Lite0
+        task is 1,000 sparse steps (26-45 ms each on 2 shared cores) after an 80-160 s export; 2 tasks
+        keep a cold ``make demo`` (export included) within 5 minutes on 2 cores.
       learning_rate: Step size of the sparse fine-tuning (overrides the export's default 1e-3). 1e-4 is the
         value the paired benchmark chose for Lite0@128's TinyTrain (and SparseUpdate/FullTrain) on
         VALIDATION tasks only, never on the demo's target: ``bench/results/results.json``
@@ -62,14 +65,14 @@ class DemoConfig:
     target: str = "fashion_mnist"
     candidate_blocks: int = 6
     policy: str = "tinytrain"
-    memory_bytes: float = 4.0 * MIB
+    memory_bytes: float | None = None
     compute_fraction: float = 0.15
     epochs: int = 40
     batch_size: int = 1
     ways: int = 5
     shots: int = 5
     queries: int = 10
-    tasks: int = 3
+    tasks: int = 2
     learning_rate: float = 1e-4
     seed: int = 0
 
@@ -83,6 +86,25 @@ def _export(config: DemoConfig) -> pathlib.Path:
     path = pathlib.Path(config.out) / f"{export_config.backbone}_{export_config.input_size[0]}.tflite"
     ensure_export(export_config, path)
     return path
+
+
+def memory_budget(config: DemoConfig, model: Any) -> float:
+    """B_mem in bytes: ``config.memory_bytes``, or the library's default for the model's layer table
+    (``tflite_train.sparse.scaled_memory_budget``, as ``adapt`` and the benchmark)."""
+    from tflite_train.runtime import layer_table
+    from tflite_train.sparse import scaled_memory_budget
+
+    if config.memory_bytes is not None:
+        return float(config.memory_bytes)
+    return scaled_memory_budget(layer_table(model.metadata))
+
+
+def budget_line(config: DemoConfig, memory_bytes: float) -> str:
+    """How B_mem was set, in the words of ``adapt --help`` and the benchmark report."""
+    if config.memory_bytes is not None:
+        return f"B_mem {memory_bytes / MIB:.3f} MiB of backward-pass peak memory (given)"
+    return (f"B_mem {memory_bytes / MIB:.3f} MiB of backward-pass peak memory: the paper's 1 MiB for MCUNet at "
+            "128 px, scaled by this model's LastLayer backward memory (tflite_train.sparse.scaled_memory_budget)")
 
 
 def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
@@ -103,8 +125,10 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
     episodes = sample_episodes(data.labels, config.tasks, config.seed,
                                EpisodeConfig(ways=config.ways, shots=config.shots, queries=config.queries))
 
+    memory_bytes = memory_budget(config, model)
+
     def run(policy: str, task: int, support, support_labels, query, query_labels):
-        adapt_config = AdaptConfig(policy=policy, memory_bytes=config.memory_bytes,
+        adapt_config = AdaptConfig(policy=policy, memory_bytes=memory_bytes,
                                    compute_fraction=config.compute_fraction, epochs=config.epochs,
                                    batch_size=config.batch_size, learning_rate=config.learning_rate,
                                    seed=config.seed + task, on_empty="empty")
@@ -135,6 +159,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
               f"  ({', '.join(tasks[-1]['classes'])})")
     report = {
         "model": str(model_path), "runtime": model.runtime, "target": config.target, "load_seconds": load_seconds,
+        "memory_budget_bytes": memory_bytes,
         "mean_accuracy_none": float(np.mean([t["accuracy_none"] for t in tasks])),
         f"mean_accuracy_{config.policy}": float(np.mean([t[f"accuracy_{config.policy}"] for t in tasks])),
         "tasks": tasks,
@@ -157,7 +182,8 @@ def format_report(config: DemoConfig, report: dict[str, Any], result: Any, eval_
         f"{100 * report[f'mean_accuracy_{config.policy}']:.1f} %",
         "last task's selection: " + (", ".join(f"{name} ({len(ch)} ch)" for name, ch in result.selection.channels.items())
                          or "none (no update)"),
-        f"backward memory {cost.total_bytes / MIB:.3f} MiB of {config.memory_bytes / MIB:.3f} MiB budget; "
+        budget_line(config, report["memory_budget_bytes"]),
+        f"backward memory {cost.total_bytes / MIB:.3f} MiB of {report['memory_budget_bytes'] / MIB:.3f} MiB budget; "
         f"backward compute {cost.backward_macs / 1e6:.2f}M MACs of "
         f"{'unlimited' if math.isinf(limit) else f'{limit / 1e6:.2f}M'} "
         f"({config.compute_fraction:.0%} of the full backward pass, {result.full_backward_macs / 1e6:.2f}M MACs)",

@@ -198,8 +198,27 @@ def test_memory_budget_scales_with_last_layer_memory():
     from bench.policy_runs import memory_budget_bytes
     from tflite_train.architectures import build_layer_table
 
+    from tflite_train.sparse import scaled_memory_budget
+
     assert memory_budget_bytes(build_layer_table("mcunet", 128), 1.0) == pytest.approx(2**20)
     assert memory_budget_bytes(build_layer_table("mcunet", 64), 1.0) < 2**20
+    for backbone, size, mib in (("mcunet", 64, 1.0), ("mbv2", 128, 1.0), ("proxyless", 96, 2.5)):
+        table = build_layer_table(backbone, size)  # the bench's B_mem is the library's one definition
+        assert memory_budget_bytes(table, mib) == scaled_memory_budget(table, mib * 2**20)
+
+
+def test_published_memory_budgets_are_the_librarys():
+    """The committed results' B_mem per model equals the library's definition of its layer table."""
+    import json
+    import pathlib
+
+    from tflite_train.architectures import build_layer_table
+    from tflite_train.sparse import scaled_memory_budget
+
+    results = json.loads((pathlib.Path(__file__).resolve().parents[2] / "bench/results/results.json").read_text())
+    runs = results["sections"]["accuracy"]["runs"]
+    assert scaled_memory_budget(build_layer_table("mcunet", 64)) == pytest.approx(runs["mcunet_64"]["memory_budget_bytes"])
+    assert runs["lite0_128"]["memory_budget_bytes"] / 2**20 == pytest.approx(4.005, abs=5e-4)
 
 
 @pytest.mark.parametrize("field, value", [("tasks", 1), ("sections", ("nope",)), ("channel_ratio", 1.5),

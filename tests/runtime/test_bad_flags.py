@@ -24,7 +24,8 @@ def setup(fashion, tmp_path):
 
 
 def _adapt(support, run, *extra):
-    return run_cli(["adapt", "--model", str(fixture_model(MODEL)), "--support", str(support), "--out",
+    return run_cli(["adapt", "--mem-budget", "unlimited",
+                    "--model", str(fixture_model(MODEL)), "--support", str(support), "--out",
                     str(run / "m.ckpt"), "--iterations", "3", "--quiet", *extra])
 
 

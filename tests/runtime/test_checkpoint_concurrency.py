@@ -28,7 +28,8 @@ def support(fashion, tmp_path):
 
 
 def _argv(support, out, seed: int, iterations: int) -> list[str]:
-    return ["adapt", "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
+    return ["adapt", "--mem-budget", "unlimited",
+            "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
             "--iterations", str(iterations), "--seed", str(seed), "--quiet"]
 
 

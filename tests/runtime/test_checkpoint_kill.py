@@ -191,7 +191,8 @@ def test_sigterm_during_a_cli_adapt_exits_cleanly_and_keeps_the_old_checkpoint(f
     run = tmp_path / "run"
     run.mkdir()
     out = run / "m.ckpt"
-    argv = [sys.executable, "-m", "tflite_train.cli", "adapt", "--model", str(fixture_model(MODEL)), "--support",
+    argv = [sys.executable, "-m", "tflite_train.cli", "adapt", "--mem-budget", "unlimited",
+            "--model", str(fixture_model(MODEL)), "--support",
             str(support), "--out", str(out), "--quiet"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     assert subprocess.run([*argv, "--iterations", "3"], env=env, capture_output=True).returncode == 0

@@ -21,7 +21,8 @@ def folders(fashion, tmp_path):
 
 
 def _adapt(out, support, *extra):
-    return main(["adapt", "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
+    return main(["adapt", "--mem-budget", "unlimited",
+                 "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
                  "--iterations", "5", *extra])
 
 

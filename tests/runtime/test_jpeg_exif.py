@@ -59,7 +59,8 @@ def test_adapt_on_rotated_jpegs(fashion, tmp_path, capsys):
             folder.mkdir(parents=True, exist_ok=True)
             _save_rotated_jpeg(_upright(images[i]), sorted(STORED)[n % 3], folder / f"IMG_{n:04d}.JPG")
     out = tmp_path / "m.ckpt"
-    assert run_cli(["adapt", "--model", str(fixture_model("tiny_adam_33")), "--support", str(tmp_path / "support"),
+    assert run_cli(["adapt", "--mem-budget", "unlimited",
+                    "--model", str(fixture_model("tiny_adam_33")), "--support", str(tmp_path / "support"),
                     "--query", str(tmp_path / "query"), "--out", str(out), "--epochs", "2", "--json", "--quiet"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["shots"] == [4, 4, 4] and record["query_size"] == 12 and len(record["losses"]) == 24

@@ -30,7 +30,8 @@ def setup(fashion, tmp_path):
 
 
 def _adapt(support, out, *extra):
-    return run_cli(["adapt", "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
+    return run_cli(["adapt", "--mem-budget", "unlimited",
+                    "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
                     "--iterations", "3", "--quiet", *extra])
 
 

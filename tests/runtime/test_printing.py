@@ -63,7 +63,8 @@ def _names(support: pathlib.Path) -> list[str]:
 def test_adapt_summary_escapes_class_names(evil_support, tmp_path, capsys):
     support, _ = evil_support
     out = tmp_path / "m.ckpt"
-    assert run_cli(["adapt", "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
+    assert run_cli(["adapt", "--mem-budget", "unlimited",
+                    "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
                     "--iterations", "3", "--quiet"]) == 0
     text = capsys.readouterr().out
     lines = text.splitlines()
@@ -79,7 +80,8 @@ def test_adapt_summary_escapes_class_names(evil_support, tmp_path, capsys):
 
 def test_adapt_json_keeps_names_exactly(evil_support, tmp_path, capsys):
     support, _ = evil_support
-    assert run_cli(["adapt", "--model", str(fixture_model(MODEL)), "--support", str(support), "--out",
+    assert run_cli(["adapt", "--mem-budget", "unlimited",
+                    "--model", str(fixture_model(MODEL)), "--support", str(support), "--out",
                     str(tmp_path / "m.ckpt"), "--iterations", "3", "--json"]) == 0
     text = capsys.readouterr().out
     assert text.isascii()
@@ -89,7 +91,8 @@ def test_adapt_json_keeps_names_exactly(evil_support, tmp_path, capsys):
 def test_predict_escapes_paths_and_names(evil_support, tmp_path, capsys):
     support, query = evil_support
     out = tmp_path / "m.ckpt"
-    assert run_cli(["adapt", "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
+    assert run_cli(["adapt", "--mem-budget", "unlimited",
+                    "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
                     "--iterations", "3", "--quiet"]) == 0
     evil_files = []
     for n, source in enumerate(sorted((query / "class0").iterdir())):

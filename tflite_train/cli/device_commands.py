@@ -53,7 +53,8 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
     report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
                             include_optimizer=args.include_optimizer, runtime=args.runtime,
                             extra_outputs=(args.plot,) if args.plot else (), max_steps=MAX_STEPS,
-                            progress=terminal_progress(not args.quiet and not args.json))
+                            progress=terminal_progress(not args.quiet and not args.json),
+                            default_memory_budget=args.mem_budget is None)
     if args.plot:
         from tflite_train.runtime.plots import plot_adaptation
 
@@ -104,7 +105,12 @@ def register(command: Command) -> None:
                         "(static: --sparse-update-layers, else layers ranked by weight norm) | tinytrain (this task's "
                         "Fisher information, under the budgets)")
     p.add_argument("--mem-budget", type=byte_budget, metavar="SIZE",
-                   help="B_mem, backward-pass memory in bytes with a unit: 1MiB, 512KiB, 1.5MB (default: unlimited)")
+                   help="B_mem: peak memory of the backward pass per image (paper appendix A.4: the weights being "
+                        "updated, their optimizer state, and the inference buffer, which also holds the saved "
+                        "activations; frozen weights not counted), in bytes with a unit: 1MiB, 512KiB, 1.5MB, or "
+                        "'unlimited' (default: the paper's 1 MiB for MCUNet at 128 px, scaled by this model's "
+                        "LastLayer backward memory: 4.005 MiB for the default Lite0@128, 0.770 MiB for MCUNet@64; "
+                        "tinytrain and sparse_update only)")
     p.add_argument("--compute-budget", type=ranged(float, 0, 100, low_open=True), metavar="FRACTION",
                    help="B_compute as a fraction of the full backward pass, i.e. of FullTrain's backward MACs per "
                          "image (every layer updated); e.g. 0.15 = 15 %% of it, 1 = no compute limit (default: unlimited)")

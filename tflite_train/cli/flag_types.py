@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 __all__ = ["MAX_BATCH", "MAX_EPOCHS", "MAX_ITERATIONS", "MAX_SEED", "MAX_STEPS", "byte_budget", "policy_name", "ranged"]
 
@@ -33,9 +34,12 @@ def ranged(kind: type, low: float, high: float, *, low_open: bool = False, unit:
     return parse
 
 
-def byte_budget(text: str) -> int:
+def byte_budget(text: str) -> float:
+    """A byte size with a unit (``1MiB``) as an int, or ``unlimited`` as ``math.inf``."""
     from tflite_train.runtime.byte_size import parse_byte_size
 
+    if text.strip().lower() == "unlimited":
+        return math.inf
     try:
         value = parse_byte_size(text)
     except ValueError as err:

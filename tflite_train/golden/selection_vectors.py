@@ -40,7 +40,8 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
-from tflite_train.sparse.budget import Budget, BudgetError
+from tflite_train.sparse.budget import (PAPER_MEMORY_BYTES, REFERENCE_LAST_LAYER_BYTES, Budget, BudgetError, last_layer_memory,
+                                        scaled_memory_budget)
 from tflite_train.sparse.channel_selection import top_k_channels
 from tflite_train.sparse.cost_model import (
     BackwardCost,
@@ -236,6 +237,8 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
         "total_forward_macs": total_forward_macs(table),
         "compute_budget": {"compute_fraction": PAPER_COMPUTE_FRACTION, "full_backward_macs": full_backward_macs(table),
                            "compute_limit_macs": Budget(compute_fraction=PAPER_COMPUTE_FRACTION).compute_limit(table)},
+        "memory_budget": {"reference_bytes": PAPER_MEMORY_BYTES, "reference_last_layer_bytes": REFERENCE_LAST_LAYER_BYTES,
+                          "last_layer_bytes": last_layer_memory(table), "memory_limit_bytes": scaled_memory_budget(table)},
         "weights": {"seed": WEIGHT_SEED, "multiplier": WEIGHT_MULTIPLIER, "layer_multiplier": WEIGHT_LAYER_MULTIPLIER,
                     "modulus": WEIGHT_MODULUS, "scale": WEIGHT_SCALE,
                     "check": {n: float(np.sum(w * w)) for n, w in weights.items() if n in pool}},

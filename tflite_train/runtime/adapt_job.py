@@ -12,6 +12,7 @@ failure or a kill at any moment leaves any earlier file at ``out`` untouched and
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -38,6 +39,7 @@ from tflite_train.runtime.text import printable
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.prediction import class_logits, evaluate
 from tflite_train.runtime.trainer import adapt, check_labelled_set, class_prototypes, embed
+from tflite_train.sparse.budget import scaled_memory_budget
 from tflite_train.sparse.cost_model import layer_cost
 
 DOCUMENT_RESERVE_BYTES = 2**20  # the config and report stored in the checkpoint, generously
@@ -130,6 +132,7 @@ def run_adaptation(
     extra_outputs: Sequence[str | os.PathLike] = (),
     max_steps: int | None = None,
     progress: Progress = no_progress,
+    default_memory_budget: bool = False,
 ) -> dict[str, Any]:
     """Adapts the model to ``support_dir`` and saves the checkpoint ``out``; returns the report dict.
 
@@ -143,6 +146,8 @@ def run_adaptation(
       extra_outputs: Further files the caller will write afterwards (e.g. a plot): checked up front too.
       max_steps: Refuse a run of more optimizer steps than this (before any training), or None.
       progress: Progress-bar factory (``progress.terminal_progress``).
+      default_memory_budget: B_mem not given (``config.memory_bytes`` is inf): a budgeted policy gets
+        the library's default B_mem for this model, ``sparse.scaled_memory_budget`` of its layer table.
 
     Raises:
       UserError (a ValueError) or OSError: one-line reasons; nothing is written before the checkpoint
@@ -161,6 +166,8 @@ def run_adaptation(
         check_output_file(path, what="output")
     with output_lock(out):  # before any work: a second run into the same output stops here
         model = load_model(model_path, runtime)
+        if default_memory_budget and math.isinf(config.memory_bytes) and config.policy not in UNBUDGETED_POLICIES:
+            config = dataclasses.replace(config, memory_bytes=scaled_memory_budget(layer_table(model.metadata)))
         outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
         if outside:
             raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "

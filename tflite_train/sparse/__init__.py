@@ -1,6 +1,14 @@
 """The on-device method: layer table, cost model, Fisher information, selection. Imports no TensorFlow."""
 
-from tflite_train.sparse.budget import Budget, BudgetError
+from tflite_train.sparse.budget import (
+    PAPER_MEMORY_BYTES,
+    REFERENCE_LAST_LAYER_BYTES,
+    REFERENCE_MODEL,
+    Budget,
+    BudgetError,
+    last_layer_memory,
+    scaled_memory_budget,
+)
 from tflite_train.sparse.channel_selection import (
     CHANNEL_METHODS,
     channel_l2_norms,
@@ -62,7 +70,10 @@ __all__ = [
     "MIT_SPARSE_UPDATE_LAYERS",
     "ON_EMPTY",
     "OPTIMIZER_SLOTS",
+    "PAPER_MEMORY_BYTES",
     "POLICIES",
+    "REFERENCE_LAST_LAYER_BYTES",
+    "REFERENCE_MODEL",
     "SELECTION_FORMAT",
     "SELECTION_FORMAT_VERSION",
     "BackwardCost",
@@ -88,6 +99,7 @@ __all__ = [
     "greedy_select_layers",
     "l2_channels",
     "l2_layer_scores",
+    "last_layer_memory",
     "last_layer_policy",
     "layer_channel_counts",
     "layer_cost",
@@ -97,6 +109,7 @@ __all__ = [
     "random_channels",
     "rank_layers",
     "resolve_layers",
+    "scaled_memory_budget",
     "select",
     "sparse_update_policy",
     "tinytrain_policy",

@@ -1,8 +1,11 @@
 package org.tflitetrain.core.select;
 
+import java.util.Collections;
 import org.tflitetrain.core.cost.BackwardCost;
 import org.tflitetrain.core.cost.CostModel;
+import org.tflitetrain.core.cost.LayerSpec;
 import org.tflitetrain.core.cost.LayerTable;
+import org.tflitetrain.core.cost.Optimizer;
 
 /**
  * Backward-pass budget B_mem / B_compute (TinyTrain Algorithm 1); port of {@code sparse/budget.py}.
@@ -16,11 +19,21 @@ import org.tflitetrain.core.cost.LayerTable;
  * A relative B_compute is a fraction of the full backward pass: FullTrain's backward MACs per sample
  * at the model's input size ({@link CostModel#fullBackwardMacs}), as in Python's {@code sparse/budget.py}.
  *
+ * B_mem bounds the paper's peak memory of the backward pass (appendix A.4; {@link BackwardCost#totalBytes}).
+ * Its default for a model is the paper's 1 MiB (set for MCUNet at 128x128) scaled by the model's LastLayer
+ * backward memory, {@link #scaledMemoryBytes(LayerTable)}: the one definition of Python's
+ * {@code sparse.budget.scaled_memory_budget} (CLI, demo, bench).
+ *
  * Both bounds are inclusive; a missing bound is unlimited (memory: {@code Double.POSITIVE_INFINITY}).
  * At most one of {@code computeMacs} and {@code computeFraction} is given. The paper's example is
  * {@code Budget.withFraction(1 << 20, 0.15)} (1 MiB, 15 % of the full backward pass).
  */
 public final class Budget {
+  /** The paper's B_mem ("around 1 MB"), set for MCUNet at 128x128; Python {@code PAPER_MEMORY_BYTES}. */
+  public static final double PAPER_MEMORY_BYTES = 1 << 20;
+  /** M_LastLayer(MCUNet@128) in bytes (Adam, batch 1); Python {@code REFERENCE_LAST_LAYER_BYTES}. */
+  public static final long REFERENCE_LAST_LAYER_BYTES = 2_132_480L;
+
   /** B_mem in bytes; +inf = unlimited. */
   public final double memoryBytes;
   /** Absolute B_compute in backward MACs, or null. */
@@ -78,6 +91,35 @@ public final class Budget {
       return computeFraction * (double) CostModel.fullBackwardMacs(table);
     }
     return Double.POSITIVE_INFINITY;
+  }
+
+  /**
+   * M_LastLayer: backward memory in bytes of updating every output channel of the table's last layer
+   * with Adam at batch 1 (Python {@code sparse.budget.last_layer_memory}).
+   */
+  public static long lastLayerMemory(LayerTable table) {
+    LayerSpec last = table.get(table.size() - 1);
+    return CostModel.backwardCost(table, Collections.singletonMap(last.index, last.outChannels), Optimizer.ADAM, 1,
+        true).totalBytes();
+  }
+
+  /**
+   * B_mem in bytes for the model of {@code table}: {@code referenceBytes} (a budget for MCUNet@128) scaled
+   * by the model's LastLayer backward memory, as Python's {@code scaled_memory_budget}:
+   * <pre>
+   *   B_mem = referenceBytes * M_LastLayer(table) / M_LastLayer(MCUNet@128)
+   * </pre>
+   *
+   * @throws IllegalArgumentException for a negative or NaN {@code referenceBytes}
+   */
+  public static double scaledMemoryBytes(LayerTable table, double referenceBytes) {
+    check("referenceBytes", referenceBytes);
+    return referenceBytes * lastLayerMemory(table) / REFERENCE_LAST_LAYER_BYTES;
+  }
+
+  /** The default B_mem of a model: {@link #scaledMemoryBytes(LayerTable, double)} of the paper's 1 MiB. */
+  public static double scaledMemoryBytes(LayerTable table) {
+    return scaledMemoryBytes(table, PAPER_MEMORY_BYTES);
   }
 
   /** True when {@code cost} fits both bounds (inclusive). */

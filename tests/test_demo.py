@@ -1,0 +1,50 @@
+"""The demo's B_mem is the library's one definition, stated in the same words as ``adapt --help``."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+import pathlib
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "runtime"))
+from runtime_fixtures import fixture_model  # noqa: E402
+
+from tflite_train.demo import DemoConfig, budget_line, memory_budget  # noqa: E402
+from tflite_train.runtime import layer_table  # noqa: E402
+from tflite_train.runtime.metadata import read_metadata  # noqa: E402
+from tflite_train.sparse import scaled_memory_budget  # noqa: E402
+
+DEFINITION = "the paper's 1 MiB for MCUNet at 128 px, scaled by this model's LastLayer backward memory"
+
+
+def _model(name: str):
+    return types.SimpleNamespace(metadata=read_metadata(fixture_model(name)))
+
+
+def test_default_memory_budget_is_the_librarys_scaled_budget():
+    assert DemoConfig().memory_bytes is None
+    for name in ("lite0_meta_adam_64", "mcunet_adam_35"):
+        model = _model(name)
+        assert memory_budget(DemoConfig(), model) == scaled_memory_budget(layer_table(model.metadata))
+    assert memory_budget(DemoConfig(memory_bytes=3 * 2**20), _model("mcunet_adam_35")) == 3 * 2**20
+
+
+def test_budget_line_uses_the_words_of_adapt_help(capsys):
+    from tflite_train.cli import main
+
+    line = budget_line(DemoConfig(), 4.005 * 2**20)
+    assert line.startswith("B_mem 4.005 MiB of backward-pass peak memory") and DEFINITION in line
+    assert "scaled" not in budget_line(DemoConfig(memory_bytes=2**20), 2**20)
+    with pytest.raises(SystemExit):
+        main(["adapt", "--help"])
+    assert DEFINITION in " ".join(capsys.readouterr().out.split())
+
+
+def test_demo_keeps_the_papers_protocol_and_fits_the_time_budget_by_tasks():
+    config = DemoConfig()
+    assert (config.epochs, config.batch_size, config.ways, config.shots) == (40, 1, 5, 5)  # 1,000 steps a task
+    assert config.tasks == 2
+    assert dataclasses.asdict(config)["memory_bytes"] is None  # written to demo_config.json as null
