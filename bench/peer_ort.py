@@ -160,9 +160,20 @@ def peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+WORKER_BOOTSTRAP = ("import runpy, sys, types; pkg = types.ModuleType('bench'); pkg.__path__ = [sys.argv.pop(1)]; "
+                    "sys.modules['bench'] = pkg; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+"""Runs a ``bench`` module as ``__main__`` without the package ``__init__`` (which imports the accuracy
+bench and scipy, absent from the Pi env): a namespace stub with the package's path stands in for it."""
+
+
+def worker_command(python: str, module: str, *args: str) -> list[str]:
+    """The argv that runs ``python -m <module> <args>`` with ``WORKER_BOOTSTRAP`` (works in the Pi env)."""
+    return [str(python), "-c", WORKER_BOOTSTRAP, str(ROOT / "bench"), module, *args]
+
+
 def run_worker(python: str, spec: dict) -> dict:
     """Runs ``worker(spec)`` in a fresh ``python`` process; returns its JSON result."""
-    done = subprocess.run([python, "-m", "bench.peer_ort", "--worker", json.dumps(spec)], cwd=ROOT,
+    done = subprocess.run(worker_command(python, "bench.peer_ort", "--worker", json.dumps(spec)), cwd=ROOT,
                           capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     if done.returncode != 0:
         raise RuntimeError(f"worker {spec['engine']}/{spec['workload']} failed:\n{done.stderr[-3000:]}")

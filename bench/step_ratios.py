@@ -148,9 +148,11 @@ def peak_rss_kib() -> int:
 
 
 def _run_worker(python: pathlib.Path, worker: str, model: str, args) -> dict:
-    cmd = [str(python), "-m", "bench.step_ratios", "--worker", worker, "--model", model, "--cache", args.cache,
+    from bench.peer_ort import worker_command
+
+    cmd = worker_command(python, "bench.step_ratios", "--worker", worker, "--model", model, "--cache", args.cache,
            "--model-dir", args.model_dir, "--repeats", str(args.repeats), "--steps", str(args.steps),
-           "--mem-budget", str(args.mem_budget), "--compute-fraction", str(args.compute_fraction)]
+           "--mem-budget", str(args.mem_budget), "--compute-fraction", str(args.compute_fraction))
     env = {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     if done.returncode != 0:

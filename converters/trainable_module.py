@@ -16,7 +16,9 @@ Selection (``set_selection``): one f32 mask variable per candidate layer. The we
 optimizer step of a candidate layer sit in one flat ``tf.cond`` (TFLite IF) taken only when the
 layer has a selected channel; inside, only the selected channels are gathered (``tf.where`` +
 GATHER), differentiated and updated (O(K) optimizer arithmetic), then scattered back and merged
-with SELECT so unselected channels stay bit-identical.
+with SELECT so unselected channels stay bit-identical. When every channel of the layer is selected
+(the full step), a second flat IF takes instead: the whole gradient in the kernel's own layout
+and dense optimizer arithmetic, with no gather, scatter or merge.
 
 Depth: the general ``train_step`` walks down to the lowest candidate with each layer's input
 gradient in an IF gated by "a selected layer lies below" (not taken: x is passed through as a
@@ -262,9 +264,45 @@ class TrainableModule(tf.Module):
             g_x = tf.cond(below, input_grad, lambda: tf.identity(x))
         if is_candidate:
             with tf.control_dependencies([g_x] if g_x is not None else []):
-                # No outputs: the branch's data-dependent shapes (WHERE) stay inside it (module docstring).
-                tf.cond(self._selected(node.name), lambda: self._apply_update(node, x, g_z()), lambda: None)
+                # Two flat IFs without outputs: some channels (sparse: the branch's data-dependent
+                # shapes, WHERE, stay inside it; module docstring) or every channel (dense, static).
+                count = tf.reduce_sum(self._vars[node.name + C.MASK_SUFFIX])
+                every = float(node.shape[-1]) - 0.5
+                tf.cond(tf.logical_and(count > 0.5, count < every), lambda: self._apply_update(node, x, g_z()),
+                        lambda: None)
+                tf.cond(count > every, lambda: self._apply_update_all(node, x, g_z()), lambda: None)
         return g_x
+
+    def _optimizer_step(self, cur: list, grad) -> list:
+        """New values of [param, *slots] from their current values and the gradient (elementwise).
+
+        Adam: m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2, w' = w - lr m'/(1 - b1^t) /
+        (sqrt(v'/(1 - b2^t)) + eps); SGD with momentum: u' = mu u + g, w' = w - lr u'.
+        """
+        cfg = self.config
+        lr = self._vars[C.LEARNING_RATE]
+        if cfg.optimizer == "adam":
+            t = self._vars[C.STEP]
+            m = cfg.beta1 * cur[1] + (1.0 - cfg.beta1) * grad
+            v = cfg.beta2 * cur[2] + (1.0 - cfg.beta2) * grad * grad
+            m_hat = m / (1.0 - tf.pow(cfg.beta1, t))
+            v_hat = v / (1.0 - tf.pow(cfg.beta2, t))
+            return [cur[0] - lr * m_hat / (tf.sqrt(v_hat) + cfg.epsilon), m, v]
+        mom = cfg.momentum * cur[1] + grad
+        return [cur[0] - lr * mom, mom]
+
+    def _apply_update_all(self, node: Node, x, g_z):
+        """Optimizer step on every channel (all selected, e.g. the full step): the gradient in the
+        kernel's own layout and dense arithmetic, no gather, scatter or merge."""
+        name = node.name
+        grads = dispatch.weighted_weight_grad_all(node, x, g_z, self._shapes[node.inputs[0]])
+        writes = []
+        for param, grad in zip(("kernel", "bias"), grads):
+            variables = [self._vars[nm] for nm in [f"{name}_{param}"] + [f"{name}_{param}_{s}" for s in self._slots]]
+            cur = [var.read_value() for var in variables]
+            writes += list(zip(variables, self._optimizer_step(cur, grad)))
+        for var, value in writes:
+            var.assign(value)
 
     def _apply_update(self, node: Node, x, g_z):
         """Optimizer step on the selected channels only: O(K) arithmetic, O(full) merge.
@@ -282,8 +320,6 @@ class TrainableModule(tf.Module):
         cout = int(node.shape[-1])
         fan = int(np.prod(kernel_shape)) // cout
         sel_w = tf.reshape(sel, [1, 1, cout, 1]) if node.op == "depthwise" else sel
-        cfg = self.config
-        lr = self._vars[C.LEARNING_RATE]
         writes = []
         for param, grad, where in (("kernel", dw_sel, sel_w), ("bias", db_sel, sel)):
             names = [f"{name}_{param}"] + [f"{name}_{param}_{s}" for s in self._slots]
@@ -302,17 +338,7 @@ class TrainableModule(tf.Module):
 
                 def merge(v, new):
                     return tf.where(where, tf.scatter_nd(idx[:, None], new, [cout]), v)
-            cur = [gather(v) for v in values]
-            if cfg.optimizer == "adam":
-                t = self._vars[C.STEP]
-                m = cfg.beta1 * cur[1] + (1.0 - cfg.beta1) * grad
-                v = cfg.beta2 * cur[2] + (1.0 - cfg.beta2) * grad * grad
-                m_hat = m / (1.0 - tf.pow(cfg.beta1, t))
-                v_hat = v / (1.0 - tf.pow(cfg.beta2, t))
-                new = [cur[0] - lr * m_hat / (tf.sqrt(v_hat) + cfg.epsilon), m, v]
-            else:
-                mom = cfg.momentum * cur[1] + grad
-                new = [cur[0] - lr * mom, mom]
+            new = self._optimizer_step([gather(v) for v in values], grad)
             writes += [(var, merge(old, value)) for var, old, value in zip(variables, values, new)]
         for var, value in writes:
             var.assign(value)

@@ -1,7 +1,7 @@
 """Conv2D, DepthwiseConv2D and Dense: builtin-op input and weight gradients vs TF autodiff.
 
 Stride 1 and 2, odd and even sizes, "same" (Keras-asymmetric at stride 2) and "valid" padding,
-kernels 1, 3, 5; the weight gradient of a channel subset. Tolerance 1e-5 relative.
+kernels 1, 3, 5; the weight gradient of a channel subset and of every channel (the full step's path). Tolerance 1e-5 relative.
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ def test_conv2d_gradients(rng, h, w, k, s, padding):
     expected = gk_ref.reshape(k * k * 3, 5)[:, [0, 3, 4]].T
     assert rel(dw, expected) < 1e-5
     assert rel(db, gb_ref[[0, 3, 4]]) < 1e-5
+    dw_all, db_all = conv.conv2d_weight_grad_all(tf.constant(x), tf.constant(g), (h, w), out_hw, (k, k), (s, s), padding)
+    assert dw_all.shape == kernel.shape
+    assert rel(dw_all, gk_ref) < 1e-5
+    assert rel(db_all, gb_ref) < 1e-5
 
 
 @pytest.mark.parametrize("h,w,k,s,padding", CASES)
@@ -55,6 +59,11 @@ def test_depthwise_gradients(rng, h, w, k, s, padding):
     dw, db = conv.depthwise_weight_grad(tf.constant(x), tf.constant(g), idx, (h, w), out_hw, (k, k), (s, s), padding)
     assert rel(dw, gk_ref.reshape(k * k, c)[:, [1, 2]].T) < 1e-5
     assert rel(db, gb_ref[[1, 2]]) < 1e-5
+    dw_all, db_all = conv.depthwise_weight_grad_all(tf.constant(x), tf.constant(g), (h, w), out_hw, (k, k), (s, s),
+                                                    padding)
+    assert dw_all.shape == kernel.shape
+    assert rel(dw_all, gk_ref) < 1e-5
+    assert rel(db_all, gb_ref) < 1e-5
 
 
 @pytest.mark.parametrize("shape", [(3, 7), (2, 3, 3, 7)])
@@ -69,6 +78,9 @@ def test_dense_gradients(rng, shape):
     dw, db = conv.dense_weight_grad(tf.constant(x), tf.constant(g), tf.constant([5, 0]))
     assert rel(dw, gk_ref[:, [5, 0]].T) < 1e-5
     assert rel(db, gb_ref[[5, 0]]) < 1e-5
+    dw_all, db_all = conv.dense_weight_grad_all(tf.constant(x), tf.constant(g), kernel.shape)
+    assert rel(dw_all, gk_ref) < 1e-5
+    assert rel(db_all, gb_ref) < 1e-5
 
 
 @pytest.mark.parametrize("size,kernel,stride,padding,expected", [
