@@ -254,7 +254,9 @@ class TrainableModule(tf.Module):
         # Flat, un-nested IFs. The input gradient reads the weights BEFORE this layer's update
         # (automatic control dependencies keep program order).
         g_x = None
-        if needs_input_grad and cut is not None:
+        if needs_input_grad and cut is not None:  # unconditional: g_z once, shared with the update IFs
+            g_z_value = g_z()
+            g_z = lambda: g_z_value  # noqa: E731
             g_x = input_grad()
         elif needs_input_grad:
             upstream = self._upstream[node.name]
