@@ -6,16 +6,14 @@ Notation (one spatial axis; both axes alike): input x of size H, kernel k, strid
 * "same" (TF/Keras): H' = ceil(H / s), total = max((H' - 1) s + k - H, 0), p_b = total // 2 (the
   extra row goes after: Keras is asymmetric at stride 2 on even sizes); "valid": p_b = 0,
   H' = floor((H - k) / s) + 1.
-* weight gradient (only the selected output channels o in ``idx``):
-  dW[t, ci, o] = sum_{n, i} x_pad[n, s i + t, ci] g_z[n, i, o] (im2col + one MATMUL; depthwise: one
-  reduction per tap), db[o] = sum_{n, i} g_z[n, i, o].
-  Every channel (the full step, ``*_weight_grad_all``): the same sums without the gather, returned
-  in the kernel's own layout (dense conv: dW = cols^T g as [kh*kw*C_in, C_out]; no transpose).
+* weight gradient of every output channel, in the kernel's own layout (no transpose):
+  dW[t, ci, o] = sum_{n, i} x_pad[n, s i + t, ci] g_z[n, i, o] (im2col + one MATMUL, dW = cols^T g
+  as [kh*kw*C_in, C_out]; depthwise: one MUL and one reduction per tap), db[o] = sum_{n, i} g_z[n, i, o].
 * input gradient: g_xpad[j] = sum_{i, t: s i + t = j} g_z[i] W[t] = a full correlation of the
   zero-dilated gradient d (d[s i] = g_z[i]) with the flipped kernel; only the H rows that map to x
   are computed (d is padded by k - 1 - p_b before and cut/padded to H + k - 1 rows), then a VALID
   conv (dense: kernel transposed to [k, k, C_out, C_in]; depthwise: per channel).
-* Dense: z = x W + b; dW_sel = g_sel^T x; g_x = g_z W^T.
+* Dense: z = x W + b; dW = x^T g_z; g_x = g_z W^T.
 """
 
 from __future__ import annotations
@@ -69,15 +67,10 @@ def window_taps(x_pad, out_hw, kernel_hw, strides) -> list:
     x_fit = x_pad[:, :min(rows, sh * hq), :min(cols, sw * wq), :]
     if rows < sh * hq or cols < sw * wq:
         x_fit = tf.pad(x_fit, [[0, 0], [0, max(sh * hq - rows, 0)], [0, max(sw * wq - cols, 0)], [0, 0]])
-    static_c = x_pad.shape[-1]
-    c = static_c if static_c is not None else tf.shape(x_pad)[3]
-
-    def shape(*dims):
-        return tf.stack(dims) if static_c is None else list(dims)
-
-    row_phases = tf.split(tf.reshape(x_fit, shape(-1, sh, sw * wq * c)), sh, axis=1)
-    phases = [[tf.reshape(p, shape(-1, hq, wq, c))
-               for p in tf.split(tf.reshape(rp, shape(-1, sw, c)), sw, axis=1)] for rp in row_phases]
+    c = x_pad.shape[-1]
+    row_phases = tf.split(tf.reshape(x_fit, [-1, sh, sw * wq * c]), sh, axis=1)
+    phases = [[tf.reshape(p, [-1, hq, wq, c]) for p in tf.split(tf.reshape(rp, [-1, sw, c]), sw, axis=1)]
+              for rp in row_phases]
     return [phases[dy % sh][dx % sw][:, dy // sh:dy // sh + ho, dx // sw:dx // sw + wo, :]
             for dy in range(kh) for dx in range(kw)]
 
@@ -160,19 +153,6 @@ def dense_input_grad(g_z, kernel):
     return tf.tensordot(g_z, tf.transpose(kernel), axes=1)
 
 
-def conv2d_weight_grad(x, g_z, idx, in_hw, out_hw, kernel_hw, strides, padding):
-    """dW and db of the output channels ``idx`` only, channel-major: [n, kh*kw*C_in] and [n].
-
-    The fan order (dy, dx, ci) is the row-major order of the Keras kernel [kh, kw, C_in, C_out].
-    """
-    n = tf.shape(idx)[0]
-    g_sel = tf.gather(g_z, idx, axis=3)
-    db = tf.reduce_sum(g_sel, axis=[0, 1, 2])
-    cols = _im2col(x, in_hw, out_hw, kernel_hw, strides, padding)
-    g_mat = tf.reshape(g_sel, tf.stack([-1, n]))
-    return tf.matmul(g_mat, cols, transpose_a=True), db
-
-
 def _im2col(x, in_hw, out_hw, kernel_hw, strides, padding):
     """[N*H'*W', kh*kw*C_in] patches, fan order (dy, dx, ci) (a 1x1 stride-1 conv: x itself)."""
     cin = x.shape[-1]
@@ -182,7 +162,7 @@ def _im2col(x, in_hw, out_hw, kernel_hw, strides, padding):
     return tf.reshape(tf.concat(taps, axis=3), [-1, kernel_hw[0] * kernel_hw[1] * cin])
 
 
-def conv2d_weight_grad_all(x, g_z, in_hw, out_hw, kernel_hw, strides, padding):
+def conv2d_weight_grad(x, g_z, in_hw, out_hw, kernel_hw, strides, padding):
     """dW [kh, kw, C_in, C_out] and db [C_out] of every output channel: dW = cols^T g_z, no gather."""
     cin, cout = x.shape[-1], g_z.shape[-1]
     g_mat = tf.reshape(g_z, [-1, cout])
@@ -191,7 +171,7 @@ def conv2d_weight_grad_all(x, g_z, in_hw, out_hw, kernel_hw, strides, padding):
     return tf.reshape(dw, [kernel_hw[0], kernel_hw[1], cin, cout]), tf.reduce_sum(g_mat, axis=0)
 
 
-def depthwise_weight_grad_all(x, g_z, in_hw, out_hw, kernel_hw, strides, padding):
+def depthwise_weight_grad(x, g_z, in_hw, out_hw, kernel_hw, strides, padding):
     """dW [kh, kw, C, 1] and db [C] of every channel (one reduction per tap, no gather)."""
     channels = g_z.shape[-1]
     db = tf.reduce_sum(g_z, axis=[0, 1, 2])
@@ -200,25 +180,8 @@ def depthwise_weight_grad_all(x, g_z, in_hw, out_hw, kernel_hw, strides, padding
     return tf.reshape(tf.stack(taps, axis=0), [kernel_hw[0], kernel_hw[1], channels, 1]), db
 
 
-def dense_weight_grad_all(x, g_z, kernel_shape):
+def dense_weight_grad(x, g_z, kernel_shape):
     """dW [D_in, D_out] = x^T g_z and db [D_out] of every unit."""
     din, dout = kernel_shape
     g_mat = tf.reshape(g_z, [-1, dout])
     return tf.matmul(tf.reshape(x, [-1, din]), g_mat, transpose_a=True), tf.reduce_sum(g_mat, axis=0)
-
-
-def depthwise_weight_grad(x, g_z, idx, in_hw, out_hw, kernel_hw, strides, padding):
-    """dW and db of the channels ``idx`` only: [n, kh*kw] (tap order dy, dx) and [n]."""
-    g_sel = tf.gather(g_z, idx, axis=3)
-    db = tf.reduce_sum(g_sel, axis=[0, 1, 2])
-    x_sel = tf.gather(pad_input(x, in_hw, kernel_hw, strides, padding), idx, axis=3)
-    taps = [tf.reduce_sum(tap * g_sel, axis=[0, 1, 2]) for tap in window_taps(x_sel, out_hw, kernel_hw, strides)]
-    return tf.stack(taps, axis=1), db
-
-
-def dense_weight_grad(x, g_z, idx):
-    """dW and db of the output units ``idx`` only: [n, D_in] and [n]."""
-    din = x.shape[-1]
-    g_sel = tf.gather(g_z, idx, axis=len(g_z.shape) - 1)
-    g_mat = tf.reshape(g_sel, tf.stack([-1, tf.shape(idx)[0]]))
-    return tf.matmul(g_mat, tf.reshape(x, [-1, din]), transpose_a=True), tf.reduce_sum(g_mat, axis=0)
