@@ -46,6 +46,8 @@ import time
 
 import numpy as np
 
+from bench.peer_ort import worker_command
+
 from tflite_train import contract as C
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, env, xnnpack in RUNS:
             spec = {"model": str(path), "xnnpack": xnnpack, "selection": chosen, "repeats": args.repeats,
                     "max_seconds": args.max_seconds, "cpu": args.cpu}
-            done = subprocess.run([pythons[env], "-m", "bench.tflite_runtime_fastpath", "--worker", json.dumps(spec)],
+            done = subprocess.run(worker_command(pythons[env], "bench.tflite_runtime_fastpath", "--worker", json.dumps(spec)),
                                   cwd=ROOT, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)})
             if done.returncode:
                 raise RuntimeError(done.stderr[-3000:])

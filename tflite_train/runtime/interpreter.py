@@ -2,12 +2,11 @@
 
 Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as a last fallback,
 ``tensorflow.lite.python.interpreter`` (whichever imports first). On tflite-runtime, whose wheel does
-not apply its default XNNPACK delegate, ``xnnpack=True`` creates the delegate explicitly
-(``tflite_train.runtime.xnnpack``); when that fails the model runs on the builtin kernels, with a
-warning. It is opt-in: with it, 2.14 fails a ``train_step`` whose batch size changed between calls
-on an update branch prepared for the previous size (BATCH_MATMUL "accum_dim_lhs != accum_dim_rhs",
-seen in ``adapt``, where ``fisher`` and ``train_step`` run at different batch sizes); at a fixed
-batch size it runs the whole contract and passes the self-test.
+not apply its default XNNPACK delegate, the wrapper creates the delegate explicitly
+(``tflite_train.runtime.xnnpack``) unless ``xnnpack=False``; when that fails the model runs on the
+builtin kernels (a warning when ``xnnpack=True`` asked for it; quietly by default, e.g. for files
+exported before the update branches had static shapes, which 2.14's delegate refuses: with their
+data-dependent update branches it also failed a ``train_step`` whose batch size had changed).
 """
 
 from __future__ import annotations
@@ -59,7 +58,8 @@ class TrainableModel:
       runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
       num_threads: Interpreter threads.
       xnnpack: On a runtime listed in ``EXPLICIT_XNNPACK_MODULES``, create the XNNPACK delegate
-        explicitly (opt-in: module docstring); False: builtin kernels only.
+        explicitly. None (default): try it, fall back to the builtin kernels quietly; True: the
+        same, with a warning on fallback; False: builtin kernels only.
 
     Raises:
       ValueError: the file is not a trainable model, or its graph does not match its metadata
@@ -76,7 +76,7 @@ class TrainableModel:
         model: str | os.PathLike | bytes,
         runtime: str | None = None,
         num_threads: int = 1,
-        xnnpack: bool = False,
+        xnnpack: bool | None = None,
     ) -> None:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
         check_model_bytes(bytes(content), "model bytes" if isinstance(model, (bytes, bytearray)) else str(model))
@@ -102,16 +102,17 @@ class TrainableModel:
                                  for v in self.metadata.get(C.F_TRAIN_VARIANTS, [])), reverse=True)
         self._deepest_selected: int | None = None
 
-    def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool):
+    def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool | None):
         package = EXPLICIT_XNNPACK_MODULES.get(self.runtime)
-        if xnnpack and package:
+        if xnnpack is not False and package:
             try:
                 delegate = XnnpackDelegate(num_threads, package)
                 interpreter = interpreter_cls(model_content=content, num_threads=num_threads,
                                               experimental_delegates=[delegate])
             except (ImportError, OSError, RuntimeError, ValueError) as err:
-                LOG.warning("%s: the XNNPACK delegate could not be applied (%s: %s); running on the builtin "
-                            "kernels (slower)", self.runtime, type(err).__name__, err)
+                LOG.log(logging.WARNING if xnnpack else logging.INFO,
+                        "%s: the XNNPACK delegate could not be applied (%s: %s); running on the builtin "
+                        "kernels (slower)", self.runtime, type(err).__name__, err)
             else:
                 self.explicit_xnnpack = True
                 return interpreter
