@@ -47,7 +47,6 @@ import time
 import numpy as np
 
 from bench.peer_ort import worker_command
-
 from tflite_train import contract as C
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

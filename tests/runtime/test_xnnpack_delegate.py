@@ -1,7 +1,8 @@
 """XNNPACK on tflite-runtime 2.14 (whose wheel does not apply its default delegate): the explicitly
-created delegate (the default; ``xnnpack=True`` warns when it cannot be applied) takes the whole
-exported contract, matches the builtin kernels across batch-size changes and the self-test passes on
-it; a delegate that cannot be created falls back to the builtin kernels, never to different results.
+created delegate (``xnnpack=True``) takes the whole exported contract (every export: the update
+branches have static shapes), matches the builtin kernels at a fixed batch size and the self-test
+passes on it; a delegate that cannot be created falls back to the builtin kernels with a warning,
+never to different results.
 
 Behaviour only (which delegate ran, what the self-test says); timings are in bench/results.
 """
@@ -29,29 +30,28 @@ def test_tflite_runtime_gets_xnnpack_on_the_whole_contract(name):
     if model.runtime != "tflite_runtime.interpreter":
         pytest.skip(f"explicit XNNPACK is for tflite-runtime; this env runs {model.runtime}")
     assert model.explicit_xnnpack and model.delegated
-    default = TrainableModel(fixture_model(name))
-    assert default.explicit_xnnpack and default.delegated
     plain = TrainableModel(fixture_model(name), xnnpack=False)
     assert not plain.explicit_xnnpack and not plain.delegated
 
 
 @pytest.mark.parametrize("name", ["tiny_adam_33", "mbv2_adam_32"])
-def test_train_steps_at_changing_batch_sizes_match_the_builtin_kernels(name):
-    """fisher and train_step at different batch sizes (as ``adapt`` runs them), with and without the
-    delegate: same losses and state (tolerance 1e-4 relative: XNNPACK sums in another order)."""
+def test_train_steps_at_a_fixed_batch_size_match_the_builtin_kernels(name):
+    """fisher, then train steps at one batch size, with and without the delegate: same losses and
+    state (tolerance 1e-4 relative: XNNPACK sums in another order). A changed batch size is not
+    supported with the delegate on 2.14 (runtime.interpreter docstring)."""
     models = [TrainableModel(fixture_model(name), xnnpack=x) for x in (True, False)]
     if models[0].runtime != "tflite_runtime.interpreter":
         pytest.skip(f"explicit XNNPACK is for tflite-runtime; this env runs {models[0].runtime}")
     rng = np.random.default_rng(0)
-    images = rng.uniform(0, 1, (5, *models[0].input_shape)).astype(np.float32)
-    labels = np.arange(5) % 3
+    images = rng.uniform(0, 1, (3, *models[0].input_shape)).astype(np.float32)
+    labels = np.arange(3)
     protos = rng.normal(size=(3, models[0].feature_dim)).astype(np.float32)
     runs = []
     for model in models:
         model.set_head(protos)
         model.fisher(images, labels)
         model.set_selection({name: np.arange(0, c, 2) for name, c in model.candidate_channels.items()})
-        losses = [model.train_step(images[:n], labels[:n])["loss"] for n in (3, 1, 5, 1)]
+        losses = [model.train_step(images, labels)["loss"] for _ in range(3)]
         runs.append((losses, model.get_state()))
     (losses, state), (ref_losses, ref_state) = runs
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
@@ -64,16 +64,6 @@ def test_train_steps_at_changing_batch_sizes_match_the_builtin_kernels(name):
 def test_selftest_passes_with_the_delegate_applied(name):
     report = verify(fixture_model(name), xnnpack=True)
     assert report.passed, report
-
-
-def test_by_default_a_delegate_that_cannot_be_created_falls_back_quietly(monkeypatch, caplog):
-    path = fixture_model("tiny_adam_33")
-    probe = TrainableModel(path, xnnpack=False)
-    monkeypatch.setitem(interpreter_module.EXPLICIT_XNNPACK_MODULES, probe.runtime, "no_such_runtime_package")
-    with caplog.at_level(logging.WARNING, logger=interpreter_module.LOG.name):
-        model = TrainableModel(path)
-    assert not model.explicit_xnnpack
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_a_delegate_that_cannot_be_created_falls_back_with_a_warning(monkeypatch, caplog):

@@ -2,11 +2,14 @@
 
 Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as a last fallback,
 ``tensorflow.lite.python.interpreter`` (whichever imports first). On tflite-runtime, whose wheel does
-not apply its default XNNPACK delegate, the wrapper creates the delegate explicitly
-(``tflite_train.runtime.xnnpack``) unless ``xnnpack=False``; when that fails the model runs on the
-builtin kernels (a warning when ``xnnpack=True`` asked for it; quietly by default, e.g. for files
-exported before the update branches had static shapes, which 2.14's delegate refuses: with their
-data-dependent update branches it also failed a ``train_step`` whose batch size had changed).
+not apply its default XNNPACK delegate, ``xnnpack=True`` creates the delegate explicitly
+(``tflite_train.runtime.xnnpack``); when that fails the model runs on the builtin kernels, with a
+warning. It is opt-in: with it, 2.14 gets a ``train_step`` wrong after the batch size changed
+between calls (measured on the fixtures, update branches with static shapes: the first step at a
+smaller batch writes NaN into the state; files whose update branches had data-dependent shapes
+failed there with a BATCH_MATMUL prepare error instead), as ``adapt`` does (``fisher`` and
+``train_step`` at different batch sizes); at a fixed batch size it runs the whole contract, matches
+the builtin kernels and passes the self-test.
 """
 
 from __future__ import annotations
@@ -58,8 +61,7 @@ class TrainableModel:
       runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
       num_threads: Interpreter threads.
       xnnpack: On a runtime listed in ``EXPLICIT_XNNPACK_MODULES``, create the XNNPACK delegate
-        explicitly. None (default): try it, fall back to the builtin kernels quietly; True: the
-        same, with a warning on fallback; False: builtin kernels only.
+        explicitly (opt-in: module docstring); False: builtin kernels only.
 
     Raises:
       ValueError: the file is not a trainable model, or its graph does not match its metadata
@@ -76,7 +78,7 @@ class TrainableModel:
         model: str | os.PathLike | bytes,
         runtime: str | None = None,
         num_threads: int = 1,
-        xnnpack: bool | None = None,
+        xnnpack: bool = False,
     ) -> None:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
         check_model_bytes(bytes(content), "model bytes" if isinstance(model, (bytes, bytearray)) else str(model))
@@ -102,17 +104,16 @@ class TrainableModel:
                                  for v in self.metadata.get(C.F_TRAIN_VARIANTS, [])), reverse=True)
         self._deepest_selected: int | None = None
 
-    def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool | None):
+    def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool):
         package = EXPLICIT_XNNPACK_MODULES.get(self.runtime)
-        if xnnpack is not False and package:
+        if xnnpack and package:
             try:
                 delegate = XnnpackDelegate(num_threads, package)
                 interpreter = interpreter_cls(model_content=content, num_threads=num_threads,
                                               experimental_delegates=[delegate])
             except (ImportError, OSError, RuntimeError, ValueError) as err:
-                LOG.log(logging.WARNING if xnnpack else logging.INFO,
-                        "%s: the XNNPACK delegate could not be applied (%s: %s); running on the builtin "
-                        "kernels (slower)", self.runtime, type(err).__name__, err)
+                LOG.warning("%s: the XNNPACK delegate could not be applied (%s: %s); running on the builtin "
+                            "kernels (slower)", self.runtime, type(err).__name__, err)
             else:
                 self.explicit_xnnpack = True
                 return interpreter
