@@ -160,9 +160,20 @@ def peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+WORKER_BOOTSTRAP = ("import runpy, sys, types; pkg = types.ModuleType('bench'); pkg.__path__ = [sys.argv.pop(1)]; "
+                    "sys.modules['bench'] = pkg; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+"""Runs a ``bench`` module as ``__main__`` without the package ``__init__`` (which imports the accuracy
+bench and scipy, absent from the Pi env): a namespace stub with the package's path stands in for it."""
+
+
+def worker_command(python: str, module: str, *args: str) -> list[str]:
+    """The argv that runs ``python -m <module> <args>`` with ``WORKER_BOOTSTRAP`` (works in the Pi env)."""
+    return [str(python), "-c", WORKER_BOOTSTRAP, str(ROOT / "bench"), module, *args]
+
+
 def run_worker(python: str, spec: dict) -> dict:
     """Runs ``worker(spec)`` in a fresh ``python`` process; returns its JSON result."""
-    done = subprocess.run([python, "-m", "bench.peer_ort", "--worker", json.dumps(spec)], cwd=ROOT,
+    done = subprocess.run(worker_command(python, "bench.peer_ort", "--worker", json.dumps(spec)), cwd=ROOT,
                           capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     if done.returncode != 0:
         raise RuntimeError(f"worker {spec['engine']}/{spec['workload']} failed:\n{done.stderr[-3000:]}")
@@ -280,7 +291,9 @@ def render(report: dict) -> str:
     rss = r["peak_rss_mib"]
     for w in ("infer", "tinytrain", "full"):
         lines.append(f"| peak RSS, {w} process (MiB) | " + " | ".join(f"{rss[e][w]:.1f}" for e in ENGINES) + " |")
-    lines += ["", "Ratios (project / ORT, same run):", "",
+    lines += ["", "The project on tflite-runtime 2.14 runs with the explicitly created XNNPACK delegate "
+              "(`TrainableModel(xnnpack=True)`, batch 1 throughout; its wheel applies no delegate by default).",
+              "", "Ratios (project / ORT, same run):", "",
               "| | ai-edge-litert | tflite-runtime 2.14 |", "|---|---|---|"]
     for w in WORKLOADS:
         lines.append(f"| {LABELS[w].replace(' (ms)', '')} | {t['litert'][w] / t['ort'][w]:.2f}x | "
@@ -291,8 +304,10 @@ def render(report: dict) -> str:
               "## What ORT cannot do here", "",
               "- **Channel-level selection.** ORT's `requires_grad` marks whole initializers trainable; it cannot "
               "update a subset of a layer's output channels. The TinyTrain selection above updates "
-              "only the listed channels of each layer on the TFLite side; ORT computes and applies the gradient of "
-              "every channel of those layers (more backward compute and optimizer state than the budget allows).",
+              "only the listed channels of each layer on the TFLite side (its kernels compute the weight gradient "
+              "of every channel of a selected layer, faster on these runtimes than gathering the selected ones, "
+              "and write the optimizer step to the listed channels only: the others keep their exact values); "
+              "ORT updates every channel of those layers (more optimizer state than the budget allows).",
               "- **Changing the trainable set on the device.** The trainable set is baked into the training, "
               "eval and optimizer graphs and the checkpoint by `generate_artifacts`, which runs offline "
               "(it needs the `onnx` package and the ONNX Runtime training tooling, not the on-device API). A new "

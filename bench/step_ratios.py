@@ -39,14 +39,14 @@ def model_paths(model_dir: pathlib.Path, name: str) -> dict[str, pathlib.Path]:
     return {kind: model_dir / f"{name}_128_{kind}.tflite" for kind in ("tinytrain", "full")}
 
 
-def export_missing(model_dir: pathlib.Path, candidate_blocks: int) -> None:
+def export_missing(model_dir: pathlib.Path, candidate_blocks: int, models=MODELS) -> None:
     """Exports the benchmark models that are missing (needs TensorFlow)."""
     from converters.build_module import backbone_model
     from converters.example_models import mobilenet_v2
     from converters.export import write_export
     from converters.fixtures import MCUNET_WEIGHTS, trained_config
 
-    for name in MODELS:
+    for name in models:
         for kind, path in model_paths(model_dir, name).items():
             if path.exists():
                 continue
@@ -148,9 +148,11 @@ def peak_rss_kib() -> int:
 
 
 def _run_worker(python: pathlib.Path, worker: str, model: str, args) -> dict:
-    cmd = [str(python), "-m", "bench.step_ratios", "--worker", worker, "--model", model, "--cache", args.cache,
+    from bench.peer_ort import worker_command
+
+    cmd = worker_command(python, "bench.step_ratios", "--worker", worker, "--model", model, "--cache", args.cache,
            "--model-dir", args.model_dir, "--repeats", str(args.repeats), "--steps", str(args.steps),
-           "--mem-budget", str(args.mem_budget), "--compute-fraction", str(args.compute_fraction)]
+           "--mem-budget", str(args.mem_budget), "--compute-fraction", str(args.compute_fraction))
     env = {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     if done.returncode != 0:
@@ -168,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mem-budget", type=float, default=2.0**20, help="B_mem in bytes (default 1 MiB)")
     parser.add_argument("--compute-fraction", type=float, default=0.15,
                         help="B_compute as a fraction of the full backward MACs (default 0.15)")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS),
+                        help="models to export and time (default: all)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "step_ratios.json"))
     parser.add_argument("--worker", choices=("timing", "rss_infer", "rss_adapt"), help=argparse.SUPPRESS)
     parser.add_argument("--model", choices=MODELS, help=argparse.SUPPRESS)
@@ -176,10 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         fn = worker_timing if args.worker == "timing" else worker_rss
         print(json.dumps(fn(args)))
         return 0
-    export_missing(pathlib.Path(args.model_dir), args.candidate_blocks)
+    export_missing(pathlib.Path(args.model_dir), args.candidate_blocks, args.models)
     runtimes = {"ai-edge-litert": pathlib.Path(sys.executable), "tflite-runtime 2.14": PI_PYTHON}
     results = {}
-    for model in MODELS:
+    for model in args.models:
         for label, python in runtimes.items():
             timing = _run_worker(python, "timing", model, args)
             rss = {w: _run_worker(python, w, model, args)["peak_rss_kib"] for w in ("rss_infer", "rss_adapt")}

@@ -10,8 +10,11 @@ Findings (evidence: the table this script writes; minimal repro models in the se
 2. Fix, runtime side: ``TrainableModel(..., xnnpack=True)`` creates that delegate explicitly on
    tflite-runtime (``tflite_train.runtime.xnnpack``; a warning and the builtin kernels when it
    cannot). Opt-in: with the delegate, a ``train_step`` whose batch size changed since the last call
-   fails on an update branch prepared for the old size (BATCH_MATMUL prepare error in ``adapt``,
-   where ``fisher`` and ``train_step`` run at different batch sizes); not isolated further.
+   goes wrong (``adapt`` runs ``fisher`` and ``train_step`` at different batch sizes): with the
+   former data-dependent update branches a BATCH_MATMUL prepare error; with the static ones of
+   finding 4, the first step at a smaller batch writes NaN into the state (fixtures ``tiny_adam_33``,
+   batch 5 then 1); not isolated further. At a fixed batch size the delegate matches the builtin
+   kernels (``tests/runtime/test_xnnpack_delegate.py``).
 3. Fix, export side: 2.14's XNNPACK delegate supports static shapes only, and
    ``ModifyGraphWithDelegate`` refuses the WHOLE model (``kTfLiteApplicationError``: a RuntimeError
    without a message) when any subgraph holds a dynamic-sized tensor after ``Prepare``. Two triggers,
@@ -27,6 +30,10 @@ Findings (evidence: the table this script writes; minimal repro models in the se
      when applying delegates (``converters.delegate_skip``); they run on the builtin kernels, as
      they did (their shapes are only known at ``Invoke``).
    With both, the whole contract takes the delegate on 2.14 and the self-test passes on it.
+4. Since then the update branches have static shapes (``converters.trainable_module``: every
+   channel's weight gradient, the optimizer step written through SELECT by the mask; no WHERE,
+   GATHER or SCATTER_ND), so every export takes 2.14's delegate, with or without
+   ``skip_dynamic_subgraphs`` (which now marks nothing).
 
 Run (needs TensorFlow for the export; times in fresh processes on both runtimes)::
 
@@ -46,6 +53,7 @@ import time
 
 import numpy as np
 
+from bench.peer_ort import worker_command
 from tflite_train import contract as C
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -118,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, env, xnnpack in RUNS:
             spec = {"model": str(path), "xnnpack": xnnpack, "selection": chosen, "repeats": args.repeats,
                     "max_seconds": args.max_seconds, "cpu": args.cpu}
-            done = subprocess.run([pythons[env], "-m", "bench.tflite_runtime_fastpath", "--worker", json.dumps(spec)],
+            done = subprocess.run(worker_command(pythons[env], "bench.tflite_runtime_fastpath", "--worker", json.dumps(spec)),
                                   cwd=ROOT, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)})
             if done.returncode:
                 raise RuntimeError(done.stderr[-3000:])

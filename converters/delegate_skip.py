@@ -14,6 +14,10 @@ GATHER/SCATTER_ND of a data-dependent count) are such subgraphs. Two things keep
   they run anyway (their shapes are not known before ``Invoke``).
 
 Subgraph names carry no other meaning in the contract (signatures name subgraphs by index).
+
+The exporter's update branches have static shapes since the masked update
+(``converters.trainable_module``), so on current exports this pass finds nothing to mark; it still
+guards a graph that holds such an op.
 """
 
 from __future__ import annotations

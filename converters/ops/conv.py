@@ -6,14 +6,14 @@ Notation (one spatial axis; both axes alike): input x of size H, kernel k, strid
 * "same" (TF/Keras): H' = ceil(H / s), total = max((H' - 1) s + k - H, 0), p_b = total // 2 (the
   extra row goes after: Keras is asymmetric at stride 2 on even sizes); "valid": p_b = 0,
   H' = floor((H - k) / s) + 1.
-* weight gradient (only the selected output channels o in ``idx``):
-  dW[t, ci, o] = sum_{n, i} x_pad[n, s i + t, ci] g_z[n, i, o] (im2col + one MATMUL; depthwise: one
-  reduction per tap), db[o] = sum_{n, i} g_z[n, i, o].
+* weight gradient of every output channel, in the kernel's own layout (no transpose):
+  dW[t, ci, o] = sum_{n, i} x_pad[n, s i + t, ci] g_z[n, i, o] (im2col + one MATMUL, dW = cols^T g
+  as [kh*kw*C_in, C_out]; depthwise: one MUL and one reduction per tap), db[o] = sum_{n, i} g_z[n, i, o].
 * input gradient: g_xpad[j] = sum_{i, t: s i + t = j} g_z[i] W[t] = a full correlation of the
   zero-dilated gradient d (d[s i] = g_z[i]) with the flipped kernel; only the H rows that map to x
   are computed (d is padded by k - 1 - p_b before and cut/padded to H + k - 1 rows), then a VALID
   conv (dense: kernel transposed to [k, k, C_out, C_in]; depthwise: per channel).
-* Dense: z = x W + b; dW_sel = g_sel^T x; g_x = g_z W^T.
+* Dense: z = x W + b; dW = x^T g_z; g_x = g_z W^T.
 """
 
 from __future__ import annotations
@@ -49,10 +49,30 @@ def pad_input(x, in_hw, kernel, strides, padding):
     return tf.pad(x, [[0, 0], [hb, ha], [wb, wa], [0, 0]])
 
 
-def shifted(x_pad, out_hw, strides, dy: int, dx: int):
-    """x_pad[:, s_h i + dy, s_w j + dx, :] for every output position (i, j)."""
-    (ho, wo), (sh, sw) = out_hw, strides
-    return x_pad[:, dy:dy + sh * (ho - 1) + 1:sh, dx:dx + sw * (wo - 1) + 1:sw, :]
+def window_taps(x_pad, out_hw, kernel_hw, strides) -> list:
+    """x_pad[:, s_h i + dy, s_w j + dx, :] for every tap (dy, dx) of the window, row-major.
+
+    Stride 1: plain slices. Stride s > 1: x_pad is cut or zero-padded once to s_h H_q rows and
+    s_w W_q columns (H_q = H' + (k_h - 1) // s_h; rows past the last one a tap reads are never
+    read) and split once into its s_h s_w phases P[a, b][q, r] = x_pad[s_h q + a, s_w r + b]
+    (RESHAPE + SPLIT: contiguous copies); tap (dy, dx) is then the unit-stride slice
+    P[dy % s_h, dx % s_w][dy // s_h + i, dx // s_w + j]. TFLite's STRIDED_SLICE at stride 2
+    copies element by element (measured ~25x slower per element than these copies).
+    """
+    (ho, wo), (kh, kw), (sh, sw) = out_hw, kernel_hw, strides
+    if (sh, sw) == (1, 1):
+        return [x_pad[:, dy:dy + ho, dx:dx + wo, :] for dy in range(kh) for dx in range(kw)]
+    hq, wq = ho + (kh - 1) // sh, wo + (kw - 1) // sw
+    rows, cols = x_pad.shape[1], x_pad.shape[2]
+    x_fit = x_pad[:, :min(rows, sh * hq), :min(cols, sw * wq), :]
+    if rows < sh * hq or cols < sw * wq:
+        x_fit = tf.pad(x_fit, [[0, 0], [0, max(sh * hq - rows, 0)], [0, max(sw * wq - cols, 0)], [0, 0]])
+    c = x_pad.shape[-1]
+    row_phases = tf.split(tf.reshape(x_fit, [-1, sh, sw * wq * c]), sh, axis=1)
+    phases = [[tf.reshape(p, [-1, hq, wq, c]) for p in tf.split(tf.reshape(rp, [-1, sw, c]), sw, axis=1)]
+              for rp in row_phases]
+    return [phases[dy % sh][dx % sw][:, dy // sh:dy // sh + ho, dx // sw:dx // sw + wo, :]
+            for dy in range(kh) for dx in range(kw)]
 
 
 def conv2d_forward(x, kernel, bias, strides, padding):
@@ -133,38 +153,35 @@ def dense_input_grad(g_z, kernel):
     return tf.tensordot(g_z, tf.transpose(kernel), axes=1)
 
 
-def conv2d_weight_grad(x, g_z, idx, in_hw, out_hw, kernel_hw, strides, padding):
-    """dW and db of the output channels ``idx`` only, channel-major: [n, kh*kw*C_in] and [n].
-
-    The fan order (dy, dx, ci) is the row-major order of the Keras kernel [kh, kw, C_in, C_out].
-    """
-    n = tf.shape(idx)[0]
-    g_sel = tf.gather(g_z, idx, axis=3)
-    db = tf.reduce_sum(g_sel, axis=[0, 1, 2])
+def _im2col(x, in_hw, out_hw, kernel_hw, strides, padding):
+    """[N*H'*W', kh*kw*C_in] patches, fan order (dy, dx, ci) (a 1x1 stride-1 conv: x itself)."""
     cin = x.shape[-1]
     if tuple(kernel_hw) == (1, 1) and tuple(strides) == (1, 1):
-        cols = tf.reshape(x, [-1, cin])
-    else:
-        x_pad = pad_input(x, in_hw, kernel_hw, strides, padding)
-        taps = [shifted(x_pad, out_hw, strides, dy, dx) for dy in range(kernel_hw[0]) for dx in range(kernel_hw[1])]
-        cols = tf.reshape(tf.concat(taps, axis=3), [-1, kernel_hw[0] * kernel_hw[1] * cin])
-    g_mat = tf.reshape(g_sel, tf.stack([-1, n]))
-    return tf.matmul(g_mat, cols, transpose_a=True), db
+        return tf.reshape(x, [-1, cin])
+    taps = window_taps(pad_input(x, in_hw, kernel_hw, strides, padding), out_hw, kernel_hw, strides)
+    return tf.reshape(tf.concat(taps, axis=3), [-1, kernel_hw[0] * kernel_hw[1] * cin])
 
 
-def depthwise_weight_grad(x, g_z, idx, in_hw, out_hw, kernel_hw, strides, padding):
-    """dW and db of the channels ``idx`` only: [n, kh*kw] (tap order dy, dx) and [n]."""
-    g_sel = tf.gather(g_z, idx, axis=3)
-    db = tf.reduce_sum(g_sel, axis=[0, 1, 2])
-    x_sel = tf.gather(pad_input(x, in_hw, kernel_hw, strides, padding), idx, axis=3)
-    taps = [tf.reduce_sum(shifted(x_sel, out_hw, strides, dy, dx) * g_sel, axis=[0, 1, 2])
-            for dy in range(kernel_hw[0]) for dx in range(kernel_hw[1])]
-    return tf.stack(taps, axis=1), db
+def conv2d_weight_grad(x, g_z, in_hw, out_hw, kernel_hw, strides, padding):
+    """dW [kh, kw, C_in, C_out] and db [C_out] of every output channel: dW = cols^T g_z, no gather."""
+    cin, cout = x.shape[-1], g_z.shape[-1]
+    g_mat = tf.reshape(g_z, [-1, cout])
+    cols = _im2col(x, in_hw, out_hw, kernel_hw, strides, padding)
+    dw = tf.matmul(cols, g_mat, transpose_a=True)
+    return tf.reshape(dw, [kernel_hw[0], kernel_hw[1], cin, cout]), tf.reduce_sum(g_mat, axis=0)
 
 
-def dense_weight_grad(x, g_z, idx):
-    """dW and db of the output units ``idx`` only: [n, D_in] and [n]."""
-    din = x.shape[-1]
-    g_sel = tf.gather(g_z, idx, axis=len(g_z.shape) - 1)
-    g_mat = tf.reshape(g_sel, tf.stack([-1, tf.shape(idx)[0]]))
-    return tf.matmul(g_mat, tf.reshape(x, [-1, din]), transpose_a=True), tf.reduce_sum(g_mat, axis=0)
+def depthwise_weight_grad(x, g_z, in_hw, out_hw, kernel_hw, strides, padding):
+    """dW [kh, kw, C, 1] and db [C] of every channel (one reduction per tap, no gather)."""
+    channels = g_z.shape[-1]
+    db = tf.reduce_sum(g_z, axis=[0, 1, 2])
+    x_pad = pad_input(x, in_hw, kernel_hw, strides, padding)
+    taps = [tf.reduce_sum(tap * g_z, axis=[0, 1, 2]) for tap in window_taps(x_pad, out_hw, kernel_hw, strides)]
+    return tf.reshape(tf.stack(taps, axis=0), [kernel_hw[0], kernel_hw[1], channels, 1]), db
+
+
+def dense_weight_grad(x, g_z, kernel_shape):
+    """dW [D_in, D_out] = x^T g_z and db [D_out] of every unit."""
+    din, dout = kernel_shape
+    g_mat = tf.reshape(g_z, [-1, dout])
+    return tf.matmul(tf.reshape(x, [-1, din]), g_mat, transpose_a=True), tf.reduce_sum(g_mat, axis=0)

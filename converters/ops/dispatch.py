@@ -95,10 +95,10 @@ def weighted_input_grad(node: Node, g_z, kernel, in_shape: tuple[int, ...]):
     return fn(g_z, kernel, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"])
 
 
-def weighted_weight_grad(node: Node, x, g_z, idx, in_shape: tuple[int, ...]):
-    """(dW [n, fan], db [n]) of the output channels ``idx`` of a weighted node."""
+def weighted_weight_grad(node: Node, x, g_z, in_shape: tuple[int, ...]):
+    """(dW, db) of every output channel of a weighted node, dW in the kernel's shape."""
     a = node.attrs
     if node.op == "dense":
-        return conv.dense_weight_grad(x, g_z, idx)
+        return conv.dense_weight_grad(x, g_z, tuple(node.weights[0].shape))
     fn = conv.depthwise_weight_grad if node.op == "depthwise" else conv.conv2d_weight_grad
-    return fn(x, g_z, idx, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"])
+    return fn(x, g_z, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"])

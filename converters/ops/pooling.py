@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from converters.ops.conv import _dilate, depthwise_input_grad, pad_amounts, shifted
+from converters.ops.conv import _dilate, depthwise_input_grad, pad_amounts, window_taps
 
 POOL_PAD_VALUE = -3.0e38
 """Padding value of max pooling's recomputation: below any finite activation."""
@@ -60,9 +60,10 @@ def max_pool_backward(x, y, g_y, in_hw, out_hw, pool, strides, padding):
     dh, dw = (out_hw[0] - 1) * strides[0] + 1, (out_hw[1] - 1) * strides[1] + 1
     taken = tf.zeros_like(y)
     g_pad = None
+    taps = window_taps(x_pad, out_hw, pool, strides)
     for dy in range(pool[0]):
         for dx in range(pool[1]):
-            hit = tf.cast(tf.equal(shifted(x_pad, out_hw, strides, dy, dx), y), tf.float32) * (1.0 - taken)
+            hit = tf.cast(tf.equal(taps[dy * pool[1] + dx], y), tf.float32) * (1.0 - taken)
             taken = taken + hit
             placed = _dilate(g_y * hit, out_hw, strides, channels)
             placed = tf.pad(placed, [[0, 0], [dy, hp - dy - dh], [dx, wp - dx - dw], [0, 0]])

@@ -4,10 +4,12 @@ Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as
 ``tensorflow.lite.python.interpreter`` (whichever imports first). On tflite-runtime, whose wheel does
 not apply its default XNNPACK delegate, ``xnnpack=True`` creates the delegate explicitly
 (``tflite_train.runtime.xnnpack``); when that fails the model runs on the builtin kernels, with a
-warning. It is opt-in: with it, 2.14 fails a ``train_step`` whose batch size changed between calls
-on an update branch prepared for the previous size (BATCH_MATMUL "accum_dim_lhs != accum_dim_rhs",
-seen in ``adapt``, where ``fisher`` and ``train_step`` run at different batch sizes); at a fixed
-batch size it runs the whole contract and passes the self-test.
+warning. It is opt-in: with it, 2.14 gets a ``train_step`` wrong after the batch size changed
+between calls (measured on the fixtures, update branches with static shapes: the first step at a
+smaller batch writes NaN into the state; files whose update branches had data-dependent shapes
+failed there with a BATCH_MATMUL prepare error instead), as ``adapt`` does (``fisher`` and
+``train_step`` at different batch sizes); at a fixed batch size it runs the whole contract, matches
+the builtin kernels and passes the self-test.
 """
 
 from __future__ import annotations
