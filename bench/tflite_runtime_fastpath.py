@@ -26,14 +26,14 @@ Findings (evidence: the table this script writes; minimal repro models in the se
    * ``WHERE`` (the selected channels' indices, data-dependent length) in the per-layer update
      branches, which made each branch dynamic, and through ``if.cc`` (an IF's outputs are dynamic
      when a branch has dynamic tensors) every train signature. The update IFs now have no outputs,
-     and the exporter names those branch subgraphs ``VALIDATION:<name>``, which the interpreter skips
-     when applying delegates (``converters.delegate_skip``); they run on the builtin kernels, as
-     they did (their shapes are only known at ``Invoke``).
+     and the exporter named those branch subgraphs ``VALIDATION:<name>``, which the interpreter skips
+     when applying delegates; they ran on the builtin kernels (their shapes were only known at
+     ``Invoke``).
    With both, the whole contract takes the delegate on 2.14 and the self-test passes on it.
 4. Since then the update branches have static shapes (``converters.trainable_module``: every
    channel's weight gradient, the optimizer step written through SELECT by the mask; no WHERE,
-   GATHER or SCATTER_ND), so every export takes 2.14's delegate, with or without
-   ``skip_dynamic_subgraphs`` (which now marks nothing).
+   GATHER or SCATTER_ND), so every export takes 2.14's delegate and the marking (the exporter's
+   former ``skip_dynamic_subgraphs`` option) is gone.
 
 Run (needs TensorFlow for the export; times in fresh processes on both runtimes)::
 

@@ -17,7 +17,6 @@ import tensorflow as tf
 from tensorflow.lite.python import schema_py_generated as schema
 
 from converters.build_module import backbone_model, module_from_keras
-from converters.delegate_skip import mark_dynamic_subgraphs_in
 from converters.export_config import ExportConfig
 from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
@@ -45,8 +44,7 @@ class ExportResult:
 def convert(module: TrainableModule) -> bytes:
     """Converts the module's signatures (via a SavedModel) with builtins only and resource variables,
     then rewrites the flatbuffer once: all-zero initial values are computed at run time
-    (``converters.zero_fill``), so each weight is stored once; with ``skip_dynamic_subgraphs``,
-    subgraphs with data-dependent shapes are skipped by delegates (``converters.delegate_skip``).
+    (``converters.zero_fill``), so each weight is stored once.
 
     Identical IF branches of different train signatures are NOT merged: a subgraph shared by two
     signatures is re-prepared by whichever runs at a new batch size, and the other then invokes it
@@ -59,8 +57,6 @@ def convert(module: TrainableModule) -> bytes:
         raw = converter.convert()
     obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
     fill_zero_initial_values_in(obj)
-    if module.config.skip_dynamic_subgraphs:
-        mark_dynamic_subgraphs_in(obj)
     builder = flatbuffers.Builder(len(raw) + 1024)
     builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())

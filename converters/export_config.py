@@ -49,12 +49,6 @@ class ExportConfig:
       selftest_batch: Number of images in the embedded self-test.
       train_variants: Number of depth-specific ``train_step_<layer>`` signatures, cut at the first
         layer of each of the last ``train_variants`` candidate blocks (0: only ``train_step``).
-      skip_dynamic_subgraphs: Name the sparse-update branches (data-dependent shapes) so that delegates
-        skip them (``converters.delegate_skip``). Needed for the explicit XNNPACK delegate of
-        tflite-runtime 2.14 (``TrainableModel(xnnpack=True)``), which refuses a model with any dynamic
-        subgraph. Off by default: the branches then also leave LiteRT's default XNNPACK, and a full
-        train step gets about 2x slower there (measured on mcunet_adam_35, batch 25: 23-26 ms
-        unmarked vs 54-70 ms marked, side by side).
     """
 
     backbone: str = "tiny"
@@ -79,7 +73,6 @@ class ExportConfig:
     keras_model: str | None = None
     selftest_batch: int = 3
     train_variants: int = 4
-    skip_dynamic_subgraphs: bool = False
 
     def __post_init__(self) -> None:
         size = self.input_size

@@ -46,16 +46,13 @@ def trained_config(weights: pathlib.Path, input_size: tuple[int, int], **fields)
 
 
 FIXTURES: dict[str, ExportConfig] = {
-    # odd input, stride-2 depthwise layers among the candidates, Adam; update branches skipped by delegates
-    # (tflite-runtime 2.14's explicit XNNPACK takes the whole contract)
-    "tiny_adam_33": ExportConfig(backbone="tiny", input_size=(33, 33), candidate_blocks=2, class_capacity=8,
-                                 skip_dynamic_subgraphs=True),
+    # odd input, stride-2 depthwise layers among the candidates, Adam
+    "tiny_adam_33": ExportConfig(backbone="tiny", input_size=(33, 33), candidate_blocks=2, class_capacity=8),
     # every layer a candidate (FullTrain incl. the stem), SGD with momentum
     "tiny_sgd_full_17": ExportConfig(backbone="tiny", input_size=(17, 17), candidate_blocks=4, class_capacity=6,
                                      optimizer="sgd_momentum", learning_rate=0.05),
     # the shipped meta-trained weights (embeddings of norm ~10, not the ~5e-7 of a random 14-block init)
-    "mcunet_adam_35": trained_config(MCUNET_WEIGHTS, (35, 35), candidate_blocks=2, class_capacity=8,
-                                     skip_dynamic_subgraphs=True),
+    "mcunet_adam_35": trained_config(MCUNET_WEIGHTS, (35, 35), candidate_blocks=2, class_capacity=8),
     # the shipped default: meta-trained EfficientNet-Lite0 (raw [0, 255] input, in-model normalisation), small
     "lite0_meta_adam_64": ExportConfig(backbone="lite0", input_size=(64, 64), weights=str(LITE0_META_WEIGHTS),
                                        cosine_scale=10.0, candidate_blocks=2, class_capacity=4, train_variants=1),
