@@ -124,7 +124,7 @@ def _tflite_worker(spec: dict) -> dict:
     from tflite_train.runtime import TrainableModel
 
     inputs = np.load(spec["inputs"])
-    model = TrainableModel(spec["model"], num_threads=1, xnnpack=True)  # fixed batch: see runtime.interpreter
+    model = TrainableModel(spec["model"], num_threads=1, xnnpack=True)
     images, labels = inputs["image"], inputs["label"].astype(np.int64)
     model.set_head(inputs[C.PROTOTYPES])
     if spec["workload"] == "infer":
