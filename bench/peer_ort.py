@@ -219,7 +219,7 @@ def policy_selection(model_path: pathlib.Path, args: argparse.Namespace):
     from bench.adaptation_overhead import _task
     from bench.policy_runs import compute_budget_macs
     from tflite_train.runtime import TrainableModel
-    from tflite_train.runtime.trainer import AdaptConfig, adapt, class_prototypes, embed
+    from tflite_train.runtime import AdaptConfig, adapt, class_prototypes, embed
 
     model = TrainableModel(model_path)
     xs, ys, _, _ = _task(model, args.cache, args.dataset, args.ways, args.shots, args.queries, args.seed)

@@ -79,7 +79,7 @@ def support_set(model, cache: str, seed: int = 0):
 
 
 def adapt_config(table, args):
-    from tflite_train.runtime.trainer import AdaptConfig
+    from tflite_train.runtime import AdaptConfig
     from tflite_train.sparse.cost_model import full_backward_macs
 
     return AdaptConfig(policy="tinytrain", memory_bytes=args.mem_budget,

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 
 from tflite_train.runtime.interpreter import TrainableModel  # noqa: E402
 from tflite_train.runtime.checkpoint import restore_checkpoint, save_checkpoint  # noqa: E402
-from tflite_train.runtime.trainer import AdaptConfig, adapt, predict  # noqa: E402
+from tflite_train.runtime import AdaptConfig, adapt, predict  # noqa: E402
 
 
 def decode(tensor: dict) -> np.ndarray:
