@@ -10,8 +10,11 @@ this.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
+import os
+import sys
 
 __all__ = ["XnnpackDelegate", "delegated_node_count"]
 
@@ -24,6 +27,22 @@ class _Options(ctypes.Structure):
 
     _fields_ = [("num_threads", ctypes.c_int32), ("flags", ctypes.c_uint32), ("weights_cache", ctypes.c_void_p),
                 ("handle_variable_ops", ctypes.c_bool), ("_reserved", ctypes.c_byte * 64)]
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """File descriptor 2 points at /dev/null inside the block: ``TfLiteXNNPackDelegateCreate`` writes
+    "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." to the process's stderr, which would break
+    the CLI's promise of one line on stderr per error (success is judged by the returned pointer)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class XnnpackDelegate:
@@ -52,7 +71,8 @@ class XnnpackDelegate:
         delete.argtypes = [ctypes.c_void_p]
         options = default()
         options.num_threads = int(num_threads)
-        pointer = create(ctypes.byref(options))
+        with _native_stderr_silenced():
+            pointer = create(ctypes.byref(options))
         if not pointer:
             raise RuntimeError("TfLiteXNNPackDelegateCreate returned no delegate")
         self._delete, self._pointer = delete, pointer
