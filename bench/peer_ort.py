@@ -10,9 +10,10 @@ What it does, in one run (ratios are between figures of that run):
    blocks candidates) and its FullTrain export (every layer a candidate) of ``--backbone`` at
    ``--input-size`` (``--weights``: Keras BN-form weights; default the shipped MCUNet weights for
    mcunet, seeded init otherwise);
-2. picks the selection with the project's own TinyTrain policy (``tflite_train.runtime.adapt``, 1 MiB
-   memory budget scaled by input area, B_compute 15 % of the forward MACs as in ``tflite-train adapt``
-   and ``bench/adaptation_overhead.py``; ``--compute-of backward``: the accuracy bench's reading) on a
+2. picks the selection with the project's own TinyTrain policy (``tflite_train.runtime.adapt``, the
+   library's budgets as in ``tflite-train adapt``, the demo and the accuracy bench: B_mem the paper's
+   1 MiB for MCUNet@128 scaled by the model's LastLayer memory (``sparse.scaled_memory_budget``),
+   B_compute 15 % of the full backward pass) on a
    real ``--ways``-way ``--shots``-shot support set of ``--dataset`` (the episode of
    ``adaptation_overhead.py`` for the same seed); the class prototypes are the support set's class means;
 3. builds the ONNX twin of the same BN-folded Keras model and head (``bench.onnx_graph``), checks its
@@ -217,18 +218,14 @@ def export_configs(args: argparse.Namespace) -> dict:
 def policy_selection(model_path: pathlib.Path, args: argparse.Namespace):
     """(support images, labels, prototypes, {layer: channels}) of the TinyTrain policy on one task."""
     from bench.adaptation_overhead import _task
-    from bench.policy_runs import compute_budget_macs
-    from tflite_train.runtime import TrainableModel
-    from tflite_train.runtime import AdaptConfig, adapt, class_prototypes, embed
+    from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, class_prototypes, embed, layer_table
+    from tflite_train.sparse import scaled_memory_budget
 
     model = TrainableModel(model_path)
     xs, ys, _, _ = _task(model, args.cache, args.dataset, args.ways, args.shots, args.queries, args.seed)
-    memory = args.mem_budget_mib * 2**20 * (args.input_size / 128) ** 2
-    if args.compute_of == "backward":
-        budget = {"compute_macs": compute_budget_macs(args.backbone, args.input_size, args.compute_budget)}
-    else:
-        budget = {"compute_fraction": args.compute_budget}
-    config = AdaptConfig(policy="tinytrain", memory_bytes=memory, iterations=0, seed=args.seed, **budget)
+    memory = scaled_memory_budget(layer_table(model.metadata), args.mem_budget_mib * 2**20)
+    config = AdaptConfig(policy="tinytrain", memory_bytes=memory, compute_fraction=args.compute_budget,
+                         iterations=0, seed=args.seed)
     result = adapt(model, xs, ys, config)
     model.reset_state()
     protos = class_prototypes(embed(model, xs), ys).astype(np.float32)
@@ -277,8 +274,8 @@ def render(report: dict) -> str:
              f"{r['rounds']} interleaved rounds per cell; peak RSS of that process.", "",
              f"Versions: {', '.join(f'{k} {v}' for k, v in r['versions'].items())}.", "",
              f"Selection (the project's TinyTrain policy on a {r['ways']}-way {r['shots']}-shot support set of "
-             f"`{r['dataset']}`, seed {r['seed']}, B_mem {r['budget']['memory_mib']:.2f} MiB, B_compute "
-             f"{r['budget']['compute']} of the {r['budget']['of']} MACs): "
+             f"`{r['dataset']}`, seed {r['seed']}, B_mem {r['budget']['memory_mib']:.3f} MiB, B_compute "
+             f"{r['budget']['compute']} of the full backward pass: the library's budgets): "
              + ", ".join(f"{n} ({len(c)}/{r['channels'][n]} channels)" for n, c in r["selection"].items())
              + f". ORT trains these {len(r['selection'])} layers whole (all channels). Last layer: "
              f"`{r['last_layer']}`. Full: every layer ({r['full_layers']} layers).", "",
@@ -335,13 +332,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ways", type=int, default=5)
     parser.add_argument("--shots", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--mem-budget-mib", type=float, default=1.0, help="B_mem at 128x128, scaled by area")
+    parser.add_argument("--mem-budget-mib", type=float, default=1.0,
+                        help="B_mem for MCUNet@128 (the paper's 1 MiB), scaled to the model by its LastLayer "
+                        "memory (tflite_train.sparse.scaled_memory_budget)")
     parser.add_argument("--queries", type=int, default=10, help="queries per class of the sampled task (only the "
                         "support set is used; the same episode as bench/adaptation_overhead.py)")
     parser.add_argument("--compute-budget", type=float, default=0.15,
-                        help="B_compute as a fraction of the forward MACs (--compute-of forward: the CLI's and "
-                        "adaptation_overhead's reading) or of FullTrain's backward MACs (backward: the bench's)")
-    parser.add_argument("--compute-of", choices=("forward", "backward"), default="forward")
+                        help="B_compute as a fraction of the full backward pass (the library's definition)")
     parser.add_argument("--repeats", type=int, default=400)
     parser.add_argument("--max-seconds", type=float, default=20.0, help="per workload")
     parser.add_argument("--rounds", type=int, default=3,
@@ -378,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             ensure_export(config, paths[key])
         elif not paths[key].exists():
             write_export(config, paths[key], keras_model)
-    xs, ys, protos, selection, _ = policy_selection(paths["sparse"], args)
+    xs, ys, protos, selection, result = policy_selection(paths["sparse"], args)
     sparse_cfg = configs["sparse"]
     onnx_path = work / "forward.onnx"
     if keras_model is None:
@@ -436,8 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         "backbone": args.backbone, "input_size": args.input_size, "dataset": args.dataset, "ways": args.ways,
         "shots": args.shots, "seed": args.seed, "cpu": args.cpu, "repeats": args.repeats, "rounds": args.rounds,
         "load_average": [load_start, os.getloadavg()[0]],
-        "budget": {"memory_mib": args.mem_budget_mib * (args.input_size / 128) ** 2, "compute": args.compute_budget,
-                   "of": args.compute_of},
+        "budget": {"memory_mib": result.budget.memory_bytes / 2**20, "compute": args.compute_budget},
         "command": "python -m bench.peer_ort " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{platform.machine()}, {platform.processor() or platform.system()}, "
                    f"{len(os.sched_getaffinity(0))} usable cores",
