@@ -30,7 +30,7 @@ def test_adapt_and_demo_report_the_fraction_of_the_full_backward_pass(model, fas
     assert result.compute_limit_macs == 0.15 * full
     assert result.to_dict()["full_backward_macs"] == full and result.cost.backward_macs <= 0.15 * full
     report = {"model": "m.tflite", "runtime": "test", "load_seconds": 0.0, "mean_accuracy_none": 0.5,
-              "mean_accuracy_tinytrain": 0.6}
+              "mean_accuracy_tinytrain": 0.6, "memory_budget_bytes": float(2**20)}
     text = format_report(DemoConfig(compute_fraction=0.15, policy="tinytrain"), report, result, 0.0)
     assert f"of {0.15 * full / 1e6:.2f}M (15% of the full backward pass, {full / 1e6:.2f}M MACs)" in text
     assert "forward MACs" not in text

@@ -89,7 +89,7 @@ def test_batch_size_changes_with_the_delegate_match_the_builtin_kernels(name):
         fisher.append(model.fisher(images[:3], labels[:3]))
         losses += [model.train_step(images[:b], labels[:b])["loss"] for b in (2, 2)]
         runs.append((losses, fisher, model.infer(images)["embeddings"], model.get_state()))
-    # rebuilt before the step at 1 and before the Fisher at 3 (the steps at 2 then start a fresh interpreter)
+    # rebuilt before the step at 1 and before the steps at 2; the Fisher at 3 runs as 3 chunks of the batch size 1
     assert models[0].rebuilds == 2 and models[1].rebuilds == 0
     (losses, fisher, emb, state), (ref_losses, ref_fisher, ref_emb, ref_state) = runs
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
