@@ -60,64 +60,6 @@ def test_train_steps_at_a_fixed_batch_size_match_the_builtin_kernels(name):
         assert float(np.max(np.abs(state[key] - value))) <= 1e-4 * scale, key
 
 
-def _close_states(state, ref_state, rtol=1e-4):
-    for key, value in ref_state.items():
-        scale = max(float(np.max(np.abs(value))), 1e-6)
-        assert np.all(np.isfinite(state[key])), key
-        assert float(np.max(np.abs(state[key] - value))) <= rtol * scale, key
-
-
-@pytest.mark.parametrize("name", ["tiny_adam_33", "mcunet_adam_35"])
-def test_batch_size_changes_with_the_delegate_match_the_builtin_kernels(name):
-    """2.14's delegate corrupts a train step at a new batch size (NaN state, or a crash) once a step
-    has run; the wrapper rebuilds the interpreter with the state carried over. Fisher, steps at batch
-    5, 1, 1, a Fisher at 3 in between, steps at 2, inference at 7: the same losses, Fisher and state
-    as on the builtin kernels (1e-4 relative)."""
-    models = [TrainableModel(fixture_model(name), xnnpack=x) for x in (True, False)]
-    if models[0].runtime != "tflite_runtime.interpreter":
-        pytest.skip(f"explicit XNNPACK is for tflite-runtime; this env runs {models[0].runtime}")
-    rng = np.random.default_rng(1)
-    images = rng.uniform(0, 1, (7, *models[0].input_shape)).astype(np.float32)
-    labels = np.arange(7) % 3
-    protos = rng.normal(size=(3, models[0].feature_dim)).astype(np.float32)
-    runs = []
-    for model in models:
-        model.set_head(protos)
-        fisher = [model.fisher(images[:4], labels[:4])]
-        model.set_selection({n: np.arange(0, c, 2) for n, c in model.candidate_channels.items()})
-        losses = [model.train_step(images[:b], labels[:b])["loss"] for b in (5, 1, 1)]
-        fisher.append(model.fisher(images[:3], labels[:3]))
-        losses += [model.train_step(images[:b], labels[:b])["loss"] for b in (2, 2)]
-        runs.append((losses, fisher, model.infer(images)["embeddings"], model.get_state()))
-    # rebuilt before the step at 1 and before the steps at 2; the Fisher at 3 runs as 3 chunks of the batch size 1
-    assert models[0].rebuilds == 2 and models[1].rebuilds == 0
-    (losses, fisher, emb, state), (ref_losses, ref_fisher, ref_emb, ref_state) = runs
-    np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
-    for got, ref in zip(fisher, ref_fisher):
-        _close_states(got, ref, rtol=1e-3)
-    np.testing.assert_allclose(emb, ref_emb, rtol=1e-4, atol=1e-5)
-    _close_states(state, ref_state)
-
-
-def test_adapt_with_the_delegate_matches_the_builtin_kernels(fashion):
-    """A real TinyTrain adaptation (Fisher in chunks of 4, then batch-1 steps, repeated on the same
-    model) gives the same selection and losses with and without the delegate."""
-    from runtime_fixtures import episode_arrays
-    from tflite_train.runtime import AdaptConfig, adapt
-
-    models = [TrainableModel(fixture_model("mcunet_adam_35"), xnnpack=x) for x in (True, False)]
-    if models[0].runtime != "tflite_runtime.interpreter":
-        pytest.skip(f"explicit XNNPACK is for tflite-runtime; this env runs {models[0].runtime}")
-    xs, ys, _, _ = episode_arrays(fashion, models[0].input_shape, ways=3, shots=3, seed=2)
-    config = AdaptConfig(policy="tinytrain", memory_bytes=float(2**20), compute_fraction=0.5, iterations=6,
-                         fisher_chunk_size=4)
-    for _ in range(2):  # the second adapt runs its Fisher after the first one's steps
-        results = [adapt(model, xs, ys, config) for model in models]
-        assert results[0].selection.channels == results[1].selection.channels
-        np.testing.assert_allclose(results[0].losses, results[1].losses, rtol=1e-4)
-        assert all(np.isfinite(results[0].losses))
-
-
 @pytest.mark.parametrize("name", FIXTURES)
 def test_selftest_passes_with_the_delegate_applied(name):
     report = verify(fixture_model(name), xnnpack=True)

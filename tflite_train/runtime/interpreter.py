@@ -2,21 +2,14 @@
 
 Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as a last fallback,
 ``tensorflow.lite.python.interpreter`` (whichever imports first). On tflite-runtime, whose wheel does
-not apply its default XNNPACK delegate, ``xnnpack=True`` (the default) creates the delegate
-explicitly (``tflite_train.runtime.xnnpack``; MCUNet@128 ``infer`` 9.2 -> 4.0 ms, TinyTrain step
-16.4 -> 10.3 ms, ``bench/results/PEER_ORT.md``); when that fails the model runs on the builtin
-kernels, with a warning.
-
-A 2.14 defect the wrapper works around: with the delegate, once a ``train_step`` has run, a ``fisher``
-or train step at another batch size goes wrong (measured on the fixtures: a step at a smaller batch
-writes NaN into the state, a larger batch or a ``fisher`` in between crashes the next step), while
-``infer`` at any batch and a ``fisher`` before the first step are fine. So before a ``fisher`` or
-train call whose input shapes differ from the previous such call after a step ran, the wrapper
-rebuilds the interpreter and carries the whole state over (``get_state``/``set_state``). Calls at
-the same shapes are fine, so a ``fisher`` over a multiple of the training batch size runs in chunks of
-that size instead (Fisher is a mean over samples, Eq. 1: chunk results are combined by their sample
-counts): an app that adapts one model again and again at batch 1 never rebuilds (2.14 keeps about
-25-80 KiB per interpreter it creates, ``tests/runtime/test_resources.py``).
+not apply its default XNNPACK delegate, ``xnnpack=True`` creates the delegate explicitly
+(``tflite_train.runtime.xnnpack``); when that fails the model runs on the builtin kernels, with a
+warning. It is opt-in: with it, 2.14 gets a ``train_step`` wrong after the batch size changed
+between calls (measured on the fixtures, update branches with static shapes: the first step at a
+smaller batch writes NaN into the state; files whose update branches had data-dependent shapes
+failed there with a BATCH_MATMUL prepare error instead), as ``adapt`` does (``fisher`` and
+``train_step`` at different batch sizes); at a fixed batch size it runs the whole contract, matches
+the builtin kernels and passes the self-test.
 """
 
 from __future__ import annotations
@@ -67,9 +60,8 @@ class TrainableModel:
       model: Path or bytes of the ``.tflite`` file.
       runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
       num_threads: Interpreter threads.
-      xnnpack: On a runtime listed in ``EXPLICIT_XNNPACK_MODULES`` (tflite-runtime), create the XNNPACK
-        delegate explicitly (module docstring); False: builtin kernels only there. Other runtimes
-        apply their own default delegate either way.
+      xnnpack: On a runtime listed in ``EXPLICIT_XNNPACK_MODULES``, create the XNNPACK delegate
+        explicitly (opt-in: module docstring); False: builtin kernels only.
 
     Raises:
       ValueError: the file is not a trainable model, or its graph does not match its metadata
@@ -86,7 +78,7 @@ class TrainableModel:
         model: str | os.PathLike | bytes,
         runtime: str | None = None,
         num_threads: int = 1,
-        xnnpack: bool = True,
+        xnnpack: bool = False,
     ) -> None:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
         check_model_bytes(bytes(content), "model bytes" if isinstance(model, (bytes, bytearray)) else str(model))
@@ -95,14 +87,9 @@ class TrainableModel:
         interpreter_cls, self.runtime = load_interpreter_class(runtime)
         self.explicit_xnnpack = False
         """True when this wrapper applied an explicitly created XNNPACK delegate."""
-        self._rebuild_args = (interpreter_cls, bytes(content), num_threads)
         self.interpreter = self._build(interpreter_cls, bytes(content), num_threads, xnnpack)
         self._runners: dict[str, Any] = {}
         self._allocated: dict[str, tuple] = {}
-        self._train_shapes: tuple | None = None
-        """Input shapes of the last ``fisher``/train call since a train step ran (explicit XNNPACK)."""
-        self.rebuilds = 0
-        """Times the interpreter was rebuilt for a new training batch size (module docstring)."""
         inp = self.metadata[C.F_INPUT]
         self.input_shape = (inp[C.F_HEIGHT], inp[C.F_WIDTH], inp[C.F_CHANNELS])
         self.capacity = int(self.metadata[C.F_CLASS_CAPACITY])
@@ -181,31 +168,9 @@ class TrainableModel:
             wrapper.AllocateTensors(index)
         self._allocated[signature] = shapes
 
-    def _is_training(self, signature: str) -> bool:
-        return signature in (C.FISHER, C.TRAIN_STEP) or signature.startswith(C.TRAIN_VARIANT_PREFIX)
-
-    def _rebuild_for_new_batch(self, signature: str, inputs: Mapping[str, np.ndarray]) -> None:
-        """Rebuilds the delegated interpreter, state carried over, before a ``fisher``/train call at
-        new input shapes once a train step has run (the 2.14 defect of the module docstring)."""
-        shapes = tuple(sorted((k, np.shape(v)) for k, v in inputs.items()))
-        if self._train_shapes is not None and self._train_shapes != shapes:
-            state = self.get_state()
-            interpreter_cls, content, num_threads = self._rebuild_args
-            self.interpreter = self._build(interpreter_cls, content, num_threads, True)
-            self._runners, self._allocated, self._train_shapes = {}, {}, None
-            self.rebuilds += 1
-            num_classes, deepest = self.num_classes, self._deepest_selected
-            self.call(C.SET_STATE, **state)
-            self.num_classes, self._deepest_selected = num_classes, deepest
-            LOG.debug("%s: rebuilt the XNNPACK interpreter for %s at shapes %s", self.runtime, signature, shapes)
-        if signature != C.FISHER or self._train_shapes is not None:
-            self._train_shapes = shapes
-
     def call(self, signature: str, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         """Runs a signature with no checks (outputs are copied); tracks the selection it sets."""
         if self.explicit_xnnpack:
-            if self._is_training(signature):
-                self._rebuild_for_new_batch(signature, inputs)
             self._allocate(signature, inputs)
         out = self._runner(signature)(**inputs)
         if signature == C.SET_SELECTION:
@@ -246,24 +211,7 @@ class TrainableModel:
     def fisher(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
         """Per-channel Fisher information Delta_o of every candidate layer (TinyTrain Eq. 1)."""
         images = self._images(images)
-        labels = self._labels(labels, images.shape[0])
-        n, chunk = images.shape[0], self._fisher_chunk(images.shape[0])
-        if chunk is None:
-            return self.call(C.FISHER, **{C.IMAGES: images, C.LABELS: labels})
-        total: dict[str, np.ndarray] = {}
-        for i in range(0, n, chunk):
-            out = self.call(C.FISHER, **{C.IMAGES: images[i:i + chunk], C.LABELS: labels[i:i + chunk]})
-            for name, value in out.items():
-                total[name] = total.get(name, 0.0) + value.astype(np.float64) * (chunk / n)
-        return {name: value.astype(np.float32) for name, value in total.items()}
-
-    def _fisher_chunk(self, n: int) -> int | None:
-        """The training batch size when a delegated ``fisher`` of ``n`` images should run in chunks of it
-        (module docstring), else None."""
-        if not self.explicit_xnnpack or self._train_shapes is None:
-            return None
-        batch = dict(self._train_shapes)[C.IMAGES][0]
-        return batch if n != batch and n % batch == 0 else None
+        return self.call(C.FISHER, **{C.IMAGES: images, C.LABELS: self._labels(labels, images.shape[0])})
 
     def train_step(self, images: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         """One optimizer step on the selected channels; returns loss and accuracy."""

@@ -192,7 +192,7 @@ def run_procedure(model: TrainableModel, vectors: dict[str, np.ndarray]) -> dict
 
 
 def verify(model_path: str | os.PathLike | bytes, runtime: str | None = None,
-           vectors: dict[str, np.ndarray] | None = None, xnnpack: bool = True) -> SelftestResult:
+           vectors: dict[str, np.ndarray] | None = None, xnnpack: bool = False) -> SelftestResult:
     """Replays the embedded self-test (or ``vectors``) and compares with the goldens
     (``xnnpack``: with the explicitly created delegate, ``TrainableModel``)."""
     vectors = load_selftest(model_path) if vectors is None else vectors
