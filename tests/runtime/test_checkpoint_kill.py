@@ -146,7 +146,7 @@ def test_sigterm_or_ctrl_c_during_the_write_removes_the_temp_and_keeps_the_old_u
     out = tmp_path / "adapted.ckpt"
     out.write_bytes(blobs[1])
     code = textwrap.dedent(f"""
-        import os, pathlib, signal, sys
+        import os, pathlib, signal, sys, time
         import numpy as np
         from tflite_train.cli.dispatch import Terminated, sigterm_raises
         from tflite_train.runtime.checkpoint import save_checkpoint
@@ -163,6 +163,10 @@ def test_sigterm_or_ctrl_c_during_the_write_removes_the_temp_and_keeps_the_old_u
         def on_chunk(written, total):
             if written >= total // 2:
                 os.kill(os.getpid(), {int(sig)})
+                # The Python handler runs at the next check of the eval loop, which a thread of the
+                # interpreter receiving the signal can delay past a plain raise; sleep lets it run.
+                for _ in range(1000):
+                    time.sleep(0.01)
                 raise AssertionError("the signal did not interrupt the save")
 
         try:
