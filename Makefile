@@ -64,8 +64,9 @@ weights-lite0: data
 
 # The benchmarks: bench/results/BENCHMARKS.md + PNGs: the paired tables of MCUNet@64 and EfficientNet-Lite0@128
 # (N = 20 tasks per target, (lr, epochs) per policy on validation tasks; one worker per core; the file states
-# the measured per-task costs and the estimated wall time). LITE0_WEIGHTS=path: the meta-trained Lite0
-# (without it the Lite0 rows use the ImageNet weights). `make bench-quick`: the reduced preset, about an hour.
+# the measured per-task costs and the estimated wall time). The Lite0 rows use the shipped meta-trained weights;
+# LITE0_WEIGHTS=path: other meta weights, or `imagenet` (every Lite0 row on the ImageNet weights).
+# `make bench-quick`: the reduced preset, about half an hour.
 LITE0_WEIGHTS ?=
 BENCH_FLAGS = --cache $(DATA_CACHE) --out bench/results --workers $(shell nproc) $(if $(LITE0_WEIGHTS),--lite0-weights $(LITE0_WEIGHTS))
 bench: data
