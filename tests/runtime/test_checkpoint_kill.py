@@ -154,6 +154,9 @@ def test_sigterm_or_ctrl_c_during_the_write_removes_the_temp_and_keeps_the_old_u
         from tflite_train.runtime.output_lock import output_lock
         from tflite_train.sparse.selection import Selection
 
+        # A process started in the background by a non-interactive shell inherits SIGINT ignored, and then
+        # Python installs no KeyboardInterrupt handler; a terminal's Ctrl-C reaches a foreground process.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         out = pathlib.Path({str(out)!r})
         model = TrainableModel(pathlib.Path({str(fixture_model(MODEL))!r}))
         model.set_head(np.full((3, model.feature_dim), 2, np.float32))
