@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 def _task(model, cache: str, dataset: str, ways: int, shots: int, queries: int, seed: int):
     import numpy as np
 
-    from tflite_train import contract as C
     from tflite_train.data.cache import load_split
     from tflite_train.data.episodes import EpisodeConfig, sample_episode
+    from tflite_train.runtime.model_contract import input_range
     from tflite_train.runtime.model_input import to_model_input
 
     data = load_split(cache, dataset, "test")
@@ -41,7 +41,7 @@ def _task(model, cache: str, dataset: str, ways: int, shots: int, queries: int, 
                              EpisodeConfig(ways=ways, shots=shots, queries=queries))
     xs, ys, xq, yq = episode.gather(data.images)
 
-    value_range = model.metadata[C.F_INPUT][C.F_RANGE]  # raw-pixel models take [0, 255]
+    value_range = input_range(model.metadata)  # raw-pixel models take [0, 255]
 
     def prepare(images):
         return np.stack([to_model_input(im, model.input_shape, value_range) for im in images])

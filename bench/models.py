@@ -71,12 +71,12 @@ def lite0_model(weights: str, input_size: int):
     """
     from tflite_train.models import build_efficientnet_lite0, efficientnet_lite0
     from tflite_train.models.efficientnet_lite import WeightsError
-    from tflite_train.models.lite0_meta import efficientnet_lite0_meta, read_meta_weights
+    from tflite_train.models.lite0_meta import efficientnet_lite0_meta, read_meta_attributes
 
     if weights == IMAGENET:
         return efficientnet_lite0(input_size, include_top=True, weights="imagenet")
     try:
-        read_meta_weights(weights)
+        read_meta_attributes(weights)  # the format only: efficientnet_lite0_meta reads the tensors
     except WeightsError as err:
         errors = [str(err)]
     else:

@@ -36,7 +36,6 @@ import importlib.util
 import json
 import os
 import pathlib
-import resource
 import statistics
 import subprocess
 import sys
@@ -45,14 +44,11 @@ import types
 
 import numpy as np
 
+from bench.peer_report import ENGINES, WORKLOADS, render
+from bench.worker_process import peak_rss_kib, worker_command
 from tflite_train import contract as C
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-WORKLOADS = ("infer", "tinytrain", "last_layer", "full")
-LABELS = {"infer": "infer (ms)", "tinytrain": "TinyTrain step (ms)", "last_layer": "last-layer step (ms)",
-          "full": "full step (ms)"}
-ENGINES = ("ort", "litert", "tflite_runtime")
-ENGINE_NAMES = {"ort": "ORT 1.19.2", "litert": "project, ai-edge-litert", "tflite_runtime": "project, tflite-runtime 2.14"}
 
 
 def import_ort_training():
@@ -149,29 +145,6 @@ def worker(spec: dict) -> dict:
     return out
 
 
-def peak_rss_kib() -> int:
-    """This process's peak resident set size (KiB): ``VmHWM`` of /proc/self/status.
-
-    Not ``getrusage``'s ru_maxrss: Linux carries the forked parent's high-water mark across exec into
-    ru_maxrss, so a worker started by a TensorFlow-sized parent would report the parent's peak.
-    """
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-WORKER_BOOTSTRAP = ("import runpy, sys, types; pkg = types.ModuleType('bench'); pkg.__path__ = [sys.argv.pop(1)]; "
-                    "sys.modules['bench'] = pkg; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
-"""Runs a ``bench`` module as ``__main__`` without the package ``__init__`` (which imports the accuracy
-bench and scipy, absent from the Pi env): a namespace stub with the package's path stands in for it."""
-
-
-def worker_command(python: str, module: str, *args: str) -> list[str]:
-    """The argv that runs ``python -m <module> <args>`` with ``WORKER_BOOTSTRAP`` (works in the Pi env)."""
-    return [str(python), "-c", WORKER_BOOTSTRAP, str(ROOT / "bench"), module, *args]
-
-
 def run_worker(python: str, spec: dict) -> dict:
     """Runs ``worker(spec)`` in a fresh ``python`` process; returns its JSON result."""
     done = subprocess.run(worker_command(python, "bench.peer_ort", "--worker", json.dumps(spec)), cwd=ROOT,
@@ -262,60 +235,6 @@ def generate(onnx_model, folder: pathlib.Path, trainable: list[str]) -> None:
                                  artifact_directory=str(folder), loss_input_names=["logits"])
 
 
-# ----------------------------------------------------------------------------------------- report
-def render(report: dict) -> str:
-    """The Markdown report (pure)."""
-    r, t = report, report["times_ms"]
-    lines = [f"# Peer: ONNX Runtime training vs tflite-train ({r['backbone']}@{r['input_size']})", "",
-             f"Command: `{r['command']}`", "",
-             f"Machine: {r['machine']}, load average {r['load_average'][0]:.2f} (start) / {r['load_average'][1]:.2f} (end); batch 1, one thread"
-             + (f", pinned to CPU {r['cpu']}" if r["cpu"] is not None else "")
-             + f"; medians of up to {r['repeats']} calls (each workload in a fresh process), the lowest of "
-             f"{r['rounds']} interleaved rounds per cell; peak RSS of that process.", "",
-             f"Versions: {', '.join(f'{k} {v}' for k, v in r['versions'].items())}.", "",
-             f"Selection (the project's TinyTrain policy on a {r['ways']}-way {r['shots']}-shot support set of "
-             f"`{r['dataset']}`, seed {r['seed']}, B_mem {r['budget']['memory_mib']:.3f} MiB, B_compute "
-             f"{r['budget']['compute']} of the full backward pass: the library's budgets): "
-             + ", ".join(f"{n} ({len(c)}/{r['channels'][n]} channels)" for n, c in r["selection"].items())
-             + f". ORT trains these {len(r['selection'])} layers whole (all channels). Last layer: "
-             f"`{r['last_layer']}`. Full: every layer ({r['full_layers']} layers).", "",
-             f"ONNX forward parity with Keras (same BN-folded weights, same cosine head): max relative difference "
-             f"{r['parity'][C.EMBEDDINGS]:.2e} (embeddings), {r['parity'][C.LOGITS]:.2e} (logits).", "",
-             "| " + " | ".join(["ms", *(ENGINE_NAMES[e] for e in ENGINES)]) + " |",
-             "|---" * (len(ENGINES) + 1) + "|"]
-    for w in WORKLOADS:
-        lines.append(f"| {LABELS[w]} | " + " | ".join(f"{t[e][w]:.2f}" for e in ENGINES) + " |")
-    rss = r["peak_rss_mib"]
-    for w in ("infer", "tinytrain", "full"):
-        lines.append(f"| peak RSS, {w} process (MiB) | " + " | ".join(f"{rss[e][w]:.1f}" for e in ENGINES) + " |")
-    lines += ["", "The project on tflite-runtime 2.14 runs with the explicitly created XNNPACK delegate "
-              "(`TrainableModel(xnnpack=True)`, batch 1 throughout; its wheel applies no delegate by default).",
-              "", "Ratios (project / ORT, same run):", "",
-              "| | ai-edge-litert | tflite-runtime 2.14 |", "|---|---|---|"]
-    for w in WORKLOADS:
-        lines.append(f"| {LABELS[w].replace(' (ms)', '')} | {t['litert'][w] / t['ort'][w]:.2f}x | "
-                     f"{t['tflite_runtime'][w] / t['ort'][w]:.2f}x |")
-    lines.append(f"| tflite-runtime `infer` / ai-edge-litert `infer` | | {t['tflite_runtime']['infer'] / t['litert']['infer']:.2f}x |")
-    lines += ["", "Project train signatures used: "
-              + ", ".join(f"{w}: `{s}`" for w, s in r["signatures"].items()) + ".", "",
-              "## What ORT cannot do here", "",
-              "- **Channel-level selection.** ORT's `requires_grad` marks whole initializers trainable; it cannot "
-              "update a subset of a layer's output channels. The TinyTrain selection above updates "
-              "only the listed channels of each layer on the TFLite side (its kernels compute the weight gradient "
-              "of every channel of a selected layer, faster on these runtimes than gathering the selected ones, "
-              "and write the optimizer step to the listed channels only: the others keep their exact values); "
-              "ORT updates every channel of those layers (more optimizer state than the budget allows).",
-              "- **Changing the trainable set on the device.** The trainable set is baked into the training, "
-              "eval and optimizer graphs and the checkpoint by `generate_artifacts`, which runs offline "
-              "(it needs the `onnx` package and the ONNX Runtime training tooling, not the on-device API). A new "
-              "support set that makes TinyTrain pick other layers or channels needs artifacts regenerated "
-              "for that set and shipped to the device; the project's single `.tflite` file takes any "
-              "selection at run time (`set_selection`).",
-              "- ORT's artifacts here use AdamW (the ORT optimizer type closest to the project's Adam); the cosine "
-              "head's prototypes are constants in both (not trained).", ""]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backbone", default="mcunet")
@@ -360,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.onnx_graph import graph_to_onnx, keras_to_onnx
     from converters.build_module import folded_backbone, prepare_model
-    from converters.export import ensure_export, write_export
+    from converters.export import ensure_export
 
     work = pathlib.Path(args.work_dir) / f"{args.backbone}_{args.input_size}"
     work.mkdir(parents=True, exist_ok=True)
@@ -371,10 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         paths[key] = pathlib.Path(args.model_dir) / f"{args.backbone}_{args.input_size}_{key}_k{config.candidate_blocks}.tflite"
         if args.models:
             paths[key] = pathlib.Path(args.models[0 if key == "sparse" else 1])
-        elif keras_model is None:
-            ensure_export(config, paths[key])
-        elif not paths[key].exists():
-            write_export(config, paths[key], keras_model)
+        else:
+            ensure_export(config, paths[key], keras_model)
     xs, ys, protos, selection, result = policy_selection(paths["sparse"], args)
     sparse_cfg = configs["sparse"]
     onnx_path = work / "forward.onnx"

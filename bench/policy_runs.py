@@ -19,9 +19,8 @@ import numpy as np
 from bench.config import BenchConfig
 from bench.confidence import MeanCI, mean_ci95
 from bench.tasks import Task
-from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
-from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
+from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate, input_range
 from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, Budget
 from tflite_train.sparse import scaled_memory_budget as library_memory_budget
 
@@ -104,7 +103,7 @@ def sparse_update_layers(backbone: str, candidates: Sequence[str]) -> tuple[str,
 
 def for_model(task: Task, model: TrainableModel) -> Task:
     """``task`` as the float input of ``model`` (its input shape and metadata ``input.range``)."""
-    return task.for_model(model.input_shape, model.metadata[C.F_INPUT][C.F_RANGE])
+    return task.for_model(model.input_shape, input_range(model.metadata))
 
 
 def _run_tasks(method: Method, model_path: str, tasks: Sequence[Task], threads: int,

@@ -26,9 +26,10 @@ import argparse
 import dataclasses
 import json
 import pathlib
-import resource
 import subprocess
 import sys
+
+from bench.worker_process import peak_rss_kib, worker_command
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PI_PYTHON = ROOT / ".venv-pi" / "bin" / "python"
@@ -138,18 +139,7 @@ def worker_rss(args) -> dict:
     return {"peak_rss_kib": peak_rss_kib()}
 
 
-def peak_rss_kib() -> int:
-    """VmHWM of this process (KiB). Not ru_maxrss: Linux carries that across fork + exec, so a child
-    of a large parent (the main env with TensorFlow loaded) would report the parent's peak."""
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
 def _run_worker(python: pathlib.Path, worker: str, model: str, args) -> dict:
-    from bench.peer_ort import worker_command
-
     cmd = worker_command(python, "bench.step_ratios", "--worker", worker, "--model", model, "--cache", args.cache,
            "--model-dir", args.model_dir, "--repeats", str(args.repeats), "--steps", str(args.steps),
            "--mem-budget", str(args.mem_budget), "--compute-fraction", str(args.compute_fraction))

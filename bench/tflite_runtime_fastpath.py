@@ -53,7 +53,7 @@ import time
 
 import numpy as np
 
-from bench.peer_ort import worker_command
+from bench.worker_process import worker_command
 from tflite_train import contract as C
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -80,12 +80,12 @@ def worker(spec: dict) -> dict:
     if spec.get("cpu") is not None:
         os.sched_setaffinity(0, {spec["cpu"]})
     sys.path.insert(0, str(ROOT))
-    from tflite_train.runtime import TrainableModel
+    from tflite_train.runtime import TrainableModel, input_range
     from tflite_train.runtime.selftest import verify
 
     model = TrainableModel(spec["model"], num_threads=1, xnnpack=spec["xnnpack"])
     passed = verify(spec["model"], xnnpack=True).passed if spec["xnnpack"] else None
-    x = np.random.default_rng(0).uniform(*model.metadata[C.F_INPUT][C.F_RANGE], size=(1, *model.input_shape))
+    x = np.random.default_rng(0).uniform(*input_range(model.metadata), size=(1, *model.input_shape))
     x = x.astype(np.float32)
     model.set_head(np.random.default_rng(1).normal(size=(5, model.feature_dim)))
     model.set_selection({n: np.asarray(c) for n, c in spec["selection"].items()})

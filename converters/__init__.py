@@ -8,8 +8,8 @@ from converters.build_module import (
     module_from_keras,
     prepare_model,
 )
-from converters.export import (ExportResult, build_metadata, convert, ensure_export, export_keras, export_model,
-                               write_export)
+from converters.export import (ExportResult, build_metadata, convert, ensure_export, export_is_current, export_keras,
+                               export_model, write_export)
 from converters.export_config import ExportConfig
 from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
@@ -31,6 +31,7 @@ __all__ = [
     "code_stamp",
     "convert",
     "ensure_export",
+    "export_is_current",
     "export_keras",
     "export_model",
     "folded_backbone",

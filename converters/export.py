@@ -162,25 +162,29 @@ def write_export(config: ExportConfig, out: str | pathlib.Path, model: keras.Mod
     return result
 
 
-def ensure_export(config: ExportConfig, out: str | pathlib.Path) -> bool:
-    """Exports ``config`` to ``out`` unless ``out`` is current: its ``.config.json`` holds this config
-    and its ``.stamp`` the current code stamp (``converters.export_stamp.code_stamp``: exporter
-    sources, TensorFlow/Keras versions, weights file). A file made by other code, or one without a
-    stamp, is re-exported. The stamp is written after the model and its config, so an interrupted
-    export is never taken for a current one.
+def export_is_current(config: ExportConfig, out: str | pathlib.Path) -> bool:
+    """True when ``out`` exists, its ``.config.json`` holds ``config`` and its ``.stamp`` the current code
+    stamp (``converters.export_stamp.code_stamp``: exporter sources, TensorFlow/Keras versions, weights
+    file). A file made by other code, or one without a stamp, is not current."""
+    out = pathlib.Path(out)
+    sidecar = out.with_suffix(out.suffix + ".config.json")
+    stamp_file = stamp_path(out)
+    return (out.exists() and sidecar.exists() and stamp_file.exists()
+            and stamp_file.read_text() == code_stamp(config) and json.loads(sidecar.read_text()) == config.to_dict())
+
+
+def ensure_export(config: ExportConfig, out: str | pathlib.Path, model: keras.Model | None = None) -> bool:
+    """Exports ``config`` (``model``, or the built-in backbone of ``config``; ``write_export``) to ``out``
+    unless ``out`` is current (``export_is_current``). The stamp is written after the model and its
+    config, so an interrupted export is never taken for a current one.
 
     Returns:
       True when the model was (re-)exported, False when the existing file was reused.
     """
-    out = pathlib.Path(out)
-    sidecar = out.with_suffix(out.suffix + ".config.json")
-    stamp_file = stamp_path(out)
-    stamp = code_stamp(config)
-    if (out.exists() and sidecar.exists() and stamp_file.exists() and stamp_file.read_text() == stamp
-            and json.loads(sidecar.read_text()) == config.to_dict()):
+    if export_is_current(config, out):
         LOG.info("reusing %s (same export config and code stamp)", out)
         return False
     LOG.info("exporting %s", out)
-    write_export(config, out)
-    write_atomic(stamp_file, stamp.encode())
+    write_export(config, out, model)
+    write_atomic(stamp_path(out), code_stamp(config).encode())
     return True

@@ -7,7 +7,6 @@ environment has no TensorFlow, so it can only replay these files.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import pathlib
 
@@ -16,7 +15,7 @@ import numpy as np
 
 from converters.build_module import backbone_model
 from converters.example_models import EXAMPLE_MODELS
-from converters.export import write_export
+from converters.export import export_is_current, write_export
 from converters.export_config import ExportConfig
 from converters.export_stamp import code_stamp, stamp_path
 from converters.reference import reference_vectors
@@ -89,18 +88,14 @@ def write_fixtures(out: pathlib.Path, names: list[str] | None = None) -> list[pa
     for name in names or ALL_FIXTURES:
         builder, config = KERAS_FIXTURES[name] if name in KERAS_FIXTURES else (None, FIXTURES[name])
         path = out / f"{name}.tflite"
-        config_path = path.with_suffix(".tflite.config.json")
-        stamp_file = stamp_path(path)
-        stamp = code_stamp(config)
-        if (path.exists() and config_path.exists() and stamp_file.exists() and stamp_file.read_text() == stamp
-                and json.loads(config_path.read_text()) == config.to_dict()):
+        if export_is_current(config, path):
             logging.info("fixture %s up to date", path)
         else:
             logging.info("exporting fixture %s", path)
             model = EXAMPLE_MODELS[builder]() if builder else backbone_model(config)
             result = write_export(config, path, model)
             np.savez(path.with_suffix(".parity.npz"), **reference_vectors(model, result.module))
-            stamp_file.write_text(stamp)
+            stamp_path(path).write_text(code_stamp(config))
         written.append(path)
     return written
 

@@ -118,7 +118,6 @@ class TrainableModule(tf.Module):
         self._add_var(C.NUM_CLASSES, np.array(0, np.int32))
         self._add_var(C.STEP, np.array(0.0, np.float32))
         self._add_var(C.LEARNING_RATE, np.array(config.learning_rate, np.float32))
-        self._scalar_state = (C.NUM_CLASSES, C.STEP, C.LEARNING_RATE)
         self.names = state_names(self.candidate_names, config.optimizer)
         self.train_cuts = train_cuts(table, self.candidates, config.train_variants)
         self._regions = {cut: gradient_region(graph, [l.name for l in table.layers[cut:] if l.name in self.candidate_names])
@@ -135,15 +134,19 @@ class TrainableModule(tf.Module):
         self._vars[name] = tf.Variable(np.reshape(value, [1]) if np.ndim(value) == 0 else value, name=name,
                                        trainable=False)
 
+    def _is_scalar(self, name: str) -> bool:
+        """A scalar of the contract, held with shape [1] (``_add_var``)."""
+        return self._initial[name].ndim == 0
+
     def _read_state(self, name: str):
         """A state variable's value in its contract shape (scalars as rank 0)."""
         value = tf.identity(self._vars[name])
-        return tf.reshape(value, []) if name in self._scalar_state else value
+        return tf.reshape(value, []) if self._is_scalar(name) else value
 
     def _write_state(self, name: str, value) -> None:
         """Assigns a state variable from a value in its contract shape."""
         var = self._vars[name]
-        var.assign(tf.reshape(tf.cast(value, var.dtype), [1]) if name in self._scalar_state else value)
+        var.assign(tf.reshape(tf.cast(value, var.dtype), [1]) if self._is_scalar(name) else value)
 
     @property
     def initial_state(self) -> dict[str, np.ndarray]:

@@ -110,7 +110,7 @@ def budget_line(config: DemoConfig, memory_bytes: float) -> str:
 def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
     """Runs the demo (see the module docstring) and returns its report."""
     from tflite_train.data import EpisodeConfig, load_split, prepare_cache, sample_episodes
-    from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
+    from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate, input_range
 
     out = pathlib.Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -137,10 +137,9 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
         accuracy = evaluate(model, query, query_labels)
         return result, accuracy, time.perf_counter() - start
 
-    from tflite_train import contract as C
     from tflite_train.runtime.model_input import to_model_input
 
-    value_range = model.metadata[C.F_INPUT][C.F_RANGE]
+    value_range = input_range(model.metadata)
 
     def inputs(indices):
         return np.stack([to_model_input(data.images[i], model.input_shape, value_range) for i in indices])

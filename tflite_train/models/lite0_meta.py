@@ -74,6 +74,39 @@ def save_meta_weights(model: keras.Model, path: str | pathlib.Path, *, first_blo
     tmp.replace(path)
 
 
+def _open_meta_weights(path: pathlib.Path):
+    """The open HDF5 file and its attributes, after the signature and ``format`` checks (``OSError`` passes)."""
+    import h5py
+
+    with open(path, "rb") as f:
+        if f.read(8) != b"\x89HDF\r\n\x1a\n":
+            raise WeightsError(f"{path}: not an HDF5 file")
+    f = h5py.File(path, "r")
+    try:
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+        if attrs.get("format") != FORMAT:
+            raise WeightsError(f"{path}: format {attrs.get('format')!r}, expected {FORMAT!r}")
+    except BaseException:
+        f.close()
+        raise
+    return f, attrs
+
+
+def read_meta_attributes(path: str | pathlib.Path) -> dict:
+    """The attributes of a meta weights file, checking only that it is one (no tensor is read).
+
+    Raises:
+      WeightsError: not an HDF5 file of this format.
+    """
+    path = pathlib.Path(path)
+    try:
+        f, attrs = _open_meta_weights(path)
+    except OSError as err:
+        raise WeightsError(f"{path}: unreadable ({err})") from None
+    f.close()
+    return attrs
+
+
 def read_meta_weights(path: str | pathlib.Path) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
     """(attributes, {layer: {variable: array}}) of a meta weights file.
 
@@ -84,13 +117,8 @@ def read_meta_weights(path: str | pathlib.Path) -> tuple[dict, dict[str, dict[st
 
     path = pathlib.Path(path)
     try:
-        with open(path, "rb") as f:
-            if f.read(8) != b"\x89HDF\r\n\x1a\n":
-                raise WeightsError(f"{path}: not an HDF5 file")
-        with h5py.File(path, "r") as f:
-            attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-            if attrs.get("format") != FORMAT:
-                raise WeightsError(f"{path}: format {attrs.get('format')!r}, expected {FORMAT!r}")
+        f, attrs = _open_meta_weights(path)
+        with f:
             tensors: dict[str, dict[str, np.ndarray]] = {}
             for layer_name, group in f.items():
                 if not isinstance(group, h5py.Group):

@@ -4,12 +4,12 @@ Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as
 ``tensorflow.lite.python.interpreter`` (whichever imports first). On tflite-runtime, whose wheel does
 not apply its default XNNPACK delegate, ``xnnpack=True`` creates the delegate explicitly
 (``tflite_train.runtime.xnnpack``); when that fails the model runs on the builtin kernels, with a
-warning. It is opt-in: with it, 2.14 gets a ``train_step`` wrong after the batch size changed
-between calls (measured on the fixtures, update branches with static shapes: the first step at a
-smaller batch writes NaN into the state; files whose update branches had data-dependent shapes
-failed there with a BATCH_MATMUL prepare error instead), as ``adapt`` does (``fisher`` and
-``train_step`` at different batch sizes); at a fixed batch size it runs the whole contract, matches
-the builtin kernels and passes the self-test.
+warning. It is opt-in: with it, 2.14 goes wrong once a train step has run (measured on the
+fixtures): a step at another batch size writes NaN into the state, and a larger batch, or a
+``fisher`` followed by a step, can crash the process (rebuilding the interpreter at each such
+change was tried and still crashed in one repeated-``adapt`` sequence); ``infer`` at any batch and
+``fisher`` before the first step are fine. At a fixed batch size it runs the whole contract,
+matches the builtin kernels and passes the self-test.
 """
 
 from __future__ import annotations
