@@ -122,8 +122,7 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
               "| policy | " + " | ".join(targets) + " | **average** | lr | epochs | backward memory (MiB) | "
               "backward MACs (M) | s / task |",
               "|---" * (len(targets) + 7) + "|"]
-    for label, m in run["methods"].items():
-        a = m["adapt"]
+    for label in run["methods"]:
         tuned = run["tuning"].get(label)
         lr = "-" if tuned is None else f"{tuned['learning_rate']:g}"
         ep = "-" if tuned is None else str(tuned["epochs"])

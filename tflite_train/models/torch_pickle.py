@@ -157,7 +157,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
     def persistent_load(self, pid: Any) -> _StorageRef:
         if not isinstance(pid, tuple) or len(pid) < 5 or pid[0] != "storage":
             raise TorchPickleError(f"{self.source}: unknown persistent id {pid!r:.80}")
-        storage_type, key, _location, numel = pid[1], pid[2], pid[3], pid[4]
+        storage_type, key, numel = pid[1], pid[2], pid[4]  # pid[3]: the device location, unused
         if not isinstance(storage_type, _StorageType):
             raise TorchPickleError(f"{self.source}: persistent id names no storage type: {pid!r:.80}")
         if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z0-9_]{1,64}", key):
