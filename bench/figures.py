@@ -1,0 +1,54 @@
+"""The figures of a run: the Fisher potential / score / selection of one task, and the PNGs
+(accuracy vs backward compute per paired backbone, Fisher per layer) written from the results."""
+
+from __future__ import annotations
+
+import pathlib
+
+from bench import plots
+from bench.config import BenchConfig
+from bench.policy_runs import for_model
+from bench.tasks import Task
+from tflite_train import contract as C
+from tflite_train.runtime import AdaptConfig, TrainableModel, class_prototypes, embed, layer_table, support_fisher
+
+__all__ = ["fisher_task_figures", "write_plots"]
+
+
+def fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Task, tinytrain: AdaptConfig) -> dict:
+    """Fisher potential, Eq. 3 score and the selection of ``tinytrain`` (the accuracy section's
+    TinyTrain config, its budgets) on one task (for the plot)."""
+    from tflite_train.sparse import fisher_potentials, fisher_scores, select
+
+    model = TrainableModel(str(model_path), num_threads=config.threads)
+    task = for_model(task, model)
+    table = layer_table(model.metadata)
+    model.reset_state()
+    model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
+    fisher = support_fisher(model, task.support, task.support_labels)
+    selection = select(table, tinytrain.selection_config(model.metadata[C.F_OPTIMIZER][C.F_NAME]),
+                       candidates=model.candidates, fisher=fisher)
+    potentials = fisher_potentials(fisher)
+    scores = fisher_scores(table, fisher, criterion="tinytrain")
+    names = list(model.candidates)
+    return {"layers": names, "potentials": [potentials[n] for n in names], "scores": [scores[n] for n in names],
+            "chosen": list(selection.layers), "fisher": {n: fisher[n].tolist() for n in names}}
+
+
+def write_plots(config: BenchConfig, results: dict, out: pathlib.Path) -> dict[str, str]:
+    """Writes the PNGs from the run's results; returns plot name -> file name."""
+    figures = {}
+    targets = results["targets"]
+    for key, run in (results["sections"].get("accuracy") or {}).get("runs", {}).items():
+        means = run["summary"]["means"]
+        rows = [{"label": label, "accuracy": means[label]["average"]["mean"], "backward_macs": c["backward_macs"],
+                 "memory_bytes": c["memory_bytes"]} for label, c in run["cost"].items()]
+        figures[f"accuracy_vs_compute/{key}"] = plots.accuracy_vs_compute(
+            rows, out / f"accuracy_vs_compute_{key}.png",
+            f"{run['label']} px, average over {len(targets)} targets, N={config.tasks} tasks each").name
+    task = results["sections"]["plots"]["fisher_task"]
+    figures["fisher_layers"] = plots.fisher_layers(
+        task["layers"], task["potentials"], task["scores"], task["chosen"], out / "fisher_layers.png",
+        f"one {task['target']} task: candidates of {config.backbone} @ {config.input_size}px "
+        "(red = TinyTrain's selection)").name
+    return figures
