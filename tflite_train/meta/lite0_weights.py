@@ -98,8 +98,8 @@ class Lite0WeightsConfig:
                  ("glyphs_multiscript", "train", 1, 500), ("glyphs_multiscript", "val", 1, 100))
         + tuple((t, "test", 1, 0) for t in TARGETS))
     candidates: tuple[Candidate, ...] = (
-        Candidate("bn", 10, 3e-3), Candidate("bn", 13, 3e-3),
-        Candidate("kernels_bn", 10, 3e-4), Candidate("kernels_bn", 13, 3e-4))
+        Candidate("bn", 10, 1e-3), Candidate("bn", 10, 3e-3), Candidate("bn", 13, 3e-3),
+        Candidate("kernels_bn", 10, 1e-4), Candidate("kernels_bn", 10, 3e-4), Candidate("kernels_bn", 13, 3e-4))
     alphas: tuple[float, ...] = (0.25, 0.5, 1.0)
     sweep: UpperMetaConfig = UpperMetaConfig(steps=50, val_every=10, val_tasks=100, keep_best=False)
     eval_tasks: int = 300
