@@ -45,6 +45,8 @@ def test_ties_go_to_fewer_steps_then_smaller_alpha_then_the_earlier_candidate():
     assert select_leave_one_domain_out(_scores(grid)).alpha == 0.5
     grid = {("B", 1.0, 10): (0.86, 0.88), ("A", 1.0, 10): (0.86, 0.88)}
     assert select_leave_one_domain_out(_scores(grid)).candidate == "B"  # B is given first
+    grid = {("A", 1.0, 10): (0.904, 0.904), ("A", 1.0, 20): (0.9040000000000001, 0.904)}  # float noise is a tie
+    assert select_leave_one_domain_out(_scores(grid)).step == 10
 
 
 def test_the_start_wins_when_no_candidate_transfers():

@@ -9,8 +9,8 @@ it never trained on, as the evaluation targets will be:
 
 where acc_h is the held-out accuracy of candidate c, trained without h for t steps and interpolated
 with weight alpha towards its start (``weight_interpolation``). The chosen (c, alpha, t) is the
-argmax; ties go to fewer steps, then to the smaller alpha (less drift from the start), then to the
-earlier candidate. t = 0 (the start itself, the same for every c and alpha) is a legitimate outcome:
+argmax; ties (scores within ``TIE``, i.e. equal up to float summation order) go to fewer steps, then
+to the smaller alpha (less drift from the start), then to the earlier candidate. t = 0 (the start itself, the same for every c and alpha) is a legitimate outcome:
 then no configuration transfers better than not meta-training. The final model trains on all sources
 with c for t steps (same learning-rate schedule as the held-out runs) and is interpolated with alpha.
 """
@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+
+TIE = 1e-9
+"""Scores closer than this are equal (accuracy means of the same tasks, summed in another order)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,5 +82,5 @@ def select_leave_one_domain_out(scores: Iterable[HeldOutScore]) -> LodoChoice:
     order = {c: i for i, c in reversed(list(enumerate(s.candidate for s in scores)))}
     table = lodo_scores(scores)
     (candidate, alpha, step), (score, per) = max(
-        table.items(), key=lambda kv: (kv[1][0], -kv[0][2], -kv[0][1], -order[kv[0][0]]))
+        table.items(), key=lambda kv: (round(kv[1][0] / TIE), -kv[0][2], -kv[0][1], -order[kv[0][0]]))
     return LodoChoice(candidate, alpha, step, score, per)
