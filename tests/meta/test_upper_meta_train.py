@@ -133,7 +133,10 @@ def test_alpha_interpolates_the_returned_weights_and_stop_step_shortens_the_run(
     assert set(records[-1]["by_alpha"]) == {"0", "0.5", "1"}
     assert records[-1]["by_alpha"]["0"]["val_acc"] == records[0]["val_acc"]  # alpha 0 = the start weights
     assert records[-1]["by_alpha"]["1"]["val_acc"] == records[-1]["val_acc"]
-    _, half, _ = _train(tmp_path, alpha=0.5)
+    _, _, plain = _train(tmp_path)  # validated at alpha 1 only
+    assert records[-1]["by_alpha"]["1"] == {k: plain[-1][k] for k in ("val_acc", "per_source")}
+    _, half, half_records = _train(tmp_path, alpha=0.5)
+    assert records[-1]["by_alpha"]["0.5"]["val_acc"] == half_records[-1]["val_acc"]
     for k in full:  # the same training (same seed), written back half-way between start and trained weights
         np.testing.assert_allclose(half[k], 0.5 * initial[k] + 0.5 * full[k], rtol=RTOL, atol=ATOL, err_msg=k)
     _, start, _ = _train(tmp_path, alpha=0.0)

@@ -316,13 +316,13 @@ def meta_train_upper(
         current = [layer.get_weights() for layer in layers]
         by_alpha = {}
         for alpha in alphas:
-            if alpha != 1.0 and step > 0:
-                set_layers(interpolated(current, alpha))
             if step > 0 or not by_alpha:  # at step 0 every alpha gives the start weights
+                if alphas != [1.0]:
+                    set_layers(interpolated(current, alpha))
                 per = validation_accuracy(upper, val_sets, config)
                 means = {k: float(v.mean()) for k, v in per.items()}
             by_alpha[alpha] = {"val_acc": float(np.mean(list(means.values()))), "per_source": means}
-        if alphas != [1.0] and step > 0:
+        if alphas != [1.0]:
             set_layers(current)
         return {"step": step, **by_alpha[config.alpha], "by_alpha": {f"{a:g}": v for a, v in by_alpha.items()}}
 
