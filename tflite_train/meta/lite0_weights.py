@@ -137,7 +137,7 @@ def _plot(runs: dict[str, list[dict]], path: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 6.5))
     for label, records in runs.items():
         final = label.startswith("final")
         ax.plot([r["step"] for r in records], [100 * r["val_acc"] for r in records], marker="o", ms=3, label=label,
@@ -146,7 +146,7 @@ def _plot(runs: dict[str, list[dict]], path: pathlib.Path) -> None:
     ax.set_ylabel("validation accuracy, % (5-way 5-shot)")
     ax.set_title("Lite0@128 upper blocks: held-out source's validation classes (alpha = 1); final: all sources", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
