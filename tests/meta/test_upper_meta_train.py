@@ -98,6 +98,63 @@ def test_meta_training_improves_validation_on_separable_toy_features(tmp_path):
     assert (tmp_path / "log.jsonl").read_text().count("\n") == len(records)
 
 
+def _weights(model):
+    return {f"{layer.name}/{v.name}": v.numpy().copy() for layer in model.layers for v in layer.weights}
+
+
+def _train(tmp_path, **changes):
+    from tflite_train.meta.upper_meta_train import meta_train_upper
+
+    upper = _upper()
+    initial = _weights(upper)
+    config = UpperMetaConfig(**{**_config().__dict__, "steps": 4, "val_every": 2, **changes})
+    records, _ = meta_train_upper(upper, [_features(seed=1), _features(seed=2)], {"toy": _features(seed=3)}, config,
+                                  tmp_path / str(sorted(changes.items())))
+    return initial, _weights(upper), records
+
+
+def test_bn_mode_changes_only_gamma_and_beta(tmp_path):
+    initial, final, _ = _train(tmp_path, trained="bn")
+    changed = {k for k in final if not np.array_equal(final[k], initial[k])}
+    assert changed and all(k.endswith(("/gamma", "/beta")) for k in changed)
+    assert any(k.startswith("final_bn") for k in changed)  # the head conv's BatchNorm trains too
+
+
+def test_kernels_bn_mode_changes_kernels_too(tmp_path):
+    initial, final, _ = _train(tmp_path)
+    changed = {k for k in final if not np.array_equal(final[k], initial[k])}
+    assert any(k.endswith("/kernel") for k in changed)
+    assert not any("moving" in k for k in changed)  # BatchNorm statistics stay ImageNet's
+
+
+def test_alpha_interpolates_the_returned_weights_and_stop_step_shortens_the_run(tmp_path):
+    initial, full, records = _train(tmp_path, val_alphas=(0.0, 0.5))
+    assert [r["step"] for r in records] == [0, 2, 4]
+    assert set(records[-1]["by_alpha"]) == {"0", "0.5", "1"}
+    assert records[-1]["by_alpha"]["0"]["val_acc"] == records[0]["val_acc"]  # alpha 0 = the start weights
+    assert records[-1]["by_alpha"]["1"]["val_acc"] == records[-1]["val_acc"]
+    _, _, plain = _train(tmp_path)  # validated at alpha 1 only
+    assert records[-1]["by_alpha"]["1"] == {k: plain[-1][k] for k in ("val_acc", "per_source")}
+    _, half, half_records = _train(tmp_path, alpha=0.5)
+    assert records[-1]["by_alpha"]["0.5"]["val_acc"] == half_records[-1]["val_acc"]
+    for k in full:  # the same training (same seed), written back half-way between start and trained weights
+        np.testing.assert_allclose(half[k], 0.5 * initial[k] + 0.5 * full[k], rtol=RTOL, atol=ATOL, err_msg=k)
+    _, start, _ = _train(tmp_path, alpha=0.0)
+    assert all(np.array_equal(start[k], initial[k]) for k in initial)
+    _, _, short = _train(tmp_path, stop_step=3)
+    assert [r["step"] for r in short] == [0, 2, 3]
+    assert short[-1]["lr"] > records[-1]["lr"]  # stopped on the 4-step schedule, before its end
+
+
+def test_new_config_fields_are_validated():
+    with pytest.raises(ValueError, match="trained must be one of kernels_bn, bn"):
+        UpperMetaConfig(trained="film")
+    with pytest.raises(ValueError, match="stop_step must be an int in 0..steps"):
+        UpperMetaConfig(steps=10, stop_step=11)
+    with pytest.raises(ValueError, match=r"alpha and val_alphas must be in \[0, 1\]"):
+        UpperMetaConfig(val_alphas=(1.5,))
+
+
 if __name__ == "__main__":
     import tensorflow as tf
 

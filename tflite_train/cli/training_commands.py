@@ -70,15 +70,15 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def _train_lite0(args: argparse.Namespace) -> int:
-    """Lite0: cache the frozen prefix's features, pick split point and LR on validation classes, meta-train
-    the upper blocks (``tflite_train.meta.lite0_weights``)."""
+    """Lite0: cache the frozen prefix's features, pick what trains, split point, LR, steps and WiSE-FT alpha by
+    leave-one-domain-out selection, meta-train the upper blocks (``tflite_train.meta.lite0_weights``)."""
     import pathlib
 
     from tflite_train.meta.lite0_weights import Lite0WeightsConfig, train_lite0_weights
     from tflite_train.meta.run_io import make_strategy
 
     config = Lite0WeightsConfig()
-    config = dataclasses.replace(config, final=dataclasses.replace(config.final, seed=args.seed,
+    config = dataclasses.replace(config, sweep=dataclasses.replace(config.sweep, seed=args.seed,
                                                                    episodes_per_step=args.episodes_per_step or 2))
     train_lite0_weights(args.cache, args.out, config, features_dir=args.features_dir, strategy=make_strategy(args.strategy))
     print((pathlib.Path(args.out) / "evaluation.md").read_text())

@@ -2,11 +2,12 @@
 
 The prefix below ``first_block`` is frozen, so its feature maps come from ``feature_cache`` and a
 step runs only the upper model (the blocks from the cache's block, then the head conv and the
-pooling). Trained: the conv kernels and BatchNorm scale/shift (gamma, beta) of blocks
-``first_block``.. and of the head conv; BatchNorm runs in inference mode with the ImageNet moving
-statistics (episodes of 50 images give noisy batch statistics, and the exported model folds the
-moving statistics anyway), so the moving statistics are not changed. Blocks between the cache's
-block and ``first_block`` run frozen.
+pooling). Trained (``trained``), in blocks ``first_block``.. and the head conv: ``"kernels_bn"``
+the conv kernels and BatchNorm scale/shift (gamma, beta); ``"bn"`` only gamma and beta, a FiLM-like
+per-channel affine modulation of fixed ImageNet features (Perez et al. 2018; few parameters, little
+drift). BatchNorm runs in inference mode with the ImageNet moving statistics (episodes of 50 images
+give noisy batch statistics, and the exported model folds the moving statistics anyway), so the
+moving statistics are not changed. Blocks between the cache's block and ``first_block`` run frozen.
 
 Episodes (``sample_feature_episode``): ``ways`` classes of one source; per class its source images
 are split into support images and query images (disjoint: for emoji, the query shows a vendor
@@ -15,7 +16,9 @@ the views of those images (with replacement only when there are fewer rows than 
 step takes ``episodes_per_step`` = E episodes, episode e from source e mod (number of sources);
 loss = (1/E) sum_e CE_e (cosine logits s (cos(f(q), c_k) + b), learnable s and b) +
 weight_decay / 2 * ||W - W_0||^2 over the trained kernels (a pull towards the ImageNet weights
-W_0). Optimizer: Adam, learning rate warm-up then cosine (``WarmupCosine``).
+W_0; none in ``"bn"`` mode). Optimizer: Adam, learning rate warm-up then cosine (``WarmupCosine``)
+over ``steps``; ``stop_step`` > 0 ends the run after that many steps on the same schedule (the final
+run of a leave-one-domain-out selection, ``domain_selection``, repeats the held-out runs' schedule).
 
 Distribution: under a ``tf.distribute`` strategy with R replicas (E a multiple of R), replica r
 runs episodes r E/R .. (r+1) E/R - 1 and the optimizer sums the replicas' gradients of loss / R,
@@ -23,8 +26,12 @@ so the update equals the single-device one up to float summation order.
 
 Validation: every ``val_every`` steps, the prototype classifier's accuracy on ``val_tasks``
 fixed 5-way 5-shot episodes of each validation source (same sampler, fixed seed); the mean over
-sources is the selection metric. Training stops after ``patience`` validations without
-improvement and the best weights are kept.
+sources is the record's ``val_acc``. The weights validated, and written back at the end, are
+theta(alpha) = (1 - alpha) theta_0 + alpha theta (WiSE-FT, ``weight_interpolation``; theta_0 = the
+weights the run started from, ``alpha`` = 1: the trained weights as they are); each extra alpha of
+``val_alphas`` is validated too (``by_alpha`` of the record). With ``keep_best`` training stops
+after ``patience`` validations without improvement and the best weights are kept; without it the
+last step's weights are returned.
 """
 
 from __future__ import annotations
@@ -44,8 +51,12 @@ from tflite_train.meta.feature_cache import FeatureSet
 from tflite_train.meta.protonet import CosineHead, prototypes, protonet_loss
 from tflite_train.meta.run_io import make_strategy
 from tflite_train.meta.schedule import WarmupCosine
+from tflite_train.meta.weight_interpolation import interpolate_weights
 
 log = logging.getLogger(__name__)
+
+TRAINED_MODES = ("kernels_bn", "bn")
+"""What meta-training updates in the trained layers (module docstring)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +77,10 @@ class UpperMetaConfig:
       keep_best: Keep the best-validating weights (else the last step's).
       init_scale, init_bias: Initial cosine scale s and bias b.
       seed: Seed of the training episodes (the validation tasks use seed + 1).
+      trained: One of ``TRAINED_MODES``: kernels and BatchNorm gamma/beta, or gamma/beta only.
+      stop_step: Stop after this many steps of the ``steps`` schedule (0: run all ``steps``).
+      alpha: Weight of the trained weights in the validated / returned interpolation (1: as trained).
+      val_alphas: Further interpolation weights validated at every validation (recorded only).
     """
 
     first_block: int = 10
@@ -86,6 +101,10 @@ class UpperMetaConfig:
     init_scale: float = 10.0
     init_bias: float = 0.0
     seed: int = 0
+    trained: str = "kernels_bn"
+    stop_step: int = 0
+    alpha: float = 1.0
+    val_alphas: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("steps", "ways", "shots", "queries", "episodes_per_step", "val_every", "val_tasks", "patience"):
@@ -94,6 +113,13 @@ class UpperMetaConfig:
                 raise ValueError(f"{name} must be an int >= 1; got {value!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive; got {self.learning_rate!r}")
+        if self.trained not in TRAINED_MODES:
+            raise ValueError(f"trained must be one of {', '.join(TRAINED_MODES)}; got {self.trained!r}")
+        if isinstance(self.stop_step, bool) or not isinstance(self.stop_step, int) or not 0 <= self.stop_step <= self.steps:
+            raise ValueError(f"stop_step must be an int in 0..steps ({self.steps}); got {self.stop_step!r}")
+        for a in (self.alpha, *self.val_alphas):
+            if not 0.0 <= a <= 1.0:
+                raise ValueError(f"alpha and val_alphas must be in [0, 1]; got {a!r}")
 
 
 def sample_feature_episode(data: FeatureSet, rng: np.random.Generator, ways: int, shots: int, queries: int):
@@ -203,7 +229,8 @@ def meta_train_upper(
     best-validating weights are written back into ``upper``.
 
     Writes ``log.jsonl`` (one record per log/validation) in ``out_dir``. Returns (records, best), best =
-    {"step", "val_acc" (mean over sources), "per_source", "scale", "bias"}.
+    {"step", "val_acc" (mean over sources, at ``config.alpha``), "per_source", "scale", "bias"}; the
+    weights written back are the best (or last) step's, interpolated with ``config.alpha``.
     """
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -218,7 +245,7 @@ def meta_train_upper(
         upper.set_weights(given.get_weights())
     layers = trained_layers(upper, config.first_block)
     for layer in upper.layers:
-        layer.trainable = layer in layers
+        layer.trainable = layer in layers and (config.trained == "kernels_bn" or isinstance(layer, keras.layers.BatchNormalization))
     with strategy.scope():
         head = CosineHead(config.init_scale, config.init_bias, name="cosine_head")
         schedule = WarmupCosine(config.steps, ScheduleConfig(peak_lr=config.learning_rate,
@@ -246,7 +273,7 @@ def meta_train_upper(
                     losses.append(loss)
                     accs.append(acc)
                 loss, acc = tf.add_n(losses) / per_replica, tf.add_n(accs) / per_replica
-                pull = tf.add_n([tf.reduce_sum(tf.square(v - a)) for v, a in zip(kernels, anchors)])
+                pull = tf.add_n([tf.constant(0.0)] + [tf.reduce_sum(tf.square(v - a)) for v, a in zip(kernels, anchors)])
                 scaled = (loss + pull * (config.weight_decay / 2)) / replicas
             grads = tape.gradient(scaled, variables)
             optimizer.apply_gradients(zip(grads, variables))
@@ -275,10 +302,29 @@ def meta_train_upper(
         return tuple(strategy.experimental_distribute_values_from_function(lambda ctx, k=k: shard(ctx, k))
                      for k in range(2))
 
+    start_weights = [layer.get_weights() for layer in layers]
+    alphas = sorted({config.alpha, *config.val_alphas})
+
+    def set_layers(weights: list[list[np.ndarray]]) -> None:
+        for layer, w in zip(layers, weights):
+            layer.set_weights(w)
+
+    def interpolated(trained: list[list[np.ndarray]], alpha: float) -> list[list[np.ndarray]]:
+        return trained if alpha == 1.0 else [interpolate_weights(s, t, alpha) for s, t in zip(start_weights, trained)]
+
     def validate(step: int) -> dict:
-        per = validation_accuracy(upper, val_sets, config)
-        means = {k: float(v.mean()) for k, v in per.items()}
-        return {"step": step, "val_acc": float(np.mean(list(means.values()))), "per_source": means}
+        current = [layer.get_weights() for layer in layers]
+        by_alpha = {}
+        for alpha in alphas:
+            if step > 0 or not by_alpha:  # at step 0 every alpha gives the start weights
+                if alphas != [1.0]:
+                    set_layers(interpolated(current, alpha))
+                per = validation_accuracy(upper, val_sets, config)
+                means = {k: float(v.mean()) for k, v in per.items()}
+            by_alpha[alpha] = {"val_acc": float(np.mean(list(means.values()))), "per_source": means}
+        if alphas != [1.0]:
+            set_layers(current)
+        return {"step": step, **by_alpha[config.alpha], "by_alpha": {f"{a:g}": v for a, v in by_alpha.items()}}
 
     records: list[dict] = []
     log_path = out_dir / "log.jsonl"
@@ -294,10 +340,10 @@ def meta_train_upper(
     best_weights = [layer.get_weights() for layer in layers]
     write({**best, "seconds": 0.0})
     t0, running, since_best = time.time(), [], 0
-    for step in range(config.steps):
+    for step in range(config.stop_step or config.steps):
         loss, acc = step_fn(*step_tensors(step))
         running.append((float(loss), float(acc)))
-        if (step + 1) % config.val_every == 0 or step + 1 == config.steps:
+        if (step + 1) % config.val_every == 0 or step + 1 == (config.stop_step or config.steps):
             record = validate(step + 1)
             m = np.mean(running, axis=0)
             running = []
@@ -313,6 +359,6 @@ def meta_train_upper(
                 if since_best >= config.patience and config.keep_best:
                     log.info("early stop at step %d (best step %d)", step + 1, best["step"])
                     break
-    for layer, weights in zip(layers, best_weights):
+    for layer, weights in zip(layers, interpolated(best_weights, config.alpha)):
         given.get_layer(layer.name).set_weights(weights)
     return records, best
