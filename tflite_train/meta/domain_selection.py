@@ -10,8 +10,9 @@ it never trained on, as the evaluation targets will be:
 where acc_h is the held-out accuracy of candidate c, trained without h for t steps and interpolated
 with weight alpha towards its start (``weight_interpolation``). The chosen (c, alpha, t) is the
 argmax; ties (scores within ``TIE``, i.e. equal up to float summation order) go to fewer steps, then
-to the smaller alpha (less drift from the start), then to the earlier candidate. t = 0 (the start itself, the same for every c and alpha) is a legitimate outcome:
-then no configuration transfers better than not meta-training. The final model trains on all sources
+to the smaller alpha (less drift from the start), then to the earlier candidate. t = 0 (the start
+itself, the same for every c and alpha) is a legitimate outcome: then no configuration transfers
+better than not meta-training. The final model trains on all sources
 with c for t steps (same learning-rate schedule as the held-out runs) and is interpolated with alpha.
 """
 
