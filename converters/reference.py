@@ -81,7 +81,7 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
     x = tf.constant(images)
     with tf.GradientTape() as tape:
         tape.watch(x)  # records the whole forward, so intermediate activations have gradients
-        emb_t, saved = module._forward(x)
+        emb_t, saved = module._forward(x, from_variables=True)
         acts = [saved[name][2] for name in module.candidate_names]
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, _head(module, emb_t, prototypes, k))
         total = tf.reduce_sum(losses)
@@ -101,7 +101,7 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
     for step in range(1, PARITY_STEPS + 1):
         with tf.GradientTape() as tape:
             tape.watch(list(variables.values()))  # state variables are not trainable
-            emb_t, _ = module._forward(x)
+            emb_t, _ = module._forward(x, from_variables=True)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                 labels, _head(module, emb_t, prototypes, k)))
         grads = dict(zip(variables, tape.gradient(loss, list(variables.values()))))
