@@ -56,6 +56,7 @@ def test_infer_after_train_steps_matches_the_forward_on_the_updated_weights(case
     trained = model.get_state()
 
     model.reset_state()  # back to the constant path: the exported forward
+    model.set_head(ref["prototypes"][: int(ref["num_classes"])])
     clean_emb, clean_logits = _infer(model, ref)
     assert _rel(clean_emb, ref["infer/embeddings"]) < TOL_EXPORTED
     assert _rel(clean_logits, ref["infer/logits"]) < TOL_EXPORTED
@@ -67,20 +68,25 @@ def test_infer_after_train_steps_matches_the_forward_on_the_updated_weights(case
     model.reset_state()
 
 
-def test_set_state_with_one_changed_weight_leaves_the_constant_path(case):
-    """A restored state that differs from the export in one kernel weight of one layer is used."""
+def test_set_state_with_one_changed_channel_leaves_the_constant_path(case):
+    """A restored state that differs from the export in one output channel's kernel, or in one bias
+    value, of one layer is used (a single kernel weight may sit on a dead input channel)."""
     model, ref = case
     model.reset_state()
+    model.set_head(ref["prototypes"][: int(ref["num_classes"])])
     clean_emb, _ = _infer(model, ref)
-    lowest = model.candidates[0]
     state = model.get_state()
-    for layer in (lowest, model.candidates[-1]):
-        changed = {name: value.copy() for name, value in state.items()}
-        kernel = changed[f"{layer}_kernel"].reshape(-1)
-        i = int(np.argmax(np.abs(kernel)))
-        kernel[i] = -3.0 * kernel[i]
-        model.set_state(changed)
-        assert _rel(_infer(model, ref)[0], clean_emb) > 10 * TOL_EXPORTED, layer
-        model.set_state(state)
-        np.testing.assert_array_equal(_infer(model, ref)[0], clean_emb)
+    for layer in (model.candidates[0], model.candidates[-1]):
+        for param in ("kernel", "bias"):
+            changed = {name: value.copy() for name, value in state.items()}
+            value = changed[f"{layer}_{param}"]
+            channels = value.shape[2] if value.ndim == 4 and value.shape[-1] == 1 else value.shape[-1]  # depthwise
+            view = value.reshape(-1, channels, 1) if value.ndim == 4 and value.shape[-1] == 1 else \
+                value.reshape(-1, channels)
+            c = int(np.argmax(np.abs(view).sum(axis=0).reshape(-1)))
+            view[:, c] = -3.0 * view[:, c] + (1.0 if param == "bias" else 0.0)
+            model.set_state(changed)
+            assert _rel(_infer(model, ref)[0], clean_emb) > 10 * TOL_EXPORTED, (layer, param)
+            model.set_state(state)
+            np.testing.assert_array_equal(_infer(model, ref)[0], clean_emb)
     model.reset_state()
