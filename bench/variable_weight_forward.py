@@ -15,7 +15,8 @@ Usage (medians of up to 2000 calls in 1.5 s, batch 1, one thread, pinned to CPU 
 
     python -m bench.variable_weight_forward build --out build/vw          # main env (TensorFlow)
     python -m bench.variable_weight_forward time --models build/vw        # ai-edge-litert
-    .venv-pi/bin/python -m bench.variable_weight_forward time --models build/vw   # tflite-runtime 2.14 + XNNPACK
+    .venv-pi/bin/python bench/variable_weight_forward.py time --models build/vw   # tflite-runtime 2.14 + XNNPACK
+                                                      # (a script: the bench package imports scipy)
 """
 
 from __future__ import annotations
@@ -68,43 +69,46 @@ def build(out: pathlib.Path) -> None:
         m.dirty = tf.Variable([dirty], trainable=False)
         return m
 
+    def pointwise_forward(variant, m, w, wt, h, cin, cout):
+        def bmm(x, k):
+            return tf.reshape(tf.linalg.matmul(tf.reshape(x, [1, -1, cin]), tf.reshape(k, [1, cin, cout])), [1, h, h, cout])
+
+        def forward(x):
+            conv = lambda k: tf.nn.conv2d(x, k, 1, "VALID")  # noqa: E731
+            if variant in ("conv_const", "conv_var"):
+                return {"y": conv(tf.constant(w) if variant == "conv_const" else m.v)}
+            if variant in ("bmm_const", "bmm_var"):
+                return {"y": bmm(x, tf.constant(w) if variant == "bmm_const" else m.v)}
+            if variant in ("fct_const", "fct_var"):
+                k = tf.constant(wt) if variant == "fct_const" else m.v
+                return {"y": tf.reshape(tf.matmul(tf.reshape(x, [-1, cin]), k, transpose_b=True), [1, h, h, cout])}
+            if variant.startswith("cow_bmm"):
+                return {"y": tf.cond(m.dirty[0], lambda: bmm(x, m.v), lambda: bmm(x, tf.constant(w)))}
+            return {"y": tf.cond(m.dirty[0], lambda: conv(m.v), lambda: conv(tf.constant(w)))}
+        return forward
+
+    def depthwise_forward(variant, m, w):
+        def forward(x):
+            dw = lambda k: tf.nn.depthwise_conv2d(x, k, [1, 1, 1, 1], "SAME")  # noqa: E731
+            if variant == "cow_dw":
+                return {"y": tf.cond(m.dirty[0], lambda: dw(m.v), lambda: dw(tf.constant(w)))}
+            return {"y": dw(tf.constant(w) if variant == "dw_const" else m.v)}
+        return forward
+
     for case, (h, cin, cout) in POINTWISE.items():
         w = (rng.standard_normal([1, 1, cin, cout]) * 0.05).astype(np.float32)
         wt = w.reshape(cin, cout).T.copy()
         spec = tf.TensorSpec([1, h, h, cin], tf.float32, name="x")
         for variant in VARIANTS:
             m = module(wt if variant.startswith("fct") else w, variant.endswith("dirty"))
-
-            def bmm(x, k, h=h, cin=cin, cout=cout):
-                z = tf.linalg.matmul(tf.reshape(x, [1, -1, cin]), tf.reshape(k, [1, cin, cout]))
-                return tf.reshape(z, [1, h, h, cout])
-
-            def forward(x, variant=variant, m=m, w=w, wt=wt, h=h, cin=cin, cout=cout, bmm=bmm):
-                conv = lambda k: tf.nn.conv2d(x, k, 1, "VALID")  # noqa: E731
-                if variant in ("conv_const", "conv_var"):
-                    return {"y": conv(tf.constant(w) if variant == "conv_const" else m.v)}
-                if variant in ("bmm_const", "bmm_var"):
-                    return {"y": bmm(x, tf.constant(w) if variant == "bmm_const" else m.v)}
-                if variant in ("fct_const", "fct_var"):
-                    k = tf.constant(wt) if variant == "fct_const" else m.v
-                    return {"y": tf.reshape(tf.matmul(tf.reshape(x, [-1, cin]), k, transpose_b=True), [1, h, h, cout])}
-                if variant.startswith("cow_bmm"):
-                    return {"y": tf.cond(m.dirty[0], lambda: bmm(x, m.v), lambda: bmm(x, tf.constant(w)))}
-                return {"y": tf.cond(m.dirty[0], lambda: conv(m.v), lambda: conv(tf.constant(w)))}
-            emit(f"{case}_{variant}", m, forward, spec)
+            emit(f"{case}_{variant}", m, pointwise_forward(variant, m, w, wt, h, cin, cout), spec)
 
     for case, (h, c, k) in DEPTHWISE.items():
         w = (rng.standard_normal([k, k, c, 1]) * 0.05).astype(np.float32)
         spec = tf.TensorSpec([1, h, h, c], tf.float32, name="x")
         for variant in ("dw_const", "dw_var", "cow_dw"):
             m = module(w, False)
-
-            def forward(x, variant=variant, m=m, w=w):
-                dw = lambda k: tf.nn.depthwise_conv2d(x, k, [1, 1, 1, 1], "SAME")  # noqa: E731
-                if variant == "cow_dw":
-                    return {"y": tf.cond(m.dirty[0], lambda: dw(m.v), lambda: dw(tf.constant(w)))}
-                return {"y": dw(tf.constant(w) if variant == "dw_const" else m.v)}
-            emit(f"{case}_{variant}", m, forward, spec)
+            emit(f"{case}_{variant}", m, depthwise_forward(variant, m, w), spec)
 
 
 def time_models(models: pathlib.Path) -> dict[str, float]:
