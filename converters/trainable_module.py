@@ -34,8 +34,12 @@ constants hold the initial values in the forward op's own layout; the file store
 the variable's initial value (init and ``reset_state``) is derived from them at run time
 (``converters.transposed_initial_values``). The variable path of a 1x1 stride-1 conv is one
 BATCH_MATMUL on the kernel as stored (no per-call transpose of the filter). Measured (single-op
-models, 1 thread, batch 1, ``bench/results/VARIABLE_WEIGHT_FORWARD.md``): the IF adds <= ~10 us per
-layer and the constant path runs at the speed of a frozen layer.
+models, 1 thread, batch 1, ``bench/results/VARIABLE_WEIGHT_FORWARD.md``): the IF adds a few us per
+layer and the constant path runs at the speed of a frozen layer (EfficientNet-Lite0@128 TinyTrain
+export, ai-edge-litert: ``infer`` 2.1x faster). The cost is memory: XNNPACK packs the constants of
+every signature's forward separately (peak RSS of an ``infer`` process on that export 150 -> 234 MiB
+on ai-edge-litert; tflite-runtime's explicit delegate shares one weights cache,
+``tflite_train.runtime.xnnpack``).
 
 Depth: the general ``train_step`` walks down to the lowest candidate with each layer's input
 gradient in an IF gated by "a selected layer lies below" (not taken: x is passed through as a
