@@ -22,6 +22,7 @@ from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.trainable_module import TrainableModule, train_variant_name
+from converters.transposed_initial_values import transpose_initial_values_in
 from converters.zero_fill import fill_zero_initial_values_in
 from tflite_train import contract as C
 from tflite_train.runtime.checkpoint import write_atomic
@@ -44,7 +45,8 @@ class ExportResult:
 def convert(module: TrainableModule) -> bytes:
     """Converts the module's signatures (via a SavedModel) with builtins only and resource variables,
     then rewrites the flatbuffer once: all-zero initial values are computed at run time
-    (``converters.zero_fill``), so each weight is stored once.
+    (``converters.zero_fill``) and the candidate kernels' initial values are transposed at run time
+    from the forward's constants (``converters.transposed_initial_values``), so each weight is stored once.
 
     Identical IF branches of different train signatures are NOT merged: a subgraph shared by two
     signatures is re-prepared by whichever runs at a new batch size, and the other then invokes it
@@ -57,6 +59,7 @@ def convert(module: TrainableModule) -> bytes:
         raw = converter.convert()
     obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
     fill_zero_initial_values_in(obj)
+    transpose_initial_values_in(obj)
     builder = flatbuffers.Builder(len(raw) + 1024)
     builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())

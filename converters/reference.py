@@ -6,6 +6,8 @@
   forward pass, Delta_o = 1/(2N) sum_n (sum_d y_nd dL_n/dy_nd)^2 (TinyTrain Eq. 1).
 * ``train_step``: TF autodiff of the mean loss w.r.t. the candidate kernels and biases, then a
   masked, bias-corrected Adam (or SGD with momentum) on the selected output channels in numpy.
+* ``infer`` after the train steps (``AFTER_STEPS``): the module's forward on the updated variables
+  (the copy-on-write variable path of the changed layers, ``converters.trainable_module``).
 
 The vectors are saved beside each fixture (``<fixture>.parity.npz``) so that the same comparison
 runs on tflite-runtime in the Pi environment, which has no TensorFlow.
@@ -21,6 +23,8 @@ from converters.trainable_module import NO_INPUT, TrainableModule
 from tflite_train import contract as C
 
 PARITY_STEPS = 3
+AFTER_STEPS = "infer_after_steps"
+"""Key prefix of ``infer``'s reference after the PARITY_STEPS train steps (the updated weights)."""
 
 
 def keras_embedding(model: keras.Model, module: TrainableModule, images: np.ndarray) -> np.ndarray:
@@ -81,7 +85,7 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
     x = tf.constant(images)
     with tf.GradientTape() as tape:
         tape.watch(x)  # records the whole forward, so intermediate activations have gradients
-        emb_t, saved = module._forward(x)
+        emb_t, saved = module._forward(x, from_variables=True)
         acts = [saved[name][2] for name in module.candidate_names]
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, _head(module, emb_t, prototypes, k))
         total = tf.reduce_sum(losses)
@@ -101,7 +105,7 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
     for step in range(1, PARITY_STEPS + 1):
         with tf.GradientTape() as tape:
             tape.watch(list(variables.values()))  # state variables are not trainable
-            emb_t, _ = module._forward(x)
+            emb_t, _ = module._forward(x, from_variables=True)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                 labels, _head(module, emb_t, prototypes, k)))
         grads = dict(zip(variables, tape.gradient(loss, list(variables.values()))))
@@ -126,5 +130,8 @@ def reference_vectors(model: keras.Model, module: TrainableModule, seed: int = 0
             variables[name].assign(values[name])
     for name, value in values.items():
         out[f"state/{name}"] = value
+    emb_t, _ = module._forward(x, from_variables=True)  # the forward with the updated weights
+    out[f"{AFTER_STEPS}/{C.EMBEDDINGS}"] = emb_t.numpy()
+    out[f"{AFTER_STEPS}/{C.LOGITS}"] = _head(module, emb_t, prototypes, k).numpy()[:, :k]
     module.reset_state(NO_INPUT)
     return out

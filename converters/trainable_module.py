@@ -23,6 +23,24 @@ channels of a selected layer too (the cost model counts the selected ones only):
 MCUNet@128 (LiteRT, batch 1), the gather -> update -> SCATTER_ND + SELECT merge it replaces cost
 0.3-0.7 ms per layer of fixed overhead, more than the whole layer's dense weight gradient.
 
+Forward of a candidate layer (copy-on-write weights): the layer's weights are constants in the
+layer's forward (the delegate's fast path: XNNPACK packs a static filter once and runs the conv on
+it; a filter read from a variable leaves the delegate and is re-laid-out by the builtin kernel at
+every call) until the layer is first changed. A per-layer flag variable ``<layer>_dirty`` (shape
+[1], not part of the contract's state: derived from it) selects, in one flat IF per layer, the
+constant path (0) or the variable path (1): a train step that updates the layer sets it, ``reset_state``
+clears it, ``set_state`` sets it iff the written kernel or bias differs from the exported one. The
+constants hold the initial values in the forward op's own layout; the file stores them once, and
+the variable's initial value (init and ``reset_state``) is derived from them at run time
+(``converters.transposed_initial_values``). The variable path of a 1x1 stride-1 conv is one
+BATCH_MATMUL on the kernel as stored (no per-call transpose of the filter). Measured (single-op
+models, 1 thread, batch 1, ``bench/results/VARIABLE_WEIGHT_FORWARD.md``): the IF adds a few us per
+layer and the constant path runs at the speed of a frozen layer (EfficientNet-Lite0@128 TinyTrain
+export, ai-edge-litert: ``infer`` 2.1x faster). The cost is memory: XNNPACK packs the constants of
+every signature's forward separately (peak RSS of an ``infer`` process on that export 150 -> 234 MiB
+on ai-edge-litert; tflite-runtime's explicit delegate shares one weights cache,
+``tflite_train.runtime.xnnpack``).
+
 Depth: the general ``train_step`` walks down to the lowest candidate with each layer's input
 gradient in an IF gated by "a selected layer lies below" (not taken: x is passed through as a
 same-shaped placeholder). The depth-specific ``train_step_<layer>`` signatures (metadata
@@ -54,6 +72,8 @@ from tflite_train.sparse.layer_table import LayerTable
 NO_INPUT = np.array(0, np.int32)
 """The contract's dummy input of ``get_state`` / ``reset_state`` (CONTRACT.md)."""
 NORM_EPS = 1e-12
+DIRTY_SUFFIX = "_dirty"
+"""Name suffix of a candidate layer's copy-on-write flag variable (module docstring; not contract state)."""
 MASKED_LOGIT = -1e9
 
 
@@ -102,6 +122,8 @@ class TrainableModule(tf.Module):
         self._frozen: dict[str, tuple[tf.Tensor, tf.Tensor]] = {}
         self._vars: dict[str, tf.Variable] = {}
         self._initial: dict[str, np.ndarray] = {}
+        self._exported: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # candidate -> initial (kernel, bias)
+        self._dirty: dict[str, tf.Variable] = {}
         for node in graph.weighted():
             kernel, bias = node.weights
             if node.name in self.candidate_names:
@@ -111,6 +133,9 @@ class TrainableModule(tf.Module):
                     self._add_var(f"{node.name}{C.KERNEL_SUFFIX}_{slot}", np.zeros_like(kernel))
                     self._add_var(f"{node.name}{C.BIAS_SUFFIX}_{slot}", np.zeros_like(bias))
                 self._add_var(node.name + C.MASK_SUFFIX, np.zeros([node.shape[-1]], np.float32))
+                self._exported[node.name] = (np.asarray(kernel, np.float32), np.asarray(bias, np.float32))
+                self._dirty[node.name] = tf.Variable(np.zeros([1], np.float32), name=node.name + DIRTY_SUFFIX,
+                                                     trainable=False)
             else:
                 self._frozen[node.name] = (tf.constant(kernel), tf.constant(bias))
         k = config.class_capacity
@@ -159,8 +184,39 @@ class TrainableModule(tf.Module):
             return self._frozen[name]
         return self._vars[name + C.KERNEL_SUFFIX], self._vars[name + C.BIAS_SUFFIX]
 
-    def _forward(self, images):
-        """(embedding [N, D], {node: (inputs, z, y)})."""
+    def _is_dirty(self, name: str):
+        return self._dirty[name][0] > 0.5
+
+    def _pre_activation(self, node: Node, x, from_variables: bool):
+        """z of a weighted node: frozen constants, or a candidate's copy-on-write IF (module docstring)."""
+        name = node.name
+        if name in self._frozen:
+            return dispatch.weighted_pre_activation(node, x, *self._frozen[name])
+
+        def variable_path():
+            return dispatch.weighted_pre_activation(node, x, *self._params(name), weights_are_variables=True)
+
+        if from_variables:
+            return variable_path()
+        kernel, bias = self._exported[name]
+        return tf.cond(self._is_dirty(name), variable_path,
+                       lambda: dispatch.weighted_pre_activation(node, x, tf.constant(kernel), tf.constant(bias)))
+
+    def _exported_differs(self, name: str, kernel, bias):
+        """True when (kernel, bias) differ from the exported weights; the comparison is made in the
+        forward op's filter layout (``dispatch.forward_filter_layout``), so its constant is the one the
+        constant forward path stores (one copy in the file)."""
+        exported_kernel, exported_bias = self._exported[name]
+        node = self.graph.by_name[name]
+        ref = dispatch.forward_filter_layout(node, tf.constant(exported_kernel))
+        return tf.logical_or(tf.reduce_any(tf.not_equal(dispatch.forward_filter_layout(node, kernel), ref)),
+                             tf.reduce_any(tf.not_equal(bias, tf.constant(exported_bias))))
+
+    def _forward(self, images, from_variables: bool = False):
+        """(embedding [N, D], {node: (inputs, z, y)}).
+
+        ``from_variables``: candidate layers read their variables unconditionally (TF's own gradient
+        with respect to them, ``converters.reference``); otherwise the copy-on-write IF decides."""
         spec = self.graph.input_spec
         mean = tf.constant(np.array(spec.mean, np.float32))
         inv_std = tf.constant(1.0 / np.array(spec.std, np.float32))
@@ -168,7 +224,11 @@ class TrainableModule(tf.Module):
         saved = {}
         for node in self.graph.nodes[1:]:
             xs = [values[i] for i in node.inputs]
-            z, y = dispatch.forward(node, xs, self._params(node.name) if node.is_weighted else None)
+            if node.is_weighted:
+                z = self._pre_activation(node, xs[0], from_variables)
+                y = dispatch.weighted_activation(node, z)
+            else:
+                z, y = dispatch.forward(node, xs)
             values[node.name] = y
             saved[node.name] = (xs, z, y)
         return values[self.graph.output], saved
@@ -310,6 +370,7 @@ class TrainableModule(tf.Module):
             writes += [(var, tf.where(where, n, c)) for var, n, c in zip(variables, new, cur)]
         for var, value in writes:
             var.assign(value)
+        self._dirty[name].assign([1.0])
 
     # --------------------------------------------------------------- signatures
     def _build_functions(self) -> None:
@@ -363,14 +424,20 @@ class TrainableModule(tf.Module):
 
         @tf.function(input_signature=specs)
         def set_state(*values):
-            for n, value in zip(self.names, values):
+            given = dict(zip(self.names, values))
+            for n, value in given.items():
                 self._write_state(n, value)
+            for name in self.candidate_names:
+                differs = self._exported_differs(name, given[name + C.KERNEL_SUFFIX], given[name + C.BIAS_SUFFIX])
+                self._dirty[name].assign(tf.reshape(tf.cast(differs, tf.float32), [1]))
             return {C.OK: tf.constant(1, tf.int32)}
 
         @tf.function(input_signature=[dummy])
         def reset_state(dummy):  # noqa: ARG001 - the contract's dummy input
             for n in self.names:
                 self._write_state(n, tf.constant(self._initial[n]))
+            for name in self.candidate_names:
+                self._dirty[name].assign(tf.zeros([1], tf.float32))
             return {C.OK: tf.constant(1, tf.int32)}
 
         def variant(cut: int):

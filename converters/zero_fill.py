@@ -19,10 +19,11 @@ MIN_ELEMENTS = 16
 """All-zero constants with fewer elements stay stored (a FILL and its two operands cost more)."""
 _DTYPES = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.INT32: np.int32}
 
-__all__ = ["MIN_ELEMENTS", "fill_zero_initial_values_in"]
+__all__ = ["MIN_ELEMENTS", "constant_tensor", "fill_zero_initial_values_in", "opcode_index"]
 
 
-def _opcode_index(model: schema.ModelT, code: int) -> int:
+def opcode_index(model: schema.ModelT, code: int) -> int:
+    """Index of the builtin ``code`` in the model's operator codes (added, version 1, when absent)."""
     for i, op in enumerate(model.operatorCodes):
         if max(op.builtinCode, op.deprecatedBuiltinCode) == code:
             return i
@@ -34,7 +35,7 @@ def _opcode_index(model: schema.ModelT, code: int) -> int:
     return len(model.operatorCodes) - 1
 
 
-def _is_zero_constant(model: schema.ModelT, tensor: schema.TensorT) -> bool:
+def _is_zeroconstant_tensor(model: schema.ModelT, tensor: schema.TensorT) -> bool:
     if tensor.type not in _DTYPES or tensor.buffer == 0 or tensor.shape is None or len(tensor.shape) == 0:
         return False
     data = model.buffers[tensor.buffer].data
@@ -42,7 +43,8 @@ def _is_zero_constant(model: schema.ModelT, tensor: schema.TensorT) -> bool:
             and len(data) == 4 * int(np.prod(tensor.shape)) and not np.any(data))
 
 
-def _constant(model: schema.ModelT, subgraph: schema.SubGraphT, value: np.ndarray, name: str) -> int:
+def constant_tensor(model: schema.ModelT, subgraph: schema.SubGraphT, value: np.ndarray, name: str) -> int:
+    """Appends a constant tensor (own buffer) holding ``value`` (int32 or float32) to ``subgraph``; its index."""
     buffer = schema.BufferT()
     buffer.data = np.frombuffer(np.ascontiguousarray(value).tobytes(), np.uint8)
     model.buffers.append(buffer)
@@ -68,18 +70,18 @@ def fill_zero_initial_values_in(obj: schema.ModelT) -> bool:
     freed: set[int] = set()
     for subgraph in obj.subgraphs:
         targets = {int(op.inputs[1]) for op in subgraph.operators or [] if op.opcodeIndex in assign
-                   and _is_zero_constant(obj, subgraph.tensors[int(op.inputs[1])])}
+                   and _is_zeroconstant_tensor(obj, subgraph.tensors[int(op.inputs[1])])}
         if not targets:
             continue
-        fill = _opcode_index(obj, schema.BuiltinOperator.FILL) if fill is None else fill
+        fill = opcode_index(obj, schema.BuiltinOperator.FILL) if fill is None else fill
         operators = []
         for op in subgraph.operators:
             for t in [int(i) for i in op.inputs if int(i) in targets]:
                 tensor = subgraph.tensors[t]
                 dtype = _DTYPES[tensor.type]
                 name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
-                dims = _constant(obj, subgraph, np.array(tensor.shape, np.int32), f"{name}/zero_fill_dims")
-                zero = _constant(obj, subgraph, np.zeros([], dtype), f"{name}/zero_fill_value")
+                dims = constant_tensor(obj, subgraph, np.array(tensor.shape, np.int32), f"{name}/zero_fill_dims")
+                zero = constant_tensor(obj, subgraph, np.zeros([], dtype), f"{name}/zero_fill_value")
                 producer = schema.OperatorT()
                 producer.opcodeIndex = fill
                 producer.inputs = np.array([dims, zero], np.int32)

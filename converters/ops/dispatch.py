@@ -8,18 +8,41 @@ whose update depends on the channel selection).
 
 from __future__ import annotations
 
+import tensorflow as tf
+
 from converters.graph.ir import Node
 from converters.ops import activations, conv, elementwise, pooling, shape_ops
 
 
-def weighted_pre_activation(node: Node, x, kernel, bias):
-    """z of a conv2d / depthwise / dense node."""
+def weighted_pre_activation(node: Node, x, kernel, bias, weights_are_variables: bool = False):
+    """z of a conv2d / depthwise / dense node; ``weights_are_variables``: the kernel is read from a
+    variable (a 1x1 stride-1 conv then runs as a BATCH_MATMUL, ``conv.pointwise_matmul_forward``)."""
     a = node.attrs
     if node.op == "conv2d":
+        if weights_are_variables and tuple(a["kernel"]) == (1, 1) and tuple(a["strides"]) == (1, 1):
+            return conv.pointwise_matmul_forward(x, kernel, bias)
         return conv.conv2d_forward(x, kernel, bias, a["strides"], a["padding"])
     if node.op == "depthwise":
         return conv.depthwise_forward(x, kernel, bias, a["strides"], a["padding"])
     return conv.dense_forward(x, kernel, bias)
+
+
+def weighted_activation(node: Node, z):
+    """y = f(z) of a weighted node."""
+    return activations.activation_forward(z, node.attrs.get("activation", "linear"), node.attrs.get("alpha", 0.0))
+
+
+def forward_filter_layout(node: Node, kernel):
+    """A weighted node's kernel (Keras layout) in the layout of its TFLite forward op's filter:
+    CONV_2D [C_out, kh, kw, C_in], DEPTHWISE_CONV_2D [1, kh, kw, C] (the same bytes as [kh, kw, C, 1]),
+    FULLY_CONNECTED [D_out, D_in]. On a constant the converter folds this, giving the bytes the
+    forward op stores."""
+    if node.op == "conv2d":
+        return tf.transpose(kernel, [3, 0, 1, 2])
+    if node.op == "depthwise":
+        kh, kw, c, m = kernel.shape
+        return tf.reshape(kernel, [1, kh, kw, c * m])
+    return tf.transpose(kernel)
 
 
 def forward(node: Node, xs: list, params=None):

@@ -97,8 +97,8 @@ def _opcode_index_out_of_range(d: bytearray) -> None:
 
 
 CRAFTED = [
-    (_operator_input_out_of_range, r"Model\.subgraphs\[0\]\.operators\[\d+\]\.inputs\[0\] = 246 is not a tensor index "
-                                   r"\(-1\.\.238\)"),
+    (_operator_input_out_of_range, r"Model\.subgraphs\[0\]\.operators\[\d+\]\.inputs\[0\] = \d+ is not a tensor index "
+                                   r"\(-1\.\.\d+\)"),
     (_constant_buffer_too_short, r"Model\.subgraphs\[0\]\.tensors\[\d+\]: its buffer \d+ holds \d+ bytes; shape .* needs"),
     (_vector_past_the_end, r"Model\.subgraphs\[0\]: tensors: vector of 1073741823 elements x 4 bytes runs past "
                            "the end of the file"),
@@ -130,7 +130,7 @@ def test_cli_refuses_a_crafted_model_in_one_line(no_interpreter, tmp_path, capsy
     assert main(["verify", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert "crafted.tflite: malformed model: Model.subgraphs[0].operators[" in err and "].inputs[0] = 246" in err
+    assert "crafted.tflite: malformed model: Model.subgraphs[0].operators[" in err and "].inputs[0] = " in err
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURE_DIR.glob("*.tflite")), ids=lambda p: p.stem)

@@ -37,7 +37,9 @@ def test_tflite_runtime_gets_xnnpack_on_the_whole_contract(name):
 @pytest.mark.parametrize("name", ["tiny_adam_33", "mbv2_adam_32"])
 def test_train_steps_at_a_fixed_batch_size_match_the_builtin_kernels(name):
     """fisher, then train steps at one batch size, with and without the delegate: same losses and
-    state (tolerance 1e-4 relative: XNNPACK sums in another order). A changed batch size is not
+    state (tolerance 1e-4 relative: XNNPACK sums in another order; a kernel or bias may have 0.1 % of
+    its weights off by up to 2e-3, the Adam allowance of ``test_signature_parity``: the candidate
+    layers' forward runs on XNNPACK too since the copy-on-write constants). A changed batch size is not
     supported with the delegate on 2.14 (runtime.interpreter docstring)."""
     models = [TrainableModel(fixture_model(name), xnnpack=x) for x in (True, False)]
     if models[0].runtime != "tflite_runtime.interpreter":
@@ -57,7 +59,12 @@ def test_train_steps_at_a_fixed_batch_size_match_the_builtin_kernels(name):
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
     for key, value in ref_state.items():
         scale = max(float(np.max(np.abs(value))), 1e-6)
-        assert float(np.max(np.abs(state[key] - value))) <= 1e-4 * scale, key
+        off = np.abs(state[key] - value) > 1e-4 * scale
+        if key in {f"{c}_{param}" for c in models[0].candidates for param in ("kernel", "bias")}:  # Adam: a weight whose gradient is at float-noise level
+            assert float(np.max(np.abs(state[key] - value))) <= 2e-3 * scale, key  # moves by up to lr
+            assert off.mean() <= 0.001, key  # either way (test_signature_parity's allowance, tighter)
+        else:
+            assert not off.any(), key
 
 
 @pytest.mark.parametrize("name", FIXTURES)

@@ -111,6 +111,7 @@ class TrainableModel:
                 delegate = XnnpackDelegate(num_threads, package)
                 interpreter = interpreter_cls(model_content=content, num_threads=num_threads,
                                               experimental_delegates=[delegate])
+                delegate.finalize()
             except (ImportError, OSError, RuntimeError, ValueError) as err:
                 LOG.warning("%s: the XNNPACK delegate could not be applied (%s: %s); running on the builtin "
                             "kernels (slower)", self.runtime, type(err).__name__, err)
