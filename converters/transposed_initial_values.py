@@ -22,7 +22,9 @@ import hashlib
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
-from converters.zero_fill import MIN_ELEMENTS, constant_tensor, opcode_index
+from converters.flatbuffer_rewrite import (constant_tensor, free_unread_buffers, opcode_index, operator,
+                                           produce_before_first_use)
+from converters.zero_fill import MIN_ELEMENTS
 
 FORWARD_PERMUTATIONS = {4: (3, 0, 1, 2), 2: (1, 0)}
 """Permutation from a variable's layout to its forward op's filter layout, by rank."""
@@ -78,30 +80,21 @@ def transpose_initial_values_in(obj: schema.ModelT) -> bool:
         if not sources:
             continue
         transpose = opcode_index(obj, schema.BuiltinOperator.TRANSPOSE) if transpose is None else transpose
-        operators = []
-        for op in subgraph.operators:
-            for t in [int(i) for i in op.inputs if int(i) in sources]:
-                tensor = subgraph.tensors[t]
-                name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
-                source, shape, perm = sources.pop(t)
-                forward = schema.TensorT()
-                forward.shape = np.array(shape, np.int32)
-                forward.type = schema.TensorType.FLOAT32
-                forward.buffer = source
-                forward.name = f"{name}/forward_layout"
-                subgraph.tensors.append(forward)
-                forward_index = len(subgraph.tensors) - 1
-                inverse = constant_tensor(obj, subgraph, np.argsort(perm).astype(np.int32), f"{name}/to_variable_layout")
-                producer = schema.OperatorT()
-                producer.opcodeIndex = transpose
-                producer.inputs = np.array([forward_index, inverse], np.int32)
-                producer.outputs = np.array([t], np.int32)
-                operators.append(producer)
-                freed.add(tensor.buffer)
-                tensor.buffer = 0
-            operators.append(op)
-        subgraph.operators = operators
-    still_read = {t.buffer for sg in obj.subgraphs for t in sg.tensors}
-    for b in freed - still_read:
-        obj.buffers[b] = schema.BufferT()
+
+        def transposed(t: int, subgraph: schema.SubGraphT = subgraph, sources: dict = sources) -> schema.OperatorT:
+            tensor = subgraph.tensors[t]
+            name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
+            source, shape, perm = sources[t]
+            forward = schema.TensorT()
+            forward.shape = np.array(shape, np.int32)
+            forward.type = schema.TensorType.FLOAT32
+            forward.buffer = source
+            forward.name = f"{name}/forward_layout"
+            subgraph.tensors.append(forward)
+            forward_index = len(subgraph.tensors) - 1
+            inverse = constant_tensor(obj, subgraph, np.argsort(perm).astype(np.int32), f"{name}/to_variable_layout")
+            return operator(transpose, [forward_index, inverse], [t])
+
+        freed |= produce_before_first_use(subgraph, {t: transposed for t in sources})
+    free_unread_buffers(obj, freed)
     return bool(freed)

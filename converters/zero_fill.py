@@ -15,24 +15,14 @@ from __future__ import annotations
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
+from converters.flatbuffer_rewrite import (constant_tensor, free_unread_buffers, opcode_index, operator,
+                                           produce_before_first_use)
+
 MIN_ELEMENTS = 16
 """All-zero constants with fewer elements stay stored (a FILL and its two operands cost more)."""
 _DTYPES = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.INT32: np.int32}
 
-__all__ = ["MIN_ELEMENTS", "constant_tensor", "fill_zero_initial_values_in", "opcode_index"]
-
-
-def opcode_index(model: schema.ModelT, code: int) -> int:
-    """Index of the builtin ``code`` in the model's operator codes (added, version 1, when absent)."""
-    for i, op in enumerate(model.operatorCodes):
-        if max(op.builtinCode, op.deprecatedBuiltinCode) == code:
-            return i
-    entry = schema.OperatorCodeT()
-    entry.builtinCode = code
-    entry.deprecatedBuiltinCode = min(code, schema.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES)
-    entry.version = 1
-    model.operatorCodes.append(entry)
-    return len(model.operatorCodes) - 1
+__all__ = ["MIN_ELEMENTS", "fill_zero_initial_values_in"]
 
 
 def _is_zeroconstant_tensor(model: schema.ModelT, tensor: schema.TensorT) -> bool:
@@ -41,20 +31,6 @@ def _is_zeroconstant_tensor(model: schema.ModelT, tensor: schema.TensorT) -> boo
     data = model.buffers[tensor.buffer].data
     return (data is not None and int(np.prod(tensor.shape)) >= MIN_ELEMENTS
             and len(data) == 4 * int(np.prod(tensor.shape)) and not np.any(data))
-
-
-def constant_tensor(model: schema.ModelT, subgraph: schema.SubGraphT, value: np.ndarray, name: str) -> int:
-    """Appends a constant tensor (own buffer) holding ``value`` (int32 or float32) to ``subgraph``; its index."""
-    buffer = schema.BufferT()
-    buffer.data = np.frombuffer(np.ascontiguousarray(value).tobytes(), np.uint8)
-    model.buffers.append(buffer)
-    tensor = schema.TensorT()
-    tensor.shape = np.array(value.shape, np.int32)
-    tensor.type = schema.TensorType.INT32 if value.dtype == np.int32 else schema.TensorType.FLOAT32
-    tensor.buffer = len(model.buffers) - 1
-    tensor.name = name
-    subgraph.tensors.append(tensor)
-    return len(subgraph.tensors) - 1
 
 
 def fill_zero_initial_values_in(obj: schema.ModelT) -> bool:
@@ -74,25 +50,14 @@ def fill_zero_initial_values_in(obj: schema.ModelT) -> bool:
         if not targets:
             continue
         fill = opcode_index(obj, schema.BuiltinOperator.FILL) if fill is None else fill
-        operators = []
-        for op in subgraph.operators:
-            for t in [int(i) for i in op.inputs if int(i) in targets]:
-                tensor = subgraph.tensors[t]
-                dtype = _DTYPES[tensor.type]
-                name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
-                dims = constant_tensor(obj, subgraph, np.array(tensor.shape, np.int32), f"{name}/zero_fill_dims")
-                zero = constant_tensor(obj, subgraph, np.zeros([], dtype), f"{name}/zero_fill_value")
-                producer = schema.OperatorT()
-                producer.opcodeIndex = fill
-                producer.inputs = np.array([dims, zero], np.int32)
-                producer.outputs = np.array([t], np.int32)
-                operators.append(producer)
-                freed.add(tensor.buffer)
-                tensor.buffer = 0
-                targets.discard(t)
-            operators.append(op)
-        subgraph.operators = operators
-    still_read = {t.buffer for sg in obj.subgraphs for t in sg.tensors}
-    for b in freed - still_read:
-        obj.buffers[b] = schema.BufferT()
+
+        def zero_fill(t: int, subgraph: schema.SubGraphT = subgraph) -> schema.OperatorT:
+            tensor = subgraph.tensors[t]
+            name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
+            dims = constant_tensor(obj, subgraph, np.array(tensor.shape, np.int32), f"{name}/zero_fill_dims")
+            zero = constant_tensor(obj, subgraph, np.zeros([], _DTYPES[tensor.type]), f"{name}/zero_fill_value")
+            return operator(fill, [dims, zero], [t])
+
+        freed |= produce_before_first_use(subgraph, {t: zero_fill for t in targets})
+    free_unread_buffers(obj, freed)
     return bool(freed)

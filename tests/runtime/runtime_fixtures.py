@@ -28,6 +28,25 @@ def fixture_model(name: str) -> pathlib.Path:
     return path
 
 
+def relative_error(a, b) -> float:
+    """max |a - b| / max |b| in float64 (the parity tests' tolerance measure; 1e-12 floor)."""
+    b = np.asarray(b, np.float64)
+    return float(np.max(np.abs(np.asarray(a, np.float64) - b)) / max(np.max(np.abs(b)), 1e-12))
+
+
+def parity_model(name: str):
+    """(model, reference): a fixture opened with its reset state and the reference's head, and its
+    TF reference arrays (``<name>.parity.npz``, written by ``converters.fixtures``)."""
+    from tflite_train.runtime import TrainableModel
+
+    path = fixture_model(name)
+    ref = dict(np.load(path.with_suffix(".parity.npz")))
+    model = TrainableModel(path)
+    model.reset_state()
+    model.set_head(ref["prototypes"][: int(ref["num_classes"])])
+    return model, ref
+
+
 def load_fashion() -> tuple[np.ndarray, np.ndarray]:
     """Fashion-MNIST test split: uint8 [10000, 28, 28], labels [10000]."""
     images = FASHION_MNIST_DIR / "t10k-images-idx3-ubyte.gz"

@@ -15,27 +15,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
-from tflite_train.runtime import TrainableModel
+from runtime_fixtures import parity_model, relative_error
 
 FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "lite0_meta_adam_64", "byo_mobilenet_v3_small_32",
             "byo_plain_cnn_23"]
 TOL_EXPORTED, TOL_AFTER_STEPS = 5e-4, 2e-3
 
 
-def _rel(a, b) -> float:
-    b = np.asarray(b, np.float64)
-    return float(np.max(np.abs(np.asarray(a, np.float64) - b)) / max(np.max(np.abs(b)), 1e-12))
+_rel = relative_error
 
 
 @pytest.fixture(scope="module", params=FIXTURES)
 def case(request):
-    path = fixture_model(request.param)
-    ref = dict(np.load(path.with_suffix(".parity.npz")))
-    model = TrainableModel(path)
-    model.reset_state()
-    model.set_head(ref["prototypes"][: int(ref["num_classes"])])
-    return model, ref
+    return parity_model(request.param)
 
 
 def _infer(model, ref):

@@ -18,27 +18,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
-from tflite_train.runtime import TrainableModel
+from runtime_fixtures import parity_model, relative_error
 
 FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "mbv2_adam_32", "proxyless_sgd_33",
             "byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]
 TOL = {"embeddings": 5e-4, "logits": 5e-4, "fisher": 2e-3, "loss": 5e-4, "weights": 2e-3}
 
 
-def _rel(a, b) -> float:
-    b = np.asarray(b, np.float64)
-    return float(np.max(np.abs(np.asarray(a, np.float64) - b)) / max(np.max(np.abs(b)), 1e-12))
+_rel = relative_error
 
 
 @pytest.fixture(scope="module", params=FIXTURES)
 def case(request):
-    path = fixture_model(request.param)
-    ref = dict(np.load(path.with_suffix(".parity.npz")))
-    model = TrainableModel(path)
-    model.reset_state()
-    k = int(ref["num_classes"])
-    model.set_head(ref["prototypes"][:k])
+    model, ref = parity_model(request.param)
     return model, ref, model.get_state()
 
 

@@ -1,0 +1,77 @@
+"""Building blocks of the passes that rewrite an exported TFLite flatbuffer (``schema.ModelT``).
+
+Both initial-value passes (``converters.zero_fill``, ``converters.transposed_initial_values``) turn a
+stored constant input into the output of an operator computed at run time: ``produce_before_first_use``
+inserts each producer right before the first operator that reads the tensor and detaches the tensor from
+its buffer; ``free_unread_buffers`` then empties the buffers no tensor reads any more (buffer indices stay
+valid, so no other tensor needs renumbering).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+from tensorflow.lite.python import schema_py_generated as schema
+
+__all__ = ["constant_tensor", "free_unread_buffers", "opcode_index", "operator", "produce_before_first_use"]
+
+
+def opcode_index(model: schema.ModelT, code: int) -> int:
+    """Index of the builtin ``code`` in the model's operator codes (added, version 1, when absent)."""
+    for i, op in enumerate(model.operatorCodes):
+        if max(op.builtinCode, op.deprecatedBuiltinCode) == code:
+            return i
+    entry = schema.OperatorCodeT()
+    entry.builtinCode = code
+    entry.deprecatedBuiltinCode = min(code, schema.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES)
+    entry.version = 1
+    model.operatorCodes.append(entry)
+    return len(model.operatorCodes) - 1
+
+
+def constant_tensor(model: schema.ModelT, subgraph: schema.SubGraphT, value: np.ndarray, name: str) -> int:
+    """Appends a constant tensor (own buffer) holding ``value`` (int32 or float32) to ``subgraph``; its index."""
+    buffer = schema.BufferT()
+    buffer.data = np.frombuffer(np.ascontiguousarray(value).tobytes(), np.uint8)
+    model.buffers.append(buffer)
+    tensor = schema.TensorT()
+    tensor.shape = np.array(value.shape, np.int32)
+    tensor.type = schema.TensorType.INT32 if value.dtype == np.int32 else schema.TensorType.FLOAT32
+    tensor.buffer = len(model.buffers) - 1
+    tensor.name = name
+    subgraph.tensors.append(tensor)
+    return len(subgraph.tensors) - 1
+
+
+def operator(opcode: int, inputs: Iterable[int], outputs: Iterable[int]) -> schema.OperatorT:
+    """An operator of opcode index ``opcode`` (no builtin options)."""
+    op = schema.OperatorT()
+    op.opcodeIndex = opcode
+    op.inputs = np.array(list(inputs), np.int32)
+    op.outputs = np.array(list(outputs), np.int32)
+    return op
+
+
+def produce_before_first_use(subgraph: schema.SubGraphT,
+                             producers: dict[int, Callable[[int], schema.OperatorT]]) -> set[int]:
+    """For each tensor index t of ``producers``: inserts ``producers[t](t)`` (an operator writing t) before
+    the first operator reading t, and detaches t from its buffer (buffer 0). Returns the detached buffers."""
+    pending = dict(producers)
+    detached: set[int] = set()
+    operators = []
+    for op in subgraph.operators:
+        for t in [int(i) for i in op.inputs if int(i) in pending]:
+            operators.append(pending.pop(t)(t))
+            detached.add(subgraph.tensors[t].buffer)
+            subgraph.tensors[t].buffer = 0
+        operators.append(op)
+    subgraph.operators = operators
+    return detached
+
+
+def free_unread_buffers(model: schema.ModelT, candidates: set[int]) -> None:
+    """Empties each buffer of ``candidates`` that no tensor of any subgraph reads."""
+    still_read = {t.buffer for sg in model.subgraphs for t in sg.tensors}
+    for b in candidates - still_read:
+        model.buffers[b] = schema.BufferT()
