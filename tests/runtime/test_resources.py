@@ -3,7 +3,10 @@ images, and within a stated bound over 100 full file-to-checkpoint runs; the ima
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -48,12 +51,33 @@ def test_rss_is_flat_over_100_adaptations(fashion):
     assert growth < 2 * 1024, f"RSS grew by {growth} KiB over 80 adaptations"
 
 
+_DECODE_GROWTH = """
+import pathlib, sys
+from tflite_train.runtime.image_folder import load_image_folder
+
+def rss():
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+
+samples = []
+for i in range(100):
+    load_image_folder(pathlib.Path(sys.argv[1]), (64, 64, 3))
+    if i + 1 in (20, 100):
+        samples.append(rss())
+print(samples[1] - samples[0])
+"""
+
+
 @pytest.mark.slow
 def test_rss_is_flat_reading_images_100_times(tmp_path):
-    """Decoding 6 photo-sized JPEG/PNGs 100 times: a leaked decode (about 1 MB each) would show at once."""
-    from PIL import Image
+    """Decoding 6 photo-sized JPEG/PNGs 100 times: a leaked decode (about 1 MB each) would show at once.
 
-    from tflite_train.runtime.image_folder import load_image_folder
+    Measured in a fresh interpreter process: in the long-lived test process the allocator's state left
+    by earlier tests (glibc raises its mmap threshold after large frees, so the decode buffers then come
+    from a heap that need not shrink) made the same loop grow by up to 7 MiB without any leak.
+    """
+    from PIL import Image
 
     rng = np.random.default_rng(0)
     for k in range(2):
@@ -61,7 +85,14 @@ def test_rss_is_flat_reading_images_100_times(tmp_path):
         for i in range(3):
             pixels = rng.integers(0, 256, (400, 600, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(tmp_path / f"c{k}" / f"{i}.{'jpg' if i % 2 else 'png'}")
-    growth = _growth_kib(lambda: load_image_folder(tmp_path, (64, 64, 3)))
+    if not pathlib.Path("/proc/self/status").exists():
+        pytest.skip("no /proc/self/status on this system")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _DECODE_GROWTH, str(tmp_path)], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    growth = int(done.stdout.split()[-1])
     assert growth < 2 * 1024, f"RSS grew by {growth} KiB over 80 x 6 decodes"
 
 
