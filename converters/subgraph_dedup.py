@@ -5,8 +5,8 @@ candidate layer's copy-on-write forward (``converters.trainable_module``), so th
 once per signature. Two subgraphs are identical when they compute the same thing on the same data:
 
 * the same input and output tensor index lists;
-* tensor by tensor: shape, shape_signature, type, quantization, sparsity, is_variable and the bytes of
-  its buffer (empty for a non-constant);
+* tensor by tensor: shape, shape_signature, type, quantization, sparsity, is_variable, variant tensors,
+  has_rank, external buffer and the bytes of its buffer (empty for a non-constant);
 * operator by operator: opcode, builtin options (with every subgraph index mapped to its class),
   custom options, inputs, outputs and intermediates.
 
@@ -82,7 +82,8 @@ def _buffer_digest(model: schema.ModelT, index: int) -> bytes:
 def _tensor_key(model: schema.ModelT, tensor: schema.TensorT) -> tuple:
     return (_plain(tensor.shape), _plain(tensor.shapeSignature), tensor.type, _buffer_digest(model, tensor.buffer),
             _plain(tensor.quantization), _plain(tensor.sparsity), bool(tensor.isVariable),
-            _plain(getattr(tensor, "variantTensors", None)), bool(getattr(tensor, "hasRank", False)))
+            _plain(getattr(tensor, "variantTensors", None)), bool(getattr(tensor, "hasRank", False)),
+            getattr(tensor, "externalBuffer", 0))
 
 
 def _structure(model: schema.ModelT, subgraph: schema.SubGraphT) -> tuple:

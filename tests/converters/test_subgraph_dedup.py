@@ -133,7 +133,8 @@ def _convert() -> bytes:
     const = tf.constant(np.arange(16, dtype=np.float32).reshape(4, 4) / 16)
 
     def layer(x):  # the copy-on-write forward: variable path when dirty, constant path otherwise
-        return tf.cond(module.dirty, lambda: tf.nn.relu(tf.matmul(x, module.w)), lambda: tf.nn.relu(tf.matmul(x, const)))
+        return tf.cond(module.dirty, lambda: tf.nn.relu(tf.matmul(x, module.w)),
+                       lambda: tf.nn.relu(tf.matmul(x, const)))
 
     @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
     def infer(x):
