@@ -21,6 +21,7 @@ from converters.export_config import ExportConfig
 from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
 from converters.selftest_vectors import build_selftest, encode_selftest
+from converters.subgraph_dedup import dedupe_subgraphs_in
 from converters.trainable_module import TrainableModule, train_variant_name
 from converters.transposed_initial_values import transpose_initial_values_in
 from converters.zero_fill import fill_zero_initial_values_in
@@ -46,11 +47,14 @@ def convert(module: TrainableModule) -> bytes:
     """Converts the module's signatures (via a SavedModel) with builtins only and resource variables,
     then rewrites the flatbuffer once: all-zero initial values are computed at run time
     (``converters.zero_fill``) and the candidate kernels' initial values are transposed at run time
-    from the forward's constants (``converters.transposed_initial_values``), so each weight is stored once.
+    from the forward's constants (``converters.transposed_initial_values``), so each weight is stored once;
+    last, identical control-flow subgraphs reached from the same signatures are merged
+    (``converters.subgraph_dedup``).
 
-    Identical IF branches of different train signatures are NOT merged: a subgraph shared by two
+    Identical IF branches of different sets of signatures are NOT merged: a subgraph shared by two
     signatures is re-prepared by whichever runs at a new batch size, and the other then invokes it
-    with stale shapes (measured: BATCH_MATMUL prepare failure on tflite-runtime 2.14)."""
+    with stale shapes (measured: wrong fisher outputs, then failures, on tflite-runtime 2.14 with the
+    explicit XNNPACK delegate)."""
     with tempfile.TemporaryDirectory() as tmp:
         tf.saved_model.save(module, tmp, signatures=module.signatures())
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
@@ -60,6 +64,7 @@ def convert(module: TrainableModule) -> bytes:
     obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
     fill_zero_initial_values_in(obj)
     transpose_initial_values_in(obj)
+    dedupe_subgraphs_in(obj)
     builder = flatbuffers.Builder(len(raw) + 1024)
     builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
