@@ -83,3 +83,30 @@ def test_a_delegate_that_cannot_be_created_falls_back_with_a_warning(monkeypatch
     assert any("XNNPACK delegate could not be applied" in r.getMessage() for r in caplog.records)
     images = np.random.default_rng(0).uniform(0, 1, (2, *model.input_shape)).astype(np.float32)
     np.testing.assert_array_equal(model.infer(images)["embeddings"], reference.infer(images)["embeddings"])
+
+
+@pytest.mark.parametrize("name", ["tiny_adam_33", "mcunet_adam_35"])
+def test_infer_after_a_batch_size_change_is_right_or_refused(name):
+    """After train steps at batch 3, infer at batch 3 then 1: 2.14's delegate has returned 3 rows for
+    1 image here; ``infer`` must then raise, never hand back rows of another batch, and rows it does
+    return equal the builtin kernels' (1e-4 relative)."""
+    path = fixture_model(name)
+    delegated, plain = TrainableModel(path, xnnpack=True), TrainableModel(path, xnnpack=False)
+    rng = np.random.default_rng(1)
+    images = rng.uniform(0, 1, (3, *plain.input_shape)).astype(np.float32)
+    protos = rng.normal(size=(3, plain.feature_dim)).astype(np.float32)
+    for model in (delegated, plain):
+        model.set_head(protos)
+        model.set_selection({n: np.arange(c) for n, c in model.candidate_channels.items()})
+        for _ in range(2):
+            model.train_step(images, np.arange(3))
+        model.infer(images)
+    one = images[:1]
+    expected = plain.infer(one)["embeddings"]
+    try:
+        got = delegated.infer(one)["embeddings"]
+    except RuntimeError as err:
+        assert "rows for 1 images" in str(err) and delegated.explicit_xnnpack
+        return
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(expected))))

@@ -206,8 +206,20 @@ class TrainableModel:
 
     # --------------------------------------------------------------- signatures
     def infer(self, images: np.ndarray) -> dict[str, np.ndarray]:
-        """``embeddings`` [N, D] and ``logits`` [N, K_max]."""
-        return self.call(C.INFER, **{C.IMAGES: self._images(images)})
+        """``embeddings`` [N, D] and ``logits`` [N, K_max].
+
+        Raises:
+          RuntimeError: the runtime returned another number of rows than images (seen with
+            tflite-runtime 2.14's explicit XNNPACK delegate after a batch-size change, ``xnnpack=True``).
+        """
+        images = self._images(images)
+        out = self.call(C.INFER, **{C.IMAGES: images})
+        rows = {k: np.shape(v)[0] for k, v in out.items()}
+        if any(r != images.shape[0] for r in rows.values()):
+            raise RuntimeError(f"{self.runtime}: infer returned {rows} rows for {images.shape[0]} images"
+                               + (" (tflite-runtime 2.14's XNNPACK delegate does not follow this batch-size change;"
+                                  " open the model without xnnpack=True)" if self.explicit_xnnpack else ""))
+        return out
 
     def fisher(self, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
         """Per-channel Fisher information Delta_o of every candidate layer (TinyTrain Eq. 1)."""
