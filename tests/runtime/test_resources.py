@@ -1,5 +1,6 @@
 """Resources: RSS stays flat over 100 adaptations in one process, over 100 reads of photo-sized
-images, and within a stated bound over 100 full file-to-checkpoint runs; the image limits hold."""
+images, and within a stated bound over 100 full file-to-checkpoint runs (each loop in a fresh
+process: ``_growth_in_fresh_process``); the image limits hold."""
 
 from __future__ import annotations
 
@@ -11,72 +12,76 @@ import sys
 import numpy as np
 import pytest
 
-from runtime_fixtures import episode_arrays, fixture_model, write_episode_folders
-from tflite_train.runtime.adapt_job import run_adaptation
+from runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.runtime.errors import ImageError
 from tflite_train.runtime.images import ImageLimits, decode_image
-from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime import AdaptConfig, adapt, evaluate
 
+_GROWTH = """
+import pathlib, sys
 
-def _rss_kib() -> int:
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    pytest.skip("no /proc/self/status on this system")
-
-
-def _growth_kib(run, times: int = 100, warm_up: int = 20) -> int:
-    """VmRSS after ``times`` calls of ``run()`` minus VmRSS after the first ``warm_up`` calls (KiB)."""
+def growth(run, times=100, warm_up=20):
     samples = []
     for i in range(times):
         run()
         if i + 1 in (warm_up, times):
-            samples.append(_rss_kib())
+            status = pathlib.Path("/proc/self/status").read_text().splitlines()
+            samples.append(next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")))
     return samples[1] - samples[0]
+"""
+
+
+def _growth_in_fresh_process(body: str, *args: object) -> int:
+    """KiB of VmRSS growth over the last 80 of 100 calls of the ``run()`` that ``body`` defines, measured
+    in a fresh interpreter process (``sys.argv[1:]`` = ``args``).
+
+    A fresh process because in the long-lived test process the allocator's state left by earlier tests
+    (glibc raises its mmap threshold after large frees, so later buffers come from a heap that need not
+    shrink) made these loops grow by 7-10 MiB without any leak (CI, full suite); alone they grow by
+    under 0.5 MiB. The runtime tests' folder is on the path (``runtime_fixtures``).
+    """
+    if not pathlib.Path("/proc/self/status").exists():
+        pytest.skip("no /proc/self/status on this system")
+    here = pathlib.Path(__file__).resolve().parent
+    path = os.pathsep.join([str(here.parents[1]), str(here), os.environ.get("PYTHONPATH", "")])
+    script = _GROWTH + body + "\nprint(growth(run))\n"
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": path}, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stdout.split()[-1])
+
+
+_ADAPTATIONS = """
+from runtime_fixtures import episode_arrays, load_fashion
+from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
+
+model = TrainableModel(sys.argv[1])
+images, labels, queries, query_labels = episode_arrays(load_fashion(), model.input_shape, ways=3, shots=4, queries=2)
+config = AdaptConfig(policy="tinytrain", memory_bytes=2**20, compute_fraction=0.15, iterations=3)
+
+def run():
+    adapt(model, images, labels, config)
+    evaluate(model, queries, query_labels)
+"""
 
 
 @pytest.mark.slow
-def test_rss_is_flat_over_100_adaptations(fashion):
+def test_rss_is_flat_over_100_adaptations():
     """One model adapted 100 times (the library loop of an app): measured +0.3 MiB over the last 80 in both envs."""
-    model = TrainableModel(fixture_model("tiny_adam_33"))
-    images, labels, queries, query_labels = episode_arrays(fashion, model.input_shape, ways=3, shots=4, queries=2)
-    config = AdaptConfig(policy="tinytrain", memory_bytes=2**20, compute_fraction=0.15, iterations=3)
-
-    def run():
-        adapt(model, images, labels, config)
-        evaluate(model, queries, query_labels)
-
-    growth = _growth_kib(run)
+    growth = _growth_in_fresh_process(_ADAPTATIONS, fixture_model("tiny_adam_33"))
     assert growth < 2 * 1024, f"RSS grew by {growth} KiB over 80 adaptations"
 
 
-_DECODE_GROWTH = """
-import pathlib, sys
+_DECODES = """
 from tflite_train.runtime.image_folder import load_image_folder
 
-def rss():
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-
-samples = []
-for i in range(100):
+def run():
     load_image_folder(pathlib.Path(sys.argv[1]), (64, 64, 3))
-    if i + 1 in (20, 100):
-        samples.append(rss())
-print(samples[1] - samples[0])
 """
 
 
 @pytest.mark.slow
 def test_rss_is_flat_reading_images_100_times(tmp_path):
-    """Decoding 6 photo-sized JPEG/PNGs 100 times: a leaked decode (about 1 MB each) would show at once.
-
-    Measured in a fresh interpreter process: in the long-lived test process the allocator's state left
-    by earlier tests (glibc raises its mmap threshold after large frees, so the decode buffers then come
-    from a heap that need not shrink) made the same loop grow by up to 7 MiB without any leak.
-    """
+    """Decoding 6 photo-sized JPEG/PNGs 100 times: a leaked decode (about 1 MB each) would show at once."""
     from PIL import Image
 
     rng = np.random.default_rng(0)
@@ -85,15 +90,20 @@ def test_rss_is_flat_reading_images_100_times(tmp_path):
         for i in range(3):
             pixels = rng.integers(0, 256, (400, 600, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(tmp_path / f"c{k}" / f"{i}.{'jpg' if i % 2 else 'png'}")
-    if not pathlib.Path("/proc/self/status").exists():
-        pytest.skip("no /proc/self/status on this system")
-    root = pathlib.Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _DECODE_GROWTH, str(tmp_path)], capture_output=True, text=True,
-                          env=env, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    growth = int(done.stdout.split()[-1])
+    growth = _growth_in_fresh_process(_DECODES, tmp_path)
     assert growth < 2 * 1024, f"RSS grew by {growth} KiB over 80 x 6 decodes"
+
+
+_FULL_RUNS = """
+from tflite_train.runtime import AdaptConfig
+from tflite_train.runtime.adapt_job import run_adaptation
+
+model, support, query, out = (pathlib.Path(a) for a in sys.argv[1:5])
+config = AdaptConfig(policy="tinytrain", memory_bytes=2**20, compute_fraction=0.15, iterations=3)
+
+def run():
+    run_adaptation(model, support, out, config, query_dir=query)
+"""
 
 
 @pytest.mark.slow
@@ -105,9 +115,7 @@ def test_rss_over_100_full_runs(fashion, tmp_path):
     about 25 KiB each; reused interpreters stay flat, see above).
     """
     support, query = write_episode_folders(fashion, tmp_path / "data", ways=3, shots=4, queries=2, seed=0)
-    config = AdaptConfig(policy="tinytrain", memory_bytes=2**20, compute_fraction=0.15, iterations=3)
-    model = fixture_model("tiny_adam_33")
-    growth = _growth_kib(lambda: run_adaptation(model, support, tmp_path / "m.ckpt", config, query_dir=query))
+    growth = _growth_in_fresh_process(_FULL_RUNS, fixture_model("tiny_adam_33"), support, query, tmp_path / "m.ckpt")
     assert growth < 10 * 1024, f"RSS grew by {growth} KiB over 80 adaptations"
 
 
