@@ -10,16 +10,15 @@ import pathlib
 import tempfile
 import time
 
-import flatbuffers
 import keras
 import numpy as np
 import tensorflow as tf
-from tensorflow.lite.python import schema_py_generated as schema
 
 from converters.build_module import backbone_model, module_from_keras
 from converters.export_config import ExportConfig
 from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
+from converters.flatbuffer_rewrite import read_model, write_model
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.subgraph_dedup import dedupe_subgraphs_in
 from converters.trainable_module import TrainableModule, train_variant_name
@@ -55,19 +54,23 @@ def convert(module: TrainableModule) -> bytes:
     signatures is re-prepared by whichever runs at a new batch size, and the other then invokes it
     with stale shapes (measured: wrong fisher outputs, then failures, on tflite-runtime 2.14 with the
     explicit XNNPACK delegate)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tf.saved_model.save(module, tmp, signatures=module.signatures())
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
-        converter.experimental_enable_resource_variables = True
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        raw = converter.convert()
-    obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
+    raw = convert_saved_module(module, module.signatures())
+    obj = read_model(raw)
     fill_zero_initial_values_in(obj)
     transpose_initial_values_in(obj)
     dedupe_subgraphs_in(obj)
-    builder = flatbuffers.Builder(len(raw) + 1024)
-    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return write_model(obj, len(raw))
+
+
+def convert_saved_module(module: tf.Module, signatures: dict) -> bytes:
+    """TFLite flatbuffer of ``module`` saved with ``signatures``: resource variables kept as variables,
+    builtin ops only (no Flex ops, so the Pi runtimes can run it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tf.saved_model.save(module, tmp, signatures=signatures)
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
+        converter.experimental_enable_resource_variables = True
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        return converter.convert()
 
 
 def model_id(module: TrainableModule) -> str:

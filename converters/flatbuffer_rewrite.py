@@ -11,10 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import flatbuffers
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
-__all__ = ["constant_tensor", "free_unread_buffers", "opcode_index", "operator", "produce_before_first_use"]
+__all__ = ["constant_tensor", "free_unread_buffers", "opcode_index", "operator", "produce_before_first_use", "read_model",
+           "write_model"]
+
+
+def read_model(raw: bytes) -> schema.ModelT:
+    """The object API view of a TFLite flatbuffer (for a pass to edit)."""
+    return schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
+
+
+def write_model(model: schema.ModelT, size_hint: int = 0) -> bytes:
+    """Serialises an edited model (file identifier TFL3); ``size_hint``: the expected size in bytes."""
+    builder = flatbuffers.Builder(size_hint + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
 
 
 def opcode_index(model: schema.ModelT, code: int) -> int:

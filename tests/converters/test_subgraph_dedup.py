@@ -11,15 +11,15 @@ Exported: the fixtures are at the pass's fixed point and pass the runtime's flat
 from __future__ import annotations
 
 import pathlib
-import tempfile
 
-import flatbuffers
 import numpy as np
 import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from tensorflow.lite.python import schema_py_generated as schema
 
+from converters.export import convert_saved_module
+from converters.flatbuffer_rewrite import read_model, write_model
 from converters.subgraph_dedup import dedupe_subgraphs_in, signatures_reaching
 from tflite_train.runtime.flatbuffer_verify import verify_model
 
@@ -150,20 +150,13 @@ def _convert() -> bytes:
         module.dirty.assign(True)
         return {"ok": tf.constant(1)}
 
-    with tempfile.TemporaryDirectory() as tmp:
-        tf.saved_model.save(module, tmp, signatures={"infer": infer, "fisher": fisher, "update": update})
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
-        converter.experimental_enable_resource_variables = True
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        return converter.convert()
+    return convert_saved_module(module, {"infer": infer, "fisher": fisher, "update": update})
 
 
 def _rewrite(raw: bytes, across: bool) -> tuple[bytes, int]:
-    obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
+    obj = read_model(raw)
     removed = dedupe_subgraphs_in(obj, across_signatures=across)
-    builder = flatbuffers.Builder(len(raw) + 1024)
-    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), removed
+    return write_model(obj, len(raw)), removed
 
 
 def _subgraph_count(raw: bytes) -> int:

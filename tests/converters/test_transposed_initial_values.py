@@ -8,15 +8,15 @@ rewritten; the golden is the numpy value the variable was created from (bit-exac
 
 from __future__ import annotations
 
-import tempfile
 
-import flatbuffers
 import numpy as np
 import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from tensorflow.lite.python import schema_py_generated as schema
 
+from converters.export import convert_saved_module
+from converters.flatbuffer_rewrite import read_model, write_model
 from converters.transposed_initial_values import transpose_initial_values_in
 
 
@@ -39,20 +39,13 @@ def _convert(kernel: np.ndarray, rank: int) -> bytes:
         module.v.assign(value)
         return {"ok": tf.constant(1)}
 
-    with tempfile.TemporaryDirectory() as tmp:
-        tf.saved_model.save(module, tmp, signatures={"infer": infer, "read": read, "write": write})
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
-        converter.experimental_enable_resource_variables = True
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        return converter.convert()
+    return convert_saved_module(module, {"infer": infer, "read": read, "write": write})
 
 
 def _rewrite(raw: bytes) -> tuple[bytes, bool]:
-    obj = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
+    obj = read_model(raw)
     changed = transpose_initial_values_in(obj)
-    builder = flatbuffers.Builder(len(raw) + 1024)
-    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), changed
+    return write_model(obj, len(raw)), changed
 
 
 def _stored_bytes(raw: bytes) -> int:
@@ -92,12 +85,7 @@ def test_unrelated_initial_values_are_kept():
         module.v.assign(value)
         return {"ok": tf.constant(1)}
 
-    with tempfile.TemporaryDirectory() as tmp:
-        tf.saved_model.save(module, tmp, signatures={"infer": infer, "write": write})
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
-        converter.experimental_enable_resource_variables = True
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        raw = converter.convert()
+    raw = convert_saved_module(module, {"infer": infer, "write": write})
     out, changed = _rewrite(raw)
     assert not changed
     assert (kernel + 1.0).tobytes() in out
