@@ -102,6 +102,16 @@ def run_cli(argv: list[str]) -> int:
         return int(exit_info.code or 0)
 
 
+CLI_MODEL = "tiny_adam_33"
+
+
+def adapt_cli(support: pathlib.Path, out: pathlib.Path, *extra: str) -> int:
+    """Exit code of ``tflite-train adapt`` on the tiny fixture model: 3 iterations, no memory budget, quiet."""
+    return run_cli(["adapt", "--mem-budget", "unlimited",
+                    "--model", str(fixture_model(CLI_MODEL)), "--support", str(support), "--out", str(out),
+                    "--iterations", "3", "--quiet", *extra])
+
+
 def assert_one_line_error(err: str, *fragments: str) -> None:
     """``err`` is exactly one line "tflite-train <command>: error: ..." containing every fragment, no traceback."""
     assert err.endswith("\n") and err.count("\n") == 1, f"expected one line on stderr, got {err!r}"

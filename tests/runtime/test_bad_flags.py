@@ -9,32 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime_fixtures import assert_one_line_error, fixture_model, run_cli, snapshot, write_episode_folders
-
-MODEL = "tiny_adam_33"
-
-
-@pytest.fixture()
-def setup(fashion, tmp_path):
-    support, _ = write_episode_folders(fashion, tmp_path / "data", ways=3, shots=4, queries=1, seed=0)
-    run = tmp_path / "run"
-    run.mkdir()
-    assert _adapt(support, run) == 0
-    return support, run
-
-
-def _adapt(support, run, *extra):
-    return run_cli(["adapt", "--mem-budget", "unlimited",
-                    "--model", str(fixture_model(MODEL)), "--support", str(support), "--out",
-                    str(run / "m.ckpt"), "--iterations", "3", "--quiet", *extra])
-
-
-@pytest.fixture()
-def no_training(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("training started although the flags were refused")
-
-    monkeypatch.setattr("tflite_train.runtime.adapt_job.adapt", refuse)
+from runtime_fixtures import adapt_cli, assert_one_line_error, run_cli, snapshot
 
 
 PARSE_CASES = [
@@ -71,11 +46,11 @@ PARSE_CASES = [
 
 
 @pytest.mark.parametrize("flags, message", PARSE_CASES, ids=[" ".join(c[0]) for c in PARSE_CASES])
-def test_refused_while_parsing(setup, capsys, no_training, flags, message):
-    support, run = setup
+def test_refused_while_parsing(earlier_run, capsys, no_training, flags, message):
+    support, run = earlier_run
     before = snapshot(run)
     capsys.readouterr()
-    assert _adapt(support, run, *flags) == 2
+    assert adapt_cli(support, run / "m.ckpt", *flags) == 2
     err = capsys.readouterr().err
     assert err.startswith("tflite-train adapt: error: " if "unrecognized" not in message else "tflite-train: error: ")
     assert_one_line_error(err, message)
@@ -92,38 +67,38 @@ def test_missing_required_flag(capsys):
     (["--compute-budget", "0.1", "--compute-macs", "1000"], "compute"),
     (["--policy", "sparse_update", "--sparse-update-layers", "nope"], "are not candidate layers"),
 ], ids=["batch-over-support", "two-compute-budgets", "unknown-layer"])
-def test_refused_before_training(setup, capsys, no_training, flags, message):
-    support, run = setup
+def test_refused_before_training(earlier_run, capsys, no_training, flags, message):
+    support, run = earlier_run
     before = snapshot(run)
     capsys.readouterr()
-    assert _adapt(support, run, *flags) == 2
+    assert adapt_cli(support, run / "m.ckpt", *flags) == 2
     assert_one_line_error(capsys.readouterr().err, message)
     assert snapshot(run) == before
 
 
-def test_too_many_steps_refused_before_training(setup, capsys, no_training, monkeypatch):
-    support, run = setup
+def test_too_many_steps_refused_before_training(earlier_run, capsys, no_training, monkeypatch):
+    support, run = earlier_run
     monkeypatch.setattr("tflite_train.cli.device_commands.MAX_STEPS", 50)
     before = snapshot(run)
     capsys.readouterr()
-    assert _adapt(support, run, "--epochs", "5") == 2  # 5 x 12 = 60 steps
+    assert adapt_cli(support, run / "m.ckpt", "--epochs", "5") == 2  # 5 x 12 = 60 steps
     assert_one_line_error(capsys.readouterr().err, "60 optimizer steps (5 epochs x 12 images / batch 1) exceed the limit of 50")
     assert snapshot(run) == before
 
 
-def test_budget_fitting_no_layer_is_one_line(setup, capsys):
-    support, run = setup
+def test_budget_fitting_no_layer_is_one_line(earlier_run, capsys):
+    support, run = earlier_run
     before = snapshot(run)
     capsys.readouterr()
-    assert _adapt(support, run, "--mem-budget", "1B") == 2
+    assert adapt_cli(support, run / "m.ckpt", "--mem-budget", "1B") == 2
     assert_one_line_error(capsys.readouterr().err, "budget")
     assert snapshot(run) == before
 
 
-def test_debug_shows_the_traceback(setup, capsys):
-    support, run = setup
+def test_debug_shows_the_traceback(earlier_run, capsys):
+    support, run = earlier_run
     capsys.readouterr()
-    assert _adapt(support, run, "--batch-size", "13", "--debug") == 2
+    assert adapt_cli(support, run / "m.ckpt", "--batch-size", "13", "--debug") == 2
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err
     assert err.splitlines()[-1].startswith("tflite-train adapt: error: batch size 13")

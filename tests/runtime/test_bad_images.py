@@ -21,25 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from runtime_fixtures import assert_one_line_error, fixture_model, run_cli, snapshot, write_episode_folders
-
-MODEL = "tiny_adam_33"
-
-
-@pytest.fixture()
-def setup(fashion, tmp_path):
-    """(support folder with 3 classes x 4 real images, run folder holding an earlier run's files)."""
-    support, _ = write_episode_folders(fashion, tmp_path / "data", ways=3, shots=4, queries=1, seed=0)
-    run = tmp_path / "run"
-    run.mkdir()
-    assert _adapt(support, run) == 0
-    return support, run
-
-
-def _adapt(support, run, *extra):
-    return run_cli(["adapt", "--mem-budget", "unlimited",
-                    "--model", str(fixture_model(MODEL)), "--support", str(support), "--out",
-                    str(run / "m.ckpt"), "--iterations", "3", "--quiet", *extra])
+from runtime_fixtures import CLI_MODEL, adapt_cli, assert_one_line_error, fixture_model, run_cli, snapshot
 
 
 def _png_header(width: int, height: int) -> bytes:
@@ -188,24 +170,24 @@ CASES = [
 
 @pytest.mark.parametrize("damage, fragments", CASES, ids=[c[0].__name__ if c[0].__name__ != "damage" else
                                                           c[1][0] for c in CASES])
-def test_bad_images_are_refused(setup, tmp_path, capsys, damage, fragments):
-    support, run = setup
+def test_bad_images_are_refused(earlier_run, tmp_path, capsys, damage, fragments):
+    support, run = earlier_run
     before = snapshot(run)
     capsys.readouterr()
     target = damage(support, tmp_path) or support
-    assert _adapt(target, run) == 2
+    assert adapt_cli(target, run / "m.ckpt") == 2
     assert_one_line_error(capsys.readouterr().err, *fragments)
     assert snapshot(run) == before
 
 
-def test_fifo_is_refused_without_hanging(setup, tmp_path):
+def test_fifo_is_refused_without_hanging(earlier_run, tmp_path):
     """A FIFO named like an image must be refused, never opened for reading (which would block)."""
-    support, run = setup
+    support, run = earlier_run
     os.mkfifo(support / "class1" / "pipe.png")
     before = snapshot(run)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
-        [sys.executable, "-m", "tflite_train.cli", "adapt", "--model", str(fixture_model(MODEL)), "--support",
+        [sys.executable, "-m", "tflite_train.cli", "adapt", "--model", str(fixture_model(CLI_MODEL)), "--support",
          str(support), "--out", str(run / "m.ckpt"), "--iterations", "3"],
         capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2
@@ -217,20 +199,20 @@ def _warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
-def test_wrong_extension_is_read_by_content(setup, capsys, caplog):
+def test_wrong_extension_is_read_by_content(earlier_run, capsys, caplog):
     """A JPEG named .png is read as the JPEG it is; a PNG named .txt is skipped with a stated warning."""
-    support, run = setup
+    support, run = earlier_run
     (support / "class1" / "photo.png").write_bytes(_jpeg_bytes(support))
     (support / "class1" / "image.txt").write_bytes(_real_png(support))
     with caplog.at_level(logging.WARNING):
-        assert _adapt(support, run, "--json") == 0
+        assert adapt_cli(support, run / "m.ckpt", "--json") == 0
     assert json.loads(capsys.readouterr().out)["shots"] == [4, 5, 4]
     (warning,) = _warnings(caplog)
     assert "skipping" in warning and "image.txt: not an image" in warning
 
 
-def test_every_format_and_mode_is_accepted(setup, capsys):
-    support, run = setup
+def test_every_format_and_mode_is_accepted(earlier_run, capsys):
+    support, run = earlier_run
     grey = Image.open(next((support / "class2").iterdir()))
     grey.save(support / "class2" / "a.webp", lossless=True)
     grey.save(support / "class2" / "b.bmp")
@@ -239,30 +221,30 @@ def test_every_format_and_mode_is_accepted(setup, capsys):
     Image.fromarray(np.asarray(grey).astype(np.uint16) * 257).save(support / "class2" / "e16.png")
     grey.convert("RGBA").save(support / "class2" / "f.png")
     grey.convert("P").save(support / "class2" / "g.png", transparency=0)
-    assert _adapt(support, run, "--json") == 0
+    assert adapt_cli(support, run / "m.ckpt", "--json") == 0
     assert '"support_size": 19' in capsys.readouterr().out
 
 
-def test_subfolders_beside_images_are_skipped_with_a_warning(setup, caplog):
-    support, run = setup
+def test_subfolders_beside_images_are_skipped_with_a_warning(earlier_run, caplog):
+    support, run = earlier_run
     (support / "class0" / "more").mkdir()
     shutil.copy(next((support / "class0").iterdir()), support / "class0" / "more" / "x.png")
     with caplog.at_level(logging.WARNING):
-        assert _adapt(support, run) == 0
+        assert adapt_cli(support, run / "m.ckpt") == 0
     (warning,) = _warnings(caplog)
     assert "skipping subfolder" in warning and "class0/more" in warning
 
 
 @pytest.mark.parametrize("name", ["a_directory", "fifo.png", "/dev/null", "missing.png", "empty.png"])
-def test_predict_refuses_non_images(setup, tmp_path, capsys, name):
-    support, run = setup
+def test_predict_refuses_non_images(earlier_run, tmp_path, capsys, name):
+    support, run = earlier_run
     (tmp_path / "a_directory").mkdir()
     os.mkfifo(tmp_path / "fifo.png")  # refused from os.stat: never opened, so it cannot block
     (tmp_path / "empty.png").write_bytes(b"")
     path = name if name.startswith("/") else str(tmp_path / name)
     good = str(next((support / "class0").iterdir()))
     capsys.readouterr()
-    assert run_cli(["predict", "--model", str(fixture_model(MODEL)), "--checkpoint", str(run / "m.ckpt"), good,
+    assert run_cli(["predict", "--model", str(fixture_model(CLI_MODEL)), "--checkpoint", str(run / "m.ckpt"), good,
                     path]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""  # no partial table
@@ -272,10 +254,10 @@ def test_predict_refuses_non_images(setup, tmp_path, capsys, name):
 
 
 @pytest.mark.parametrize("flag", ["--model", "--checkpoint"])
-def test_predict_refuses_a_fifo_model_or_checkpoint(setup, tmp_path, capsys, flag):
-    support, run = setup
+def test_predict_refuses_a_fifo_model_or_checkpoint(earlier_run, tmp_path, capsys, flag):
+    support, run = earlier_run
     os.mkfifo(tmp_path / "pipe")  # reading it would block forever; it must never be opened
-    args = {"--model": str(fixture_model(MODEL)), "--checkpoint": str(run / "m.ckpt"), flag: str(tmp_path / "pipe")}
+    args = {"--model": str(fixture_model(CLI_MODEL)), "--checkpoint": str(run / "m.ckpt"), flag: str(tmp_path / "pipe")}
     capsys.readouterr()
     assert run_cli(["predict", "--model", args["--model"], "--checkpoint", args["--checkpoint"],
                     str(next((support / "class0").iterdir()))]) == 2

@@ -7,29 +7,21 @@ Tolerances: the embedded self-test's (relative deviation <= 1e-4 for infer/train
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 import numpy as np
 import pytest
 
+from runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel, read_metadata, read_operator_codes
 from tflite_train.runtime.selftest import load_selftest, verify
 
-FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS", "build/test-models"))
 NAMES = ("tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "mbv2_adam_32", "proxyless_sgd_33")
-
-
-def _path(name: str) -> pathlib.Path:
-    path = FIXTURE_DIR / f"{name}.tflite"
-    if not path.exists():
-        pytest.fail(f"missing test model {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` in the main env")
-    return path
 
 
 @pytest.fixture(scope="module", params=NAMES)
 def model_path(request) -> pathlib.Path:
-    return _path(request.param)
+    return fixture_model(request.param)
 
 
 def test_builtin_ops_only(model_path):
@@ -165,7 +157,7 @@ def test_small_step_descends(model_path):
 
 
 def test_variable_batch_and_classes():
-    model = TrainableModel(_path("tiny_adam_33"))
+    model = TrainableModel(fixture_model("tiny_adam_33"))
     h, w, c = model.input_shape
     rng = np.random.default_rng(2)
     for n, classes in ((1, 1), (5, 4), (2, model.capacity)):
@@ -178,7 +170,7 @@ def test_variable_batch_and_classes():
 
 
 def test_boundary_validation():
-    model = TrainableModel(_path("tiny_adam_33"))
+    model = TrainableModel(fixture_model("tiny_adam_33"))
     h, w, c = model.input_shape
     good = np.zeros((2, h, w, c), np.float32)
     with pytest.raises(ValueError, match="images"):
@@ -207,7 +199,7 @@ def test_cli_verify_and_ops(tmp_path, capsys):
     from tflite_train.runtime.integrity import seal
     from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
 
-    path = _path("tiny_adam_33")
+    path = fixture_model("tiny_adam_33")
     assert main(["verify", str(path)]) == 0
     assert "PASSED" in capsys.readouterr().out
     assert main(["ops", str(path)]) == 0

@@ -15,68 +15,43 @@ from types import SimpleNamespace
 
 import pytest
 
-from runtime_fixtures import assert_one_line_error, fixture_model, run_cli, snapshot, write_episode_folders
-
-MODEL = "tiny_adam_33"
-
-
-@pytest.fixture()
-def setup(fashion, tmp_path):
-    support, _ = write_episode_folders(fashion, tmp_path / "data", ways=3, shots=4, queries=1, seed=0)
-    run = tmp_path / "run"
-    run.mkdir()
-    assert _adapt(support, run / "m.ckpt") == 0
-    return support, run
-
-
-def _adapt(support, out, *extra):
-    return run_cli(["adapt", "--mem-budget", "unlimited",
-                    "--model", str(fixture_model(MODEL)), "--support", str(support), "--out", str(out),
-                    "--iterations", "3", "--quiet", *extra])
-
-
-@pytest.fixture()
-def no_training(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("training started although the output was unusable")
-
-    monkeypatch.setattr("tflite_train.runtime.adapt_job.adapt", refuse)
+from runtime_fixtures import CLI_MODEL, adapt_cli, assert_one_line_error, fixture_model, run_cli, snapshot
 
 
 def _refused(support, run, out, capsys, *fragments, extra=()):
     before = snapshot(run)
     capsys.readouterr()
-    assert _adapt(support, out, *extra) == 2
+    assert adapt_cli(support, out, *extra) == 2
     assert_one_line_error(capsys.readouterr().err, *fragments)
     assert snapshot(run) == before
 
 
-def test_out_is_a_directory(setup, capsys, no_training):
-    support, run = setup
+def test_out_is_a_directory(earlier_run, capsys, no_training):
+    support, run = earlier_run
     (run / "dir.ckpt").mkdir()
     _refused(support, run, run / "dir.ckpt", capsys, "dir.ckpt is a directory; give a file path")
     _refused(support, run, str(run) + "/", capsys, "is a directory")
 
 
-def test_out_folder_missing(setup, capsys, no_training):
-    support, run = setup
+def test_out_folder_missing(earlier_run, capsys, no_training):
+    support, run = earlier_run
     _refused(support, run, run / "nope" / "m.ckpt", capsys, "output folder", "nope does not exist")
 
 
-def test_out_is_a_fifo(setup, capsys, no_training):
-    support, run = setup
+def test_out_is_a_fifo(earlier_run, capsys, no_training):
+    support, run = earlier_run
     os.mkfifo(run / "pipe.ckpt")
     _refused(support, run, run / "pipe.ckpt", capsys, "pipe.ckpt exists and is not a regular file")
 
 
-def test_lock_file_is_a_directory(setup, capsys, no_training):
-    support, run = setup
+def test_lock_file_is_a_directory(earlier_run, capsys, no_training):
+    support, run = earlier_run
     (run / "n.ckpt.lock").mkdir()
     _refused(support, run, run / "n.ckpt", capsys, "n.ckpt.lock: Is a directory")
 
 
-def test_read_only_folder(setup, capsys, monkeypatch, no_training):
-    support, run = setup
+def test_read_only_folder(earlier_run, capsys, monkeypatch, no_training):
+    support, run = earlier_run
 
     def read_only(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied")
@@ -85,8 +60,8 @@ def test_read_only_folder(setup, capsys, monkeypatch, no_training):
     _refused(support, run, run / "m.ckpt", capsys, "cannot write to output folder", "Permission denied")
 
 
-def test_full_disk_is_refused_up_front(setup, capsys, monkeypatch, no_training):
-    support, run = setup
+def test_full_disk_is_refused_up_front(earlier_run, capsys, monkeypatch, no_training):
+    support, run = earlier_run
     real = os.statvfs
 
     def full(path):
@@ -97,9 +72,9 @@ def test_full_disk_is_refused_up_front(setup, capsys, monkeypatch, no_training):
     _refused(support, run, run / "m.ckpt", capsys, "has 0 bytes free; writing", "m.ckpt needs up to")
 
 
-def test_disk_full_while_saving_keeps_the_old_checkpoint(setup, capsys, monkeypatch):
+def test_disk_full_while_saving_keeps_the_old_checkpoint(earlier_run, capsys, monkeypatch):
     """The disk fills after training: the save fails cleanly, the earlier files and no temp files remain."""
-    support, run = setup
+    support, run = earlier_run
     from tflite_train.runtime import adapt_job
 
     real_adapt, real_fsync = adapt_job.adapt, os.fsync
@@ -121,24 +96,24 @@ def test_disk_full_while_saving_keeps_the_old_checkpoint(setup, capsys, monkeypa
     assert state["trained"]
 
 
-def test_plot_path_is_checked_before_training(setup, capsys, monkeypatch, no_training):
-    support, run = setup
+def test_plot_path_is_checked_before_training(earlier_run, capsys, monkeypatch, no_training):
+    support, run = earlier_run
     monkeypatch.setattr("tflite_train.runtime.plots.require_matplotlib", lambda: None)  # also where it is missing
     (run / "p.png").mkdir()
     _refused(support, run, run / "m.ckpt", capsys, "p.png is a directory", extra=("--plot", str(run / "p.png")))
 
 
-def test_plot_without_matplotlib_is_refused_before_training(setup, capsys, monkeypatch, no_training):
-    support, run = setup
+def test_plot_without_matplotlib_is_refused_before_training(earlier_run, capsys, monkeypatch, no_training):
+    support, run = earlier_run
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     _refused(support, run, run / "m.ckpt", capsys, "--plot needs matplotlib, which is not installed",
              extra=("--plot", str(run / "p.png")))
 
 
-def test_plot_is_written(setup, capsys):
+def test_plot_is_written(earlier_run, capsys):
     pytest.importorskip("matplotlib")  # the plot extra, not part of the Pi env
-    support, run = setup
-    assert _adapt(support, run / "m.ckpt", "--plot", str(run / "p.png")) == 0
+    support, run = earlier_run
+    assert adapt_cli(support, run / "m.ckpt", "--plot", str(run / "p.png")) == 0
     assert (run / "p.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert f"plot        {run / 'p.png'}" in capsys.readouterr().out
 
@@ -155,8 +130,8 @@ def tiny_tmpfs(tmp_path):
     subprocess.run(["umount", str(mount)], check=True)
 
 
-def test_real_small_disk_and_read_only_mount(setup, capsys, tiny_tmpfs, no_training):
-    support, run = setup
+def test_real_small_disk_and_read_only_mount(earlier_run, capsys, tiny_tmpfs, no_training):
+    support, run = earlier_run
     (tiny_tmpfs / "old.ckpt").write_bytes(b"earlier checkpoint")
     _refused(support, tiny_tmpfs, tiny_tmpfs / "old.ckpt", capsys, "bytes free; writing", "old.ckpt needs up to")
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_tmpfs)], check=True)
@@ -165,10 +140,10 @@ def test_real_small_disk_and_read_only_mount(setup, capsys, tiny_tmpfs, no_train
     assert (tiny_tmpfs / "old.ckpt").read_bytes() == b"earlier checkpoint"
 
 
-def test_out_would_overwrite_the_model(setup, tmp_path, capsys, no_training):
-    support, run = setup
+def test_out_would_overwrite_the_model(earlier_run, tmp_path, capsys, no_training):
+    support, run = earlier_run
     model = run / "model.tflite"
-    model.write_bytes(fixture_model(MODEL).read_bytes())
+    model.write_bytes(fixture_model(CLI_MODEL).read_bytes())
     before = snapshot(run)
     capsys.readouterr()
     assert run_cli(["adapt", "--model", str(model), "--support", str(support), "--out", str(model), "--quiet"]) == 2
@@ -176,7 +151,7 @@ def test_out_would_overwrite_the_model(setup, tmp_path, capsys, no_training):
     assert snapshot(run) == before
 
 
-def test_plot_would_overwrite_the_checkpoint(setup, capsys, monkeypatch, no_training):
-    support, run = setup
+def test_plot_would_overwrite_the_checkpoint(earlier_run, capsys, monkeypatch, no_training):
+    support, run = earlier_run
     monkeypatch.setattr("tflite_train.runtime.plots.require_matplotlib", lambda: None)
     _refused(support, run, run / "m.ckpt", capsys, "is also given as", extra=("--plot", str(run / "m.ckpt")))

@@ -4,12 +4,12 @@ frozen-channel check, and that a perturbed model or output fails on the installe
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 import numpy as np
 import pytest
 
+from runtime_fixtures import fixture_model
 from tflite_train.runtime.integrity import ModelIntegrityError, seal
 from tflite_train.runtime import TrainableModel, read_metadata
 from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
@@ -22,21 +22,13 @@ from tflite_train.runtime.selftest import (
     verify,
 )
 
-FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS", "build/test-models"))
 NAMES = ("tiny_adam_33", "mcunet_adam_35")
 MAX_SELFTEST_SHARE = 0.05
 
 
-def _path(name: str) -> pathlib.Path:
-    path = FIXTURE_DIR / f"{name}.tflite"
-    if not path.exists():
-        pytest.fail(f"missing test model {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` in the main env")
-    return path
-
-
 @pytest.fixture(scope="module", params=NAMES)
 def model_path(request) -> pathlib.Path:
-    return _path(request.param)
+    return fixture_model(request.param)
 
 
 def test_selftest_images_are_the_same_under_numpy_1_and_2():
