@@ -13,7 +13,8 @@ Episodes (``sample_feature_episode``): ``ways`` classes of one source; per class
 are split into support images and query images (disjoint: for emoji, the query shows a vendor
 style the support does not), then ``shots`` support rows and ``queries`` query rows are drawn from
 the views of those images (with replacement only when there are fewer rows than needed). Each
-step takes ``episodes_per_step`` = E episodes, episode e from source e mod (number of sources);
+step t takes ``episodes_per_step`` = E episodes, episode e from source (t E + e) mod (number of sources)
+(rotating, so every source is drawn equally often even when E is not a multiple of the number of sources);
 loss = (1/E) sum_e CE_e (cosine logits s (cos(f(q), c_k) + b), learnable s and b) +
 weight_decay / 2 * ||W - W_0||^2 over the trained kernels (a pull towards the ImageNet weights
 W_0; none in ``"bn"`` mode). Optimizer: Adam, learning rate warm-up then cosine (``WarmupCosine``)
@@ -288,7 +289,7 @@ def meta_train_upper(
         rng = np.random.default_rng((config.seed, step))
         parts = []
         for e in range(config.episodes_per_step):
-            sampler = samplers[e % len(samplers)]
+            sampler = samplers[(step * config.episodes_per_step + e) % len(samplers)]
             s_rows, _, q_rows, _ = sampler(rng, ways, shots, queries)
             parts.append((sampler.data.features[s_rows], sampler.data.features[q_rows]))
         stacked = [np.stack([p[k] for p in parts]).astype(np.float32) for k in range(2)]
