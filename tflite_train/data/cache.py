@@ -89,8 +89,9 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
                     lambda s, downloads: load_emoji(s, download_dir=downloads), required=False, downloads=DOWNLOADS),
         DatasetSpec("icon_themes", "source", "freedesktop icon names drawn by the Debian icon themes "
                     + ", ".join(t.spec for t in THEMES) + f" (PNG), >= {IconThemesConfig().min_themes} themes per class, "
-                    "near-duplicates of Tux Paint stamps and within a class dropped, no name sharing a word with a Tux "
-                    "Paint stamp or Fashion-MNIST class",
+                    f"near-duplicates (8x8 aHash <= {IconThemesConfig().max_hash_distance} bits and 16x16 RMS <= "
+                    f"{IconThemesConfig().max_rms:g}) of Tux Paint stamps and within a class dropped, no name sharing a "
+                    "word with a Tux Paint stamp or Fashion-MNIST class",
                     lambda s, downloads: load_icon_themes(s, download_dir=downloads), required=False,
                     downloads=DEB_DOWNLOADS),
         DatasetSpec("fashion_mnist", "target", "Debian dataset-fashion-mnist, t10k, 100 per class",

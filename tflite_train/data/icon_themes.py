@@ -105,7 +105,7 @@ class IconThemesConfig:
     min_size: int = 32
     target_size: int = 64
     max_hash_distance: int = 4
-    max_rms: float = 0.05
+    max_rms: float = 0.08
     min_std: float = 4.0
     exclude_target_words: bool = True
 
