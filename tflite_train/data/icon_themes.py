@@ -50,7 +50,7 @@ class IconTheme:
     Attributes:
       package: Debian package name.
       version: Pinned Debian version (``apt-get download package=version``).
-      licence: Licence of the artwork (from ``/usr/share/doc/<package>/copyright``).
+      licence: Licence of the artwork (the ``Files: *`` / theme stanzas of ``/usr/share/doc/<package>/copyright``).
       theme_dir: The theme's folder inside the unpacked package.
     """
 
@@ -70,12 +70,12 @@ class IconTheme:
 
 THEMES: tuple[IconTheme, ...] = (
     IconTheme("tango-icon-theme", "0.8.90-11", "public-domain", "usr/share/icons/Tango"),
-    IconTheme("gnome-icon-theme", "3.12.0-5", "GPL-2+ / GPL-3+ / CC-BY-SA-3.0 (per file group)", "usr/share/icons/gnome"),
-    IconTheme("mate-icon-theme", "1.26.0-1", "LGPL-3+ or CC-BY-SA-3.0", "usr/share/icons/mate"),
+    IconTheme("gnome-icon-theme", "3.12.0-5", "GPL-2+", "usr/share/icons/gnome"),
+    IconTheme("mate-icon-theme", "1.26.0-1", "LGPL-3+ or CC-BY-SA (version not stated)", "usr/share/icons/mate"),
     IconTheme("oxygen-icon-theme", "5:5.103.0-1", "LGPL-3+", "usr/share/icons/oxygen/base"),
-    IconTheme("elementary-xfce-icon-theme", "0.17-1", "GPL-2+ (some CC-BY-SA-2.0)", "usr/share/icons/elementary-xfce"),
+    IconTheme("elementary-xfce-icon-theme", "0.17-1", "GPL-2+ (10 drawing/emblem icons CC-BY-SA-2.0)", "usr/share/icons/elementary-xfce"),
     IconTheme("faenza-icon-theme", "1.3.1-3", "GPL-3+", "usr/share/icons/Faenza"),
-    IconTheme("lxde-icon-theme", "0.5.1-2.1", "LGPL-3+ (nuoveXT2)", "usr/share/icons/nuoveXT2"),
+    IconTheme("lxde-icon-theme", "0.5.1-2.1", "LGPL-3+", "usr/share/icons/nuoveXT2"),
 )
 """The themes read, in sample order (raster PNG themes; SVG-only themes such as Papirus and Breeze are not used)."""
 
