@@ -67,8 +67,8 @@ data: $(VENV)/.installed data-deps npm-data icon-data
 weights: data
 	nice -n 10 $(VENV)/bin/tflite-train train-weights --cache $(DATA_CACHE) --out weights --threads 2
 
-# The shipped default: EfficientNet-Lite0 @ 128 with meta-trained upper blocks (prefix features cached once in
-# build/lite0_features; about 30 min on 2 shared CPU cores), written to weights/efficientnet_lite0/ with its log.
+# The shipped default: EfficientNet-Lite0 @ 128 with meta-trained upper blocks on three sources (prefix features
+# cached once in build/lite0_features; about 12 min on 2 shared CPU cores), written to weights/efficientnet_lite0/.
 weights-lite0: data
 	bash -o pipefail -c 'nice -n 5 $(VENV)/bin/tflite-train train-weights --backbone lite0 --cache $(DATA_CACHE) \
 	  --out weights/efficientnet_lite0 --threads 2 2>&1 | tee weights/efficientnet_lite0/train.log'
