@@ -72,8 +72,8 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
     from tflite_train.data.digits import load_sklearn_digits
     from tflite_train.data.emoji import EMOJI_STYLES, PACKAGES, EmojiConfig, load_emoji
     from tflite_train.data.fashion_mnist import load_fashion_mnist
-    from tflite_train.data.icon_themes import THEMES, IconThemesConfig, load_icon_themes
     from tflite_train.data.glyphs import MULTISCRIPT_CONFIG, SCRIPTS, TARGET_CHARS, GlyphConfig, render_glyph_dataset
+    from tflite_train.data.icon_themes import THEMES, IconThemesConfig, load_icon_themes
     from tflite_train.data.image_folder import load_tuxpaint_stamps
     from tflite_train.data.tfds_source import load_tfds
 

@@ -335,11 +335,11 @@ def load_icon_themes(image_size: int, *, download_dir: str | pathlib.Path, confi
 
 def _stamp_images(root: pathlib.Path, image_size: int) -> np.ndarray:
     """Every PNG stamp under ``root`` (thumbnails included), at image_size; empty if the folder is missing."""
+    from PIL import Image, UnidentifiedImageError
+
     images = []
     if root.is_dir():
         for path in sorted(root.rglob("*.png")):
-            from PIL import Image, UnidentifiedImageError
-
             try:
                 with Image.open(path) as image:
                     images.append(to_rgb_uint8(image, image_size))
