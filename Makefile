@@ -4,7 +4,7 @@ VENV := .venv
 PI_VENV := .venv-pi
 BENCH_VENV := .venv-bench
 
-.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps npm-data data weights weights-lite0 bench bench-quick bench-peer adapt-example
+.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps npm-data icon-data data weights weights-lite0 bench bench-quick bench-peer adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -48,16 +48,27 @@ npm-data: $(VENV)/.installed data-deps
 	for spec in $$($(VENV)/bin/python -c "from tflite_train.data.emoji import PACKAGES; print(' '.join(p.spec for p in PACKAGES.values()))"); do \
 	  tgz=$$(echo $$spec | sed 's/@/-/').tgz; [ -f $(NPM_DIR)/$$tgz ] || (cd $(NPM_DIR) && npm pack --silent $$spec) || exit 1; done
 
+# The pinned Debian icon-theme packages of the icon_themes source (tflite_train/data/icon_themes.py THEMES:
+# package=version), fetched with `apt-get download` (apt checks each against the signed archive index) and
+# unpacked with `dpkg -x` into the cache's download folder (nothing is installed; read only by `data prepare`).
+DEB_DIR := $(DATA_CACHE)/downloads/deb
+icon-data: $(VENV)/.installed
+	mkdir -p $(DEB_DIR)
+	for spec in $$($(VENV)/bin/python -c "from tflite_train.data.icon_themes import THEMES; print(' '.join(t.spec for t in THEMES))"); do \
+	  pkg=$${spec%%=*}; [ -d $(DEB_DIR)/$$pkg ] && continue; \
+	  (cd $(DEB_DIR) && (apt-get download -qq $$spec 2>/dev/null || ($(SUDO) apt-get update -qq && apt-get download -qq $$spec))) || exit 1; \
+	  dpkg -x $(DEB_DIR)/$${pkg}_*.deb $(DEB_DIR)/$$pkg.tmp && mv $(DEB_DIR)/$$pkg.tmp $(DEB_DIR)/$$pkg || exit 1; done
+
 # The verified data cache (idempotent: a second run checks the checksums and does nothing).
-data: $(VENV)/.installed data-deps npm-data
+data: $(VENV)/.installed data-deps npm-data icon-data
 	$(VENV)/bin/tflite-train data prepare --out $(DATA_CACHE)
 
 # The shipped meta-trained MCUNet weights (about 20 min on 2 CPU cores), written to weights/.
 weights: data
 	nice -n 10 $(VENV)/bin/tflite-train train-weights --cache $(DATA_CACHE) --out weights --threads 2
 
-# The shipped default: EfficientNet-Lite0 @ 128 with meta-trained upper blocks (prefix features cached once in
-# build/lite0_features; about 30 min on 2 shared CPU cores), written to weights/efficientnet_lite0/ with its log.
+# The shipped default: EfficientNet-Lite0 @ 128 with meta-trained upper blocks on three sources (prefix features
+# cached once in build/lite0_features; about 12 min on 2 shared CPU cores), written to weights/efficientnet_lite0/.
 weights-lite0: data
 	bash -o pipefail -c 'nice -n 5 $(VENV)/bin/tflite-train train-weights --backbone lite0 --cache $(DATA_CACHE) \
 	  --out weights/efficientnet_lite0 --threads 2 2>&1 | tee weights/efficientnet_lite0/train.log'

@@ -20,6 +20,17 @@ def test_config_is_validated():
         dataclasses.replace(config, alphas=(0.0, 1.0))
     with pytest.raises(ValueError, match="trained must be one of"):
         Candidate("all", 10, 1e-3)
+    with pytest.raises(ValueError, match="sources must name >= 2 distinct data sets"):
+        dataclasses.replace(config, sources=("emoji", "emoji"))
+    with pytest.raises(ValueError, match="features.entries lacks fonts/train, fonts/val"):
+        dataclasses.replace(config, sources=("emoji", "fonts"))
+
+
+def test_default_holds_out_each_of_three_sources():
+    config = Lite0WeightsConfig()
+    assert config.sources == ("emoji", "glyphs_multiscript", "icon_themes")
+    entries = {(name, split) for name, split, _, _ in config.features.entries}
+    assert {(s, split) for s in config.sources for split in ("train", "val")} <= entries
 
 
 def _pct(mean):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tflite_train.meta.feature_cache import FeatureSet
-from tflite_train.meta.upper_meta_train import UpperMetaConfig, sample_feature_episode
+from tflite_train.meta.upper_meta_train import UpperMetaConfig, episode_sources, sample_feature_episode
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RTOL, ATOL = 1e-5, 1e-6
@@ -39,6 +39,17 @@ def test_support_and_query_come_from_different_images():
         assert np.array_equal(s_labels, np.repeat(np.arange(5), 5)) and np.array_equal(q_labels, s_labels)
     with pytest.raises(ValueError, match="9-way episodes need 9 classes"):
         sample_feature_episode(data, rng, 9, 5, 5)
+
+
+def test_episode_sources_rotate_so_every_source_is_drawn():
+    # E a multiple of n: e mod n at every step (the 1- and 2-source runs are unchanged)
+    assert [episode_sources(t, 2, 2) for t in range(3)] == [[0, 1]] * 3
+    assert [episode_sources(t, 2, 1) for t in range(2)] == [[0, 0]] * 2
+    # E = 2, n = 3 (the final run on three sources): by hand, each source twice in three steps
+    assert [episode_sources(t, 2, 3) for t in range(3)] == [[0, 1], [2, 0], [1, 2]]
+    assert np.bincount(np.ravel([episode_sources(t, 2, 3) for t in range(30)])).tolist() == [20, 20, 20]
+    with pytest.raises(ValueError, match="num_sources >= 1"):
+        episode_sources(0, 2, 0)
 
 
 def test_config_is_validated():

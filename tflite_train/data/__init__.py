@@ -20,6 +20,7 @@ from tflite_train.data.cache import (
 )
 from tflite_train.data.dataset import LabeledImages, SourceUnavailable
 from tflite_train.data.emoji import EmojiConfig, excluded_emoji, load_emoji
+from tflite_train.data.icon_themes import IconTheme, IconThemesConfig, average_hash, load_icon_themes, near_duplicates
 from tflite_train.data.npm_packages import NpmPackage, read_members, verify_tarball
 from tflite_train.data.episodes import Episode, EpisodeConfig, sample_episode, sample_episodes
 
@@ -31,18 +32,23 @@ __all__ = [
     "EmojiConfig",
     "Episode",
     "EpisodeConfig",
+    "IconTheme",
+    "IconThemesConfig",
     "LabeledImages",
     "NpmPackage",
     "SourceUnavailable",
     "augment",
+    "average_hash",
     "class_splits",
     "default_datasets",
     "excluded_emoji",
     "image_folder_spec",
     "load_emoji",
+    "load_icon_themes",
     "load_split",
     "prepare_cache",
     "read_manifest",
+    "near_duplicates",
     "read_members",
     "read_npz",
     "sample_episode",

@@ -34,6 +34,8 @@ DEFAULT_IMAGE_SIZE = 64
 SPLIT_SEED = 20240721
 DOWNLOADS = "downloads/npm"
 """Folder of the cache (``<cache>/downloads/npm``) where ``make data`` puts the pinned npm tarballs."""
+DEB_DOWNLOADS = "downloads/deb"
+"""Folder of the cache where ``make icon-data`` unpacks the pinned icon-theme ``.deb`` files (``dpkg -x``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +49,8 @@ class DatasetSpec:
       loader: ``loader(image_size) -> LabeledImages``; may raise ``SourceUnavailable``.
       required: If False a missing source is skipped with a log line instead of failing.
       split_fractions: (train, val) class fractions for sources; the rest is test.
-      downloads: The loader reads fetched files: it is called as ``loader(image_size, <cache>/DOWNLOADS)``.
+      downloads: Folder of the cache holding fetched files the loader reads ("" = none): the loader is then
+        called as ``loader(image_size, <cache>/<downloads>)`` (``DOWNLOADS`` or ``DEB_DOWNLOADS``).
     """
 
     name: str
@@ -56,19 +59,21 @@ class DatasetSpec:
     loader: Callable[[int], LabeledImages]
     required: bool = True
     split_fractions: tuple[float, float] = (0.7, 0.15)
-    downloads: bool = False
+    downloads: str = ""
 
 
 def default_datasets() -> tuple[DatasetSpec, ...]:
     """The project's data sets: glyph source (Latin/Greek/Cyrillic, the shipped weights' source) and the larger
     multi-script glyph source ``glyphs_multiscript`` (``glyphs.MULTISCRIPT_CONFIG``); the ``emoji`` source (several
     vendors' drawings of the same emoji, ``tflite_train.data.emoji``; needs the npm tarballs that ``make data``
-    fetches); fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets; optional: scikit-learn digits (if
+    fetches); the ``icon_themes`` source (freedesktop icon names drawn by several Debian icon themes,
+    ``tflite_train.data.icon_themes``; needs the packages that ``make icon-data`` unpacks); fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets; optional: scikit-learn digits (if
     scikit-learn is installed), TFDS omniglot (if installed and prepared)."""
     from tflite_train.data.digits import load_sklearn_digits
     from tflite_train.data.emoji import EMOJI_STYLES, PACKAGES, EmojiConfig, load_emoji
     from tflite_train.data.fashion_mnist import load_fashion_mnist
     from tflite_train.data.glyphs import MULTISCRIPT_CONFIG, SCRIPTS, TARGET_CHARS, GlyphConfig, render_glyph_dataset
+    from tflite_train.data.icon_themes import THEMES, IconThemesConfig, load_icon_themes
     from tflite_train.data.image_folder import load_tuxpaint_stamps
     from tflite_train.data.tfds_source import load_tfds
 
@@ -81,7 +86,14 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
         DatasetSpec("emoji", "source", "emoji drawn in the styles " + ", ".join(s for s, _ in EMOJI_STYLES) + " (npm "
                     + ", ".join(p.spec for p in PACKAGES.values()) + f"), >= {EmojiConfig().min_vendors} vendors per "
                     "class, no Flags/Component, no emoji sharing a name word with a Tux Paint stamp or Fashion-MNIST class",
-                    lambda s, downloads: load_emoji(s, download_dir=downloads), required=False, downloads=True),
+                    lambda s, downloads: load_emoji(s, download_dir=downloads), required=False, downloads=DOWNLOADS),
+        DatasetSpec("icon_themes", "source", "freedesktop icon names drawn by the Debian icon themes "
+                    + ", ".join(t.spec for t in THEMES) + f" (PNG), >= {IconThemesConfig().min_themes} themes per class, "
+                    f"near-duplicates (8x8 aHash <= {IconThemesConfig().max_hash_distance} bits and 16x16 RMS <= "
+                    f"{IconThemesConfig().max_rms:g}) of Tux Paint stamps and within a class dropped, no name sharing a "
+                    "word with a Tux Paint stamp or Fashion-MNIST class",
+                    lambda s, downloads: load_icon_themes(s, download_dir=downloads), required=False,
+                    downloads=DEB_DOWNLOADS),
         DatasetSpec("fashion_mnist", "target", "Debian dataset-fashion-mnist, t10k, 100 per class",
                     lambda s: load_fashion_mnist(s)),
         DatasetSpec("tuxpaint", "target", "Debian tuxpaint-stamps-default, category/subcategory folders",
@@ -240,7 +252,7 @@ def prepare_cache(
             continue
         log.info("preparing %s (%s)", spec.name, spec.origin)
         try:
-            data = spec.loader(image_size, out / DOWNLOADS) if spec.downloads else spec.loader(image_size)
+            data = spec.loader(image_size, out / spec.downloads) if spec.downloads else spec.loader(image_size)
         except SourceUnavailable as err:
             if spec.required:
                 raise ValueError(f"data set {spec.name!r} unavailable: {err}") from err
@@ -272,7 +284,8 @@ def load_split(cache_dir: str | pathlib.Path, name: str, split: str = "test") ->
     cache_dir = pathlib.Path(cache_dir)
     manifest = read_manifest(cache_dir)
     if name not in manifest["datasets"]:
-        hint = "; run `make data` (it fetches the npm tarballs) to add it" if name == "emoji" else ""
+        hint = ("; run `make data` (it fetches the npm tarballs and the icon-theme packages) to add it"
+                if name in ("emoji", "icon_themes") else "")
         raise ValueError(f"name must be one of {sorted(manifest['datasets'])}, got {name!r}{hint}")
     entry = manifest["datasets"][name]
     if split not in ("train", "val", "test", "all"):

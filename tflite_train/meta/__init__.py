@@ -18,7 +18,13 @@ from tflite_train.meta.pretrain import pretrain
 from tflite_train.meta.protonet import CosineHead, cosine_logits, prototypes, protonet_loss
 from tflite_train.meta.run_io import make_strategy
 from tflite_train.meta.schedule import WarmupCosine, warmup_cosine
-from tflite_train.meta.upper_meta_train import TRAINED_MODES, UpperMetaConfig, meta_train_upper, sample_feature_episode
+from tflite_train.meta.upper_meta_train import (
+    TRAINED_MODES,
+    UpperMetaConfig,
+    episode_sources,
+    meta_train_upper,
+    sample_feature_episode,
+)
 from tflite_train.meta.weight_interpolation import interpolate_weights
 
 __all__ = [
@@ -40,6 +46,7 @@ __all__ = [
     "cosine_logits",
     "embed",
     "episode_accuracies",
+    "episode_sources",
     "evaluate_none_policy",
     "interpolate_weights",
     "lodo_scores",

@@ -13,7 +13,8 @@ Episodes (``sample_feature_episode``): ``ways`` classes of one source; per class
 are split into support images and query images (disjoint: for emoji, the query shows a vendor
 style the support does not), then ``shots`` support rows and ``queries`` query rows are drawn from
 the views of those images (with replacement only when there are fewer rows than needed). Each
-step takes ``episodes_per_step`` = E episodes, episode e from source e mod (number of sources);
+step t takes ``episodes_per_step`` = E episodes, episode e from source (t E + e) mod (number of sources)
+(rotating, so every source is drawn equally often even when E is not a multiple of the number of sources);
 loss = (1/E) sum_e CE_e (cosine logits s (cos(f(q), c_k) + b), learnable s and b) +
 weight_decay / 2 * ||W - W_0||^2 over the trained kernels (a pull towards the ImageNet weights
 W_0; none in ``"bn"`` mode). Optimizer: Adam, learning rate warm-up then cosine (``WarmupCosine``)
@@ -216,6 +217,18 @@ def validation_accuracy(upper: keras.Model, val_sets: dict[str, FeatureSet], con
     return out
 
 
+def episode_sources(step: int, episodes_per_step: int, num_sources: int) -> list[int]:
+    """The source of each episode of step t: episode e comes from source (t E + e) mod n (module docstring).
+
+    With E a multiple of n this is e mod n at every step; otherwise the sources rotate, so over n steps
+    each source gives E episodes (E = 2, n = 3: steps 0, 1, 2 take sources [0, 1], [2, 0], [1, 2]).
+    """
+    if num_sources < 1 or episodes_per_step < 1 or step < 0:
+        raise ValueError(f"need step >= 0, episodes_per_step >= 1, num_sources >= 1; got {step}, {episodes_per_step}, "
+                         f"{num_sources}")
+    return [(step * episodes_per_step + e) % num_sources for e in range(episodes_per_step)]
+
+
 def meta_train_upper(
     upper: keras.Model,
     train_sets: list[FeatureSet],
@@ -288,7 +301,7 @@ def meta_train_upper(
         rng = np.random.default_rng((config.seed, step))
         parts = []
         for e in range(config.episodes_per_step):
-            sampler = samplers[e % len(samplers)]
+            sampler = samplers[episode_sources(step, config.episodes_per_step, len(samplers))[e]]
             s_rows, _, q_rows, _ = sampler(rng, ways, shots, queries)
             parts.append((sampler.data.features[s_rows], sampler.data.features[q_rows]))
         stacked = [np.stack([p[k] for p in parts]).astype(np.float32) for k in range(2)]
