@@ -7,7 +7,8 @@ LiteRT's Python API has no op profiler, so the step is taken apart two ways, in 
    added one at a time from the top down. Each row's increment is that layer's update (weight
    gradient + optimizer step, in its IF) plus the input gradients between it and the layer above
    (the runtime picks the shallowest depth-specific train signature that reaches the layers).
-   ``--before`` times a second export the same way, side by side (e.g. one written by older code).
+   ``--before`` times a second export the same way, side by side (e.g. the same config exported by
+   older code: ``git archive <commit> | tar -x -C <dir>`` and ``ensure_export`` with that ``PYTHONPATH``).
 2. **Parts at the layers' real shapes** (single-op models built with TensorFlow from the
    converter's own op code, EfficientNet-Lite0@128: 1x1 192->1152 and 320->1280 at 4x4, 5x5
    depthwise of 1152 channels at 4x4): the update split into weight gradient, optimizer step and
@@ -18,7 +19,7 @@ One command (main env: TensorFlow builds the single-op models, ai-edge-litert ti
 
     PYTHONPATH=$PWD .venv/bin/python -m bench.train_step_profile \\
         --model build/peer/models/efficientnet_lite0_128_sparse_k6.tflite \\
-        --before build/prof/before/efficientnet_lite0_128_sparse_k6.tflite \\
+        --before build/prof/before_main/efficientnet_lite0_128_sparse_k6.tflite \\
         --out bench/results/TRAIN_STEP_PROFILE.md
 
 The selection and inputs are the Lite0 peer bench's (``bench/results/PEER_ORT_lite0.json``,
@@ -131,11 +132,15 @@ def build_parts(out: pathlib.Path) -> None:
             m = tf.Module()
             m.w = tf.Variable(k0)
 
-            @tf.function(input_signature=[tf.TensorSpec([None, s, s, cout], tf.float32)])
-            def grad(g, m=m, variant=variant, s=s, k0=k0):
-                kernel = tf.constant(k0) if variant == "ig_fc_const" else m.w
-                return {"gx": conv.conv2d_input_grad(g, kernel, (s, s), (s, s), (1, 1), (1, 1), "same",
-                                                     kernel_is_variable=(variant == "ig_bmm_t_var"))}
+            def input_grad_fn(m, variant, s, k0):
+                @tf.function(input_signature=[tf.TensorSpec([None, s, s, k0.shape[-1]], tf.float32)])
+                def grad(g):
+                    kernel = tf.constant(k0) if variant == "ig_fc_const" else m.w
+                    return {"gx": conv.conv2d_input_grad(g, kernel, (s, s), (s, s), (1, 1), (1, 1), "same",
+                                                         kernel_is_variable=(variant == "ig_bmm_t_var"))}
+                return grad
+
+            grad = input_grad_fn(m, variant, s, k0)
 
             @tf.function(input_signature=[tf.TensorSpec([1, 1, cin, cout], tf.float32)])
             def set_w(w, m=m):
@@ -261,9 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     selection = json.loads(args.peer_json.read_text())["selection"]
     inputs = dict(np.load(args.inputs))
-    exports = {"now": decompose(args.model, selection, inputs, args.repeats, args.rounds)}
+    exports = {}
     if args.before is not None:
-        exports = {"before": decompose(args.before, selection, inputs, args.repeats, args.rounds), **exports}
+        exports["before"] = decompose(args.before, selection, inputs, args.repeats, args.rounds)
+    exports["now"] = decompose(args.model, selection, inputs, args.repeats, args.rounds)
     parts = time_parts(args.parts_dir, args.repeats, args.rounds)
     argv_text = " ".join(argv) if argv is not None else " ".join(os.sys.argv[1:])
     result = {"command": f"python -m bench.train_step_profile {argv_text}".strip(), "rounds": args.rounds,
