@@ -10,7 +10,7 @@ project's input normalisation and cosine head:
   at stride 2 on even inputs);
 * DepthwiseConv2D (multiplier 1): Conv with group = C, W[c, 0, kh, kw] = K[kh, kw, c, 0];
 * ReLU6 = Clip(0, 6); Add = Add; global average pooling = GlobalAveragePool + Flatten -> ``embeddings``;
-* head (``converters.trainable_module`` ``_head`` for the K valid classes):
+* head (``converters.cosine_head`` ``head_logits`` for the K valid classes):
   logits_c = s cos(e, p_c) = s <e r, p_c / |p_c|>, r = (|e|^2 + eps)^-1/2 -> ``logits`` f32[N, K];
   the prototypes are constants (not trained, as in the project's ``train_step``).
 

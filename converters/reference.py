@@ -7,7 +7,7 @@
 * ``train_step``: TF autodiff of the mean loss w.r.t. the candidate kernels and biases, then a
   masked, bias-corrected Adam (or SGD with momentum) on the selected output channels in numpy.
 * ``infer`` after the train steps (``AFTER_STEPS``): the module's forward on the updated variables
-  (the copy-on-write variable path of the changed layers, ``converters.trainable_module``).
+  (the copy-on-write variable path of the changed layers, ``converters.copy_on_write``).
 
 The vectors are saved beside each fixture (``<fixture>.parity.npz``) so that the same comparison
 runs on tflite-runtime in the Pi environment, which has no TensorFlow.

@@ -1,7 +1,7 @@
 """Merges structurally identical control-flow subgraphs of an exported TFLite flatbuffer.
 
 The TF converter emits a separate pair of ``IF`` branch subgraphs for every signature that traces a
-candidate layer's copy-on-write forward (``converters.trainable_module``), so the same branch is stored
+candidate layer's copy-on-write forward (``converters.copy_on_write``), so the same branch is stored
 once per signature. Two subgraphs are identical when they compute the same thing on the same data:
 
 * the same input and output tensor index lists;

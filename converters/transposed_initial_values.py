@@ -1,7 +1,7 @@
 """Stores each candidate kernel once: a variable's initial value is derived from the forward's constant.
 
 A candidate layer's forward reads its exported weights as constants until the layer is first changed
-(copy-on-write, ``converters.trainable_module``), stored in the forward op's filter layout
+(copy-on-write, ``converters.copy_on_write``), stored in the forward op's filter layout
 (``converters.ops.dispatch.forward_filter_layout``): CONV_2D [C_out, kh, kw, C_in], FULLY_CONNECTED
 [D_out, D_in]. The variable holds the Keras layout ([kh, kw, C_in, C_out], [D_in, D_out]) and its
 initial value (written by the initialiser subgraph and ``reset_state``) is another constant with the

@@ -109,13 +109,17 @@ def backward(node: Node, xs: list, z, y, g_y, in_shapes: list[tuple[int, ...]]) 
     raise ValueError(f"node {node.name!r} ({node.keras_class or node.op}) has no on-device gradient")
 
 
-def weighted_input_grad(node: Node, g_z, kernel, in_shape: tuple[int, ...]):
-    """g_x of a weighted node from g_z."""
+def weighted_input_grad(node: Node, g_z, kernel, in_shape: tuple[int, ...], kernel_is_variable: bool = False):
+    """g_x of a weighted node from g_z; ``kernel_is_variable``: the kernel is read from a variable
+    (a wide 1x1 conv then takes ``conv.pointwise_input_grad_transposed``)."""
     a = node.attrs
     if node.op == "dense":
         return conv.dense_input_grad(g_z, kernel)
-    fn = conv.depthwise_input_grad if node.op == "depthwise" else conv.conv2d_input_grad
-    return fn(g_z, kernel, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"])
+    if node.op == "depthwise":
+        return conv.depthwise_input_grad(g_z, kernel, in_shape[:2], node.shape[:2], a["kernel"], a["strides"],
+                                         a["padding"])
+    return conv.conv2d_input_grad(g_z, kernel, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"],
+                                  kernel_is_variable=kernel_is_variable)
 
 
 def weighted_weight_grad(node: Node, x, g_z, in_shape: tuple[int, ...]):

@@ -3,7 +3,7 @@ and outputs do not change.
 
 Golden by hand: a model built field by field (which subgraphs merge, the indices after renumbering).
 Converted: a module whose two signatures each run the same copy-on-write ``tf.cond`` twice (the layout of
-``converters.trainable_module``), converted with TF's converter, then rewritten; its outputs before and
+``converters.copy_on_write``), converted with TF's converter, then rewritten; its outputs before and
 after are compared bit for bit on ai-edge-litert with the batch size alternating between signatures.
 Exported: the fixtures are at the pass's fixed point and pass the runtime's flatbuffer verifier.
 """

@@ -2,7 +2,7 @@
 forward op's constant filter is initialised from that constant (one stored copy), with its exact values.
 
 A one-conv and a one-dense module (Keras-layout variables, forward on the same numbers as constants,
-the copy-on-write layout of ``converters.trainable_module``) are converted with TF's converter, then
+the copy-on-write layout of ``converters.copy_on_write``) are converted with TF's converter, then
 rewritten; the golden is the numpy value the variable was created from (bit-exact: TRANSPOSE copies).
 """
 

@@ -1,4 +1,4 @@
-"""Copy-on-write forward of the candidate layers (``converters.trainable_module``): a layer runs on its
+"""Copy-on-write forward of the candidate layers (``converters.copy_on_write``): a layer runs on its
 exported constants until a train step (or ``set_state`` with other weights) changes it, then on its
 variables; ``reset_state`` and ``set_state`` with the exported weights switch it back.
 

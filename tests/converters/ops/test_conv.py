@@ -80,3 +80,19 @@ def test_dense_gradients(rng, shape):
 ])
 def test_pad_amounts_by_hand(size, kernel, stride, padding, expected):
     assert conv.pad_amounts(size, kernel, stride, padding) == expected
+
+
+@pytest.mark.parametrize("h,w,cin", [(2, 2, 6), (3, 2, 6), (4, 4, 16)])
+def test_pointwise_input_grad_of_a_variable_kernel(rng, h, w, cin):
+    """A wide 1x1 kernel read from a variable takes the transposed BATCH_MATMUL form (C_in >= H W);
+    batch 3 so that the rows of several samples are ordered right."""
+    x = rng.normal(size=(3, h, w, cin)).astype(np.float32)
+    kernel = rng.normal(size=(1, 1, cin, 7)).astype(np.float32)
+    bias = rng.normal(size=7).astype(np.float32)
+    g = rng.normal(size=(3, h, w, 7)).astype(np.float32)
+    gx_ref = autodiff(lambda a: conv.conv2d_forward(a, kernel, bias, (1, 1), "same"), [x], g)[0]
+    var = tf.Variable(kernel)
+    gx = conv.conv2d_input_grad(tf.constant(g), var, (h, w), (h, w), (1, 1), (1, 1), "same", kernel_is_variable=True)
+    assert gx.shape == x.shape
+    assert rel(gx, gx_ref) < 1e-5
+    assert rel(conv.pointwise_input_grad_transposed(tf.constant(g), var, (h, w)), gx_ref) < 1e-5

@@ -1,0 +1,96 @@
+"""Forward pass of the trainable module, with copy-on-write weights for the candidate layers.
+
+A candidate layer's weights are constants in its forward (the delegate's fast path: XNNPACK packs a
+static filter once and runs the conv on it; a filter read from a variable leaves the delegate and is
+re-laid-out by the builtin kernel at every call) until the layer is first changed. A per-layer flag
+variable ``<layer>_dirty`` (shape [1], not part of the contract's state: derived from it) selects,
+in one flat IF per layer, the constant path (0) or the variable path (1): a train step that updates
+the layer sets it, ``reset_state`` clears it, ``set_state`` sets it iff the written kernel or bias
+differs from the exported one. The constants hold the initial values in the forward op's own
+layout; the file stores them once, and the variable's initial value (init and ``reset_state``) is
+derived from them at run time (``converters.transposed_initial_values``). The variable path of a
+1x1 stride-1 conv is one BATCH_MATMUL on the kernel as stored (no per-call transpose of the
+filter). Measured (single-op models, 1 thread, batch 1, ``bench/results/VARIABLE_WEIGHT_FORWARD.md``):
+the IF adds a few us per layer and the constant path runs at the speed of a frozen layer
+(EfficientNet-Lite0@128 TinyTrain export, ai-edge-litert: ``infer`` 2.1x faster). The cost is
+memory: XNNPACK packs the constants of every signature's forward separately (peak RSS of an
+``infer`` process on that export 150 -> 234 MiB on ai-edge-litert; tflite-runtime's explicit
+delegate shares one weights cache, ``tflite_train.runtime.xnnpack``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from converters.graph.ir import Node
+from converters.ops import dispatch
+from tflite_train import contract as C
+
+__all__ = ["DIRTY_SUFFIX", "CopyOnWriteForward"]
+
+DIRTY_SUFFIX = "_dirty"
+"""Name suffix of a candidate layer's copy-on-write flag variable (module docstring; not contract state)."""
+
+
+class CopyOnWriteForward:
+    """The forward pass, mixed into ``converters.trainable_module.TrainableModule``.
+
+    Reads the module's ``graph``, ``_frozen`` (frozen layer -> constant (kernel, bias)), ``_vars``
+    (state variables by name), ``_exported`` (candidate -> exported (kernel, bias)) and ``_dirty``
+    (candidate -> flag variable).
+    """
+
+    def _params(self, name: str):
+        if name in self._frozen:
+            return self._frozen[name]
+        return self._vars[name + C.KERNEL_SUFFIX], self._vars[name + C.BIAS_SUFFIX]
+
+    def _is_dirty(self, name: str):
+        return self._dirty[name][0] > 0.5
+
+    def _pre_activation(self, node: Node, x, from_variables: bool):
+        """z of a weighted node: frozen constants, or a candidate's copy-on-write IF (module docstring)."""
+        name = node.name
+        if name in self._frozen:
+            return dispatch.weighted_pre_activation(node, x, *self._frozen[name])
+
+        def variable_path():
+            return dispatch.weighted_pre_activation(node, x, *self._params(name), weights_are_variables=True)
+
+        if from_variables:
+            return variable_path()
+        kernel, bias = self._exported[name]
+        return tf.cond(self._is_dirty(name), variable_path,
+                       lambda: dispatch.weighted_pre_activation(node, x, tf.constant(kernel), tf.constant(bias)))
+
+    def _exported_differs(self, name: str, kernel, bias):
+        """True when (kernel, bias) differ from the exported weights; the comparison is made in the
+        forward op's filter layout (``dispatch.forward_filter_layout``), so its constant is the one the
+        constant forward path stores (one copy in the file)."""
+        exported_kernel, exported_bias = self._exported[name]
+        node = self.graph.by_name[name]
+        ref = dispatch.forward_filter_layout(node, tf.constant(exported_kernel))
+        return tf.logical_or(tf.reduce_any(tf.not_equal(dispatch.forward_filter_layout(node, kernel), ref)),
+                             tf.reduce_any(tf.not_equal(bias, tf.constant(exported_bias))))
+
+    def _forward(self, images, from_variables: bool = False):
+        """(embedding [N, D], {node: (inputs, z, y)}).
+
+        ``from_variables``: candidate layers read their variables unconditionally (TF's own gradient
+        with respect to them, ``converters.reference``); otherwise the copy-on-write IF decides."""
+        spec = self.graph.input_spec
+        mean = tf.constant(np.array(spec.mean, np.float32))
+        inv_std = tf.constant(1.0 / np.array(spec.std, np.float32))
+        values = {self.graph.nodes[0].name: (images - mean) * inv_std}
+        saved = {}
+        for node in self.graph.nodes[1:]:
+            xs = [values[i] for i in node.inputs]
+            if node.is_weighted:
+                z = self._pre_activation(node, xs[0], from_variables)
+                y = dispatch.weighted_activation(node, z)
+            else:
+                z, y = dispatch.forward(node, xs)
+            values[node.name] = y
+            saved[node.name] = (xs, z, y)
+        return values[self.graph.output], saved
