@@ -15,6 +15,13 @@ LiteRT's Python API has no op profiler, so the step is taken apart two ways, in 
    channel merge, each formulation the exporter used before beside the one it uses now, and the
    input gradient of a 1x1 conv on a variable kernel beside a constant one.
 
+``--decompose-only`` times part 1 alone, on whatever interpreter the environment has: in the Pi env
+(tflite-runtime 2.14, no TensorFlow) it profiles the step on 2.14 with its explicit XNNPACK delegate,
+as the peer bench runs it::
+
+    PYTHONPATH=$PWD .venv-pi/bin/python -m bench.train_step_profile --decompose-only \\
+        --out bench/results/TRAIN_STEP_PROFILE_tflite_runtime.md
+
 One command (main env: TensorFlow builds the single-op models, ai-edge-litert times them)::
 
     PYTHONPATH=$PWD .venv/bin/python -m bench.train_step_profile \\
@@ -179,8 +186,9 @@ def time_parts(models: pathlib.Path, repeats: int, rounds: int) -> dict[str, flo
     return out
 
 
-def decompose(model_path: pathlib.Path, selection: dict, inputs: dict, repeats: int, rounds: int) -> list[dict]:
-    """Rows (label, signature, ms) of ``infer``, the empty step and the cumulative selections, top down."""
+def decompose(model_path: pathlib.Path, selection: dict, inputs: dict, repeats: int, rounds: int) -> tuple[str, list[dict]]:
+    """The interpreter's module name, and rows (label, signature, ms) of ``infer``, the empty step and the
+    cumulative selections, top down."""
     from tflite_train.runtime import TrainableModel
 
     model = TrainableModel(str(model_path), num_threads=1, xnnpack=True)
@@ -202,12 +210,14 @@ def decompose(model_path: pathlib.Path, selection: dict, inputs: dict, repeats: 
         rows.append({"part": f"+ {order[k - 1]}" if k else "train_step, nothing selected",
                      "signature": model.train_signature(), "ms": ms})
         print(f"{rows[-1]['part']:34s} {ms:7.2f} ms", flush=True)
-    return rows
+    return model.runtime, rows
 
 
 def render(result: dict) -> str:
     """The Markdown report."""
-    lines = ["# Train-step profile: EfficientNet-Lite0@128 TinyTrain step on ai-edge-litert", "",
+    runtime = result.get("runtime", "ai_edge_litert")
+    on = "ai-edge-litert" if runtime.startswith("ai_edge_litert") else f"`{runtime}` with its explicit XNNPACK delegate"
+    lines = [f"# Train-step profile: EfficientNet-Lite0@128 TinyTrain step on {on}", "",
              f"Command: `{result['command']}`", "",
              f"Machine: load average {result['load'][0]:.2f} (start) / {result['load'][1]:.2f} (end), 2 cores shared "
              "with other jobs; batch 1, one thread, pinned to CPU 0; medians, lowest of "
@@ -230,6 +240,8 @@ def render(result: dict) -> str:
                       else ""]
         lines.append("| " + " | ".join(cells) + " |")
     parts = result["parts"]
+    if parts is None:
+        return "\n".join([*lines, ""])
     lines += ["", "## 2. Parts at the layers' real shapes (single-op models, µs)", "",
               "Update of one layer (x, g_z given; kernel, bias and both Adam slots are variables; 1/4 of the "
               "channels selected):", "",
@@ -256,23 +268,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cpu", type=int, default=0)
+    parser.add_argument("--decompose-only", action="store_true",
+                        help="part 1 only, on this environment's interpreter (no TensorFlow needed: the Pi env)")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "bench/results/TRAIN_STEP_PROFILE.md")
     args = parser.parse_args(argv)
     for path, flag in ((args.model, "--model"), (args.peer_json, "--peer-json"), (args.inputs, "--inputs")):
         if not path.is_file():
             parser.error(f"{flag}: {path} does not exist (run bench.peer_ort for efficientnet_lite0 first)")
-    build_parts(args.parts_dir)
+    if not args.decompose_only:
+        build_parts(args.parts_dir)
     os.sched_setaffinity(0, {args.cpu})
     load_start = os.getloadavg()[0]
     selection = json.loads(args.peer_json.read_text())["selection"]
     inputs = dict(np.load(args.inputs))
     exports = {}
     if args.before is not None:
-        exports["before"] = decompose(args.before, selection, inputs, args.repeats, args.rounds)
-    exports["now"] = decompose(args.model, selection, inputs, args.repeats, args.rounds)
-    parts = time_parts(args.parts_dir, args.repeats, args.rounds)
+        _, exports["before"] = decompose(args.before, selection, inputs, args.repeats, args.rounds)
+    runtime, exports["now"] = decompose(args.model, selection, inputs, args.repeats, args.rounds)
+    parts = None if args.decompose_only else time_parts(args.parts_dir, args.repeats, args.rounds)
     argv_text = " ".join(argv) if argv is not None else " ".join(os.sys.argv[1:])
-    result = {"command": f"python -m bench.train_step_profile {argv_text}".strip(), "rounds": args.rounds,
+    result = {"command": f"python -m bench.train_step_profile {argv_text}".strip(), "runtime": runtime,
+              "rounds": args.rounds,
               "load": (load_start, os.getloadavg()[0]), "exports": exports, "parts": parts}
     args.out.write_text(render(result))
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
