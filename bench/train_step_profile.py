@@ -19,7 +19,7 @@ LiteRT's Python API has no op profiler, so the step is taken apart two ways, in 
 (tflite-runtime 2.14, no TensorFlow) it profiles the step on 2.14 with its explicit XNNPACK delegate,
 as the peer bench runs it::
 
-    PYTHONPATH=$PWD .venv-pi/bin/python -m bench.train_step_profile --decompose-only \
+    PYTHONPATH=$PWD .venv-pi/bin/python -m bench.train_step_profile --decompose-only \\
         --out bench/results/TRAIN_STEP_PROFILE_tflite_runtime.md
 
 One command (main env: TensorFlow builds the single-op models, ai-edge-litert times them)::
