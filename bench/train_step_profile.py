@@ -41,7 +41,6 @@ import json
 import os
 import pathlib
 import statistics
-import tempfile
 import time
 
 import numpy as np
@@ -66,14 +65,9 @@ INPUT_GRAD_VARIANTS = {
 
 
 def _convert(module, fns) -> bytes:
-    import tensorflow as tf
+    from converters.export import convert_saved_module  # TensorFlow: imported only when building part 2
 
-    with tempfile.TemporaryDirectory() as tmp:
-        tf.saved_model.save(module, tmp, signatures={k: f.get_concrete_function() for k, f in fns.items()})
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
-        converter.experimental_enable_resource_variables = True
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        return converter.convert()
+    return convert_saved_module(module, {k: f.get_concrete_function() for k, f in fns.items()})
 
 
 def build_parts(out: pathlib.Path) -> None:

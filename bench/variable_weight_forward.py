@@ -25,7 +25,6 @@ import argparse
 import glob
 import os
 import pathlib
-import tempfile
 import time
 
 import numpy as np
@@ -46,13 +45,10 @@ def build(out: pathlib.Path) -> None:
     rng = np.random.default_rng(0)
     out.mkdir(parents=True, exist_ok=True)
 
+    from converters.export import convert_saved_module
+
     def convert(module, fns) -> bytes:
-        with tempfile.TemporaryDirectory() as tmp:
-            tf.saved_model.save(module, tmp, signatures={k: f.get_concrete_function() for k, f in fns.items()})
-            converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
-            converter.experimental_enable_resource_variables = True
-            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-            return converter.convert()
+        return convert_saved_module(module, {k: f.get_concrete_function() for k, f in fns.items()})
 
     def emit(name, module, forward, spec):
         def setter(v):
