@@ -45,6 +45,8 @@ import time
 
 import numpy as np
 
+from tflite_train import contract as C
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 B1, B2, EPS = 0.9, 0.999, 1e-8
 POINTWISE = {"exp4": (4, 192, 1152), "final4": (4, 320, 1280), "proj4": (4, 1152, 192)}
@@ -191,7 +193,7 @@ def decompose(model_path: pathlib.Path, selection: dict, inputs: dict, repeats: 
 
     def prepare(chosen: dict) -> None:
         model.reset_state()
-        model.set_head(inputs["prototypes"])
+        model.set_head(inputs[C.PROTOTYPES])
         model.set_selection({n: np.asarray(c) for n, c in chosen.items()})
 
     prepare({})
