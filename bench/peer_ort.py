@@ -36,14 +36,13 @@ import importlib.util
 import json
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
-import time
 import types
 
 import numpy as np
 
+from bench.call_timing import median_seconds
 from bench.peer_report import ENGINES, WORKLOADS, render
 from bench.worker_process import peak_rss_kib, worker_command
 from tflite_train import contract as C
@@ -74,19 +73,6 @@ def _pin(cpu: int | None) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def _timed(fn, repeats: int, max_seconds: float) -> tuple[float, int]:
-    """(median seconds, calls) of ``fn`` after 3 warm-up calls; stops early after ``max_seconds``."""
-    for _ in range(3):
-        fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < repeats and (time.perf_counter() - start < max_seconds or len(times) < 10):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), len(times)
-
-
 def _ort_worker(spec: dict) -> dict:
     import onnxruntime as ort
 
@@ -112,7 +98,7 @@ def _ort_worker(spec: dict) -> dict:
             module(images, labels)
             optimizer.step()
             module.lazy_reset_grad()
-    seconds, calls = _timed(fn, spec["repeats"], spec["max_seconds"])
+    seconds, calls = median_seconds(fn, spec["repeats"], spec["max_seconds"])
     return {"runtime": f"onnxruntime {ort.__version__}", "seconds": seconds, "calls": calls}
 
 
@@ -133,7 +119,7 @@ def _tflite_worker(spec: dict) -> dict:
 
         def fn():
             model.train_step(images, labels)
-    seconds, calls = _timed(fn, spec["repeats"], spec["max_seconds"])
+    seconds, calls = median_seconds(fn, spec["repeats"], spec["max_seconds"])
     return {"runtime": model.runtime, "seconds": seconds, "calls": calls, "signature": model.train_signature()}
 
 

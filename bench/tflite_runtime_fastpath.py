@@ -46,13 +46,12 @@ import argparse
 import json
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
+from bench.call_timing import median_seconds
 from bench.worker_process import worker_command
 from tflite_train import contract as C
 
@@ -60,18 +59,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 RUNS = (("ai-edge-litert (default XNNPACK)", "main", True),
         ("tflite-runtime 2.14, builtin kernels", "pi", False),
         ("tflite-runtime 2.14, explicit XNNPACK", "pi", True))
-
-
-def _timed_ms(fn, repeats: int, max_seconds: float) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < repeats and (time.perf_counter() - start < max_seconds or len(times) < 10):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1e3 * statistics.median(times)
 
 
 def worker(spec: dict) -> dict:
@@ -90,9 +77,9 @@ def worker(spec: dict) -> dict:
     model.set_head(np.random.default_rng(1).normal(size=(5, model.feature_dim)))
     model.set_selection({n: np.asarray(c) for n, c in spec["selection"].items()})
     return {"runtime": model.runtime, "explicit_xnnpack": model.explicit_xnnpack, "selftest_passed": passed,
-            "infer": _timed_ms(lambda: model.infer(x), spec["repeats"], spec["max_seconds"]),
-            C.TRAIN_STEP: _timed_ms(lambda: model.train_step(x, np.zeros(1, np.int64)), spec["repeats"],
-                                    spec["max_seconds"])}
+            "infer": 1e3 * median_seconds(lambda: model.infer(x), spec["repeats"], spec["max_seconds"])[0],
+            C.TRAIN_STEP: 1e3 * median_seconds(lambda: model.train_step(x, np.zeros(1, np.int64)), spec["repeats"],
+                                               spec["max_seconds"])[0]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,11 +40,10 @@ import argparse
 import json
 import os
 import pathlib
-import statistics
-import time
 
 import numpy as np
 
+from bench.call_timing import median_seconds
 from tflite_train import contract as C
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -155,17 +154,7 @@ def build_parts(out: pathlib.Path) -> None:
 
 def _median_us(fn, repeats: int, rounds: int) -> float:
     """Lowest over ``rounds`` of the median µs of up to ``repeats`` calls (1.5 s per round at most)."""
-    best = float("inf")
-    for _ in range(rounds):
-        for _ in range(5):
-            fn()
-        times, end = [], time.perf_counter() + 1.5
-        while time.perf_counter() < end and len(times) < repeats:
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        best = min(best, statistics.median(times) * 1e6)
-    return best
+    return min(median_seconds(fn, repeats, 1.5, warm_up=5, min_calls=1)[0] for _ in range(rounds)) * 1e6
 
 
 def time_parts(models: pathlib.Path, repeats: int, rounds: int) -> dict[str, float]:

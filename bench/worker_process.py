@@ -9,15 +9,15 @@ import pathlib
 import resource
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-WORKER_BOOTSTRAP = ("import runpy, sys, types; pkg = types.ModuleType('bench'); pkg.__path__ = [sys.argv.pop(1)]; "
-                    "sys.modules['bench'] = pkg; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
-"""Runs a ``bench`` module as ``__main__`` without the package ``__init__`` (which imports the accuracy
-bench and scipy, absent from the Pi env): a namespace stub with the package's path stands in for it."""
+WORKER_BOOTSTRAP = ("import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); "
+                    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+"""Runs a ``bench`` module as ``__main__`` with this checkout first on the path, whatever the working
+directory (the ``bench`` package imports its heavy modules lazily, so this works in the Pi env too)."""
 
 
 def worker_command(python: str | pathlib.Path, module: str, *args: str) -> list[str]:
     """The argv that runs ``python -m <module> <args>`` with ``WORKER_BOOTSTRAP`` (works in the Pi env)."""
-    return [str(python), "-c", WORKER_BOOTSTRAP, str(ROOT / "bench"), module, *args]
+    return [str(python), "-c", WORKER_BOOTSTRAP, str(ROOT), module, *args]
 
 
 def peak_rss_kib() -> int:
