@@ -44,7 +44,8 @@ def test_alternating_batch_sizes_match_a_fresh_interpreter(name, xnnpack):
     rng = np.random.default_rng(0)
     classes = 3
     model.set_head(rng.standard_normal((classes, model.feature_dim)).astype(np.float32))
-    model.set_selection({n: np.arange(0, model.candidate_channels[n], 4) for n in model.candidates})
+    selection = {n: np.arange(0, model.candidate_channels[n], 4) for n in model.candidates}
+    model.set_selection(selection)
     low, high = model.metadata[C.F_INPUT][C.F_RANGE]
     for kind, batch in SEQUENCE:
         images = rng.uniform(low, high, (batch,) + model.input_shape).astype(np.float32)
@@ -52,7 +53,7 @@ def test_alternating_batch_sizes_match_a_fresh_interpreter(name, xnnpack):
         state = model.get_state()
         fresh = TrainableModel(path, xnnpack=xnnpack)
         fresh.set_state(state)
-        fresh.set_selection({n: np.arange(0, model.candidate_channels[n], 4) for n in model.candidates})
+        fresh.set_selection(selection)
         expected = _call(fresh, kind, images, labels)
         got = _call(model, kind, images, labels)
         assert {k: np.shape(v) for k, v in got.items()} == {k: np.shape(v) for k, v in expected.items()}, \

@@ -77,6 +77,7 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
     from tflite_train.data.image_folder import load_tuxpaint_stamps
     from tflite_train.data.tfds_source import load_tfds
 
+    icons = IconThemesConfig()
     return (
         DatasetSpec("glyphs", "source", "Latin/Greek/Cyrillic letters + digits rendered from Debian font packages",
                     lambda s: render_glyph_dataset(GlyphConfig(), s)),
@@ -88,9 +89,9 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
                     "class, no Flags/Component, no emoji sharing a name word with a Tux Paint stamp or Fashion-MNIST class",
                     lambda s, downloads: load_emoji(s, download_dir=downloads), required=False, downloads=DOWNLOADS),
         DatasetSpec("icon_themes", "source", "freedesktop icon names drawn by the Debian icon themes "
-                    + ", ".join(t.spec for t in THEMES) + f" (PNG), >= {IconThemesConfig().min_themes} themes per class, "
-                    f"near-duplicates (8x8 aHash <= {IconThemesConfig().max_hash_distance} bits and 16x16 RMS <= "
-                    f"{IconThemesConfig().max_rms:g}) of Tux Paint stamps and within a class dropped, no name sharing a "
+                    + ", ".join(t.spec for t in THEMES) + f" (PNG), >= {icons.min_themes} themes per class, "
+                    f"near-duplicates (8x8 aHash <= {icons.max_hash_distance} bits and 16x16 RMS <= "
+                    f"{icons.max_rms:g}) of Tux Paint stamps and within a class dropped, no name sharing a "
                     "word with a Tux Paint stamp or Fashion-MNIST class",
                     lambda s, downloads: load_icon_themes(s, download_dir=downloads), required=False,
                     downloads=DEB_DOWNLOADS),
@@ -284,8 +285,9 @@ def load_split(cache_dir: str | pathlib.Path, name: str, split: str = "test") ->
     cache_dir = pathlib.Path(cache_dir)
     manifest = read_manifest(cache_dir)
     if name not in manifest["datasets"]:
+        fetched = {spec.name for spec in default_datasets() if spec.downloads}
         hint = ("; run `make data` (it fetches the npm tarballs and the icon-theme packages) to add it"
-                if name in ("emoji", "icon_themes") else "")
+                if name in fetched else "")
         raise ValueError(f"name must be one of {sorted(manifest['datasets'])}, got {name!r}{hint}")
     entry = manifest["datasets"][name]
     if split not in ("train", "val", "test", "all"):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import logging
 import pathlib
 import re
@@ -120,6 +121,11 @@ class IconThemesConfig:
             raise ValueError(f"need 0 < min_size <= target_size; got {self.min_size}, {self.target_size}")
 
 
+def _grey(images: np.ndarray) -> np.ndarray:
+    """ITU-R 601 luma 0.299 R + 0.587 G + 0.114 B of RGB images (..., 3), float64."""
+    return np.asarray(images, dtype=np.float64) @ np.array([0.299, 0.587, 0.114])
+
+
 def average_hash(images: np.ndarray) -> np.ndarray:
     """8x8 average hashes of uint8 RGB images (N, H, W, 3), H and W multiples of 8 -> bool (N, 64).
 
@@ -128,7 +134,7 @@ def average_hash(images: np.ndarray) -> np.ndarray:
     images = np.asarray(images)
     if images.ndim != 4 or images.shape[-1] != 3 or images.shape[1] % 8 or images.shape[2] % 8:
         raise ValueError(f"images must be (N, H, W, 3) with H, W multiples of 8; got {images.shape}")
-    grey = images.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    grey = _grey(images)
     n, h, w = grey.shape
     cells = grey.reshape(n, 8, h // 8, 8, w // 8).mean(axis=(2, 4)).reshape(n, 64)
     return cells > cells.mean(axis=1, keepdims=True)
@@ -171,7 +177,7 @@ def near_duplicates(images: np.ndarray, reference: np.ndarray, max_hash_distance
 
 def is_blank(images: np.ndarray, min_std: float) -> np.ndarray:
     """bool (N,): the grey image's standard deviation is below ``min_std`` (of 255): nothing drawn on the white."""
-    grey = np.asarray(images, dtype=np.float64) @ np.array([0.299, 0.587, 0.114])
+    grey = _grey(images)
     return grey.reshape(len(grey), -1).std(axis=1) < min_std
 
 
@@ -213,11 +219,12 @@ def candidate_classes(per_theme: dict[str, dict[str, pathlib.Path]], min_themes:
     return out
 
 
-def _read_png(path: pathlib.Path, size: int) -> np.ndarray | None:
+def _read_png(path: pathlib.Path, data: bytes, size: int) -> np.ndarray | None:
+    """The PNG ``data`` (the bytes of ``path``) as RGB uint8 (size, size, 3); None if not a square PNG."""
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(data)) as image:
             if image.format != "PNG" or image.size[0] != image.size[1] or image.size[0] > MAX_PNG_SIDE:
                 return None
             return to_rgb_uint8(image, size)
@@ -303,18 +310,20 @@ def load_icon_themes(image_size: int, *, download_dir: str | pathlib.Path, confi
         per_theme[theme.name] = scan_theme(root, config.min_size, config.target_size)
     candidates = candidate_classes(per_theme, config.min_themes)
     words = target_words(stamps_root) if config.exclude_target_words else frozenset()
-    by_word = [c for c in candidates if name_words(c[0].replace("-", " ")) & words]
-    candidates = [c for c in candidates if not (name_words(c[0].replace("-", " ")) & words)]
+    shares_word = [bool(name_words(name.replace("-", " ")) & words) for name, _ in candidates]
+    excluded_by_word = sum(shares_word)
+    candidates = [c for c, shared in zip(candidates, shares_word) if not shared]
     if reference_images is None:
         reference_images = _stamp_images(stamps_root, image_size)
     images, digests = [], []
     for _, drawings in candidates:
         imgs, dg = [], []
         for path in drawings.values():
-            image = _read_png(path, image_size)
+            data = path.read_bytes()
+            image = _read_png(path, data, image_size)
             if image is not None:
                 imgs.append(image)
-                dg.append(hashlib.sha256(path.read_bytes()).hexdigest())
+                dg.append(hashlib.sha256(data).hexdigest())
         images.append(imgs)
         digests.append(dg)
     kept, counts = select_drawings(images, digests, reference_images, config)
@@ -327,7 +336,7 @@ def load_icon_themes(image_size: int, *, download_dir: str | pathlib.Path, confi
         names.append(name)
     if len(names) < 2:
         raise SourceUnavailable(f"only {len(names)} icon names are drawn by >= {config.min_themes} themes", DEB_HINT)
-    stats = {"excluded_by_target_word": len(by_word), **counts}
+    stats = {"excluded_by_target_word": excluded_by_word, **counts}
     log.info("icon themes: %d classes, %d images (%s)", len(names), len(out_images),
              ", ".join(f"{k} {v}" for k, v in stats.items()))
     return LabeledImages(images=np.stack(out_images), labels=np.asarray(labels, np.int32), class_names=tuple(names))

@@ -300,8 +300,8 @@ def meta_train_upper(
     def step_tensors(step: int):
         rng = np.random.default_rng((config.seed, step))
         parts = []
-        for e in range(config.episodes_per_step):
-            sampler = samplers[episode_sources(step, config.episodes_per_step, len(samplers))[e]]
+        for source in episode_sources(step, config.episodes_per_step, len(samplers)):
+            sampler = samplers[source]
             s_rows, _, q_rows, _ = sampler(rng, ways, shots, queries)
             parts.append((sampler.data.features[s_rows], sampler.data.features[q_rows]))
         stacked = [np.stack([p[k] for p in parts]).astype(np.float32) for k in range(2)]
