@@ -34,6 +34,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from converters.cosine_head import loss_and_embedding_grad
+from converters.frozen_prefix import CacheCut
 from converters.graph.ir import Node
 from converters.ops import dispatch
 from converters.ops.activations import activation_backward
@@ -54,21 +55,23 @@ class BackwardPass:
     def _selected(self, name: str):
         return tf.reduce_max(self._vars[name + C.MASK_SUFFIX]) > 0.5
 
-    def _backward(self, images, labels, mode: str, cut: int | None = None):
+    def _backward(self, images, labels, mode: str, cut: int | None = None, start: CacheCut | None = None):
         """The backward walk. mode "fisher": returns (loss, accuracy, {layer: Delta}); "train": updates.
 
         ``cut`` (train only): table index of the lowest layer of a depth-specific variant (input
         gradients unconditional, valid only when no layer below ``cut`` is selected); None = the
         general ``train_step`` (down to the lowest candidate, input gradients gated).
+        ``start`` (with ``cut = start.index``): ``images`` is the cached activation at that cut's
+        frontier (``converters.frozen_prefix``); the walk is the same, over nodes the suffix holds.
         """
-        emb, saved = self._forward(images)
+        emb, saved = self._forward(images, start=start)
         loss, accuracy, g_emb = loss_and_embedding_grad(self.config, emb, self._vars[C.PROTOTYPES],
                                                         self._vars[C.NUM_CLASSES], labels,
                                                         per_sample=(mode == "fisher"))
         region = self._regions[self.candidates[0] if cut is None else cut]
         grads = {self.graph.output: g_emb}
         fisher = {}
-        n = tf.cast(tf.shape(images)[0], tf.float32)
+        n = tf.cast(tf.shape(labels)[0], tf.float32)
         for node in reversed(self.graph.nodes[1:]):
             if node.name not in region or node.name not in grads:
                 continue

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from converters.frozen_prefix import CacheCut
 from converters.graph.ir import Node
 from converters.ops import dispatch
 from tflite_train import contract as C
@@ -74,17 +75,26 @@ class CopyOnWriteForward:
         return tf.logical_or(tf.reduce_any(tf.not_equal(dispatch.forward_filter_layout(node, kernel), ref)),
                              tf.reduce_any(tf.not_equal(bias, tf.constant(exported_bias))))
 
-    def _forward(self, images, from_variables: bool = False):
+    def _forward(self, images, from_variables: bool = False, start: CacheCut | None = None, stop: str | None = None):
         """(embedding [N, D], {node: (inputs, z, y)}).
 
         ``from_variables``: candidate layers read their variables unconditionally (TF's own gradient
-        with respect to them, ``converters.reference``); otherwise the copy-on-write IF decides."""
-        spec = self.graph.input_spec
-        mean = tf.constant(np.array(spec.mean, np.float32))
-        inv_std = tf.constant(1.0 / np.array(spec.std, np.float32))
-        values = {self.graph.nodes[0].name: (images - mean) * inv_std}
+        with respect to them, ``converters.reference``); otherwise the copy-on-write IF decides.
+        ``start``: ``images`` is the activation at that cut's frontier, and only the suffix nodes run
+        (``converters.frozen_prefix``). ``stop``: return that node's value instead of the embedding,
+        running only the nodes it reads."""
+        if start is not None:
+            values = {start.frontier: images}
+            nodes = [n for n in self.graph.nodes[1:] if n.name in start.suffix]
+        else:
+            spec = self.graph.input_spec
+            mean = tf.constant(np.array(spec.mean, np.float32))
+            inv_std = tf.constant(1.0 / np.array(spec.std, np.float32))
+            values = {self.graph.nodes[0].name: (images - mean) * inv_std}
+            needed = self.graph.ancestors(stop) if stop is not None else None
+            nodes = [n for n in self.graph.nodes[1:] if needed is None or n.name in needed]
         saved = {}
-        for node in self.graph.nodes[1:]:
+        for node in nodes:
             xs = [values[i] for i in node.inputs]
             if node.is_weighted:
                 z = self._pre_activation(node, xs[0], from_variables)
@@ -93,4 +103,4 @@ class CopyOnWriteForward:
                 z, y = dispatch.forward(node, xs)
             values[node.name] = y
             saved[node.name] = (xs, z, y)
-        return values[self.graph.output], saved
+        return values[self.graph.output if stop is None else stop], saved

@@ -49,6 +49,10 @@ class ExportConfig:
       selftest_batch: Number of images in the embedded self-test.
       train_variants: Number of depth-specific ``train_step_<layer>`` signatures, cut at the first
         layer of each of the last ``train_variants`` candidate blocks (0: only ``train_step``).
+      cache_signatures: Add the frozen-prefix cache signatures (``features_<layer>``,
+        ``train_step_from_<layer>``, ``infer_from_<layer>``) for the lowest candidate and every
+        depth-specific cut whose frontier is one tensor (``converters.frozen_prefix``); False writes
+        a file without them (as older exports), which the runtime adapts with full steps.
     """
 
     backbone: str = "tiny"
@@ -73,6 +77,7 @@ class ExportConfig:
     keras_model: str | None = None
     selftest_batch: int = 3
     train_variants: int = 4
+    cache_signatures: bool = True
 
     def __post_init__(self) -> None:
         size = self.input_size
@@ -104,6 +109,8 @@ class ExportConfig:
             raise ValueError(f"candidates must be a string; got {self.candidates!r}")
         if not isinstance(self.train_variants, int) or self.train_variants < 0:
             raise ValueError(f"train_variants must be an int >= 0; got {self.train_variants!r}")
+        if not isinstance(self.cache_signatures, bool):
+            raise ValueError(f"cache_signatures must be a bool; got {self.cache_signatures!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive; got {self.learning_rate!r}")
 

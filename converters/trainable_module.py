@@ -25,6 +25,7 @@ from converters.backward_pass import BackwardPass
 from converters.copy_on_write import DIRTY_SUFFIX, CopyOnWriteForward
 from converters.cosine_head import head_logits
 from converters.export_config import ExportConfig
+from converters.frozen_prefix import CacheCut, cache_cut
 from converters.graph.ir import Graph
 from converters.graph.region import gradient_region
 from tflite_train import contract as C
@@ -103,6 +104,9 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         self._add_var(C.LEARNING_RATE, np.array(config.learning_rate, np.float32))
         self.names = state_names(self.candidate_names, config.optimizer)
         self.train_cuts = train_cuts(table, self.candidates, config.train_variants)
+        cuts = (self.candidates[0], *self.train_cuts)
+        self.cache_cuts: tuple[CacheCut, ...] = tuple(
+            c for c in (cache_cut(graph, table, i) for i in cuts) if c is not None) if config.cache_signatures else ()
         self._regions = {cut: gradient_region(graph, [l.name for l in table.layers[cut:] if l.name in self.candidate_names])
                          for cut in (self.candidates[0], *self.train_cuts)}
         # Candidates upstream of each node's first input: its input gradient is needed iff one is selected.
@@ -216,7 +220,31 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
                 return {C.LOSS: loss, C.ACCURACY: accuracy}
             return train_step_cut
 
+        def cached(cut: CacheCut) -> dict:
+            activations = tf.TensorSpec([None, *cut.shape], tf.float32, name=C.ACTIVATIONS)
+
+            @tf.function(input_signature=[images])
+            def features(images):
+                value, _ = self._forward(images, stop=cut.frontier)
+                return {C.ACTIVATIONS: value}
+
+            @tf.function(input_signature=[activations, labels])
+            def train_step_from(activations, labels):
+                self._vars[C.STEP].assign_add([1.0])
+                loss, accuracy, _ = self._backward(activations, labels, "train", cut=cut.index, start=cut)
+                return {C.LOSS: loss, C.ACCURACY: accuracy}
+
+            @tf.function(input_signature=[activations])
+            def infer_from(activations):
+                emb, _ = self._forward(activations, start=cut)
+                logits, _ = self._head(emb)
+                return {C.EMBEDDINGS: emb, C.LOGITS: logits}
+
+            return {C.features_name(cut.layer): features, C.train_from_name(cut.layer): train_step_from,
+                    C.infer_from_name(cut.layer): infer_from}
+
         self.train_variants = {train_variant_name(self.table, cut): variant(cut) for cut in self.train_cuts}
+        self.cache_functions = {name: fn for cut in self.cache_cuts for name, fn in cached(cut).items()}
         self.infer, self.fisher, self.train_step = infer, fisher, train_step
         self.set_head, self.set_selection, self.set_hparams = set_head, set_selection, set_hparams
         self.get_state, self.set_state, self.reset_state = get_state, set_state, reset_state
@@ -227,4 +255,5 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
             name: getattr(self, name).get_concrete_function()
             for name in C.SIGNATURE_NAMES
         }
-        return {**out, **{name: fn.get_concrete_function() for name, fn in self.train_variants.items()}}
+        extra = {**self.train_variants, **self.cache_functions}
+        return {**out, **{name: fn.get_concrete_function() for name, fn in extra.items()}}

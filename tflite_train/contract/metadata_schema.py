@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from tflite_train.contract.signatures import (CANDIDATE_OUTPUTS, LEARNING_RATE, OPTIMIZER_SLOTS, SIGNATURES,
-                                              STATE_TENSORS, TRAIN_STEP)
+from tflite_train.contract.signatures import (CACHED_SIGNATURES, CANDIDATE_OUTPUTS, LEARNING_RATE, OPTIMIZER_SLOTS,
+                                              SIGNATURES, STATE_TENSORS, TRAIN_STEP, features_name, infer_from_name,
+                                              train_from_name)
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "METADATA_NAME", "SELFTEST_NAME", "CHECKSUM_NAME", "HEAD_TYPE",
@@ -21,6 +22,7 @@ __all__ = [
     "F_INDEX", "F_OUT_CHANNELS", "F_CANDIDATE", "F_PARAMS", "F_FORWARD_MACS", "F_IN_ACTIVATION",
     "F_OUT_ACTIVATION", "F_BLOCK", "F_ROLE", "F_KERNEL", "F_STRIDE", "F_IN_CHANNELS", "F_GROUPS", "F_IN_HW",
     "F_OUT_HW", "F_ACTIVATION", "F_INPUTS", "F_OUTPUTS", "F_SIGNATURE", "F_LOWEST_LAYER", "F_LOWEST_INDEX", "F_ENTRY",
+    "F_CACHED_CUTS", "F_SHAPE", "F_FEATURES_SIGNATURE", "F_TRAIN_SIGNATURE", "F_INFER_SIGNATURE", "F_SUFFIX_FORWARD_MACS",
     "LAYER_KEYS", "MetadataField", "METADATA_FIELDS", "REQUIRED_FIELDS", "signature_io",
 ]
 
@@ -50,6 +52,7 @@ F_CANDIDATES = "candidates"
 F_STATE = "state"
 F_SIGNATURES = "signatures"
 F_TRAIN_VARIANTS = "train_variants"
+F_CACHED_CUTS = "cached_cuts"
 F_SELFTEST = "selftest"
 F_CONFIG = "config"
 # nested keys
@@ -62,6 +65,8 @@ F_PARAMS, F_FORWARD_MACS, F_IN_ACTIVATION, F_OUT_ACTIVATION = "params", "forward
 F_INPUTS, F_OUTPUTS = "inputs", "outputs"
 F_SIGNATURE, F_LOWEST_LAYER, F_LOWEST_INDEX = "signature", "lowest_layer", "lowest_index"
 F_ENTRY = "entry"
+F_SHAPE, F_SUFFIX_FORWARD_MACS = "shape", "suffix_forward_macs"
+F_FEATURES_SIGNATURE, F_TRAIN_SIGNATURE, F_INFER_SIGNATURE = "features_signature", "train_signature", "infer_signature"
 # keys of one ``layers`` entry besides F_INDEX, F_NAME, F_OUT_CHANNELS, F_CANDIDATE, F_PARAMS, F_FORWARD_MACS, F_*_ACTIVATION
 F_BLOCK, F_ROLE, F_KERNEL, F_STRIDE, F_IN_CHANNELS, F_GROUPS = "block", "role", "kernel", "stride", "in_channels", "groups"
 F_IN_HW, F_OUT_HW, F_ACTIVATION = "in_hw", "out_hw", "activation"
@@ -111,6 +116,10 @@ METADATA_FIELDS: tuple[MetadataField, ...] = (
     MetadataField(F_SIGNATURES, "object", "signature name -> {inputs: [names], outputs: [names]}"),
     MetadataField(F_TRAIN_VARIANTS, "[object]", "depth-specific train steps: {signature, lowest_layer, lowest_index}",
                   False),
+    MetadataField(F_CACHED_CUTS, "[object]", f"frozen-prefix cache, one entry per cut, ascending: {{{F_LOWEST_LAYER}, "
+                  f"{F_LOWEST_INDEX}, {F_SHAPE} (the activation without the batch), {F_FEATURES_SIGNATURE}, "
+                  f"{F_TRAIN_SIGNATURE}, {F_INFER_SIGNATURE}, {F_SUFFIX_FORWARD_MACS} (forward MACs per image above "
+                  "the cut)}; absent in older files (the runtime then trains on full steps)", False),
     MetadataField(F_SELFTEST, "object", f'{{"{F_ENTRY}": "{SELFTEST_NAME}", "format": ...}}', False),
     MetadataField(F_CONFIG, "object", "the resolved export configuration (informative)", False),
 )
@@ -118,9 +127,11 @@ REQUIRED_FIELDS: tuple[str, ...] = tuple(f.path for f in METADATA_FIELDS if f.re
 
 
 
-def signature_io(candidates: Sequence[str], state: Sequence[str],
-                 variants: Sequence[str] = ()) -> dict[str, dict[str, list[str]]]:
-    """The metadata ``signatures`` field: signature -> {inputs, outputs} names, placeholders expanded."""
+def signature_io(candidates: Sequence[str], state: Sequence[str], variants: Sequence[str] = (),
+                 cached_cuts: Sequence[str] = ()) -> dict[str, dict[str, list[str]]]:
+    """The metadata ``signatures`` field: signature -> {inputs, outputs} names, placeholders expanded;
+    ``variants`` are the depth-specific train steps, ``cached_cuts`` the lowest layers of the cuts with
+    frozen-prefix cache signatures (:data:`CACHED_SIGNATURES`)."""
     def names(specs):
         out = []
         for spec in specs:
@@ -131,4 +142,7 @@ def signature_io(candidates: Sequence[str], state: Sequence[str],
     io = {s.name: {F_INPUTS: names(s.inputs), F_OUTPUTS: names(s.outputs)} for s in SIGNATURES}
     for name in variants:
         io[name] = {F_INPUTS: list(io[TRAIN_STEP][F_INPUTS]), F_OUTPUTS: list(io[TRAIN_STEP][F_OUTPUTS])}
+    for layer in cached_cuts:
+        for spec, name in zip(CACHED_SIGNATURES, (features_name(layer), train_from_name(layer), infer_from_name(layer))):
+            io[name] = {F_INPUTS: names(spec.inputs), F_OUTPUTS: names(spec.outputs)}
     return io

@@ -24,7 +24,8 @@ __all__ = [
     "LEARNING_RATE", "DUMMY", "EMBEDDINGS", "LOGITS", "LOSS", "ACCURACY", "OK", "STEP", "KERNEL_SUFFIX",
     "BIAS_SUFFIX", "MASK_SUFFIX", "OPTIMIZER_SLOTS", "GLOBAL_STATE", "CANDIDATE_OUTPUTS", "STATE_TENSORS",
     "TensorSpec", "SignatureSpec", "SIGNATURES", "SIGNATURE_NAMES", "SPECS", "optimizer_slots", "state_names",
-    "layer_state", "train_variant_name",
+    "layer_state", "train_variant_name", "FEATURES_PREFIX", "TRAIN_FROM_PREFIX", "INFER_FROM_PREFIX", "ACTIVATIONS",
+    "CACHED_SIGNATURES", "features_name", "train_from_name", "infer_from_name",
 ]
 
 INFER = "infer"
@@ -38,6 +39,13 @@ SET_STATE = "set_state"
 RESET_STATE = "reset_state"
 TRAIN_VARIANT_PREFIX = "train_step_"
 """Depth-specific train steps are named ``train_step_<lowest layer>`` (metadata ``train_variants``)."""
+FEATURES_PREFIX = "features_"
+"""Frozen-prefix signatures ``features_<layer>``: images -> the activation that layer's cut starts from
+(metadata ``cached_cuts``)."""
+TRAIN_FROM_PREFIX = "train_step_from_"
+"""``train_step_from_<layer>``: the train step of ``train_step_<layer>``, started from a cached activation."""
+INFER_FROM_PREFIX = "infer_from_"
+"""``infer_from_<layer>``: ``infer`` started from a cached activation."""
 
 # ------------------------------------------------------------ tensor names
 IMAGES = "images"
@@ -48,6 +56,8 @@ CHANNEL_MASK = "channel_mask"
 LEARNING_RATE = "learning_rate"
 DUMMY = "dummy"
 """Scalar int32 input of the signatures that need no argument (value ignored; module docstring)."""
+ACTIVATIONS = "activations"
+"""The activation at a cut (``features_<layer>`` output, ``*_from_<layer>`` input), shape [N, *cached_cuts.shape]."""
 EMBEDDINGS = "embeddings"
 LOGITS = "logits"
 LOSS = "loss"
@@ -131,6 +141,22 @@ SIGNATURES: tuple[SignatureSpec, ...] = (
 """Every signature of the contract, in export order. The depth-specific train steps
 (``train_step_<layer>``, metadata ``train_variants``) have the inputs and outputs of ``train_step``."""
 
+_ACTIVATIONS = TensorSpec(ACTIVATIONS, "float32", ("N", "A..."))
+CACHED_SIGNATURES: tuple[SignatureSpec, ...] = (
+    SignatureSpec(FEATURES_PREFIX + "<layer>", (_IMAGES,), (_ACTIVATIONS,), (_WEIGHTS,), (),
+                  "The forward pass below the cut at <layer>: the activation every layer from <layer> up reads "
+                  "(computed once per support image and cached by the runtime)."),
+    SignatureSpec(TRAIN_FROM_PREFIX + "<layer>", (_ACTIVATIONS, _LABELS), _TRAIN_OUT,
+                  (_WEIGHTS, "optimizer slots", "masks", PROTOTYPES, NUM_CLASSES, STEP, LEARNING_RATE),
+                  (STEP, "selected channels of the candidate kernels, biases and optimizer slots"),
+                  "train_step_<layer> from the cached activation: the same loss, accuracy and update; valid only "
+                  "when no layer below <layer> is selected."),
+    SignatureSpec(INFER_FROM_PREFIX + "<layer>", (_ACTIVATIONS,), SIGNATURES[0].outputs,
+                  (_WEIGHTS, PROTOTYPES, NUM_CLASSES), (), "infer from the cached activation."),
+)
+"""The frozen-prefix cache signatures of one cut (metadata ``cached_cuts``); ``<layer>`` is the cut's lowest
+layer and ``A...`` the activation's shape without the batch (the entry's ``shape``)."""
+
 SIGNATURE_NAMES: tuple[str, ...] = tuple(s.name for s in SIGNATURES)
 SPECS: Mapping[str, SignatureSpec] = {s.name: s for s in SIGNATURES}
 
@@ -163,3 +189,18 @@ def layer_state(layer: str, optimizer: str) -> list[str]:
 def train_variant_name(layer: str) -> str:
     """Signature name of the depth-specific train step whose backward stops at ``layer``."""
     return TRAIN_VARIANT_PREFIX + layer
+
+
+def features_name(layer: str) -> str:
+    """Signature name of the frozen prefix below the cut at ``layer``."""
+    return FEATURES_PREFIX + layer
+
+
+def train_from_name(layer: str) -> str:
+    """Signature name of the train step from the cached activation at ``layer``'s cut."""
+    return TRAIN_FROM_PREFIX + layer
+
+
+def infer_from_name(layer: str) -> str:
+    """Signature name of ``infer`` from the cached activation at ``layer``'s cut."""
+    return INFER_FROM_PREFIX + layer

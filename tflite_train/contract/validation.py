@@ -7,14 +7,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from tflite_train.contract.errors import ContractError
-from tflite_train.contract.metadata_schema import (F_CANDIDATES, F_CHANNELS, F_CLASS_CAPACITY, F_DTYPE, F_FEATURE_DIM,
+from tflite_train.contract.metadata_schema import (F_CACHED_CUTS, F_CANDIDATES, F_CHANNELS, F_CLASS_CAPACITY, F_DTYPE, F_FEATURE_DIM,
                                                    F_FORMAT, F_FORMAT_VERSION, F_HEIGHT, F_INPUT, F_INPUTS, F_LAYERS,
                                                    F_NAME, F_OPTIMIZER, F_OUT_CHANNELS, F_OUTPUTS, F_SIGNATURE,
                                                    F_SIGNATURES, F_TRAIN_VARIANTS, F_WIDTH, FORMAT, FORMAT_VERSION,
-                                                   REQUIRED_FIELDS)
-from tflite_train.contract.signatures import (CANDIDATE_OUTPUTS, CHANNEL_MASK, FISHER, GET_STATE, IMAGES, INFER,
-                                              PROTOTYPES, SET_HEAD, SET_SELECTION, SIGNATURE_NAMES, SPECS,
-                                              STATE_TENSORS, TRAIN_STEP, layer_state)
+                                                   REQUIRED_FIELDS, F_FEATURES_SIGNATURE, F_INDEX, F_INFER_SIGNATURE,
+                                                   F_LOWEST_INDEX, F_LOWEST_LAYER, F_SHAPE, F_TRAIN_SIGNATURE)
+from tflite_train.contract.signatures import (ACTIVATIONS, CACHED_SIGNATURES, CANDIDATE_OUTPUTS, CHANNEL_MASK,
+                                              FISHER, GET_STATE, IMAGES, INFER, PROTOTYPES, SET_HEAD, SET_SELECTION,
+                                              SIGNATURE_NAMES, SPECS, STATE_TENSORS, TRAIN_STEP, features_name,
+                                              infer_from_name, layer_state, train_from_name)
 
 __all__ = ["check_format", "validate_graph"]
 
@@ -60,7 +62,9 @@ def validate_graph(metadata: Mapping[str, Any], graph: Mapping[str, Mapping[str,
     outputs; ``class_capacity`` = rows of ``set_head``'s prototypes input; ``feature_dim`` = its
     columns; ``input`` height/width/channels/dtype = ``infer``'s images input; every candidate layer
     has its state variables (``get_state`` outputs) and a ``fisher`` output of ``out_channels``
-    entries; the ``set_selection`` mask length = the candidates' channels.
+    entries; the ``set_selection`` mask length = the candidates' channels; every ``cached_cuts`` entry
+    names a layer of the table and its three signatures by the contract's names, and their
+    ``activations`` tensors have the entry's shape.
 
     Raises:
       ContractError: one line naming the field, the metadata value and the graph value.
@@ -133,3 +137,37 @@ def _validate_graph(metadata: Mapping[str, Any], graph: Mapping[str, Mapping[str
     mask_shape, _ = graph[SET_SELECTION][F_INPUTS][CHANNEL_MASK]
     if total != int(mask_shape[0]):
         raise _mismatch(f"{F_CANDIDATES} (sum of out_channels)", total, int(mask_shape[0]))
+    _validate_cached_cuts(metadata, graph)
+
+
+def _validate_cached_cuts(metadata: Mapping[str, Any], graph: Mapping[str, Mapping[str, Mapping[str, tuple]]]) -> None:
+    """The frozen-prefix cache entries (metadata ``cached_cuts``) against the layer table and the graph."""
+    indices = {layer[F_NAME]: int(layer[F_INDEX]) for layer in metadata[F_LAYERS]}
+    declared = metadata[F_SIGNATURES]
+    for entry in metadata.get(F_CACHED_CUTS, []):
+        layer = entry[F_LOWEST_LAYER]
+        if indices.get(layer) != int(entry[F_LOWEST_INDEX]):
+            raise ContractError(f"metadata field {F_CACHED_CUTS!r}: layer {layer!r} at index {entry[F_LOWEST_INDEX]!r} "
+                                f"is not in {F_LAYERS!r} (index {indices.get(layer)!r})")
+        shape = tuple(int(d) for d in entry[F_SHAPE])
+        if not shape or min(shape) < 1:
+            raise ContractError(f"metadata field {F_CACHED_CUTS}[{layer!r}].{F_SHAPE} must be positive sizes; got {shape}")
+        expected = (features_name(layer), train_from_name(layer), infer_from_name(layer))
+        for key, name, spec in zip((F_FEATURES_SIGNATURE, F_TRAIN_SIGNATURE, F_INFER_SIGNATURE), expected,
+                                   CACHED_SIGNATURES):
+            if entry[key] != name:
+                raise ContractError(f"metadata field {F_CACHED_CUTS}[{layer!r}].{key} is {entry[key]!r}; expected {name!r}")
+            if name not in declared or name not in graph:
+                raise _mismatch(f"{F_SIGNATURES}.{name}", "present", "no such signature")
+            for kind, tensors in ((F_INPUTS, spec.inputs), (F_OUTPUTS, spec.outputs)):
+                if sorted(declared[name][kind]) != sorted(graph[name][kind]):
+                    raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}", sorted(declared[name][kind]),
+                                    sorted(graph[name][kind]))
+                for tensor in tensors:
+                    if tensor.name not in graph[name][kind]:
+                        raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}", f"a tensor {tensor.name!r}", "none")
+                    got_shape, dtype = graph[name][kind][tensor.name]
+                    if str(dtype) != tensor.dtype:
+                        raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}.{tensor.name}", tensor.dtype, str(dtype))
+                    if tensor.name == ACTIVATIONS and tuple(int(d) for d in got_shape[1:]) != shape:
+                        raise _mismatch(f"{F_CACHED_CUTS}[{layer!r}].{F_SHAPE}", list(shape), list(got_shape[1:]))

@@ -11,8 +11,8 @@ instead of the exported hand-written backward, and repeats every step of ``adapt
    exported ``fisher`` signature: Delta_o = 1/(2N) sum_n (sum_{h,w} a_nhwo g_nhwo)^2 with a the
    layer's output activation and g = dL_n/da the per-sample cross-entropy gradient;
 3. selection with the same ``tflite_train.sparse.select`` and the same ``SelectionConfig``;
-4. ``iterations`` steps on the same pseudo-queries (``pseudo_query_batches`` then one numpy
-   augmentation per step, from one ``numpy.random.Generator(seed)``), each step
+4. ``iterations`` steps on the same pseudo-queries (``draw_views`` then ``pseudo_query_batches``, from
+   one ``numpy.random.Generator(seed)``; ``tflite_train.runtime.pseudo_queries``), each step
    g = dL/dW of the mean cross-entropy (prototypes frozen), then the optimizer on the selected
    output channels only (unselected weights and slots unchanged):
    Adam (Kingma & Ba 2015, Alg. 1):  m <- b1 m + (1-b1) g,  v <- b2 v + (1-b2) g^2,
@@ -39,7 +39,8 @@ from tflite_train import contract as C
 from tflite_train.models import Backbone
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.adapt_config import AdaptConfig
-from tflite_train.runtime.trainer import fisher_subset, pseudo_query_batches
+from tflite_train.runtime.pseudo_queries import draw_views, pseudo_query_batches
+from tflite_train.runtime.trainer import fisher_subset
 from tflite_train.sparse.policies import select
 from tflite_train.sparse.selection import Selection
 
@@ -220,10 +221,11 @@ class AdaptationSimulator:
             slots[(name, p)] = [np.zeros(shape, np.float32), np.zeros(shape, np.float32)]
         protos_t = tf.constant(protos)
         rng = np.random.default_rng(config.seed)
-        batches = pseudo_query_batches(rng, images.shape[0], config.batch_size, steps)
+        views = draw_views(rng, images, config.augment_views, augment, augment_config)
+        view_labels = np.tile(labels, config.augment_views)
+        batches = pseudo_query_batches(rng, images.shape[0], config.batch_size, steps, config.augment_views)
         for t, batch in enumerate(batches, start=1):
-            queries = np.asarray(augment(images[batch], rng, augment_config), np.float32)
-            loss, accuracy, grads = self._step_fn(self._normalise(queries), tf.constant(labels[batch]), protos_t)
+            loss, accuracy, grads = self._step_fn(self._normalise(views[batch]), tf.constant(view_labels[batch]), protos_t)
             losses.append(float(loss))
             accuracies.append(float(accuracy))
             for (name, p), grad in zip(order, grads):

@@ -1,6 +1,6 @@
 """On-device runtime helpers (numpy + a TFLite interpreter; never TensorFlow)."""
 
-from tflite_train.runtime.interpreter import TrainableModel, load_interpreter_class
+from tflite_train.runtime.interpreter import CachedCut, TrainableModel, load_interpreter_class
 from tflite_train.runtime.metadata import (
     OperatorCode,
     read_metadata,
@@ -43,13 +43,16 @@ from tflite_train.runtime.trainer import (
     class_prototypes,
     embed,
     fisher_subset,
-    pseudo_query_batches,
     support_fisher,
 )
+from tflite_train.runtime.pseudo_queries import draw_views, pseudo_query_batches
+from tflite_train.runtime.activation_cache import CachePlan, plan_cache
 
 __all__ = [
     "AdaptConfig",
     "AdaptResult",
+    "CachePlan",
+    "CachedCut",
     "CHECKPOINT_FORMAT_VERSION",
     "Checkpoint",
     "CheckpointError",
@@ -74,6 +77,7 @@ __all__ = [
     "class_logits",
     "class_prototypes",
     "decode_image",
+    "draw_views",
     "embed",
     "evaluate",
     "fisher_subset",
@@ -81,6 +85,7 @@ __all__ = [
     "format_predictions",
     "input_range",
     "layer_table",
+    "plan_cache",
     "load_checkpoint",
     "load_image_folder",
     "load_images",

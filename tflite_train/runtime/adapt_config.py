@@ -43,6 +43,12 @@ class AdaptConfig:
         MCUNet@64: 32 -> 1.26x, 4 -> 1.16x the inference-only peak RSS).
       fisher_samples: None = Fisher over the whole support set; k = over a class-balanced subset of
         k support images (``fisher_subset``), which bounds the Fisher time for large support sets.
+      augment_views: V, augmented views of each support image drawn once before the first step; pass p
+        over the support set reads view p mod V (``tflite_train.runtime.pseudo_queries``).
+      cache: Train from the frozen-prefix cache when the model has it and it fits
+        (``tflite_train.runtime.activation_cache``); False: full steps.
+      cache_memory_bytes: The cache's limit in bytes; None = the bytes of the V * N augmented views as
+        float32 images (the cache then never takes more memory than what full steps read).
     """
 
     policy: str = "tinytrain"
@@ -64,6 +70,9 @@ class AdaptConfig:
     chunk_size: int = 32
     fisher_chunk_size: int = 4
     fisher_samples: int | None = None
+    augment_views: int = 4
+    cache: bool = True
+    cache_memory_bytes: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", canonical_policy_name(self.policy))
@@ -73,8 +82,17 @@ class AdaptConfig:
         if self.epochs is not None and (isinstance(self.epochs, bool) or not isinstance(self.epochs, int)
                                         or self.epochs < 1):
             raise ValueError(f"epochs must be None or an int >= 1; got {self.epochs!r}")
-        for name in ("iterations", "batch_size", "chunk_size", "fisher_chunk_size", "seed"):
+        if not isinstance(self.cache, bool):
+            raise ValueError(f"cache must be a bool; got {self.cache!r}")
+        if self.cache_memory_bytes is not None and (
+            isinstance(self.cache_memory_bytes, bool) or not isinstance(self.cache_memory_bytes, (int, float))
+            or math.isnan(self.cache_memory_bytes) or self.cache_memory_bytes < 0
+        ):
+            raise ValueError(f"cache_memory_bytes must be None or a number >= 0; got {self.cache_memory_bytes!r}")
+        for name in ("iterations", "batch_size", "chunk_size", "fisher_chunk_size", "seed", "augment_views"):
             value, low = getattr(self, name), 0 if name in ("iterations", "seed") else 1
+            if name == "augment_views" and isinstance(value, int) and not isinstance(value, bool) and value > 10_000:
+                raise ValueError(f"augment_views must be at most 10000; got {value!r}")
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}; got {value!r}")
         if self.learning_rate is not None and (
@@ -113,6 +131,8 @@ class AdaptConfig:
         """JSON-ready resolved config (inf memory written as None)."""
         out = dataclasses.asdict(self)
         out["memory_bytes"] = None if math.isinf(self.memory_bytes) else self.memory_bytes
+        if self.cache_memory_bytes is not None and math.isinf(self.cache_memory_bytes):
+            out["cache_memory_bytes"] = "inf"
         out["sparse_update_layers"] = None if self.sparse_update_layers is None else list(self.sparse_update_layers)
         out["augment"] = _augment_config_dict(self.augment)
         return out

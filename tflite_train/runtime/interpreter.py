@@ -14,6 +14,7 @@ matches the builtin kernels and passes the self-test.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -49,6 +50,33 @@ def load_interpreter_class(preferred: str | None = None) -> tuple[type, str]:
             continue
         return module.Interpreter, name
     raise ImportError(f"no TFLite interpreter found; tried {names}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CachedCut:
+    """One frozen-prefix cut of a model (metadata ``cached_cuts``; ``converters.frozen_prefix``).
+
+    Attributes:
+      layer: The cut's lowest layer L: a step from the cache updates layers from L upward only.
+      index: L's table index.
+      shape: The cached activation's shape without the batch.
+      features, train_step, infer: Signature names: images -> activation; (activation, labels) -> one
+        optimizer step; activation -> embeddings and logits.
+      suffix_forward_macs: Forward MACs per image of the layers above the cut.
+    """
+
+    layer: str
+    index: int
+    shape: tuple[int, ...]
+    features: str
+    train_step: str
+    infer: str
+    suffix_forward_macs: int
+
+    @property
+    def bytes_per_image(self) -> int:
+        """Bytes of one cached float32 activation."""
+        return 4 * int(np.prod(self.shape))
 
 
 class TrainableModel:
@@ -103,6 +131,12 @@ class TrainableModel:
         self._variants = sorted(((int(v[C.F_LOWEST_INDEX]), v[C.F_SIGNATURE])
                                  for v in self.metadata.get(C.F_TRAIN_VARIANTS, [])), reverse=True)
         self._deepest_selected: int | None = None
+        self.cached_cuts: tuple[CachedCut, ...] = tuple(sorted(
+            (CachedCut(c[C.F_LOWEST_LAYER], int(c[C.F_LOWEST_INDEX]), tuple(int(d) for d in c[C.F_SHAPE]),
+                       c[C.F_FEATURES_SIGNATURE], c[C.F_TRAIN_SIGNATURE], c[C.F_INFER_SIGNATURE],
+                       int(c[C.F_SUFFIX_FORWARD_MACS])) for c in self.metadata.get(C.F_CACHED_CUTS, [])),
+            key=lambda cut: cut.index))
+        """The frozen-prefix cuts, ascending (empty for files exported without them)."""
 
     def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool):
         package = EXPLICIT_XNNPACK_MODULES.get(self.runtime)
@@ -134,6 +168,14 @@ class TrainableModel:
             if cut <= self._deepest_selected:
                 return name
         return C.TRAIN_STEP
+
+    def cache_cut(self) -> CachedCut | None:
+        """The cut a cached step uses for the current selection: the highest cut at or below the deepest
+        selected layer; None when nothing is selected or the file has no cut that low."""
+        if self._deepest_selected is None:
+            return None
+        usable = [cut for cut in self.cached_cuts if cut.index <= self._deepest_selected]
+        return usable[-1] if usable else None
 
     def _track_selection(self, masks: Mapping[str, np.ndarray]) -> None:
         chosen = [self._layer_index[n] for n in self.candidates if np.any(np.asarray(masks[n]) > 0.5)]
@@ -231,6 +273,45 @@ class TrainableModel:
         images = self._images(images)
         out = self.call(self.train_signature(), **{C.IMAGES: images, C.LABELS: self._labels(labels, images.shape[0])})
         return {k: float(v) for k, v in out.items()}
+
+    def _activations(self, cut: CachedCut, activations: Any) -> np.ndarray:
+        if not isinstance(activations, np.ndarray) or activations.dtype != np.float32:
+            raise TypeError(f"activations must be a float32 numpy array; got {type(activations).__name__} "
+                            f"{getattr(activations, 'dtype', '')}")
+        if activations.ndim != len(cut.shape) + 1 or tuple(activations.shape[1:]) != cut.shape or activations.shape[0] < 1:
+            raise ValueError(f"activations at {cut.layer!r} must have shape [N>=1, {', '.join(map(str, cut.shape))}]; "
+                             f"got {activations.shape}")
+        return np.ascontiguousarray(activations)
+
+    def _cut(self, cut: CachedCut | str) -> CachedCut:
+        for known in self.cached_cuts:
+            if cut in (known, known.layer):
+                return known
+        raise ValueError(f"{cut!r} is not a cached cut of this model; it has {[c.layer for c in self.cached_cuts]}")
+
+    def features(self, cut: CachedCut | str, images: np.ndarray) -> np.ndarray:
+        """The activation at ``cut`` (``features_<layer>``): f32 [N, *cut.shape], with the current state."""
+        cut = self._cut(cut)
+        return self.call(cut.features, **{C.IMAGES: self._images(images)})[C.ACTIVATIONS]
+
+    def train_step_from(self, cut: CachedCut | str, activations: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        """One optimizer step from cached activations (``train_step_from_<layer>``); returns loss and accuracy.
+
+        Raises:
+          ValueError: a layer below the cut is selected (the step would not update it).
+        """
+        cut = self._cut(cut)
+        if self._deepest_selected is not None and self._deepest_selected < cut.index:
+            raise ValueError(f"a layer below {cut.layer!r} is selected; a step from its cache would not update it")
+        activations = self._activations(cut, activations)
+        out = self.call(cut.train_step, **{C.ACTIVATIONS: activations,
+                                           C.LABELS: self._labels(labels, activations.shape[0])})
+        return {k: float(v) for k, v in out.items()}
+
+    def infer_from(self, cut: CachedCut | str, activations: np.ndarray) -> dict[str, np.ndarray]:
+        """``embeddings`` and ``logits`` from cached activations (``infer_from_<layer>``)."""
+        cut = self._cut(cut)
+        return self.call(cut.infer, **{C.ACTIVATIONS: self._activations(cut, activations)})
 
     def set_head(self, prototypes: np.ndarray) -> None:
         """Sets the class prototypes [K, D] (K <= capacity; zero-padded to the capacity)."""

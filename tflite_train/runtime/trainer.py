@@ -8,9 +8,14 @@
    Delta_o = sum_j N_j Delta_o^(j) / N (Eq. 1 is a mean over samples);
 3. selection (Algorithm 1 lines 1-4) with ``tflite_train.sparse.select`` under the budget
    (B_mem, B_compute), priced by the analytic cost model;
-4. ``set_selection``; ``iterations`` optimizer steps (``train_step``) on pseudo-queries: each step
-   takes ``batch_size`` support images from a seeded epoch-wise permutation and augments them in
-   numpy (flips, shifts, brightness/contrast; ``tflite_train.data.augment``);
+4. ``set_selection``; ``iterations`` optimizer steps on pseudo-queries: ``augment_views`` augmented
+   views of every support image are drawn up front (flips, shifts, brightness/contrast;
+   ``tflite_train.data.augment``), and each step takes ``batch_size`` of them from a seeded epoch-wise
+   permutation (``tflite_train.runtime.pseudo_queries``). When the model has frozen-prefix signatures and
+   the cache fits (``tflite_train.runtime.activation_cache``), the activation at the cut below the
+   deepest selected layer is computed once per view and every step runs from it
+   (``train_step_from_<layer>``: only the layers above the cut); else each step runs on the images
+   (``train_step`` or its depth-specific variant). Both give the same losses and state;
 5. (``refresh_head``) the prototypes are recomputed from the adapted backbone's support embeddings,
    so that the head matches the features it classifies (the prototypes are frozen during the steps).
 
@@ -31,10 +36,12 @@ import numpy as np
 from tflite_train import contract as C
 from tflite_train.data.augment import with_value_range
 from tflite_train.data.augment import augment as augment_images
+from tflite_train.runtime.activation_cache import CachePlan, plan_cache
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.progress import Progress, no_progress
+from tflite_train.runtime.pseudo_queries import Augment, draw_views, pseudo_query_batches
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs, total_forward_macs
@@ -43,7 +50,6 @@ from tflite_train.sparse.policies import select
 from tflite_train.sparse.selection import Selection
 
 LOG = logging.getLogger(__name__)
-Augment = Callable[[np.ndarray, np.random.Generator, Any], np.ndarray]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +64,9 @@ class AdaptResult:
       full_backward_macs: FullTrain's backward MACs per sample (the base of a compute fraction).
       num_classes: K of the support set.
       losses, accuracies: ``train_step`` outputs per step (empty when the selection is empty).
-      seconds: Wall-clock seconds per phase: "head", "fisher_selection", "training".
+      seconds: Wall-clock seconds per phase: "head", "fisher_selection", "cache" (the frozen prefix of
+        every view, when cached), "training".
+      cache: Whether the steps ran from the frozen-prefix cache, its bytes and the step's forward MACs.
       potentials: Fisher potential P_l = sum_o Delta_o (paper Eq. 2) per candidate layer, for the
         policies that compute this task's Fisher (tinytrain); empty otherwise.
     """
@@ -74,6 +82,7 @@ class AdaptResult:
     accuracies: tuple[float, ...]
     seconds: Mapping[str, float]
     potentials: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    cache: CachePlan | None = None
 
     @property
     def within_budget(self) -> bool:
@@ -97,6 +106,7 @@ class AdaptResult:
             "accuracies": list(self.accuracies),
             "seconds": dict(self.seconds),
             "fisher_potentials": dict(self.potentials),
+            "cache": None if self.cache is None else self.cache.to_dict(),
         }
 
 
@@ -244,21 +254,37 @@ def adapt(
 
     losses: list[float] = []
     accuracies: list[float] = []
-    with timer.phase("training"):
-        steps = config.num_steps(images.shape[0])
-        if not selection.is_empty and steps > 0:
-            model.set_selection(selection.channel_mask(table, model.candidates))
-            rng = np.random.default_rng(config.seed)
+    steps = config.num_steps(images.shape[0])
+    plan = None
+    if not selection.is_empty and steps > 0:
+        model.set_selection(selection.channel_mask(table, model.candidates))
+        rng = np.random.default_rng(config.seed)
+        views = draw_views(rng, images, config.augment_views, augment, augment_config)
+        plan = plan_cache(model.cache_cut(), has_cuts=bool(model.cached_cuts), enabled=config.cache,
+                          num_views=views.shape[0], image_shape=model.input_shape,
+                          limit_bytes=config.cache_memory_bytes, forward_macs=total_forward_macs(table))
+        if not plan.used:
+            LOG.info("training without the frozen-prefix cache: %s", plan.reason)
+        with timer.phase("cache"):
+            if plan.used:
+                cut = model.cache_cut()
+                inputs = np.concatenate([model.features(cut, views[i:i + config.chunk_size])
+                                         for i in range(0, views.shape[0], config.chunk_size)])
+                step = lambda x, y: model.train_step_from(cut, x, y)  # noqa: E731
+            else:
+                inputs, step = views, model.train_step
+        view_labels = np.tile(labels, config.augment_views)
+        with timer.phase("training"):
             per_epoch = -(-images.shape[0] // config.batch_size)
             with progress("training", steps) as bar:
-                for step, batch in enumerate(pseudo_query_batches(rng, images.shape[0], config.batch_size, steps)):
-                    queries = np.asarray(augment(images[batch], rng, augment_config), dtype=np.float32)
-                    out = model.train_step(queries, labels[batch])
+                for i, batch in enumerate(pseudo_query_batches(rng, images.shape[0], config.batch_size, steps,
+                                                               config.augment_views)):
+                    out = step(inputs[batch], view_labels[batch])
                     losses.append(out[C.LOSS])
                     accuracies.append(out[C.ACCURACY])
-                    LOG.debug("step %d/%d loss %.4f accuracy %.3f", step + 1, steps, out[C.LOSS], out[C.ACCURACY])
+                    LOG.debug("step %d/%d loss %.4f accuracy %.3f", i + 1, steps, out[C.LOSS], out[C.ACCURACY])
                     bar.update(1)
-                    bar.set_postfix_str(f"epoch {step // per_epoch + 1} loss {out[C.LOSS]:.3f}")
+                    bar.set_postfix_str(f"epoch {i // per_epoch + 1} loss {out[C.LOSS]:.3f}")
     if losses and config.refresh_head:
         with timer.phase("head"):
             model.set_head(class_prototypes(embed(model, images, config.chunk_size), labels))
@@ -266,7 +292,7 @@ def adapt(
         selection=selection, cost=cost, budget=config.budget, compute_limit_macs=config.budget.compute_limit(table),
         forward_macs=total_forward_macs(table), full_backward_macs=full_backward_macs(table),
         num_classes=int(labels.max()) + 1, losses=tuple(losses), accuracies=tuple(accuracies), seconds=dict(timer.seconds),
-        potentials=fisher_potentials(fisher) if fisher is not None else {},
+        potentials=fisher_potentials(fisher) if fisher is not None else {}, cache=plan,
     )
 
 
@@ -285,21 +311,3 @@ def fisher_subset(labels: np.ndarray, samples: int | None, seed: int) -> np.ndar
             if queue and len(chosen) < samples:
                 chosen.append(int(queue.pop(0)))
     return np.sort(np.asarray(chosen, np.int64))
-
-
-def pseudo_query_batches(rng: np.random.Generator, n: int, batch_size: int, steps: int) -> list[np.ndarray]:
-    """``steps`` index batches drawn without replacement from successive random permutations of 0..n-1.
-
-    ``adapt`` draws all batches from its generator first, then one augmentation per step from the
-    same generator; a simulation that repeats both calls in that order sees the same pseudo-queries.
-    """
-    order: list[int] = []
-    batches = []
-    for _ in range(steps):
-        batch = []
-        while len(batch) < batch_size:
-            if not order:
-                order = rng.permutation(n).tolist()
-            batch.append(order.pop())
-        batches.append(np.asarray(batch, np.int64))
-    return batches

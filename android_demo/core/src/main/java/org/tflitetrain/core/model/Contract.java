@@ -46,6 +46,10 @@ public final class Contract {
   public static final String MASK_SUFFIX = "_mask";
   public static final String CANDIDATE_OUTPUTS = "<candidate>";
   public static final String STATE_TENSORS = "<state>";
+  public static final String FEATURES_PREFIX = "features_";
+  public static final String TRAIN_FROM_PREFIX = "train_step_from_";
+  public static final String INFER_FROM_PREFIX = "infer_from_";
+  public static final String ACTIVATIONS = "activations";
 
   // tflite_train.contract.metadata_schema
   public static final String FORMAT = "tflite-train";
@@ -107,6 +111,12 @@ public final class Contract {
   public static final String F_LOWEST_LAYER = "lowest_layer";
   public static final String F_LOWEST_INDEX = "lowest_index";
   public static final String F_ENTRY = "entry";
+  public static final String F_CACHED_CUTS = "cached_cuts";
+  public static final String F_SHAPE = "shape";
+  public static final String F_FEATURES_SIGNATURE = "features_signature";
+  public static final String F_TRAIN_SIGNATURE = "train_signature";
+  public static final String F_INFER_SIGNATURE = "infer_signature";
+  public static final String F_SUFFIX_FORWARD_MACS = "suffix_forward_macs";
 
   // tflite_train.contract.checkpoint_format
   public static final String CHECKPOINT_MAGIC = "TFLTCKPT";
@@ -137,7 +147,7 @@ public final class Contract {
   /** Top-level metadata fields a model must have. */
   public static final List<String> REQUIRED_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures");
   /** Every documented metadata field path (nested fields dotted). */
-  public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "selftest", "config");
+  public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "cached_cuts", "selftest", "config");
   /** Optimizer name -> slot names. */
   public static final Map<String, List<String>> OPTIMIZER_SLOTS = Map.of("adam", List.of("m", "v"), "sgd_momentum", List.of("mom"));
 
