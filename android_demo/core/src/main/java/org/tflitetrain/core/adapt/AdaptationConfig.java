@@ -1,5 +1,6 @@
 package org.tflitetrain.core.adapt;
 
+import java.util.OptionalLong;
 import org.tflitetrain.core.select.Budget;
 
 /** Settings of one adaptation run (immutable; build with {@link Builder}). */
@@ -20,6 +21,13 @@ public final class AdaptationConfig {
   public final boolean refreshPrototypes;
   /** Backward-pass budget handed to the selection policy. */
   public final Budget budget;
+  /**
+   * Train from the frozen-prefix cache when the model has it and it fits ({@link CachePlan}): the same
+   * losses and state as full steps, computing only the layers above the cut per step. False: full steps.
+   */
+  public final boolean cache;
+  /** The cache's limit in bytes; empty = the bytes of the support images as float32 (never more memory). */
+  public final OptionalLong cacheLimitBytes;
 
   private AdaptationConfig(Builder b) {
     iterations = b.iterations;
@@ -30,9 +38,14 @@ public final class AdaptationConfig {
     resetFirst = b.resetFirst;
     refreshPrototypes = b.refreshPrototypes;
     budget = b.budget;
+    cache = b.cache;
+    cacheLimitBytes = b.cacheLimitBytes;
   }
 
-  /** Builder with defaults: 20 iterations, batch 8, eval batch 16, model LR, seed 0, reset, refresh. */
+  /**
+   * Builder with defaults: 20 iterations, batch 8, eval batch 16, model LR, seed 0, reset, refresh, cache on
+   * up to the support images' bytes.
+   */
   public static final class Builder {
     private int iterations = 20;
     private int batchSize = 8;
@@ -42,6 +55,8 @@ public final class AdaptationConfig {
     private boolean resetFirst = true;
     private boolean refreshPrototypes = true;
     private Budget budget = Budget.unlimited();
+    private boolean cache = true;
+    private OptionalLong cacheLimitBytes = OptionalLong.empty();
 
     public Builder iterations(int value) {
       if (value < 0) {
@@ -95,6 +110,19 @@ public final class AdaptationConfig {
         throw new IllegalArgumentException("budget must not be null");
       }
       budget = value;
+      return this;
+    }
+
+    public Builder cache(boolean value) {
+      cache = value;
+      return this;
+    }
+
+    public Builder cacheLimitBytes(long value) {
+      if (value < 0) {
+        throw new IllegalArgumentException("cacheLimitBytes must be >= 0; got " + value);
+      }
+      cacheLimitBytes = OptionalLong.of(value);
       return this;
     }
 

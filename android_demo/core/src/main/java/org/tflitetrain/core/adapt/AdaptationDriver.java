@@ -10,13 +10,22 @@ import java.util.concurrent.CancellationException;
 import java.util.function.BooleanSupplier;
 import org.tflitetrain.core.cost.BackwardCost;
 import org.tflitetrain.core.cost.CostModel;
+import org.tflitetrain.core.model.CachedCut;
 import org.tflitetrain.core.model.Contract;
+import org.tflitetrain.core.model.MetadataLayer;
 import org.tflitetrain.core.model.ModelMetadata;
 
 /**
  * Drives an on-device adaptation through the exported signatures (CONTRACT.md):
  * reset_state -> infer (class-mean prototypes) -> set_head -> fisher -> policy -> set_selection ->
  * [set_hparams] -> train_step x iterations -> [infer -> set_head] ; then {@link #classify} uses infer.
+ *
+ * <p>With the frozen-prefix cache ({@link CachePlan}: the model has a cut at or below the deepest selected
+ * layer, {@link AdaptationConfig#cache} is on and the cache fits its limit) the steps instead run
+ * features_&lt;layer&gt; once over the support images, then train_step_from_&lt;layer&gt; x iterations on
+ * the cached activations, and the refresh runs infer_from_&lt;layer&gt; on them: the same losses and state
+ * (nothing below the cut changes, and the driver does not augment, so the cached rows are exactly the
+ * support images), with only the layers above the cut computed per step.
  *
  * <p>Not thread-safe: one adaptation or classification at a time per driver.
  */
@@ -79,7 +88,7 @@ public final class AdaptationDriver {
       runner.run(Contract.RESET_STATE, NO_INPUT);
     }
     stage(listener, AdaptationListener.Stage.PROTOTYPES, cancelled);
-    setPrototypes(images, labels, numClasses, config.evalBatchSize, cancelled);
+    setPrototypes(embed(images, config.evalBatchSize, cancelled), labels, numClasses, cancelled);
 
     stage(listener, AdaptationListener.Stage.FISHER, cancelled);
     FisherScores fisher = fisher(images, labels, config.evalBatchSize, cancelled);
@@ -99,13 +108,21 @@ public final class AdaptationDriver {
     }
 
     stage(listener, AdaptationListener.Stage.TRAINING, cancelled);
+    // An empty selection is "no update" (policy none, or a budget that fits no layer): no train_step.
+    int iterations = selection.isEmpty() ? 0 : config.iterations;
+    CachePlan cache = CachePlan.decide(
+        CachePlan.cutFor(metadata.cachedCuts, CachePlan.deepestSelected(metadata, selection)),
+        !metadata.cachedCuts.isEmpty(), config.cache, iterations, n, metadata.input.elementsPerImage(),
+        config.cacheLimitBytes, forwardMacs());
+    // What every step reads: the activations at the cut (computed once) or the images.
+    Tensor inputs = cache.used ? features(cache.cut, images, config.evalBatchSize, cancelled) : images;
+    String inputName = cache.used ? Contract.ACTIVATIONS : Contract.IMAGES;
+    String trainSignature = cache.used ? cache.cut.trainSignature : Contract.TRAIN_STEP;
     List<Float> losses = new ArrayList<>();
     List<Float> accuracies = new ArrayList<>();
     int[] order = identity(n);
     Random random = new Random(config.seed);
     int cursor = n;
-    // An empty selection is "no update" (policy none, or a budget that fits no layer): no train_step.
-    int iterations = selection.isEmpty() ? 0 : config.iterations;
     for (int step = 1; step <= iterations; step++) {
       checkCancelled(cancelled);
       int[] batch;
@@ -121,21 +138,25 @@ public final class AdaptationDriver {
           batch[i] = order[cursor++];
         }
       }
-      Map<String, Tensor> out = runner.run(Contract.TRAIN_STEP, Map.of(
-          Contract.IMAGES, gather(images, batch), Contract.LABELS, Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch))));
-      float loss = output(out, Contract.TRAIN_STEP, Contract.LOSS).floatValue();
-      float accuracy = output(out, Contract.TRAIN_STEP, Contract.ACCURACY).floatValue();
+      Map<String, Tensor> out = runner.run(trainSignature, Map.of(
+          inputName, gather(inputs, batch), Contract.LABELS, Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch))));
+      float loss = output(out, trainSignature, Contract.LOSS).floatValue();
+      float accuracy = output(out, trainSignature, Contract.ACCURACY).floatValue();
       losses.add(loss);
       accuracies.add(accuracy);
       listener.onStep(step, iterations, loss, accuracy);
     }
     if (config.refreshPrototypes) {
       stage(listener, AdaptationListener.Stage.REFRESH, cancelled);
-      setPrototypes(images, labels, numClasses, config.evalBatchSize, cancelled);
+      float[][] embeddings = cache.used
+          ? inferAll(cache.cut.inferSignature, Contract.ACTIVATIONS, inputs, config.evalBatchSize, cancelled,
+              Contract.EMBEDDINGS, metadata.featureDim)
+          : embed(images, config.evalBatchSize, cancelled);
+      setPrototypes(embeddings, labels, numClasses, cancelled);
     }
     listener.onStage(AdaptationListener.Stage.DONE);
     return new AdaptationResult(policy.name(), selection, cost, config.budget,
-        config.budget.computeLimit(metadata.table), trainBatch, losses, accuracies);
+        config.budget.computeLimit(metadata.table), trainBatch, losses, accuracies, cache);
   }
 
   /**
@@ -170,7 +191,41 @@ public final class AdaptationDriver {
 
   /** Embeddings f32[N, D] from {@code infer}, in batches. */
   public float[][] embed(Tensor images, int batchSize, BooleanSupplier cancelled) throws Exception {
-    return inferAll(images, batchSize, cancelled, Contract.EMBEDDINGS, metadata.featureDim);
+    checkImages(images);
+    return inferAll(Contract.INFER, Contract.IMAGES, images, batchSize, cancelled, Contract.EMBEDDINGS,
+        metadata.featureDim);
+  }
+
+  /**
+   * The activations f32[N, shape...] at {@code cut} ({@code features_<layer>}) of every image with the
+   * current state, in batches of {@code batchSize}.
+   */
+  public Tensor features(CachedCut cut, Tensor images, int batchSize, BooleanSupplier cancelled) throws Exception {
+    if (batchSize < 1) {
+      throw new IllegalArgumentException("batchSize must be >= 1; got " + batchSize);
+    }
+    int n = checkImages(images);
+    int[] shape = cut.shape();
+    int per = Math.toIntExact(cut.elementsPerImage());
+    float[] all = new float[Math.multiplyExact(n, per)];
+    for (int start = 0; start < n; start += batchSize) {
+      checkCancelled(cancelled);
+      int[] batch = range(start, Math.min(n, start + batchSize));
+      Tensor out = output(runner.run(cut.featuresSignature, Map.of(Contract.IMAGES, gather(images, batch))),
+          cut.featuresSignature, Contract.ACTIVATIONS);
+      int[] expected = new int[shape.length + 1];
+      expected[0] = batch.length;
+      System.arraycopy(shape, 0, expected, 1, shape.length);
+      if (!Arrays.equals(out.shape(), expected)) {
+        throw new IllegalStateException("signature " + cut.featuresSignature + " returned " + Contract.ACTIVATIONS
+            + " of shape " + Arrays.toString(out.shape()) + "; expected " + Arrays.toString(expected));
+      }
+      System.arraycopy(out.floats(), 0, all, start * per, batch.length * per);
+    }
+    int[] full = new int[shape.length + 1];
+    full[0] = n;
+    System.arraycopy(shape, 0, full, 1, shape.length);
+    return Tensor.ofFloats(full, all);
   }
 
   /**
@@ -182,7 +237,9 @@ public final class AdaptationDriver {
     if (numClasses == 0) {
       throw new IllegalStateException("no head yet: adapt or restore state before classifying");
     }
-    float[][] logits = inferAll(images, batchSize, () -> false, Contract.LOGITS, metadata.classCapacity);
+    checkImages(images);
+    float[][] logits = inferAll(Contract.INFER, Contract.IMAGES, images, batchSize, () -> false, Contract.LOGITS,
+        metadata.classCapacity);
     float[][] out = new float[logits.length][];
     for (int i = 0; i < logits.length; i++) {
       out[i] = Arrays.copyOf(logits[i], numClasses);
@@ -251,9 +308,9 @@ public final class AdaptationDriver {
     numClasses = 0;
   }
 
-  private void setPrototypes(Tensor images, int[] labels, int classes, int batchSize, BooleanSupplier cancelled)
+  /** Sets the class means of {@code embeddings} (one row per label) as the head ({@code set_head}). */
+  private void setPrototypes(float[][] embeddings, int[] labels, int classes, BooleanSupplier cancelled)
       throws Exception {
-    float[][] embeddings = embed(images, batchSize, cancelled);
     int d = metadata.featureDim;
     float[] prototypes = new float[metadata.classCapacity * d];
     int[] counts = new int[classes];
@@ -274,19 +331,23 @@ public final class AdaptationDriver {
     numClasses = classes;
   }
 
-  private float[][] inferAll(Tensor images, int batchSize, BooleanSupplier cancelled, String key, int width)
-      throws Exception {
+  /**
+   * Output {@code key} (f32[N, width]) of an infer-like {@code signature} whose single input {@code inputName}
+   * is {@code inputs} (images or cached activations), run in batches of rows.
+   */
+  private float[][] inferAll(String signature, String inputName, Tensor inputs, int batchSize, BooleanSupplier cancelled,
+      String key, int width) throws Exception {
     if (batchSize < 1) {
       throw new IllegalArgumentException("batchSize must be >= 1; got " + batchSize);
     }
-    int n = checkImages(images);
+    int n = inputs.shape()[0];
     float[][] out = new float[n][];
     for (int start = 0; start < n; start += batchSize) {
       checkCancelled(cancelled);
       int[] batch = range(start, Math.min(n, start + batchSize));
-      float[] flat = output(runner.run(Contract.INFER, Map.of(Contract.IMAGES, gather(images, batch))), Contract.INFER, key).floats();
+      float[] flat = output(runner.run(signature, Map.of(inputName, gather(inputs, batch))), signature, key).floats();
       if (flat.length != batch.length * width) {
-        throw new IllegalStateException("infer output " + key + " has " + flat.length + " values; expected "
+        throw new IllegalStateException(signature + " output " + key + " has " + flat.length + " values; expected "
             + batch.length + " x " + width);
       }
       for (int i = 0; i < batch.length; i++) {
@@ -307,6 +368,15 @@ public final class AdaptationDriver {
     return shape[0];
   }
 
+  /** Forward MACs per image of the whole model (the sum over the layer table). */
+  private long forwardMacs() {
+    long total = 0;
+    for (MetadataLayer layer : metadata.layers) {
+      total += layer.forwardMacs;
+    }
+    return total;
+  }
+
   private static Tensor output(Map<String, Tensor> outputs, String signature, String name) {
     Tensor tensor = outputs.get(name);
     if (tensor == null) {
@@ -316,10 +386,11 @@ public final class AdaptationDriver {
     return tensor;
   }
 
-  private static Tensor gather(Tensor images, int[] rows) {
-    int[] shape = images.shape();
-    int per = shape[1] * shape[2] * shape[3];
-    float[] data = images.floats();
+  /** Rows {@code rows} (along the first axis) of a float tensor of any rank >= 1. */
+  private static Tensor gather(Tensor tensor, int[] rows) {
+    int[] shape = tensor.shape();
+    int per = shape[0] == 0 ? 0 : tensor.size() / shape[0];
+    float[] data = tensor.floats();
     float[] out = new float[rows.length * per];
     for (int i = 0; i < rows.length; i++) {
       System.arraycopy(data, rows[i] * per, out, i * per, per);

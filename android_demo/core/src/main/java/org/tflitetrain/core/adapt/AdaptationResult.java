@@ -4,7 +4,10 @@ import java.util.List;
 import org.tflitetrain.core.cost.BackwardCost;
 import org.tflitetrain.core.select.Budget;
 
-/** What an adaptation chose and measured: selection, its analytic cost, budget use, loss curve. */
+/**
+ * What an adaptation chose and measured: selection, its analytic cost, budget use, loss curve, and whether
+ * the steps ran from the frozen-prefix cache ({@link #cache}).
+ */
 public final class AdaptationResult {
   public final String policy;
   public final Selection selection;
@@ -15,9 +18,11 @@ public final class AdaptationResult {
   public final int batchSize;
   public final List<Float> losses;
   public final List<Float> accuracies;
+  /** The frozen-prefix cache decision: used or not (and why), its cut and bytes. */
+  public final CachePlan cache;
 
   AdaptationResult(String policy, Selection selection, BackwardCost cost, Budget budget, double computeLimitMacs, int batchSize,
-      List<Float> losses, List<Float> accuracies) {
+      List<Float> losses, List<Float> accuracies, CachePlan cache) {
     this.policy = policy;
     this.selection = selection;
     this.cost = cost;
@@ -26,6 +31,7 @@ public final class AdaptationResult {
     this.batchSize = batchSize;
     this.losses = List.copyOf(losses);
     this.accuracies = List.copyOf(accuracies);
+    this.cache = cache;
   }
 
   /** Backward memory / memory budget (0 when unlimited). */

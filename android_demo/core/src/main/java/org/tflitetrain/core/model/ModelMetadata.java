@@ -7,9 +7,12 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.tflitetrain.core.cost.LayerSpec;
 import org.tflitetrain.core.cost.LayerTable;
 import org.tflitetrain.core.cost.Optimizer;
@@ -22,7 +25,8 @@ import org.tflitetrain.core.json.JsonException;
  * <p>Required keys are checked for type and range; unknown keys are ignored (forward compatible);
  * {@code format} must be {@link Contract#FORMAT} and {@code format_version} must equal {@link #FORMAT_VERSION}.
  * The selection mask has {@link #maskLength()} = sum of C_out over {@code candidates}, concatenated in
- * {@code candidates} order.
+ * {@code candidates} order. The optional {@code cached_cuts} (absent in files exported before the
+ * frozen-prefix cache) become {@link #cachedCuts}.
  */
 public final class ModelMetadata {
   /** The metadata format this code reads ({@link Contract#FORMAT_VERSION}). */
@@ -46,6 +50,11 @@ public final class ModelMetadata {
   public final List<String> candidates;
   private final Map<String, Integer> maskOffsets;
   private final int maskLength;
+  /**
+   * The frozen-prefix cuts (metadata {@code cached_cuts}), ascending by layer index; empty for a file
+   * exported without them, which then trains on full steps.
+   */
+  public final List<CachedCut> cachedCuts;
   /** The raw parsed JSON, for keys this class does not model (e.g. {@code signatures}). */
   public final Map<String, Object> raw;
 
@@ -140,6 +149,9 @@ public final class ModelMetadata {
     candidates = Collections.unmodifiableList(names);
     maskOffsets = Collections.unmodifiableMap(offsets);
     maskLength = offset;
+    // Absent in files exported before the cache; present, it must be an array (null is refused, as in Python).
+    cachedCuts = raw.containsKey(Contract.F_CACHED_CUTS) ? parseCachedCuts(root.array(Contract.F_CACHED_CUTS), table)
+        : List.of();
   }
 
   /**
@@ -195,7 +207,8 @@ public final class ModelMetadata {
    * every contract signature (and train variant) exists with the declared inputs and outputs and at least one
    * input; class_capacity and feature_dim = set_head's prototypes [K, D]; input height/width/channels/dtype =
    * infer's images; every candidate layer has its state variables (get_state outputs) and a fisher output of
-   * out_channels entries; the set_selection mask has the candidates' channels.
+   * out_channels entries; the set_selection mask has the candidates' channels; every {@link #cachedCuts} entry
+   * has its three signatures with the contract's tensors, and their activations are float32 [N, shape...].
    *
    * @throws ModelMetadataException one line naming the field, the metadata value and the graph value
    */
@@ -213,6 +226,9 @@ public final class ModelMetadata {
           names.add((String) ((Map<?, ?>) v).get(Contract.F_SIGNATURE));
         }
       }
+    }
+    for (CachedCut cut : cachedCuts) {
+      names.addAll(List.of(cut.featuresSignature, cut.trainSignature, cut.inferSignature));
     }
     for (String name : names) {
       Object sig = declared.get(name);
@@ -286,6 +302,50 @@ public final class ModelMetadata {
     if (mask.length != 1 || mask[0] != total) {
       throw lie(Contract.F_CANDIDATES + " (sum of " + Contract.F_OUT_CHANNELS + ")", total, Arrays.toString(mask));
     }
+    for (CachedCut cut : cachedCuts) {
+      validateCut(cut, graph);
+    }
+  }
+
+  /** The contract tensors of one cut's three signatures, and its activations' dtype and shape. */
+  private static void validateCut(CachedCut cut, Map<String, GraphSignature> graph) throws ModelMetadataException {
+    GraphSignature features = graph.get(cut.featuresSignature);
+    GraphSignature train = graph.get(cut.trainSignature);
+    GraphSignature infer = graph.get(cut.inferSignature);
+    List<GraphSignature.TensorInfo> activations = new ArrayList<>();
+    activations.add(tensor(features, Contract.F_OUTPUTS, features.outputs, Contract.ACTIVATIONS));
+    activations.add(tensor(train, Contract.F_INPUTS, train.inputs, Contract.ACTIVATIONS));
+    activations.add(tensor(infer, Contract.F_INPUTS, infer.inputs, Contract.ACTIVATIONS));
+    tensor(features, Contract.F_INPUTS, features.inputs, Contract.IMAGES);
+    tensor(train, Contract.F_INPUTS, train.inputs, Contract.LABELS);
+    for (String output : List.of(Contract.LOSS, Contract.ACCURACY)) {
+      tensor(train, Contract.F_OUTPUTS, train.outputs, output);
+    }
+    for (String output : List.of(Contract.EMBEDDINGS, Contract.LOGITS)) {
+      tensor(infer, Contract.F_OUTPUTS, infer.outputs, output);
+    }
+    int[] expected = cut.shape();
+    String field = Contract.F_CACHED_CUTS + "[" + cut.layer + "]." + Contract.F_SHAPE;
+    for (GraphSignature.TensorInfo info : activations) {
+      if (!"float32".equals(info.dtype)) {
+        throw lie(field + " (dtype of " + Contract.ACTIVATIONS + ")", "float32", info.dtype);
+      }
+      int[] shape = info.shape();
+      if (shape != null && (shape.length != expected.length + 1
+          || !Arrays.equals(Arrays.copyOfRange(shape, 1, shape.length), expected))) {
+        throw lie(field, Arrays.toString(expected), Arrays.toString(shape) + " (with the batch)");
+      }
+    }
+  }
+
+  private static GraphSignature.TensorInfo tensor(GraphSignature signature, String kind,
+      Map<String, GraphSignature.TensorInfo> tensors, String name) throws ModelMetadataException {
+    GraphSignature.TensorInfo info = tensors.get(name);
+    if (info == null) {
+      throw lie(Contract.F_SIGNATURES + "." + signature.name + "." + kind, "a tensor " + name, "none (has "
+          + tensors.keySet() + ")");
+    }
+    return info;
   }
 
   private static ModelMetadataException lie(String field, Object metadataValue, Object graphValue) {
@@ -311,6 +371,64 @@ public final class ModelMetadata {
   public LayerSpec candidate(String layer) {
     maskOffset(layer);
     return table.get(layer);
+  }
+
+  /**
+   * The {@code cached_cuts} entries (Python {@code tflite_train.contract.validation._validate_cached_cuts}):
+   * each names a table layer at its index, has a positive activation shape and the contract's three
+   * signature names for that layer; sorted ascending by index (a layer may have one cut only).
+   */
+  private static List<CachedCut> parseCachedCuts(List<Object> entries, LayerTable table) throws ModelMetadataException {
+    List<CachedCut> cuts = new ArrayList<>();
+    Set<String> seen = new HashSet<>();
+    for (int i = 0; i < entries.size(); i++) {
+      JsonFields f = JsonFields.of(entries.get(i), Contract.F_CACHED_CUTS + "[" + i + "]");
+      String layer = f.string(Contract.F_LOWEST_LAYER);
+      int index = f.integer(Contract.F_LOWEST_INDEX, 0, Integer.MAX_VALUE);
+      int tableIndex;
+      try {
+        tableIndex = table.indexOf(layer);
+      } catch (IllegalArgumentException err) {
+        throw new ModelMetadataException(f.path(Contract.F_LOWEST_LAYER) + " names unknown layer \"" + layer + "\"", err);
+      }
+      if (tableIndex != index) {
+        throw new ModelMetadataException(f.path(Contract.F_LOWEST_INDEX) + " is " + index + " but " + Contract.F_LAYERS
+            + " has \"" + layer + "\" at index " + tableIndex);
+      }
+      if (!seen.add(layer)) {
+        throw new ModelMetadataException(Contract.F_CACHED_CUTS + " lists layer \"" + layer + "\" twice");
+      }
+      List<Object> dims = f.array(Contract.F_SHAPE);
+      int[] shape = new int[dims.size()];
+      for (int d = 0; d < shape.length; d++) {
+        long size = JsonFields.asLong(dims.get(d), f.path(Contract.F_SHAPE) + "[" + d + "]");
+        if (size < 1 || size > Integer.MAX_VALUE) {
+          throw new ModelMetadataException(f.path(Contract.F_SHAPE) + " must be positive sizes; got " + dims);
+        }
+        shape[d] = (int) size;
+      }
+      if (shape.length == 0) {
+        throw new ModelMetadataException(f.path(Contract.F_SHAPE) + " must be positive sizes; got []");
+      }
+      String features = cutSignature(f, Contract.F_FEATURES_SIGNATURE, Contract.FEATURES_PREFIX + layer);
+      String train = cutSignature(f, Contract.F_TRAIN_SIGNATURE, Contract.TRAIN_FROM_PREFIX + layer);
+      String infer = cutSignature(f, Contract.F_INFER_SIGNATURE, Contract.INFER_FROM_PREFIX + layer);
+      long macs = f.integer(Contract.F_SUFFIX_FORWARD_MACS);
+      if (macs < 0) {
+        throw new ModelMetadataException(f.path(Contract.F_SUFFIX_FORWARD_MACS) + " must be >= 0; got " + macs);
+      }
+      cuts.add(new CachedCut(layer, index, shape, features, train, infer, macs));
+    }
+    cuts.sort(Comparator.comparingInt(cut -> cut.index));
+    return Collections.unmodifiableList(cuts);
+  }
+
+  private static String cutSignature(JsonFields f, String key, String expected) throws ModelMetadataException {
+    String name = f.string(key);
+    if (!name.equals(expected)) {
+      throw new ModelMetadataException(f.path(key) + " is \"" + name + "\"; expected \"" + expected + "\"");
+    }
+    return name;
   }
 
   private static InputSpec parseInput(JsonFields in) throws ModelMetadataException {

@@ -2,14 +2,21 @@ package org.tflitetrain.core.model;
 
 import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
 import org.junit.Test;
+import org.tflitetrain.core.JsonText;
 import org.tflitetrain.core.Resources;
 import org.tflitetrain.core.cost.Optimizer;
+import org.tflitetrain.core.json.Json;
 
 public class ModelMetadataTest {
   static final String GOLDEN = Resources.text("/golden/metadata_tiny_32.json");
@@ -92,5 +99,121 @@ public class ModelMetadataTest {
     assertThrows(IllegalArgumentException.class, () -> m.maskOffset("stem"));
     assertArrayEquals(new int[] {0}, new int[] {m.maskOffset(m.candidates.get(0))});
     assertEquals(List.copyOf(m.candidates), m.candidates);
+  }
+
+  /** One {@code cached_cuts} entry as the exporter writes it (the contract's signature names for the layer). */
+  public static Map<String, Object> cutEntry(String layer, long index, long suffixMacs, Long... shape) {
+    Map<String, Object> entry = new LinkedHashMap<>();
+    entry.put(Contract.F_LOWEST_LAYER, layer);
+    entry.put(Contract.F_LOWEST_INDEX, index);
+    entry.put(Contract.F_SHAPE, List.of(shape));
+    entry.put(Contract.F_FEATURES_SIGNATURE, Contract.FEATURES_PREFIX + layer);
+    entry.put(Contract.F_TRAIN_SIGNATURE, Contract.TRAIN_FROM_PREFIX + layer);
+    entry.put(Contract.F_INFER_SIGNATURE, Contract.INFER_FROM_PREFIX + layer);
+    entry.put(Contract.F_SUFFIX_FORWARD_MACS, suffixMacs);
+    return entry;
+  }
+
+  /**
+   * Metadata JSON with {@code cached_cuts} = {@code entries} (in the given order) and, in {@code signatures},
+   * the three signatures of each entry whose lowest_layer is a string, with the contract's tensor names.
+   */
+  public static String withCachedCuts(String json, List<Map<String, Object>> entries) {
+    Map<String, Object> root = JsonText.mutable(Json.parse(json));
+    Map<String, Object> signatures = JsonText.mutable(root.get(Contract.F_SIGNATURES));
+    for (Map<String, Object> entry : entries) {
+      if (entry.get(Contract.F_LOWEST_LAYER) instanceof String) {
+        String layer = (String) entry.get(Contract.F_LOWEST_LAYER);
+        signatures.put(Contract.FEATURES_PREFIX + layer, io(List.of(Contract.IMAGES), List.of(Contract.ACTIVATIONS)));
+        signatures.put(Contract.TRAIN_FROM_PREFIX + layer, io(List.of(Contract.ACTIVATIONS, Contract.LABELS),
+            List.of(Contract.LOSS, Contract.ACCURACY)));
+        signatures.put(Contract.INFER_FROM_PREFIX + layer, io(List.of(Contract.ACTIVATIONS),
+            List.of(Contract.EMBEDDINGS, Contract.LOGITS)));
+      }
+    }
+    root.put(Contract.F_SIGNATURES, signatures);
+    root.put(Contract.F_CACHED_CUTS, entries);
+    return JsonText.write(root);
+  }
+
+  /** The golden tiny model with three cuts, listed out of order: final (12), b02_expand (6), b03_expand (9). */
+  public static String goldenWithCuts() {
+    return withCachedCuts(GOLDEN, List.of(cutEntry("final", 12, 8_192, 4L, 4L, 16L),
+        cutEntry("b02_expand", 6, 90_000, 8L, 8L, 12L), cutEntry("b03_expand", 9, 40_000, 8L, 8L, 12L)));
+  }
+
+  private static Map<String, Object> io(List<String> inputs, List<String> outputs) {
+    return Map.of(Contract.F_INPUTS, inputs, Contract.F_OUTPUTS, outputs);
+  }
+
+  /** The golden metadata with one valid cut at b02_expand, edited by {@code edit}. */
+  private static String oneCut(Consumer<Map<String, Object>> edit) {
+    Map<String, Object> entry = cutEntry("b02_expand", 6, 90_000, 8L, 8L, 12L);
+    edit.accept(entry);
+    return withCachedCuts(GOLDEN, List.of(entry));
+  }
+
+  @Test
+  public void aFileWithoutCachedCutsParses() throws Exception {
+    assertFalse(GOLDEN.contains(Contract.F_CACHED_CUTS));
+    assertEquals(List.of(), ModelMetadata.parse(GOLDEN).cachedCuts);
+    assertEquals(List.of(), ModelMetadata.parse(withCachedCuts(GOLDEN, List.of())).cachedCuts);
+  }
+
+  @Test
+  public void cachedCutsAreParsedAscending() throws Exception {
+    ModelMetadata m = ModelMetadata.parse(goldenWithCuts());
+    List<String> layers = new ArrayList<>();
+    for (CachedCut cut : m.cachedCuts) {
+      layers.add(cut.layer);
+      assertEquals(m.table.indexOf(cut.layer), cut.index);
+      assertEquals(Contract.FEATURES_PREFIX + cut.layer, cut.featuresSignature);
+      assertEquals(Contract.TRAIN_FROM_PREFIX + cut.layer, cut.trainSignature);
+      assertEquals(Contract.INFER_FROM_PREFIX + cut.layer, cut.inferSignature);
+    }
+    assertEquals(List.of("b02_expand", "b03_expand", "final"), layers);
+    assertArrayEquals(new int[] {4, 4, 16}, m.cachedCuts.get(2).shape());
+    assertEquals(4 * 4 * 4 * 16, m.cachedCuts.get(2).bytesPerImage());
+    assertEquals(8_192, m.cachedCuts.get(2).suffixForwardMacs);
+    assertThrows(UnsupportedOperationException.class, () -> m.cachedCuts.remove(0));
+  }
+
+  @Test
+  public void malformedCachedCutsAreRefusedNamingTheField() {
+    Map<String, Object> root = JsonText.mutable(Json.parse(GOLDEN));
+    root.put(Contract.F_CACHED_CUTS, Map.of());
+    assertRejected(JsonText.write(root), "cached_cuts must be an array; got an object");
+    root.put(Contract.F_CACHED_CUTS, Json.NULL);
+    assertRejected(JsonText.write(root), "cached_cuts must be an array; got null");
+    root.put(Contract.F_CACHED_CUTS, List.of(1L));
+    assertRejected(JsonText.write(root), "cached_cuts[0] must be a JSON object");
+
+    assertRejected(oneCut(e -> e.remove(Contract.F_SHAPE)), "missing key cached_cuts[0].shape");
+    assertRejected(oneCut(e -> e.put(Contract.F_LOWEST_LAYER, "nope")),
+        "cached_cuts[0].lowest_layer names unknown layer \"nope\"");
+    assertRejected(oneCut(e -> e.put(Contract.F_LOWEST_LAYER, 6L)), "cached_cuts[0].lowest_layer must be a string");
+    assertRejected(oneCut(e -> e.put(Contract.F_LOWEST_INDEX, 7L)),
+        "cached_cuts[0].lowest_index is 7 but layers has \"b02_expand\" at index 6");
+    assertRejected(oneCut(e -> e.put(Contract.F_LOWEST_INDEX, -1L)), "cached_cuts[0].lowest_index must be in 0..");
+    assertRejected(oneCut(e -> e.put(Contract.F_SHAPE, List.of(8L, 0L, 12L))), "cached_cuts[0].shape must be positive sizes");
+    assertRejected(oneCut(e -> e.put(Contract.F_SHAPE, List.of())), "cached_cuts[0].shape must be positive sizes; got []");
+    assertRejected(oneCut(e -> e.put(Contract.F_SHAPE, List.of(8L, "8"))), "cached_cuts[0].shape[1] must be an integer");
+    assertRejected(oneCut(e -> e.put(Contract.F_SHAPE, 8L)), "cached_cuts[0].shape must be an array");
+    assertRejected(oneCut(e -> e.put(Contract.F_TRAIN_SIGNATURE, Contract.TRAIN_VARIANT_PREFIX + "b02_expand")),
+        "cached_cuts[0].train_signature is \"" + Contract.TRAIN_VARIANT_PREFIX + "b02_expand\"; expected \""
+            + Contract.TRAIN_FROM_PREFIX + "b02_expand\"");
+    assertRejected(oneCut(e -> e.put(Contract.F_FEATURES_SIGNATURE, Contract.FEATURES_PREFIX + "b03_expand")),
+        "cached_cuts[0].features_signature is");
+    assertRejected(oneCut(e -> e.put(Contract.F_INFER_SIGNATURE, Contract.INFER)), "cached_cuts[0].infer_signature is");
+    assertRejected(oneCut(e -> e.put(Contract.F_SUFFIX_FORWARD_MACS, -5L)),
+        "cached_cuts[0].suffix_forward_macs must be >= 0; got -5");
+    assertRejected(oneCut(e -> e.put(Contract.F_SUFFIX_FORWARD_MACS, 1.5)),
+        "cached_cuts[0].suffix_forward_macs must be an integer");
+    Map<String, Object> cut = cutEntry("b02_expand", 6, 90_000, 8L, 8L, 12L);
+    assertRejected(withCachedCuts(GOLDEN, List.of(cut, cut)), "cached_cuts lists layer \"b02_expand\" twice");
+    // every refusal is one line
+    ModelMetadataException err = assertThrows(ModelMetadataException.class,
+        () -> ModelMetadata.parse(oneCut(e -> e.put(Contract.F_LOWEST_INDEX, 7L))));
+    assertFalse(err.getMessage().contains("\n"));
   }
 }
