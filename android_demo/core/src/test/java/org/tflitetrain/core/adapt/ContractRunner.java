@@ -6,6 +6,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
+import org.tflitetrain.core.model.CachedCut;
 import org.tflitetrain.core.model.Contract;
 import org.tflitetrain.core.model.GraphSignature;
 import org.tflitetrain.core.model.ModelMetadata;
@@ -88,7 +89,8 @@ final class ContractRunner implements SignatureRunner {
 
   /**
    * The signatures the contract implies for {@code m} (the golden metadata has no graph): the metadata's
-   * input and output names with the contract's dtypes and shapes; state tensors of any shape.
+   * input and output names with the contract's dtypes and shapes; state tensors of any shape; the
+   * activations of a cached cut's signatures f32[-1, shape...].
    */
   static Map<String, GraphSignature> fromMetadata(ModelMetadata m) {
     Map<String, GraphSignature.TensorInfo> known = new LinkedHashMap<>();
@@ -107,14 +109,27 @@ final class ContractRunner implements SignatureRunner {
     for (String layer : m.candidates) {
       known.put(layer, f32(m.candidate(layer).outChannels));
     }
+    Map<String, Map<String, GraphSignature.TensorInfo>> perSignature = new LinkedHashMap<>();
+    for (CachedCut cut : m.cachedCuts) {
+      int[] shape = cut.shape();
+      int[] batched = new int[shape.length + 1];
+      batched[0] = -1;
+      System.arraycopy(shape, 0, batched, 1, shape.length);
+      Map<String, GraphSignature.TensorInfo> withActivations = new LinkedHashMap<>(known);
+      withActivations.put(Contract.ACTIVATIONS, f32(batched));
+      for (String name : List.of(cut.featuresSignature, cut.trainSignature, cut.inferSignature)) {
+        perSignature.put(name, withActivations);
+      }
+    }
     Map<?, ?> declared = (Map<?, ?>) m.raw.get(Contract.F_SIGNATURES);
     Map<String, GraphSignature> out = new LinkedHashMap<>();
     for (Map.Entry<?, ?> entry : declared.entrySet()) {
       String name = (String) entry.getKey();
       Map<?, ?> io = (Map<?, ?>) entry.getValue();
       boolean state = name.equals(Contract.GET_STATE) || name.equals(Contract.SET_STATE);
-      out.put(name, new GraphSignature(name, tensors(io.get(Contract.F_INPUTS), known, state),
-          tensors(io.get(Contract.F_OUTPUTS), known, state)));
+      Map<String, GraphSignature.TensorInfo> shapes = perSignature.getOrDefault(name, known);
+      out.put(name, new GraphSignature(name, tensors(io.get(Contract.F_INPUTS), shapes, state),
+          tensors(io.get(Contract.F_OUTPUTS), shapes, state)));
     }
     return out;
   }
