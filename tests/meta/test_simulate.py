@@ -29,7 +29,11 @@ from tflite_train.runtime import AdaptConfig, adapt, evaluate, predict  # noqa: 
 TASKS = 20
 FIXTURE = "tiny_adam_33"
 # 40 steps of batch 1 (the paper's setting) under 1 MiB and half the full backward pass: partial channels.
-CONFIG = AdaptConfig(policy="tinytrain", memory_bytes=float(2**20), compute_fraction=0.5, iterations=40, batch_size=1)
+# 40 views: a fresh augmented view on every pass. (With 4 views, task 1's trajectory reaches channels whose
+# gradients are near zero, where Adam's g / sqrt(v) turns float32 reduction-order noise into full-size
+# steps: TFLite and TF then drift apart by 3e-3 relative loss by step 40, on cached and full steps alike.)
+CONFIG = AdaptConfig(policy="tinytrain", memory_bytes=float(2**20), compute_fraction=0.5, iterations=40, batch_size=1,
+                     augment_views=40)
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,8 @@ def test_adapt_is_deterministic_and_reports(model, fashion):
     assert first.selection == second.selection and first.losses == second.losses
     assert all(np.array_equal(state[k], v) for k, v in model.get_state().items())
     assert len(first.losses) == 6 and all(math.isfinite(x) for x in first.losses)
-    assert set(first.seconds) == {"head", "fisher_selection", "training"}
+    assert set(first.seconds) == {"head", "fisher_selection", "cache", "training"}
+    assert first.cache.used, first.cache.reason
     assert first.cost.total_bytes <= 2**20 and first.cost.backward_macs <= 0.15 * first.full_backward_macs
     report = json.loads(json.dumps(first.to_dict()))
     assert report["within_budget"] and report["selection"]["layers"] == list(first.selection.layers)
@@ -123,9 +124,9 @@ def test_augmentation_is_a_parameter(model, fashion):
         seen.append(images.shape)
         return augment(images, rng, config)
 
-    adapt(model, xs, ys, AdaptConfig(policy="last_layer", iterations=3, batch_size=2,
+    adapt(model, xs, ys, AdaptConfig(policy="last_layer", iterations=3, batch_size=2, augment_views=5,
                                      augment=AugmentConfig(cutout=0.0)), augment=recording)
-    assert seen == [(2, *model.input_shape)] * 3
+    assert seen == [(4, *model.input_shape)] * 5  # every view of the whole support set, drawn up front
 
 
 @pytest.mark.parametrize("name", ["tiny_adam_33", "lite0_meta_adam_64"])
@@ -142,7 +143,8 @@ def test_pseudo_queries_are_augmented_in_the_models_own_input_range(name, fashio
         seen.append((config.value_range, float(np.abs(out - images).mean()) / (high - low), float(out.max())))
         return out
 
-    adapt(model, xs, ys, AdaptConfig(policy="last_layer", iterations=2, batch_size=2), augment=recording)
+    adapt(model, xs, ys, AdaptConfig(policy="last_layer", iterations=2, batch_size=2, augment_views=2),
+          augment=recording)
     assert [s[0] for s in seen] == [(float(low), float(high))] * 2
     # an augmentation changes pixels by a fraction of the range, not by the whole range
     assert all(0.0 < change < 0.5 for _, change, _ in seen), seen

@@ -49,6 +49,8 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
         criterion=criterion, sparse_update_layers=layers,
         iterations=args.iterations, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, seed=args.seed, on_empty=args.on_empty,
+        augment_views=args.augment_views, cache=not args.no_cache,
+        cache_memory_bytes=None if args.cache_memory is None else float(args.cache_memory),
     )
     report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
                             include_optimizer=args.include_optimizer, runtime=args.runtime,
@@ -128,6 +130,15 @@ def register(command: Command) -> None:
                    help="images per optimizer step (at most the number of support images)")
     p.add_argument("--learning-rate", type=ranged(float, 0, 10, low_open=True), metavar="RATE", help="optimizer step size (default: the model's)")
     p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, metavar="INT", help="seed of batch order and augmentation")
+    p.add_argument("--augment-views", type=ranged(int, 1, 10_000), default=4, metavar="V",
+                   help="augmented views of each support image, drawn once before training; pass p over the "
+                        "support set trains on view p mod V")
+    p.add_argument("--no-cache", action="store_true",
+                   help="run every step through the whole network instead of from the frozen-prefix cache (the "
+                        "activation below the selected layers, computed once per view; same results, slower)")
+    p.add_argument("--cache-memory", type=byte_budget, metavar="SIZE",
+                   help="most memory the frozen-prefix cache may take, e.g. 8MiB (default: no more than the "
+                        "augmented views as float32 images, which full steps read); over it, full steps")
     p.add_argument("--on-empty", choices=("raise", "empty"), default="raise",
                    help="when the budget fits no layer: stop with an error, or keep the prototypes only")
     p.add_argument("--include-optimizer", action="store_true", help="store the optimizer state too (3x larger checkpoint)")

@@ -50,6 +50,17 @@ def loss_ends(losses: Sequence[float]) -> tuple[float, float, int] | None:
     return sum(losses[:k]) / k, sum(losses[-k:]) / k, k
 
 
+def format_cache(cache: Mapping[str, Any] | None) -> str:
+    """The frozen-prefix cache line of the summary (``AdaptResult.cache``); empty when nothing trained."""
+    if not cache:
+        return ""
+    if not cache["used"]:
+        return f"not used: {cache['reason']}"
+    return (f"steps from the activation below {printable(str(cache['layer']))}: {format_bytes(cache['cache_bytes'])} "
+            f"(the views as images: {format_bytes(cache['image_bytes'])}); forward per step "
+            f"{format_count(cache['step_forward_macs'])} MACs")
+
+
 def format_adapt_summary(report: Mapping[str, Any]) -> str:
     """The few lines a user reads after ``adapt`` (from ``adapt_job.run_adaptation``'s report)."""
     names = [printable(n) for n in report["classes"]]
@@ -68,6 +79,9 @@ def format_adapt_summary(report: Mapping[str, Any]) -> str:
         f"  compute     {_against(report['backward_macs'], report['compute_limit_macs'], lambda v: format_count(v) + ' MACs')}"
         f"; forward pass {format_count(report['forward_macs'])} MACs",
     ]
+    cache_line = format_cache(report.get("cache"))
+    if cache_line:
+        lines.append(f"  cache       {cache_line}")
     ends = loss_ends(report["losses"])
     if ends is None:
         lines.append("  loss        no training steps")
