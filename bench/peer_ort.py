@@ -23,7 +23,10 @@ What it does, in one run (ratios are between figures of that run):
 4. times, each in a fresh process (so that ru_maxrss is that workload's peak RSS), at batch 1 on one
    thread (``--cpu`` pins the process to one core; peak RSS = VmHWM): ORT inference and the three train steps
    (forward + backward + optimizer step + gradient reset), and the project's ``infer``, TinyTrain
-   ``train_step`` (channel selection), last-layer and full ``train_step`` on ai-edge-litert (this
+   ``train_step`` (channel selection), the same step from the frozen-prefix cache
+   (``train_step_from_<layer>`` on the activation below the selection; ORT's column repeats its
+   TinyTrain step, since its trainable set is fixed at export and it has no such cache), last-layer and
+   full ``train_step`` on ai-edge-litert (this
    interpreter) and tflite-runtime 2.14 (``--pi-python``, the Pi env's interpreter, no TensorFlow);
    medians over ``--repeats`` calls after warm-up, the lowest of ``--rounds`` interleaved rounds;
 5. prints the table and writes ``--out`` (Markdown) and ``<out>.json``.
@@ -116,11 +119,20 @@ def _tflite_worker(spec: dict) -> dict:
     else:
         selection = {name: np.asarray(idx) for name, idx in spec["selection"].items()}
         model.set_selection(selection)
+        signature = model.train_signature()
+        cut = model.cache_cut() if spec["workload"] == "tinytrain_cached" else None
+        if cut is not None:  # the activation below the cut, computed once as adapt does per view
+            activation = model.features(cut, images)
+            signature = cut.train_step
 
-        def fn():
-            model.train_step(images, labels)
+            def fn():
+                model.train_step_from(cut, activation, labels)
+        else:
+            def fn():
+                model.train_step(images, labels)
     seconds, calls = median_seconds(fn, spec["repeats"], spec["max_seconds"])
-    return {"runtime": model.runtime, "seconds": seconds, "calls": calls, "signature": model.train_signature()}
+    return {"runtime": model.runtime, "seconds": seconds, "calls": calls,
+            **({} if spec["workload"] == "infer" else {"signature": signature})}
 
 
 def worker(spec: dict) -> dict:
@@ -313,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     tflite_specs = {
         "infer": {"model": str(paths["sparse"]), "selection": {}},
         "tinytrain": {"model": str(paths["sparse"]), "selection": selection},
+        "tinytrain_cached": {"model": str(paths["sparse"]), "selection": selection},
         "last_layer": {"model": str(paths["sparse"]), "selection": {last: list(range(channels[last]))}},
         "full": {"model": str(paths["full"]),
                  "selection": {layer["name"]: list(range(layer["out_channels"])) for layer in full_meta[C.F_LAYERS]
@@ -322,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     for r in range(args.rounds):  # rounds x workloads x engines, interleaved so load changes hit all three
         for w in WORKLOADS:
-            spec = {**common, "engine": "ort", "workload": w, "onnx": str(onnx_path),
-                    "artifacts": str(work / f"artifacts_{w}")}
+            ort_workload = "tinytrain" if w == "tinytrain_cached" else w  # ORT cannot start from a cache
+            spec = {**common, "engine": "ort", "workload": ort_workload, "onnx": str(onnx_path),
+                    "artifacts": str(work / f"artifacts_{ort_workload}")}
             runs = {"ort": run_worker(sys.executable, spec)}
             for engine, python in (("litert", sys.executable), ("tflite_runtime", args.pi_python)):
                 runs[engine] = run_worker(python, {**common, **tflite_specs[w], "engine": engine, "workload": w})

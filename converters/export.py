@@ -114,7 +114,7 @@ def build_metadata(module: TrainableModule) -> dict:
     sig = C.signature_io(module.candidate_names, module.names, list(module.train_variants),
                          [cut.layer for cut in module.cache_cuts])
     variants = [{C.F_SIGNATURE: train_variant_name(module.table, cut), C.F_LOWEST_LAYER: module.table.layers[cut].name,
-                 C.F_LOWEST_INDEX: cut} for cut in module.train_cuts]
+                 C.F_LOWEST_INDEX: cut} for cut in module.variant_cuts]
     return {
         C.F_FORMAT: C.FORMAT,
         C.F_FORMAT_VERSION: C.FORMAT_VERSION,

@@ -51,8 +51,9 @@ class ExportConfig:
         layer of each of the last ``train_variants`` candidate blocks (0: only ``train_step``).
       cache_signatures: Add the frozen-prefix cache signatures (``features_<layer>``,
         ``train_step_from_<layer>``, ``infer_from_<layer>``) for the lowest candidate and every
-        depth-specific cut whose frontier is one tensor (``converters.frozen_prefix``); False writes
-        a file without them (as older exports), which the runtime adapts with full steps.
+        depth-specific cut whose frontier is one tensor (``converters.frozen_prefix``); such a cut gets
+        no ``train_step_<layer>`` (features + train_step_from compute it). False writes a file without
+        them (as older exports: a ``train_step_<layer>`` per cut), which the runtime adapts with full steps.
     """
 
     backbone: str = "tiny"

@@ -107,6 +107,10 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         cuts = (self.candidates[0], *self.train_cuts)
         self.cache_cuts: tuple[CacheCut, ...] = tuple(
             c for c in (cache_cut(graph, table, i) for i in cuts) if c is not None) if config.cache_signatures else ()
+        cached = {c.index for c in self.cache_cuts}
+        # A cut with cache signatures needs no image-input variant: features_<layer> + train_step_from_<layer>
+        # compute exactly train_step_<layer> (the runtime composes them for a full step).
+        self.variant_cuts = tuple(c for c in self.train_cuts if c not in cached)
         self._regions = {cut: gradient_region(graph, [l.name for l in table.layers[cut:] if l.name in self.candidate_names])
                          for cut in (self.candidates[0], *self.train_cuts)}
         # Candidates upstream of each node's first input: its input gradient is needed iff one is selected.
@@ -243,7 +247,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
             return {C.features_name(cut.layer): features, C.train_from_name(cut.layer): train_step_from,
                     C.infer_from_name(cut.layer): infer_from}
 
-        self.train_variants = {train_variant_name(self.table, cut): variant(cut) for cut in self.train_cuts}
+        self.train_variants = {train_variant_name(self.table, cut): variant(cut) for cut in self.variant_cuts}
         self.cache_functions = {name: fn for cut in self.cache_cuts for name, fn in cached(cut).items()}
         self.infer, self.fisher, self.train_step = infer, fisher, train_step
         self.set_head, self.set_selection, self.set_hparams = set_head, set_selection, set_hparams

@@ -122,3 +122,41 @@ def test_java_source_spells_every_constant(monkeypatch):
     # a changed name in the Python module changes the generated class (the drift test above can fail)
     monkeypatch.setattr(C.signatures, "DUMMY", "trigger")
     assert 'public static final String DUMMY = "trigger";' in C.java_source()
+
+
+def _cached(meta: dict, graph: dict, shape=(2, 2, 7)) -> tuple[dict, dict]:
+    """``meta``/``graph`` with one frozen-prefix cut at layer "c" (activation ``shape``)."""
+    meta["signatures"] = C.signature_io(["c"], meta["state"], cached_cuts=["c"])
+    meta["cached_cuts"] = [{"lowest_layer": "c", "lowest_index": 0, "shape": list(shape),
+                            "features_signature": "features_c", "train_signature": "train_step_from_c",
+                            "infer_signature": "infer_from_c", "suffix_forward_macs": 10}]
+    acts = ((-1, *shape), "float32")
+    graph["features_c"] = {"inputs": {"images": graph["infer"]["inputs"]["images"]}, "outputs": {"activations": acts}}
+    graph["train_step_from_c"] = {"inputs": {"activations": acts, "labels": ((-1,), "int32")},
+                                  "outputs": dict(graph["train_step"]["outputs"])}
+    graph["infer_from_c"] = {"inputs": {"activations": acts}, "outputs": dict(graph["infer"]["outputs"])}
+    return meta, graph
+
+
+def test_validate_cached_cuts_by_hand():
+    C.validate_graph(*_cached(_meta(), _graph(_meta())))
+    meta, graph = _cached(_meta(), _graph(_meta()))
+    graph["train_step_from_c"]["inputs"]["activations"] = ((-1, 2, 2, 8), "float32")
+    with pytest.raises(C.ContractError, match=r"cached_cuts\['c'\].shape = \[2, 2, 7\] but the graph has \[2, 2, 8\]"):
+        C.validate_graph(meta, graph)
+    meta, graph = _cached(_meta(), _graph(_meta()))
+    meta["cached_cuts"][0]["lowest_index"] = 3
+    with pytest.raises(C.ContractError, match="layer 'c' at index 3 is not in 'layers'"):
+        C.validate_graph(meta, graph)
+    meta, graph = _cached(_meta(), _graph(_meta()))
+    meta["cached_cuts"][0]["train_signature"] = "train_step"
+    with pytest.raises(C.ContractError, match=r"cached_cuts\['c'\].train_signature is 'train_step'"):
+        C.validate_graph(meta, graph)
+    meta, graph = _cached(_meta(), _graph(_meta()))
+    del graph["infer_from_c"]
+    with pytest.raises(C.ContractError, match="signatures.infer_from_c"):
+        C.validate_graph(meta, graph)
+    meta, graph = _cached(_meta(), _graph(_meta()))
+    meta["cached_cuts"][0]["shape"] = [0, 2, 7]
+    with pytest.raises(C.ContractError, match="must be positive sizes"):
+        C.validate_graph(meta, graph)

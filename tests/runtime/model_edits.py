@@ -41,7 +41,16 @@ def _newer_version(meta: dict) -> tuple[dict, str]:
     return meta, "newer than the 1 this runtime reads: update the runtime"
 
 
+def _cached_cut_shape(meta: dict) -> tuple[dict, str]:
+    cut = meta[C.F_CACHED_CUTS][-1]
+    real = list(cut[C.F_SHAPE])
+    cut[C.F_SHAPE] = [real[0] + 1, *real[1:]]
+    return meta, re.escape(f"metadata {C.F_CACHED_CUTS}[{cut[C.F_LOWEST_LAYER]!r}].{C.F_SHAPE} = {cut[C.F_SHAPE]} "
+                           f"but the graph has {real}")
+
+
 EDITS: dict[str, Callable[[dict], tuple[dict, str]]] = {
+    "cached_cut_shape": _cached_cut_shape,
     "class_capacity": _capacity,
     "input_size": _input_size,
     "extra_candidate": _extra_candidate,

@@ -236,18 +236,25 @@ def test_cli_verify_and_ops(tmp_path, capsys):
     assert main(["verify", str(truncated)]) == 2
 
 
+def _depth_cuts(meta: dict) -> list[tuple[int, str]]:
+    """(lowest index, signature a step runs) of every depth-specific cut: variants and cached cuts."""
+    return sorted([(v["lowest_index"], v["signature"]) for v in meta.get("train_variants", [])]
+                  + [(c["lowest_index"], c["train_signature"]) for c in meta.get("cached_cuts", [])])
+
+
 def test_depth_variant_matches_general_train_step(model_path):
-    """The depth-specific train step the wrapper picks equals the general ``train_step`` (rel 1e-5)."""
+    """The depth-specific train step the wrapper picks (a variant, or a cached cut's features +
+    train_step_from) equals the general ``train_step`` (rel 1e-5)."""
     meta = read_metadata(model_path)
-    assert meta["train_variants"], "fixtures export with the default train_variants"
+    assert len(_depth_cuts(meta)) >= 2, "fixtures export with the default train_variants"
     index = {layer["name"]: layer["index"] for layer in meta["layers"]}
-    for variant in meta["train_variants"]:
-        chosen = [n for n in meta["candidates"] if index[n] >= variant["lowest_index"]]
+    for lowest, signature in _depth_cuts(meta):
+        chosen = [n for n in meta["candidates"] if index[n] >= lowest]
         selection = {chosen[0]: [0, 1], chosen[-1]: [1]}
         runs = []
         for general in (False, True):
             model, _, after, losses, images, labels = _trained(model_path, selection, steps=0)
-            assert model.train_signature() == variant["signature"]
+            assert model.train_signature() == signature
             call = (lambda: model.call("train_step", images=images, labels=labels.astype(np.int32))) if general \
                 else (lambda: model.train_step(images, labels))
             losses = [float(call()["loss"]) for _ in range(2)]
@@ -264,11 +271,13 @@ def test_wrapper_tracks_selection_for_variants(model_path):
     top, low = meta["candidates"][-1], meta["candidates"][0]
     assert model.train_signature() == "train_step"
     model.set_selection({top: [0]})
-    assert model.train_signature() == meta["train_variants"][-1]["signature"]
+    highest = _depth_cuts(meta)[-1][1]
+    assert model.train_signature() == highest
     state = model.get_state()
     model.set_selection({low: [0]})
-    assert model.train_signature() == "train_step"
+    assert model.train_signature() == (_depth_cuts(meta)[0][1] if _depth_cuts(meta)[0][0] <= min(
+        layer["index"] for layer in meta["layers"] if layer["name"] == low) else "train_step")
     model.set_state(state)
-    assert model.train_signature() == meta["train_variants"][-1]["signature"]
+    assert model.train_signature() == highest
     model.reset_state()
     assert model.train_signature() == "train_step"

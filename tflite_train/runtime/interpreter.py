@@ -96,8 +96,9 @@ class TrainableModel:
         (``tflite_train.contract.ContractError``, naming the field, the metadata value and the graph
         value); raised before the interpreter is built.
 
-    ``train_step`` runs the shallowest depth-specific variant (metadata ``train_variants``) whose
-    backward reaches the deepest selected layer, else the general ``train_step`` signature; the
+    ``train_step`` runs the shallowest train signature whose backward reaches the deepest selected
+    layer: a cached cut's ``features_<layer>`` + ``train_step_from_<layer>`` (metadata ``cached_cuts``)
+    or a depth-specific variant (metadata ``train_variants``), else the general ``train_step``; the
     wrapper tracks the selection through ``set_selection``/``set_state``/``reset_state``.
     """
 
@@ -159,15 +160,28 @@ class TrainableModel:
         """True when a delegate (XNNPACK) runs part of the primary subgraph (explicit or the runtime's default)."""
         return delegated_node_count(self.interpreter) > 0
 
-    def train_signature(self) -> str:
-        """The train signature for the current selection: the variant with the highest cut at or
-        below the deepest selected layer, else ``train_step`` (also for an empty selection)."""
+    def _train_route(self) -> tuple[str, CachedCut | None]:
+        """(signature, cut) of a step from images for the current selection: the train signature whose
+        backward starts highest while still reaching the deepest selected layer. A cached cut (metadata
+        ``cached_cuts``) runs as ``features_<layer>`` then ``train_step_from_<layer>`` (the same
+        computation as a depth-specific ``train_step_<layer>``, which the export then leaves out);
+        else the highest variant (metadata ``train_variants``) at or below the deepest selected layer;
+        else ``train_step`` (also for an empty selection)."""
         if self._deepest_selected is None:
-            return C.TRAIN_STEP
+            return C.TRAIN_STEP, None
+        variant, variant_cut = C.TRAIN_STEP, -1
         for cut, name in self._variants:
             if cut <= self._deepest_selected:
-                return name
-        return C.TRAIN_STEP
+                variant, variant_cut = name, cut
+                break
+        cached = self.cache_cut()
+        if cached is not None and cached.index >= variant_cut:
+            return cached.train_step, cached
+        return variant, None
+
+    def train_signature(self) -> str:
+        """The train signature a step from images runs for the current selection (``_train_route``)."""
+        return self._train_route()[0]
 
     def cache_cut(self) -> CachedCut | None:
         """The cut a cached step uses for the current selection: the highest cut at or below the deepest
@@ -271,7 +285,11 @@ class TrainableModel:
     def train_step(self, images: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         """One optimizer step on the selected channels; returns loss and accuracy."""
         images = self._images(images)
-        out = self.call(self.train_signature(), **{C.IMAGES: images, C.LABELS: self._labels(labels, images.shape[0])})
+        labels = self._labels(labels, images.shape[0])
+        signature, cut = self._train_route()
+        if cut is not None:
+            return self.train_step_from(cut, self.features(cut, images), labels)
+        out = self.call(signature, **{C.IMAGES: images, C.LABELS: labels})
         return {k: float(v) for k, v in out.items()}
 
     def _activations(self, cut: CachedCut, activations: Any) -> np.ndarray:
