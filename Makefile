@@ -37,16 +37,18 @@ data-deps:
 	if [ -n "$$missing" ]; then echo "apt-get install $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
 
-# The pinned npm tarballs of the emoji source (tflite_train/data/emoji.py PACKAGES: name@version and the sha512
-# that `data prepare` checks before reading them), fetched with `npm pack` into the cache's download folder.
+# The pinned npm tarballs of the emoji source and the line_icons target (tflite_train/data/emoji.py and
+# line_icons.py PACKAGES: name@version and the sha512 that `data prepare` checks before reading them), fetched
+# with `npm pack` into the cache's download folder (each PACKAGES entry prints as spec,tarball-file-name).
 NPM_DIR := $(DATA_CACHE)/downloads/npm
 npm-data: $(VENV)/.installed data-deps
 	@missing=$$(command -v npm >/dev/null || echo npm; command -v rsvg-convert >/dev/null || echo librsvg2-bin); \
 	if [ -n "$$missing" ]; then echo "apt-get install $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
 	mkdir -p $(NPM_DIR)
-	for spec in $$($(VENV)/bin/python -c "from tflite_train.data.emoji import PACKAGES; print(' '.join(p.spec for p in PACKAGES.values()))"); do \
-	  tgz=$$(echo $$spec | sed 's/@/-/').tgz; [ -f $(NPM_DIR)/$$tgz ] || (cd $(NPM_DIR) && npm pack --silent $$spec) || exit 1; done
+	for pair in $$($(VENV)/bin/python -c "from tflite_train.data import emoji, line_icons; \
+	  print(' '.join(f'{p.spec},{p.tarball}' for m in (emoji, line_icons) for p in m.PACKAGES.values()))"); do \
+	  spec=$${pair%,*}; tgz=$${pair#*,}; [ -f $(NPM_DIR)/$$tgz ] || (cd $(NPM_DIR) && npm pack --silent $$spec) || exit 1; done
 
 # The pinned Debian icon-theme packages of the icon_themes source (tflite_train/data/icon_themes.py THEMES:
 # package=version), fetched with `apt-get download` (apt checks each against the signed archive index) and

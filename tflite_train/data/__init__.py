@@ -21,6 +21,7 @@ from tflite_train.data.cache import (
 from tflite_train.data.dataset import LabeledImages, SourceUnavailable
 from tflite_train.data.emoji import EmojiConfig, excluded_emoji, load_emoji
 from tflite_train.data.icon_themes import IconTheme, IconThemesConfig, average_hash, load_icon_themes, near_duplicates
+from tflite_train.data.line_icons import LineIconsConfig, load_line_icons
 from tflite_train.data.npm_packages import NpmPackage, read_members, verify_tarball
 from tflite_train.data.episodes import Episode, EpisodeConfig, sample_episode, sample_episodes
 
@@ -35,6 +36,7 @@ __all__ = [
     "IconTheme",
     "IconThemesConfig",
     "LabeledImages",
+    "LineIconsConfig",
     "NpmPackage",
     "SourceUnavailable",
     "augment",
@@ -45,6 +47,7 @@ __all__ = [
     "image_folder_spec",
     "load_emoji",
     "load_icon_themes",
+    "load_line_icons",
     "load_split",
     "near_duplicates",
     "prepare_cache",

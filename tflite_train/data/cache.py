@@ -67,7 +67,9 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
     multi-script glyph source ``glyphs_multiscript`` (``glyphs.MULTISCRIPT_CONFIG``); the ``emoji`` source (several
     vendors' drawings of the same emoji, ``tflite_train.data.emoji``; needs the npm tarballs that ``make data``
     fetches); the ``icon_themes`` source (freedesktop icon names drawn by several Debian icon themes,
-    ``tflite_train.data.icon_themes``; needs the packages that ``make icon-data`` unpacks); fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets; optional: scikit-learn digits (if
+    ``tflite_train.data.icon_themes``; needs the packages that ``make icon-data`` unpacks); fashion-MNIST, Tux Paint, Armenian/Georgian glyph targets; the
+    ``line_icons`` target (line-art icon names drawn by several npm icon sets, disjoint by name from the sources,
+    ``tflite_train.data.line_icons``; needs ``make npm-data`` and ``make icon-data``); optional: scikit-learn digits (if
     scikit-learn is installed), TFDS omniglot (if installed and prepared)."""
     from tflite_train.data.digits import load_sklearn_digits
     from tflite_train.data.emoji import EMOJI_STYLES, PACKAGES, EmojiConfig, load_emoji
@@ -75,6 +77,8 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
     from tflite_train.data.glyphs import MULTISCRIPT_CONFIG, SCRIPTS, TARGET_CHARS, GlyphConfig, render_glyph_dataset
     from tflite_train.data.icon_themes import THEMES, IconThemesConfig, load_icon_themes
     from tflite_train.data.image_folder import load_tuxpaint_stamps
+    from tflite_train.data.line_icons import describe as describe_line_icons
+    from tflite_train.data.line_icons import load_line_icons
     from tflite_train.data.tfds_source import load_tfds
 
     icons = IconThemesConfig()
@@ -101,6 +105,10 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
                     lambda s: load_tuxpaint_stamps(s)),
         DatasetSpec("glyphs_armenian_georgian", "target", "Armenian + Georgian letters rendered from fonts",
                     lambda s: render_glyph_dataset(GlyphConfig(chars=TARGET_CHARS, min_fonts=4), s)),
+        DatasetSpec("line_icons", "target", describe_line_icons(),
+                    lambda s, downloads: load_line_icons(s, download_dir=downloads,
+                                                         deb_dir=pathlib.Path(downloads).parents[1] / DEB_DOWNLOADS),
+                    required=False, downloads=DOWNLOADS),
         DatasetSpec("digits", "target", "scikit-learn load_digits (8x8 handwritten digits)",
                     lambda s: load_sklearn_digits(s), required=False),
         DatasetSpec("tfds_omniglot", "target", "TensorFlow Datasets omniglot (only if installed and prepared)",
