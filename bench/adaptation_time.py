@@ -2,7 +2,8 @@
 
 For each timed method: ``load`` (``TrainableModel`` construction: read + interpreter + allocation),
 then ``adapt``'s phases: ``head`` (prototypes), ``fisher_selection`` (Fisher pass + Algorithm 1
-lines 1-4), ``training`` (``AdaptConfig.num_steps`` steps); end-to-end = their sum. Selection
+lines 1-4), ``cache`` (the frozen prefix of every augmented view, when the steps run from the
+frozen-prefix cache; 0 otherwise), ``training`` (``AdaptConfig.num_steps`` steps); end-to-end = their sum. Selection
 overhead = fisher_selection / end-to-end. Step time = training / steps. The median over ``timing_runs``
 runs (fresh model each) is reported per phase.
 """
@@ -23,7 +24,7 @@ from bench.tasks import Task
 from tflite_train.runtime import TrainableModel, adapt
 
 LOG = logging.getLogger(__name__)
-PHASES = ("load", "head", "fisher_selection", "training")
+PHASES = ("load", "head", "fisher_selection", "cache", "training")
 
 
 @dataclasses.dataclass(frozen=True)

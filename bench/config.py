@@ -93,12 +93,17 @@ class BenchConfig:
         ``iterations`` steps instead.
       iterations: Optimizer steps per task when ``epochs`` is None.
       learning_rates: Candidate Adam learning rates (with ``epochs_grid``: each policy gets the pair
-        with the best mean accuracy on ``tuning_tasks`` validation episodes per target;
-        ``bench.learning_rates``). One rate and one epoch count = no tuning runs.
-      tuning_tasks: Validation episodes per target (from the validation pool, never reported).
-      full_train_batch: FullTrain's batch (paper: 100); the sparse methods use batch 1 (paper). The
-        default 50 is the default ``max_support_total``: one FullTrain step covers the largest
-        support set (the paper's 100 exceeds every support set here).
+        with the best mean accuracy on the validation episodes, found by successive halving;
+        ``bench.successive_halving``). One rate and one epoch count = no tuning runs.
+      tuning_tasks: Validation episodes per target (from the validation pool, never reported): the
+        last successive-halving round runs its settings on all of them.
+      halving_rounds: Validation episodes per target of each successive-halving round before the last
+        (increasing; entries >= ``tuning_tasks`` are ignored, so ``--tuning-tasks 1`` needs no
+        other change). () = every setting on every tuning task.
+      halving_eta: After each round but the last, each policy keeps its best ceil(k / eta) of k settings.
+      full_train_batch: FullTrain's batch. Default 1, as the other policies (the paper's sparse
+        methods; FullTrain then takes as many optimizer steps per pass as they do); the paper's
+        FullTrain uses 100.
       memory_budget_mib: B_mem as set for MCUNet at 128x128 (the paper's 1 MiB); each model's B_mem
         is the library's ``tflite_train.sparse.scaled_memory_budget`` of it (the CLI's and the
         demo's default; ``policy_runs.memory_budget_bytes``). The cost tables (section 2) use it
@@ -145,8 +150,8 @@ class BenchConfig:
     epochs: int | None = 40
     iterations: int = 40
     learning_rates: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3)
-    tuning_tasks: int = 2
-    full_train_batch: int = 50
+    tuning_tasks: int = 5
+    full_train_batch: int = 1
     memory_budget_mib: float = 1.0
     compute_fraction: float = 0.15
     channel_ratio: float = 0.25
@@ -163,9 +168,11 @@ class BenchConfig:
     workers: int = 1
     sections: tuple[str, ...] = SECTIONS
     backbones: tuple[BackboneRun, ...] = (MCUNET_64, LITE0_128)
-    epochs_grid: tuple[int, ...] = (5, 20)
+    epochs_grid: tuple[int, ...] = (5, 20, 40)
     validation_fraction: float = 0.3
     class_split_min_classes: int = 40
+    halving_rounds: tuple[int, ...] = (2,)
+    halving_eta: int = 3
 
     def __post_init__(self) -> None:
         runs = tuple(BackboneRun(**b) if isinstance(b, dict) else b for b in self.backbones)
@@ -176,6 +183,13 @@ class BenchConfig:
         if not grid or any(isinstance(e, bool) or not isinstance(e, int) or e < 1 for e in grid) or len(set(grid)) != len(grid):
             raise ValueError(f"epochs_grid must be distinct ints >= 1 (at least one); got {self.epochs_grid!r}")
         object.__setattr__(self, "epochs_grid", grid)
+        rounds = tuple(self.halving_rounds)
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in rounds) \
+                or any(a >= b for a, b in zip(rounds, rounds[1:])):
+            raise ValueError(f"halving_rounds must be increasing ints >= 1; got {self.halving_rounds!r}")
+        object.__setattr__(self, "halving_rounds", rounds)
+        if isinstance(self.halving_eta, bool) or not isinstance(self.halving_eta, int) or self.halving_eta < 2:
+            raise ValueError(f"halving_eta must be an int >= 2; got {self.halving_eta!r}")
         if not isinstance(self.validation_fraction, (int, float)) or not 0 < self.validation_fraction < 1:
             raise ValueError(f"validation_fraction must be in (0, 1); got {self.validation_fraction!r}")
         if isinstance(self.class_split_min_classes, bool) or not isinstance(self.class_split_min_classes, int) \
@@ -237,16 +251,46 @@ class BenchConfig:
         """Every (learning rate, epochs) pair the validation tasks try, rate-major."""
         return tuple((lr, e) for lr in self.learning_rates for e in self.epochs_grid)
 
+    @property
+    def tuning_schedule(self) -> tuple[int, ...]:
+        """Validation tasks per target of each successive-halving round: ``halving_rounds`` below
+        ``tuning_tasks``, then ``tuning_tasks``."""
+        return tuple(n for n in self.halving_rounds if n < self.tuning_tasks) + (self.tuning_tasks,)
+
 
 QUICK = dict(tasks=3, tuning_tasks=1, learning_rates=(1e-4, 1e-3), epochs_grid=(3,), ablation_tasks=3,
              timing_runs=1)
 """``--quick``: every section and both backbones at a reduced size that fits about an hour on one
 busy core: N = 3 tasks per target, one validation task per target, each policy's learning rate
-chosen from 1e-4 and 1e-3 (FullTrain of all 4.6M Lite0 weights wants the lower, the sparse updates the higher), 3 passes over the support set (epochs not tuned). Lite0@128's FullTrain dominates
-(about 30 s per pass at batch 50 on a loaded core). The report estimates the defaults' wall time from
-the per-task costs it measured (``bench.run_cost``)."""
+chosen from 1e-4 and 1e-3 (FullTrain of all 4.6M Lite0 weights wants the lower, the sparse updates
+the higher), 3 passes over the support set (epochs not tuned). The report estimates the other
+presets' wall time from the per-task costs it measured (``bench.run_cost``)."""
+
+POWERED = dict(backbones=(LITE0_128,), tasks=60, tuning_tasks=5, halving_rounds=(2,), halving_eta=3,
+               sections=("accuracy", "backward_cost", "plots"))
+"""``--preset powered``: the default backbone only (EfficientNet-Lite0 @ 128, meta-trained), N = 60 test
+tasks on every target of the cache, each training policy's learning rate and passes chosen by
+successive halving over the default grid ({1e-4, 3e-4, 1e-3, 3e-3} x {5, 20, 40}: every setting on 2
+validation tasks per target, the best third on all 5), every policy at batch 1. The accuracy section
+(with its cost figure) and the cost-model tables; timing and ablations can be added to the same
+output later with ``--section ... --update``. Resumable: rerunning the same command skips the tasks
+already stored under ``<out>/tasks/``."""
+
+PRESETS = {"quick": QUICK, "powered": POWERED}
+"""Preset name -> the ``BenchConfig`` fields it sets (other fields: the defaults)."""
+
+
+def preset_config(name: str | None, **fields: Any) -> BenchConfig:
+    """``BenchConfig`` of preset ``name`` (None = the defaults), with ``fields`` overriding it.
+
+    Raises:
+      ValueError: an unknown preset name.
+    """
+    if name is not None and name not in PRESETS:
+        raise ValueError(f"unknown bench preset {name!r}; choose one of {sorted(PRESETS)}")
+    return BenchConfig(**{**PRESETS.get(name, {}), **fields})
 
 
 def quick_config(**fields: Any) -> BenchConfig:
     """``BenchConfig`` of the ``QUICK`` preset, with ``fields`` overriding it."""
-    return BenchConfig(**{**QUICK, **fields})
+    return preset_config("quick", **fields)

@@ -27,6 +27,16 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+def interpreter_version(interpreter_module: str) -> str | None:
+    """The installed version of the distribution that provides ``interpreter_module`` (None = unknown)."""
+    distribution = {"ai_edge_litert": "ai-edge-litert", "tflite_runtime": "tflite-runtime",
+                    "tensorflow": "tensorflow-cpu"}.get(interpreter_module.split(".")[0])
+    version = _version(distribution) if distribution else None
+    if version is None and interpreter_module.startswith("tensorflow"):
+        version = _version("tensorflow")
+    return version
+
+
 def environment(interpreter_module: str) -> dict[str, str | int | None]:
     """CPU model, usable cores, OS, 1-minute load average, and the versions of python, numpy, TensorFlow,
     the interpreter.
@@ -35,11 +45,6 @@ def environment(interpreter_module: str) -> dict[str, str | int | None]:
       interpreter_module: The TFLite interpreter module the runtime path used
         (``TrainableModel.runtime``), e.g. ``"ai_edge_litert.interpreter"``.
     """
-    distribution = {"ai_edge_litert": "ai-edge-litert", "tflite_runtime": "tflite-runtime",
-                    "tensorflow": "tensorflow-cpu"}.get(interpreter_module.split(".")[0])
-    version = _version(distribution) if distribution else None
-    if version is None and interpreter_module.startswith("tensorflow"):
-        version = _version("tensorflow")
     import numpy
 
     return {
@@ -50,6 +55,6 @@ def environment(interpreter_module: str) -> dict[str, str | int | None]:
         "numpy": numpy.__version__,
         "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
         "interpreter_module": interpreter_module,
-        "interpreter_version": version,
+        "interpreter_version": interpreter_version(interpreter_module),
         "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }

@@ -1,18 +1,21 @@
-"""The figures of a run: the Fisher potential / score / selection of one task, and the PNGs
-(accuracy vs backward compute per paired backbone, Fisher per layer) written from the results."""
+"""The figures of a run: the Fisher potential / score / selection of one task, and the PNGs written from
+the results (accuracy vs cost and accuracy vs backward compute per paired backbone, Fisher per layer)."""
 
 from __future__ import annotations
 
 import pathlib
 
+import numpy as np
+
 from bench import plots
 from bench.config import BenchConfig
+from bench.paired_accuracy import AVERAGE
 from bench.policy_runs import for_model
 from bench.tasks import Task
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, class_prototypes, embed, layer_table, support_fisher
 
-__all__ = ["fisher_task_figures", "write_plots"]
+__all__ = ["cost_panels", "fisher_task_figures", "write_accuracy_figures", "write_plots"]
 
 
 def fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Task, tinytrain: AdaptConfig) -> dict:
@@ -35,11 +38,49 @@ def fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Tas
             "chosen": list(selection.layers), "fisher": {n: fisher[n].tolist() for n in names}}
 
 
+def cost_panels(run: dict) -> list[tuple[str, list[dict]]]:
+    """(panel title, rows) per target of a backbone run's summary and its average, for ``plots.accuracy_vs_cost``:
+    each policy's mean accuracy and 95 % CI (over the tasks every policy has done), its seconds per
+    adaptation (mean over those targets' tasks) and its backward MACs per optimizer step (per-sample MACs x
+    batch)."""
+    summary = run["summary"]
+    targets = run["summary_targets"]
+    panels = []
+    for name in [*targets, AVERAGE]:
+        rows = []
+        for label, method in run["methods"].items():
+            cells = [run["per_target"][t][label] for t in (targets if name == AVERAGE else [name])]
+            tasks = sum(c["tasks"] for c in cells)
+            batch = int(method["adapt"]["batch_size"])
+            mean = summary["means"][label][name]
+            rows.append({"label": label, "accuracy": mean["mean"], "ci95": mean["ci95"],
+                         "seconds": sum(c["seconds"] for c in cells) / tasks,
+                         "macs_per_step": float(np.mean([c["backward_macs"] for c in cells])) * batch})
+        panels.append((f"average over {len(targets)} targets" if name == AVERAGE else name, rows))
+    return panels
+
+
+def write_accuracy_figures(results: dict, out: pathlib.Path) -> dict[str, str]:
+    """``accuracy_vs_cost_<run>.png`` per backbone run of the accuracy section that has a summary; returns
+    run key -> file name."""
+    figures = {}
+    for key, run in results["sections"]["accuracy"]["runs"].items():
+        if not run.get("summary"):
+            continue
+        tasks = min(run["paired_tasks"][t] for t in run["summary_targets"])
+        figures[key] = plots.accuracy_vs_cost(
+            cost_panels(run), out / f"accuracy_vs_cost_{key}.png",
+            f"{run['label']} px: accuracy (mean, 95 % CI, N = {tasks} tasks per target) vs adaptation cost").name
+    return figures
+
+
 def write_plots(config: BenchConfig, results: dict, out: pathlib.Path) -> dict[str, str]:
     """Writes the PNGs from the run's results; returns plot name -> file name."""
     figures = {}
     targets = results["targets"]
     for key, run in (results["sections"].get("accuracy") or {}).get("runs", {}).items():
+        if not run.get("summary"):
+            continue  # an unfinished run with no paired tasks yet
         means = run["summary"]["means"]
         rows = [{"label": label, "accuracy": means[label]["average"]["mean"], "backward_macs": c["backward_macs"],
                  "memory_bytes": c["memory_bytes"]} for label, c in run["cost"].items()]

@@ -54,6 +54,12 @@ PAIRED_POLICIES = ("None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain"
 """The paired accuracy section's policies (rows), in report order."""
 
 
+def no_update_row(label: str) -> str:
+    """The row without training on the same weights as row ``label`` (the no-op check's reference):
+    "None without meta-training" for "TinyTrain without meta-training", else "None"."""
+    return NONE_NO_META if label == NO_META else "None"
+
+
 def paired_methods(config: BenchConfig, run: BackboneRun, memory_bytes: float,
                    candidates: Sequence[str]) -> list[Method]:
     """The paired section's rows for one backbone run (every row on the same tasks).

@@ -1,77 +1,183 @@
 """The paired accuracy section (Table 1 shape): every policy of a backbone on the same tasks.
 
-``Runs`` runs (method, tag, tasks) requests through ``bench.policy_runs.run_methods`` and caches the
-results so rows shared between sections run once; ``paired_section`` tunes (learning rate, epochs)
-per policy on validation-pool tasks and then runs every policy on the same test-pool tasks of every
-target, with means, paired deltas and verdicts (``bench.paired_accuracy.summarize``).
+``Runs`` runs (method, target, pool, tasks) requests through ``bench.policy_runs.run_records``; every
+finished task is stored in its cell file (``bench.task_store``), so a rerun with the same config runs
+only the tasks that are missing. ``paired_section`` chooses each policy's (learning rate, passes) by
+successive halving on validation-pool tasks (``bench.successive_halving``) and then runs every policy on
+the same test-pool tasks of every target; ``assemble_run`` turns the stored tasks into means, paired
+deltas, verdicts and the no-op check (also for a partial run: ``refresh_partial``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
+import os
 import pathlib
 import time
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from bench.config import BenchConfig
-from bench.learning_rates import choose_settings, with_settings
-from bench.methods import paired_methods
+from bench.learning_rates import with_settings
+from bench.methods import no_update_row, paired_methods
 from bench.models import SPARSE, ensure_models, export_configs, model_key
 from bench.paired_accuracy import summarize
-from bench.policy_runs import Job, Method, memory_budget_bytes, run_methods, source_fisher_tasks
+from bench.policy_runs import Job, Method, MethodResult, memory_budget_bytes, run_records, source_fisher_tasks
+from bench.successive_halving import successive_halving
+from bench.task_store import TaskRecord, model_identity, open_cell, read_records, task_fingerprint
 from bench.tasks import Task, source_tasks, target_pools, target_tasks
-from bench.validation_split import VALIDATION
+from bench.validation_split import TEST, VALIDATION
 from tflite_train import contract as C
 from tflite_train.data import read_manifest
 from tflite_train.runtime import TrainableModel, layer_table
 
-__all__ = ["Runs", "paired_section", "source_fisher", "split_sizes"]
+__all__ = ["Request", "Runs", "assemble_run", "paired_section", "refresh_partial", "split_sizes"]
 
 LOG = logging.getLogger(__name__)
+SOURCE_FISHER_TASKS = 8
+"""Source meta-training tasks of SparseUpdate's static Fisher ranking."""
+NO_OP_SHARE = 0.5
+"""A training policy that scores exactly None's accuracy on more than this share of a target's tasks is flagged."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Request:
+    """One method on the first ``len(tasks)`` tasks of a target's pool."""
+
+    method: Method
+    target: str
+    pool: str
+    tasks: Sequence[Task]
+    progress: str = ""
+    """Prefix of the per-task log lines."""
 
 
 class Runs:
-    """Runs (method, tag, tasks) requests through ``run_methods``, caching results by (model,
-    config, tag, task count) so shared rows run once; with ``executor``, each batch of requests
-    is spread over its worker processes at once. ``fisher_tasks``: model key -> source-task Fisher
-    of SparseUpdate's static ranking (where it has no fixed layer list)."""
+    """Runs ``Request``s, storing every finished task in its cell file under ``config.out_dir`` and
+    skipping the tasks stored there already; with ``executor``, each batch of requests is spread over
+    its worker processes at once.
 
-    def __init__(self, config: BenchConfig, paths: dict[str, pathlib.Path], fisher_tasks: dict[str, list],
-                 executor: concurrent.futures.Executor | None) -> None:
-        self.config, self.paths, self.fisher_tasks, self.executor, self.cache = config, paths, fisher_tasks, executor, {}
+    Args:
+      config: The run (out_dir, threads, seed and sampler of the source tasks).
+      paths: Model key -> exported ``.tflite``.
+      executor: A process pool, or None (this process).
+      interpreter: The interpreter module and version (part of every cell's key).
+    """
 
-    def run_many(self, requests: list[tuple[Method, str, list[Task]]]) -> list[dict]:
-        keys = [(m.model, m.adapt, tag, len(tasks)) for m, tag, tasks in requests]
-        todo = {}
-        for key, (method, tag, tasks) in zip(keys, requests):
-            if key not in self.cache and key not in todo:
-                fisher = self.fisher_tasks.get(method.model) if method.adapt.policy == "sparse_update" else None
-                todo[key] = Job(method, self.paths[method.model], tasks, fisher, progress=tag)
-        results = run_methods(list(todo.values()), threads=self.config.threads, executor=self.executor)
-        for key, result in zip(todo, results):
-            self.cache[key] = result.to_dict()
-        return [{**self.cache[key], "label": method.label} for key, (method, _, _) in zip(keys, requests)]
+    def __init__(self, config: BenchConfig, paths: dict[str, pathlib.Path],
+                 executor: concurrent.futures.Executor | None, interpreter: str) -> None:
+        self.config, self.paths, self.executor, self.interpreter = config, paths, executor, interpreter
+        self._identity: dict[pathlib.Path, dict] = {}
+        self._fingerprints: dict[Task, str] = {}
+        self._fisher: dict[str, list | None] = {}
+        self._source: tuple[str, list[Task]] | None = None
 
+    def fingerprints(self, tasks: Sequence[Task]) -> list[str]:
+        """``task_fingerprint`` of each task (memoised per task object)."""
+        for task in tasks:
+            if task not in self._fingerprints:
+                self._fingerprints[task] = task_fingerprint(task)
+        return [self._fingerprints[task] for task in tasks]
 
-def source_fisher(config: BenchConfig, model_path: pathlib.Path) -> list | None:
-    """Fisher of 8 source meta-training tasks on ``model_path`` (SparseUpdate's static ranking), or None
-    when the cache has no source data set."""
-    source = [name for name, e in read_manifest(config.cache_dir)["datasets"].items() if e["role"] == "source"]
-    if not source:
-        return None
-    return source_fisher_tasks(model_path, source_tasks(config, source[0], 8), config.threads)
+    def identity(self, model: str) -> dict:
+        """``task_store.model_identity`` of model key ``model``."""
+        path = pathlib.Path(self.paths[model])
+        if path not in self._identity:
+            self._identity[path] = model_identity(path)
+        return self._identity[path]
+
+    def _source_tasks(self) -> tuple[str, list[Task]] | None:
+        if self._source is None:
+            names = [n for n, e in read_manifest(self.config.cache_dir)["datasets"].items() if e["role"] == "source"]
+            self._source = (names[0], source_tasks(self.config, names[0], SOURCE_FISHER_TASKS)) if names else ("", [])
+        return self._source if self._source[1] else None
+
+    @staticmethod
+    def needs_fisher(method: Method) -> bool:
+        """SparseUpdate without a fixed layer list ranks layers by the source tasks' Fisher."""
+        return method.adapt.policy == "sparse_update" and method.adapt.sparse_update_layers is None
+
+    def fisher(self, model: str) -> list | None:
+        """The source tasks' Fisher on model key ``model`` (computed once; None without a source data set)."""
+        if model not in self._fisher:
+            source = self._source_tasks()
+            self._fisher[model] = None if source is None else source_fisher_tasks(
+                self.paths[model], source[1], self.config.threads)
+        return self._fisher[model]
+
+    def cell(self, request: Request) -> pathlib.Path:
+        """The cell file of ``request`` (created with its header when new)."""
+        method = request.method
+        fisher = None
+        if self.needs_fisher(method):
+            source = self._source_tasks()
+            fisher = None if source is None else {"source": source[0], "tasks": self.fingerprints(source[1])}
+        cell = {"model": self.identity(method.model), "adapt": method.adapt.to_dict(), "target": request.target,
+                "pool": request.pool, "fisher": fisher, "interpreter": self.interpreter, "threads": self.config.threads}
+        return open_cell(self.config.out_dir, method.model, method.label, request.target, request.pool, cell)
+
+    def run_many(self, requests: Sequence[Request]) -> list[list[TaskRecord]]:
+        """Each request's task records, in task order; runs only the tasks its cell file lacks.
+
+        Raises:
+          ValueError: a request's method has no adaptation config.
+          RuntimeError: a task is still missing after its run.
+        """
+        for r in requests:
+            if r.method.adapt is None:
+                raise ValueError(f"method {r.method.label!r} has no adaptation config (not built)")
+        cells = [self.cell(r) for r in requests]
+        longest: dict[pathlib.Path, Request] = {}
+        for path, r in zip(cells, requests):  # requests of one cell are prefixes of the same task list
+            if path not in longest or len(r.tasks) > len(longest[path].tasks):
+                longest[path] = r
+        jobs = []
+        for path, r in longest.items():
+            done = read_records(path, self.fingerprints(r.tasks))
+            missing = [i for i in range(len(r.tasks)) if i not in done]
+            if missing:
+                fisher = self.fisher(r.method.model) if self.needs_fisher(r.method) else None
+                jobs.append(Job(r.method, self.paths[r.method.model], [r.tasks[i] for i in missing], fisher,
+                                progress=r.progress, indices=missing, total=len(r.tasks), store=path))
+        if jobs:
+            run_records(jobs, threads=self.config.threads, executor=self.executor)
+        out = []
+        for path, r in zip(cells, requests):
+            done = read_records(path, self.fingerprints(r.tasks))
+            missing = [i for i in range(len(r.tasks)) if i not in done]
+            if missing:
+                raise RuntimeError(f"{path}: tasks {missing} are missing after their run")
+            out.append([done[i] for i in range(len(r.tasks))])
+        return out
+
+    def relative(self, path: pathlib.Path) -> str:
+        """``path`` relative to ``config.out_dir`` (as results.json names cell files)."""
+        return os.path.relpath(path, self.config.out_dir)
 
 
 def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[str, pathlib.Path], runs: Runs,
-                    previous: dict | None) -> dict:
-    """The paired accuracy section: per backbone run, (lr, epochs) tuned per policy on validation-pool
-    tasks, then every policy on the same test-pool tasks of every target; means, paired deltas, verdicts."""
+                    previous: dict | None, checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """The paired accuracy section: per backbone run, (lr, passes) chosen per policy by successive halving
+    on validation-pool tasks, then every policy on the same test-pool tasks of every target; means, paired
+    deltas, verdicts, the no-op check.
+
+    Args:
+      config, targets, paths, runs: The run, its targets, model paths and task runner.
+      previous: A saved run whose tuning choices are kept (or None).
+      checkpoint: Called with the section so far whenever it changes stage (before the tuning rounds and
+        the test tasks, and after each backbone), so that a partial run can be rendered.
+    """
+    save = checkpoint or (lambda section: None)
     validation = {t: target_tasks(config, t, config.tuning_tasks, VALIDATION) for t in targets}
     tests = {t: target_tasks(config, t, config.tasks) for t in targets}
-    pools = {t: target_pools(config, t)[1].summary(target_pools(config, t)[0].labels) for t in targets}
-    out = {"pools": pools, "runs": {}}
+    pools = {}
+    for t in targets:
+        data, split = target_pools(config, t)
+        pools[t] = split.summary(data.labels)
+    out = {"pools": pools, "fingerprints": {t: runs.fingerprints(tests[t]) for t in targets}, "runs": {}}
     for run in config.backbones:
         t0 = time.time()
         # exported when first needed (in run order), so a cached backbone starts while another is missing
@@ -80,40 +186,132 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
         probe = TrainableModel(str(sparse), num_threads=config.threads)
         memory = memory_budget_bytes(layer_table(probe.metadata), config.memory_budget_mib)
         methods = paired_methods(config, run, memory, probe.candidates)
-        for m in methods:
-            if m.adapt.policy == "sparse_update" and m.adapt.sparse_update_layers is None and m.model not in runs.fisher_tasks:
-                runs.fisher_tasks[m.model] = source_fisher(config, paths[m.model])
-
-        def mean_accuracies(trials: list[Method]) -> list[float]:
-            rows = runs.run_many([(m, f"{run.key} validation/{t}", validation[t]) for m in trials for t in targets])
-            return [float(np.mean([np.mean(r["accuracies"]) for r in trial]))  # mean over targets of target means
-                    for trial in split_sizes(rows, [len(targets)] * len(trials))]
-
-        kept = (previous or {}).get("runs", {}).get(run.key, {}).get("tuning")
-        tuning = kept if kept is not None else choose_settings(methods, config.tuning_grid, mean_accuracies)
-        tuned_seconds = time.time() - t0
-        methods = with_settings(methods, tuning)
-        LOG.info("%s settings: %s", run.key, {k: (v["learning_rate"], v["epochs"]) for k, v in tuning.items()})
-        t0 = time.time()
-        done = iter(runs.run_many([(m, f"{run.key} {t}", tests[t]) for t in targets for m in methods]))
-        per_target = {t: {m.label: next(done) for m in methods} for t in targets}
-        accuracies = {m.label: {t: per_target[t][m.label]["accuracies"] for t in targets} for m in methods}
-        out["runs"][run.key] = {
+        entry = out["runs"][run.key] = {
             "backbone": run.backbone, "input_size": run.input_size, "label": run.label,
             "weights": run.weights, "baseline_weights": run.baseline_weights, "meta_trained": run.meta_trained,
             "memory_budget_bytes": memory, C.F_CANDIDATES: list(probe.candidates),
-            "model_bytes": sparse.stat().st_size, "tuning": tuning,
-            "methods": {m.label: {"model": m.model, "adapt": m.adapt.to_dict()} for m in methods},
-            "per_target": {t: {label: {k: v for k, v in r.items() if k != "label"} for label, r in rows.items()}
-                           for t, rows in per_target.items()},
-            "cost": {m.label: {"memory_bytes": float(np.mean([per_target[t][m.label]["memory_bytes"] for t in targets])),
-                               "backward_macs": float(np.mean([per_target[t][m.label]["backward_macs"] for t in targets])),
-                               "seconds_per_task": float(sum(per_target[t][m.label]["seconds"] for t in targets)
-                                                         / (len(targets) * config.tasks))} for m in methods},
-            "summary": summarize(accuracies, targets),
-            "seconds": {"tuning": tuned_seconds, "tests": time.time() - t0},
-        }
+            "model_bytes": sparse.stat().st_size,
+            "model_ids": {m.model: runs.identity(m.model)["model_id"] for m in methods}, "stage": "tuning"}
+        save(out)
+
+        def mean_accuracies(trials: list[Method], n: int) -> list[float]:
+            requests = [Request(m, t, VALIDATION, validation[t][:n], f"{run.key} validation/{t}")
+                        for m in trials for t in targets]
+            entry["tuning_progress"] = {"tasks": n, "cells": [runs.relative(runs.cell(r)) for r in requests]}
+            save(out)
+            cells = runs.run_many(requests)
+            return [float(np.mean([np.mean([r.accuracy for r in cell]) for cell in trial]))  # mean of target means
+                    for trial in split_sizes(cells, [len(targets)] * len(trials))]
+
+        kept = (previous or {}).get("runs", {}).get(run.key, {}).get("tuning")
+        tuning = kept if kept is not None else successive_halving(
+            methods, config.tuning_grid, config.tuning_schedule, config.halving_eta, mean_accuracies)
+        entry.pop("tuning_progress", None)
+        methods = with_settings(methods, tuning)
+        LOG.info("%s settings: %s", run.key, {k: (v["learning_rate"], v["epochs"]) for k, v in tuning.items()})
+        requests = {t: {m.label: Request(m, t, TEST, tests[t], f"{run.key} {t}") for m in methods} for t in targets}
+        entry.update({
+            "tuning": tuning, "methods": {m.label: {"model": m.model, "adapt": m.adapt.to_dict()} for m in methods},
+            "cells": {t: {label: runs.relative(runs.cell(r)) for label, r in rows.items()} for t, rows in requests.items()},
+            "stage": "tests", "seconds": {"tuning": time.time() - t0}})
+        save(out)
+        t0 = time.time()
+        done = iter(runs.run_many([requests[t][m.label] for t in targets for m in methods]))
+        records = {t: {m.label: {r.task: r for r in next(done)} for m in methods} for t in targets}
+        entry.update(assemble_run(config.tasks, entry["methods"], targets, records))
+        for n in entry["noop"]:
+            LOG.warning("%s: %s on %s equals %s on %d of %d tasks (no-op?)", run.key, n["label"], n["target"],
+                        n["reference"], n["equal"], n["tasks"])
+        entry["seconds"]["tests"] = time.time() - t0
+        entry["stage"] = "done"
+        save(out)
     return out
+
+
+def _cell(label: str, records: Sequence[TaskRecord]) -> dict:
+    """One cell of ``per_target``: the ``MethodResult`` of its records (task order) + seconds per task."""
+    if not records:
+        return {"accuracies": [], "summary": None, "memory_bytes": 0.0, "backward_macs": 0.0, "seconds": 0.0,
+                "layers": [], "tasks": 0, "cache_used": 0, "seconds_per_task": None}
+    cell = MethodResult.from_records(label, records).to_dict()
+    del cell["label"]
+    return {**cell, "seconds_per_task": cell["seconds"] / len(records)}
+
+
+def assemble_run(expected: int, methods: Mapping[str, Mapping], targets: Sequence[str],
+                 records: Mapping[str, Mapping[str, Mapping[int, TaskRecord]]]) -> dict:
+    """The results of one backbone run from its stored test tasks (pure).
+
+    Args:
+      expected: N, test tasks per target.
+      methods: Label -> ``{"model", "adapt"}`` (report order).
+      targets: The targets.
+      records: Target -> label -> task index -> record (a partial run: any subset of 0..N-1).
+
+    Returns:
+      ``{"per_target": {target: {label: cell}}, "cost": {label: {...}}, "summary": summarize(...) over the
+      tasks every policy has done (None while no target has two), "summary_targets", "paired_tasks":
+      {target: tasks every policy has done}, "noop": [{"label", "target", "equal", "tasks"}], "complete"}``.
+      A cell holds ``MethodResult.to_dict`` (minus the label), ``seconds_per_task`` and, for a training
+      policy, ``equal_to_none``: the tasks whose accuracy equals the no-update row's
+      (``methods.no_update_row``) out of ``compared_to_none`` tasks both have done.
+    """
+    labels = list(methods)
+    per_target: dict[str, dict] = {}
+    common: dict[str, list[int]] = {}
+    noop = []
+    for t in targets:
+        rows = {label: records.get(t, {}).get(label, {}) for label in labels}
+        common[t] = sorted(set.intersection(*(set(r) for r in rows.values()))) if labels else []
+        per_target[t] = {}
+        for label in labels:
+            cell = _cell(label, [rows[label][i] for i in sorted(rows[label])])
+            reference = no_update_row(label)
+            trained = methods[label]["adapt"]["policy"] != "none"
+            if trained and reference in rows:
+                both = [i for i in rows[label] if i in rows[reference]]
+                equal = sum(rows[label][i].accuracy == rows[reference][i].accuracy for i in both)
+                cell.update(equal_to_none=equal, compared_to_none=len(both))
+                if both and equal > NO_OP_SHARE * len(both):
+                    noop.append({"label": label, "target": t, "reference": reference, "equal": equal,
+                                 "tasks": len(both)})
+            per_target[t][label] = cell
+    summary_targets = [t for t in targets if len(common[t]) >= 2]
+    summary = None
+    if summary_targets:
+        summary = summarize({label: {t: [records[t][label][i].accuracy for i in common[t]] for t in summary_targets}
+                             for label in labels}, summary_targets)
+    cost = {}
+    for label in labels:
+        cells = [per_target[t][label] for t in targets if per_target[t][label]["tasks"]]
+        tasks = sum(c["tasks"] for c in cells)
+        cost[label] = {"memory_bytes": float(np.mean([c["memory_bytes"] for c in cells])) if cells else 0.0,
+                       "backward_macs": float(np.mean([c["backward_macs"] for c in cells])) if cells else 0.0,
+                       "seconds_per_task": float(sum(c["seconds"] for c in cells) / tasks) if tasks else None,
+                       "cache_used": sum(c["cache_used"] for c in cells), "tasks": tasks}
+    complete = all(per_target[t][label]["tasks"] >= expected for t in targets for label in labels)
+    return {"per_target": per_target, "cost": cost, "summary": summary, "summary_targets": summary_targets,
+            "paired_tasks": {t: len(common[t]) for t in targets}, "noop": noop, "complete": complete}
+
+
+def refresh_partial(out_dir: str | os.PathLike, expected: int, section: dict) -> dict:
+    """The accuracy ``section`` of an unfinished run's results.json, brought up to what its cell files hold.
+
+    A backbone run at its test tasks gets ``assemble_run`` of the stored tasks (N done per cell); one still
+    tuning gets ``tuning_progress["done"]``, the validation tasks stored of the current round.
+    """
+    out_dir = pathlib.Path(out_dir)
+    for entry in section["runs"].values():
+        if entry.get("stage") == "tests":
+            targets = list(entry["cells"])
+            records = {t: {label: read_records(out_dir / path, section["fingerprints"][t])
+                           for label, path in entry["cells"][t].items()} for t in targets}
+            entry.update(assemble_run(expected, entry["methods"], targets, records))
+        elif entry.get("stage") == "tuning" and "tuning_progress" in entry:
+            progress = entry["tuning_progress"]
+            progress["done"] = sum(min(len(read_records(out_dir / path, None)), progress["tasks"])
+                                   for path in progress["cells"])
+    return section
 
 
 def split_sizes(items: list, sizes: list[int]) -> list[list]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from bench.config import BenchConfig
 from bench.confidence import MeanCI, mean_ci95
+from bench.task_store import TaskRecord, append_record, task_fingerprint
 from bench.tasks import Task
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate, input_range
@@ -40,7 +41,7 @@ class Method:
 
 @dataclasses.dataclass(frozen=True)
 class MethodResult:
-    """Per-task accuracies (percent) and mean cost-model figures of the selections."""
+    """Per-task accuracies (percent) and the mean cost-model figures of the selections of one method."""
 
     label: str
     accuracies: tuple[float, ...]
@@ -48,6 +49,22 @@ class MethodResult:
     backward_macs: float
     seconds: float
     layers: tuple[str, ...]
+    cache_used: int = 0
+    """Tasks whose steps ran from the frozen-prefix cache."""
+
+    @classmethod
+    def from_records(cls, label: str, records: Sequence[TaskRecord]) -> MethodResult:
+        """The aggregate of ``records`` (task order): mean memory and MACs, total seconds, the first
+        task's layers.
+
+        Raises:
+          ValueError: no record.
+        """
+        if not records:
+            raise ValueError(f"{label}: no task results")
+        return cls(label, tuple(r.accuracy for r in records), float(np.mean([r.memory_bytes for r in records])),
+                   float(np.mean([r.backward_macs for r in records])), float(np.sum([r.seconds for r in records])),
+                   records[0].layers, sum(r.cache for r in records))
 
     @property
     def summary(self) -> MeanCI:
@@ -57,7 +74,7 @@ class MethodResult:
         summary = self.summary.to_dict() if len(self.accuracies) > 1 else None  # a CI needs two tasks
         return {"label": self.label, "accuracies": list(self.accuracies), "summary": summary,
                 "memory_bytes": self.memory_bytes, "backward_macs": self.backward_macs, "seconds": self.seconds,
-                "layers": list(self.layers)}
+                "layers": list(self.layers), "tasks": len(self.accuracies), "cache_used": self.cache_used}
 
 
 def scaled_memory_budget(config: BenchConfig) -> float:
@@ -106,26 +123,29 @@ def for_model(task: Task, model: TrainableModel) -> Task:
     return task.for_model(model.input_shape, input_range(model.metadata))
 
 
-def _run_tasks(method: Method, model_path: str, tasks: Sequence[Task], threads: int,
-               fisher_tasks: Sequence[Mapping[str, np.ndarray]] | None, progress: str, first: int,
-               total: int) -> list[tuple[float, float, float, float, tuple[str, ...]]]:
-    """(accuracy %, memory bytes, backward MACs, seconds, layers) per task, in order.
+def _run_tasks(method: Method, model_path: str, tasks: Sequence[Task], indices: Sequence[int], threads: int,
+               fisher_tasks: Sequence[Mapping[str, np.ndarray]] | None, progress: str, total: int,
+               store: str | None) -> list[TaskRecord]:
+    """One ``TaskRecord`` per task, in order; each appended to the cell file ``store`` as it finishes.
 
     Every ``adapt`` resets the model and seeds its own generator from the config, so a task's result
     does not depend on which process runs it or on the tasks before it.
     """
     model = TrainableModel(model_path, num_threads=threads)
     out = []
-    for i, task in enumerate(tasks):
-        task = for_model(task, model)
+    for index, raw in zip(indices, tasks):
+        task = for_model(raw, model)
         result = adapt(model, task.support, task.support_labels, method.adapt, fisher_tasks=fisher_tasks)
         accuracy = 100.0 * evaluate(model, task.query, task.query_labels)
         empty = result.selection.is_empty
-        out.append((accuracy, 0.0 if empty else float(result.cost.total_bytes),
-                    0.0 if empty else float(result.cost.backward_macs), float(sum(result.seconds.values())),
-                    tuple(result.selection.layers)))
-        LOG.info("%s %s task %d/%d (%d-way, %d support): %.1f %% in %.1f s", progress, method.label, first + i + 1,
-                 total, task.ways, task.support.shape[0], accuracy, out[-1][3])
+        record = TaskRecord(int(index), task_fingerprint(raw), accuracy, 0.0 if empty else float(result.cost.total_bytes),
+                            0.0 if empty else float(result.cost.backward_macs), float(sum(result.seconds.values())),
+                            tuple(result.selection.layers), bool(result.cache is not None and result.cache.used))
+        if store is not None:
+            append_record(store, record)
+        out.append(record)
+        LOG.info("%s %s task %d/%d (%d-way, %d support): %.1f %% in %.1f s%s", progress, method.label, index + 1,
+                 total, task.ways, task.support.shape[0], accuracy, record.seconds, " (cached prefix)" * record.cache)
     return out
 
 
@@ -140,6 +160,12 @@ class Job:
     """Meta-training Fisher of the static SparseUpdate ranking (None otherwise)."""
     progress: str = ""
     """Prefix of the per-task log lines."""
+    indices: Sequence[int] | None = None
+    """Each task's index in its pool's episode list (None = 0, 1, ...)."""
+    total: int | None = None
+    """Tasks of the whole cell, for the log lines (None = ``len(tasks)``)."""
+    store: str | pathlib.Path | None = None
+    """Cell file (``bench.task_store``) each finished task is appended to; None = not stored."""
 
 
 def run_methods(
@@ -161,36 +187,45 @@ def run_methods(
       chunk_tasks: Tasks per submitted chunk.
 
     Returns:
-      One ``MethodResult`` per job, in order.
+      One ``MethodResult`` per job, in order (``run_records``: the per-task records).
 
     Raises:
-      ValueError: a job's ``method.adapt`` is None (nothing to run) or it has no tasks, or
-        ``chunk_tasks`` < 1.
+      ValueError: a job's ``method.adapt`` is None (nothing to run) or it has no tasks (or another
+        number of indices), or ``chunk_tasks`` < 1.
     """
+    return [MethodResult.from_records(job.method.label, records)
+            for job, records in zip(jobs, run_records(jobs, threads=threads, executor=executor, chunk_tasks=chunk_tasks))]
+
+
+def run_records(
+    jobs: Sequence[Job],
+    *,
+    threads: int = 1,
+    executor: concurrent.futures.Executor | None = None,
+    chunk_tasks: int = 4,
+) -> list[list[TaskRecord]]:
+    """``run_methods``' per-task records (each job's tasks in order); the same arguments and checks."""
     for job in jobs:
         if job.method.adapt is None:
             raise ValueError(f"method {job.method.label!r} has no adaptation config (not built)")
         if not job.tasks:
             raise ValueError(f"tasks must be non-empty for method {job.method.label!r}")
+        if job.indices is not None and len(job.indices) != len(job.tasks):
+            raise ValueError(f"method {job.method.label!r}: {len(job.indices)} indices for {len(job.tasks)} tasks")
     if isinstance(chunk_tasks, bool) or not isinstance(chunk_tasks, int) or chunk_tasks < 1:
         raise ValueError(f"chunk_tasks must be an int >= 1; got {chunk_tasks!r}")
 
     def chunks(job: Job):
         n = len(job.tasks)
-        return [(job.method, str(job.model_path), job.tasks[a:a + chunk_tasks], threads, job.fisher_tasks,
-                 job.progress, a, n) for a in range(0, n, chunk_tasks)]
+        indices = list(range(n)) if job.indices is None else [int(i) for i in job.indices]
+        store = None if job.store is None else str(job.store)
+        return [(job.method, str(job.model_path), job.tasks[a:a + chunk_tasks], indices[a:a + chunk_tasks], threads,
+                 job.fisher_tasks, job.progress, job.total or n, store) for a in range(0, n, chunk_tasks)]
 
     if executor is None:
-        per_job = [[row for args in chunks(job) for row in _run_tasks(*args)] for job in jobs]
-    else:
-        futures = [[executor.submit(_run_tasks, *args) for args in chunks(job)] for job in jobs]
-        per_job = [[row for future in job_futures for row in future.result()] for job_futures in futures]
-    results = []
-    for job, rows in zip(jobs, per_job):
-        accuracies, memory, macs, seconds, layers = zip(*rows)
-        results.append(MethodResult(job.method.label, tuple(accuracies), float(np.mean(memory)), float(np.mean(macs)),
-                                    float(np.sum(seconds)), layers[0]))
-    return results
+        return [[row for args in chunks(job) for row in _run_tasks(*args)] for job in jobs]
+    futures = [[executor.submit(_run_tasks, *args) for args in chunks(job)] for job in jobs]
+    return [[row for future in job_futures for row in future.result()] for job_futures in futures]
 
 
 def source_fisher_tasks(model_path: str | pathlib.Path, tasks: Sequence[Task], threads: int = 1) -> list[dict]:

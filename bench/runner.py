@@ -5,8 +5,11 @@ The sections live in their own modules (``bench.paired_section``, ``bench.backwa
 saved run, and writes the outputs.
 
 Outputs in ``config.out_dir``: ``config.json`` (resolved ``BenchConfig``), ``results.json`` (every
-number of the run), ``BENCHMARKS.md`` (rendered by ``bench.report``), ``accuracy_vs_compute.png``
-(Figure 1) and ``fisher_layers.png`` (per-layer potential/score of one task).
+number of the run; rewritten with ``"partial": true`` at each stage of the accuracy section, so that
+``render_saved`` can report an unfinished run), ``tasks/`` (every finished adaptation, ``bench.task_store``:
+a rerun of the same config skips them), ``BENCHMARKS.md`` (rendered by ``bench.report``),
+``accuracy_vs_cost_<run>.png`` (accuracy against seconds and backward MACs per step),
+``accuracy_vs_compute_<run>.png`` (Figure 1) and ``fisher_layers.png`` (per-layer potential/score of one task).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import logging
-import multiprocessing
 import math
+import multiprocessing
+import os
 import pathlib
 import time
 
@@ -24,15 +28,16 @@ import numpy as np
 from bench.backward_cost_section import backward_cost_section
 from bench.config import SECTIONS, BenchConfig
 from bench.environment import environment
-from bench.figures import fisher_task_figures, write_plots
+from bench.figures import fisher_task_figures, write_accuracy_figures, write_plots
 from bench.learning_rates import with_settings
 from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods
 from bench.models import FULL, SPARSE, ensure_models, export_configs
-from bench.paired_section import Runs, paired_section, source_fisher, split_sizes
-from bench.policy_runs import scaled_memory_budget
+from bench.paired_section import Request, Runs, paired_section, refresh_partial
+from bench.policy_runs import MethodResult, scaled_memory_budget
 from bench.report import render_report
 from bench.tasks import cache_targets, target_tasks
 from bench.timing_section import timing_section
+from bench.validation_split import TEST
 from tflite_train import contract as C
 from tflite_train.runtime import TrainableModel
 
@@ -79,6 +84,9 @@ def _previous_run(config: BenchConfig) -> dict:
         results = json.loads((out / "results.json").read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"update needs a finished benchmark run in {out} (config.json + results.json): {err}") from err
+    if results.get("partial"):
+        raise ValueError(f"update needs a finished benchmark run in {out}; it holds an unfinished one: "
+                         "rerun its command to finish it first")
     if "command" in results:  # runs written before updates existed
         results["commands"] = [results.pop("command")]
     mine = config.to_dict()
@@ -107,23 +115,29 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     paths = ensure_models(config, (SPARSE,))
     probe = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
     memory_bytes = scaled_memory_budget(config)
+    env = environment(probe.runtime)
     results: dict = {
-        "commands": [*(previous or {}).get("commands", []), command], "environment": environment(probe.runtime),
+        "commands": [*(previous or {}).get("commands", []), command], "environment": env,
         "targets": list(targets),
         "memory_budget_bytes": memory_bytes, C.F_CANDIDATES: list(probe.candidates),
         "models": {k: str(v) for k, v in paths.items()}, "tinytl_note": TINYTL_NOTE, "sections": {},
     }
     section_seconds = {}
     methods = accuracy_methods(config, memory_bytes, probe.candidates)
-    fisher = {}
-    if any(m.adapt is not None and m.adapt.policy == "sparse_update" and m.adapt.sparse_update_layers is None
-           for m in methods):
-        fisher["sparse"] = source_fisher(config, paths["sparse"])
-    runs = Runs(config, paths, fisher, executor)
+    runs = Runs(config, paths, executor, f"{env['interpreter_module']} {env['interpreter_version']}")
 
     if "accuracy" in config.sections:
         t0 = time.time()
-        results["sections"]["accuracy"] = paired_section(config, targets, paths, runs, None)
+
+        def checkpoint(section: dict) -> None:
+            """results.json of the run so far (``"partial": true``), for ``render_saved``."""
+            sections = {**(previous or {}).get("sections", {}), **results["sections"], "accuracy": section}
+            partial = {**results, "sections": sections, "partial": True,
+                       "section_seconds": {**section_seconds, "accuracy": time.time() - t0},
+                       "wall_seconds": time.time() - started}
+            _write_json(out / "results.json", partial)
+
+        results["sections"]["accuracy"] = paired_section(config, targets, paths, runs, None, checkpoint)
         section_seconds["accuracy"] = time.time() - t0
     accuracy = results["sections"].get("accuracy") or (previous or {}).get("sections", {}).get("accuracy")
     # The single-backbone sections (timing, ablations) train at the paired run's chosen settings of the
@@ -133,7 +147,6 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     chosen = accuracy["runs"][same.key]["tuning"] if accuracy and same and same.key in accuracy["runs"] else {}
     # their learning rates; their length stays config.epochs (the paper's Table 8 protocol)
     methods = with_settings(methods, {label: {**c, "epochs": config.epochs} for label, c in chosen.items()})
-    fisher_tasks = fisher.get("sparse")
 
     fisher_figures = None
     if "plots" in config.sections or "backward_cost" in config.sections:
@@ -151,6 +164,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     if "timing" in config.sections:
         t0 = time.time()
         paths.update(ensure_models(config, (SPARSE, FULL)))
+        fisher_tasks = runs.fisher(SPARSE) if any(m.adapt is not None and Runs.needs_fisher(m) for m in methods) else None
         results["sections"]["timing"] = timing_section(config, paths, methods, targets[0], fisher_tasks)
         section_seconds["timing"] = time.time() - t0
 
@@ -161,10 +175,11 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
             raise ValueError(f"ablation_target {target!r} is not one of the cache's targets {list(targets)}")
         tasks = target_tasks(config, target, config.ablation_tasks)
         groups = ablation_methods(config, memory_bytes, chosen.get("TinyTrain", {}).get("learning_rate"))
+        done = iter(runs.run_many([Request(m, target, TEST, tasks, "ablation") for g in groups.values() for m in g]))
         results["sections"]["ablations"] = {
             "target": target, "tasks": len(tasks),
-            "groups": dict(zip(groups, split_sizes(runs.run_many([(m, target, tasks) for g in groups.values() for m in g]),
-                                              [len(g) for g in groups.values()]))),
+            "groups": {name: [MethodResult.from_records(m.label, next(done)).to_dict() for m in g]
+                       for name, g in groups.items()},
         }
         section_seconds["ablations"] = time.time() - t0
 
@@ -180,13 +195,27 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         results["wall_seconds"] += previous["wall_seconds"]
         if "timing" not in config.sections:  # the machine state the kept timings were measured in
             results["environment"] = previous["environment"]
-    if "plots" in results["sections"]:
-        results["sections"]["plots"]["files"] = write_plots(config, results, out)
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=_json_default) + "\n")
+    _write_figures(config, results, out)
+    _write_json(out / "results.json", results)
     report = out / "BENCHMARKS.md"
     report.write_text(render_report(config, results))
     LOG.info("wrote %s in %.0f s", report, results["wall_seconds"])
     return report
+
+
+def _write_json(path: pathlib.Path, data: dict) -> None:
+    """``data`` as indented JSON, replacing ``path`` atomically (a reader never sees half a file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=_json_default) + "\n")
+    os.replace(tmp, path)
+
+
+def _write_figures(config: BenchConfig, results: dict, out: pathlib.Path) -> None:
+    """The PNGs of ``results`` (their file names recorded in it)."""
+    if "accuracy" in results["sections"]:
+        results["sections"]["accuracy"]["figures"] = write_accuracy_figures(results, out)
+    if "plots" in results["sections"]:
+        results["sections"]["plots"]["files"] = write_plots(config, results, out)
 
 
 def _json_default(value):
@@ -198,16 +227,19 @@ def _json_default(value):
 
 
 def render_saved(out_dir: str | pathlib.Path) -> pathlib.Path:
-    """Re-renders ``BENCHMARKS.md`` and the PNGs from the ``config.json`` and ``results.json`` of a finished run."""
+    """Re-renders ``BENCHMARKS.md`` and the PNGs from the ``config.json`` and ``results.json`` of a run; an
+    unfinished run (``"partial"``) is first brought up to the tasks stored since its last checkpoint
+    (``bench.paired_section.refresh_partial``) and reported with N done per cell."""
     out = pathlib.Path(out_dir)
     try:
         data = json.loads((out / "config.json").read_text())
         results = json.loads((out / "results.json").read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{out} holds no finished benchmark run (config.json + results.json): {err}") from err
+        raise ValueError(f"{out} holds no benchmark run (config.json + results.json): {err}") from err
     config = BenchConfig(**data)
-    if "plots" in results["sections"]:
-        results["sections"]["plots"]["files"] = write_plots(config, results, out)
+    if results.get("partial") and "accuracy" in results["sections"]:
+        refresh_partial(out, config.tasks, results["sections"]["accuracy"])
+    _write_figures(config, results, out)
     report = out / "BENCHMARKS.md"
     report.write_text(render_report(config, results))
     return report

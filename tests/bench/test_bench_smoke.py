@@ -49,7 +49,8 @@ def smoke_run(tmp_path_factory):
         input_size=32, weights=weights[0], candidate_blocks=4, tasks=2, min_ways=2,
         max_ways=3, max_query=2, max_support_per_class=3, max_support_total=8, epochs=1, full_train_batch=4,
         ablation_tasks=2, channel_ratios=(0.5,), timing_runs=1, timing_support=6, tf_recipe=True,
-        learning_rates=(1e-3, 3e-3), epochs_grid=(1, 2), tuning_tasks=2, train_variants=0,  # one train signature: a 2x faster export
+        learning_rates=(1e-3, 3e-3), epochs_grid=(1, 2), train_variants=0,  # one train signature: a 2x faster export
+        tuning_tasks=3, halving_rounds=(1,), halving_eta=2,  # 4 settings on 1 validation task, the best 2 on 3
         backbones=(BackboneRun("tiny_32", "tiny", 32, weights[0], weights[1], 4),), memory_budget_mib=8.0,
     )
     report = run_benchmarks(config, command="pytest smoke")
@@ -82,10 +83,30 @@ def test_every_section_and_png_written(smoke_run):
     tuning = run["tuning"]
     assert set(tuning) == {"LastLayer", "FullTrain", "SparseUpdate", "TinyTrain", "TinyTrain without meta-training"}
     for label, c in tuning.items():
-        assert set(c["scores"]) == {"0.001/1", "0.001/2", "0.003/1", "0.003/2"}
+        first, last = c["rounds"]  # successive halving: every setting on 1 task, the best 2 on 3
+        assert (first["tasks"], last["tasks"]) == (1, 3)
+        assert set(first["scores"]) == {"0.001/1", "0.001/2", "0.003/1", "0.003/2"}
+        assert len(last["scores"]) == 2 and set(last["scores"]) <= set(first["scores"]) and c["scores"] == last["scores"]
+        assert min(first["scores"][k] for k in last["scores"]) >= max(
+            v for k, v in first["scores"].items() if k not in last["scores"])
         assert c["scores"][f"{c['learning_rate']:g}/{c['epochs']}"] == max(c["scores"].values())
         adapt = run["methods"][label]["adapt"]
         assert (adapt["learning_rate"], adapt["epochs"]) == (c["learning_rate"], c["epochs"])
+        assert adapt["cache"] is True
+    for label, cell in rows.items():  # every cell: cache use and the no-op count against its no-update row
+        assert 0 <= cell["cache_used"] <= cell["tasks"] == 2
+        if run["methods"][label]["adapt"]["policy"] == "none":
+            assert "equal_to_none" not in cell
+        else:
+            assert 0 <= cell["equal_to_none"] <= cell["compared_to_none"] == 2
+    assert run["stage"] == "done" and run["complete"] and "partial" not in results
+    assert run["noop"] == [{"label": label, "target": "tgt", "reference": "None without meta-training"
+                            if label.endswith("meta-training") else "None", "equal": c["equal_to_none"], "tasks": 2}
+                           for label, c in rows.items() if c.get("equal_to_none", 0) > 1]
+    for n in run["noop"]:
+        assert f"**No-op warning**: {n['label']} on tgt" in text
+    assert (out / "accuracy_vs_cost_tiny_32.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![accuracy vs cost](accuracy_vs_cost_tiny_32.png)" in text
     # Paired: the delta's per-target mean is the difference of the two policies' means on the same tasks.
     summary = run["summary"]
     for a, b in (("TinyTrain", "FullTrain"), ("TinyTrain", "TinyTrain without meta-training")):
@@ -225,7 +246,8 @@ def test_published_memory_budgets_are_the_librarys():
                                           ("iterations", -1), ("channel_ratios", ()), ("epochs", 0),
                                           ("workers", 0), ("train_variants", -1), ("learning_rates", ()), ("learning_rates", (1e-3, -1.0)),
                                           ("epochs_grid", ()), ("epochs_grid", (0,)), ("validation_fraction", 1.0),
-                                          ("backbones", ())])
+                                          ("backbones", ()), ("halving_rounds", (2, 2)), ("halving_rounds", (0,)),
+                                          ("halving_eta", 1)])
 def test_config_validation(field, value):
     with pytest.raises(ValueError, match=field):
         BenchConfig(**{field: value})
@@ -267,7 +289,7 @@ def test_render_only_without_a_run_fails_cleanly(tmp_path, capsys):
     from tflite_train.cli import main
 
     assert main(["bench", "--out", str(tmp_path), "--render-only"]) == 2
-    assert "no finished benchmark run" in capsys.readouterr().err
+    assert "holds no benchmark run" in capsys.readouterr().err
 
 
 

@@ -1,0 +1,196 @@
+"""Per-task results on disk: an interrupted benchmark resumes where it stopped, and its report can be
+rendered from whatever has finished.
+
+A *cell* is one method (label + ``AdaptConfig``) on one exported model, one target and one pool
+(validation or test). Its tasks' results go to one JSON-lines file
+
+    <out>/tasks/<model key>/<target>/<pool>/<label>-<key>.jsonl
+
+whose first line is the header ``{"cell": {...}, "key": key}`` and every further line one finished
+task. ``key`` = the first 16 hex digits of sha256 of the canonical JSON (sorted keys) of ``cell``,
+which holds everything that changes a result:
+
+* the model: its metadata ``model_id`` (a hash of the graph, every weight, the input spec, the head,
+  the candidates, the optimizer and the initial state) and its export config (the ``.config.json``
+  beside the file: train variants, cache signatures, ...);
+* the ``AdaptConfig`` (``to_dict``: policy, budgets, learning rate, epochs, batch, seed, cache, ...);
+* the target and the pool;
+* the source-task Fisher of SparseUpdate's static ranking (the fingerprints of its source tasks);
+* the interpreter: module, version and threads.
+
+A changed config therefore writes a new file and never reads an old one. Each task line is
+``{"task": index in the pool's seeded episode list, "fingerprint": sha256 of the task's pixels and
+labels (16 hex), "accuracy": %, "memory_bytes", "backward_macs", "seconds" (adaptation), "layers",
+"cache": whether the steps ran from the frozen-prefix cache}``, written with one ``os.write`` on an
+``O_APPEND`` descriptor, so a line is whole even when worker processes append to the same file at once.
+A reader keeps, per index, the first line whose fingerprint is the task's (a changed data cache or
+episode sampler never reuses a line) and skips a torn line (a write cut short by a crash).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bench.tasks import Task
+
+__all__ = ["TASKS_DIR", "TaskRecord", "append_record", "cell_key", "model_identity", "open_cell", "read_records",
+           "task_fingerprint"]
+
+LOG = logging.getLogger(__name__)
+TASKS_DIR = "tasks"
+"""The store's folder inside the benchmark's ``out_dir``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskRecord:
+    """One finished task of a cell.
+
+    Attributes:
+      task: Index of the task in its pool's seeded episode list.
+      fingerprint: ``task_fingerprint`` of the task.
+      accuracy: Query accuracy after the adaptation (%).
+      memory_bytes, backward_macs: The selection's backward-pass memory and MACs per sample (cost
+        model; 0 for no update).
+      seconds: Wall time of the adaptation (``adapt``'s phases; evaluation excluded).
+      layers: The selected layers.
+      cache: True when the steps ran from the frozen-prefix cache (``AdaptResult.cache.used``).
+    """
+
+    task: int
+    fingerprint: str
+    accuracy: float
+    memory_bytes: float
+    backward_macs: float
+    seconds: float
+    layers: tuple[str, ...]
+    cache: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready line."""
+        return {**dataclasses.asdict(self), "layers": list(self.layers)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskRecord:
+        """The record of a stored line.
+
+        Raises:
+          KeyError, TypeError, ValueError: not a task line.
+        """
+        return cls(int(data["task"]), str(data["fingerprint"]), float(data["accuracy"]), float(data["memory_bytes"]),
+                   float(data["backward_macs"]), float(data["seconds"]), tuple(str(n) for n in data["layers"]),
+                   bool(data["cache"]))
+
+
+def task_fingerprint(task: Task) -> str:
+    """sha256 (first 16 hex) of the task's support and query pixels, labels and shapes."""
+    digest = hashlib.sha256()
+    for array in (task.support, task.support_labels, task.query, task.query_labels):
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]
+
+
+def model_identity(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"model_id": metadata model_id (or the file's sha256 without one), "export": its export config}``."""
+    from tflite_train import contract as C
+    from tflite_train.runtime import read_metadata
+
+    path = pathlib.Path(path)
+    model_id = read_metadata(str(path)).get(C.F_MODEL_ID) or hashlib.sha256(path.read_bytes()).hexdigest()
+    sidecar = path.with_suffix(path.suffix + ".config.json")
+    export = json.loads(sidecar.read_text()) if sidecar.is_file() else None
+    return {"model_id": model_id, "export": export}
+
+
+def cell_key(cell: Mapping[str, Any]) -> str:
+    """sha256 (first 16 hex) of the canonical JSON of ``cell``."""
+    return hashlib.sha256(json.dumps(cell, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
+
+
+def open_cell(out_dir: str | os.PathLike, model: str, label: str, target: str, pool: str,
+              cell: Mapping[str, Any]) -> pathlib.Path:
+    """The file of a cell (module docstring), created with its header line when new.
+
+    Args:
+      out_dir: The benchmark's output folder.
+      model: The method's model key (e.g. ``"lite0_128/sparse"``), a folder of the store.
+      label: The method's label (part of the file name).
+      target, pool: The tasks' target and pool.
+      cell: Everything that changes a result (hashed into the file name).
+    """
+    key = cell_key(cell)
+    path = pathlib.Path(out_dir, TASKS_DIR, *(_slug(p) for p in model.split("/")), _slug(target), _slug(pool),
+                        f"{_slug(label)}-{key}.jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return path
+    try:
+        os.write(fd, (json.dumps({"cell": cell, "key": key}, sort_keys=True, default=str) + "\n").encode())
+    finally:
+        os.close(fd)
+    return path
+
+
+def append_record(path: str | os.PathLike, record: TaskRecord) -> None:
+    """Appends ``record`` as one line, in one ``os.write`` on an ``O_APPEND`` descriptor."""
+    line = (json.dumps(record.to_dict(), sort_keys=True) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, line)
+    finally:
+        os.close(fd)
+    if written != len(line):
+        raise OSError(f"{path}: wrote {written} of {len(line)} bytes of a task line")
+
+
+def read_records(path: str | os.PathLike, fingerprints: Sequence[str] | None) -> dict[int, TaskRecord]:
+    """Task index -> record of the cell file ``path`` (no file: empty).
+
+    Args:
+      path: A cell file.
+      fingerprints: The fingerprint of each task of the pool (index order); a line is kept only when
+        its index is below ``len(fingerprints)`` and its fingerprint matches. None = keep every line
+        (counting progress without the tasks).
+    """
+    out: dict[int, TaskRecord] = {}
+    try:
+        text = pathlib.Path(path).read_text()
+    except FileNotFoundError:
+        return out
+    stale = 0
+    for line in text.splitlines():
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn line
+        if not isinstance(data, dict) or "task" not in data:
+            continue  # the header
+        try:
+            record = TaskRecord.from_dict(data)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if fingerprints is not None:
+            if not 0 <= record.task < len(fingerprints):
+                continue  # beyond this run's N tasks
+            if fingerprints[record.task] != record.fingerprint:
+                stale += 1
+                continue
+        out.setdefault(record.task, record)
+    if stale:
+        LOG.warning("%s: %d stored task(s) are not this config's tasks (changed data or sampler); they are rerun",
+                    path, stale)
+    return out
