@@ -50,10 +50,12 @@ class ExportConfig:
       train_variants: Number of depth-specific ``train_step_<layer>`` signatures, cut at the first
         layer of each of the last ``train_variants`` candidate blocks (0: only ``train_step``).
       cache_signatures: Add the frozen-prefix cache signatures (``features_<layer>``,
-        ``train_step_from_<layer>``, ``infer_from_<layer>``) for the lowest candidate and every
-        depth-specific cut whose frontier is one tensor (``converters.frozen_prefix``); such a cut gets
+        ``train_step_from_<layer>``, ``infer_from_<layer>``) for the ``cache_cuts`` cuts whose frontier
+        is one tensor (``converters.frozen_prefix``); such a cut gets
         no ``train_step_<layer>`` (features + train_step_from compute it). False writes a file without
         them (as older exports: a ``train_step_<layer>`` per cut), which the runtime adapts with full steps.
+      cache_cuts: Most cuts with cache signatures: the lowest candidate and the first layer of each of the
+        highest ``cache_cuts - 1`` candidate blocks (each candidate layer when there are no blocks).
     """
 
     backbone: str = "tiny"
@@ -79,6 +81,7 @@ class ExportConfig:
     selftest_batch: int = 3
     train_variants: int = 4
     cache_signatures: bool = True
+    cache_cuts: int = 8
 
     def __post_init__(self) -> None:
         size = self.input_size
@@ -110,6 +113,8 @@ class ExportConfig:
             raise ValueError(f"candidates must be a string; got {self.candidates!r}")
         if not isinstance(self.train_variants, int) or self.train_variants < 0:
             raise ValueError(f"train_variants must be an int >= 0; got {self.train_variants!r}")
+        if isinstance(self.cache_cuts, bool) or not isinstance(self.cache_cuts, int) or self.cache_cuts < 1:
+            raise ValueError(f"cache_cuts must be an int >= 1; got {self.cache_cuts!r}")
         if not isinstance(self.cache_signatures, bool):
             raise ValueError(f"cache_signatures must be a bool; got {self.cache_signatures!r}")
         if not self.learning_rate > 0:

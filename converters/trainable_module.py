@@ -18,6 +18,8 @@ whole model (``ModifyGraphWithDelegate`` fails) when any rank-0 resource variabl
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
@@ -31,6 +33,11 @@ from converters.graph.region import gradient_region
 from tflite_train import contract as C
 from tflite_train.contract import state_names
 from tflite_train.sparse.layer_table import LayerTable
+
+signature = functools.partial(tf.function, autograph=False)
+"""``tf.function`` for the exported signatures, without AutoGraph: the code branches with explicit
+``tf.cond`` and loops over Python structures only, and AutoGraph's source transformation of every
+helper was about a quarter of the export's time (cProfile of the ``tiny`` fixture's ``convert``)."""
 
 NO_INPUT = np.array(0, np.int32)
 """The contract's dummy input of ``get_state`` / ``reset_state`` (CONTRACT.md)."""
@@ -104,7 +111,9 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         self._add_var(C.LEARNING_RATE, np.array(config.learning_rate, np.float32))
         self.names = state_names(self.candidate_names, config.optimizer)
         self.train_cuts = train_cuts(table, self.candidates, config.train_variants)
-        cuts = (self.candidates[0], *self.train_cuts)
+        # cache cuts: the lowest candidate and the first candidate of each of the highest cache_cuts - 1
+        # candidate blocks (so that a selection starting in one of them steps from just below it)
+        cuts = (self.candidates[0], *train_cuts(table, self.candidates, config.cache_cuts - 1))
         self.cache_cuts: tuple[CacheCut, ...] = tuple(
             c for c in (cache_cut(graph, table, i) for i in cuts) if c is not None) if config.cache_signatures else ()
         cached = {c.index for c in self.cache_cuts}
@@ -112,7 +121,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         # compute exactly train_step_<layer> (the runtime composes them for a full step).
         self.variant_cuts = tuple(c for c in self.train_cuts if c not in cached)
         self._regions = {cut: gradient_region(graph, [l.name for l in table.layers[cut:] if l.name in self.candidate_names])
-                         for cut in (self.candidates[0], *self.train_cuts)}
+                         for cut in {*cuts, *self.train_cuts}}
         # Candidates upstream of each node's first input: its input gradient is needed iff one is selected.
         self._upstream = {n.name: [c for c in self.candidate_names if c in graph.ancestors(n.inputs[0])]
                           for n in graph.weighted() if n.inputs}
@@ -156,49 +165,49 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         dummy = tf.TensorSpec([], tf.int32, name=C.DUMMY)  # every signature takes an input (CONTRACT.md)
         k, d = self.config.class_capacity, self.feature_dim
 
-        @tf.function(input_signature=[images])
+        @signature(input_signature=[images])
         def infer(images):
             emb, _ = self._forward(images)
             logits, _ = self._head(emb)
             return {C.EMBEDDINGS: emb, C.LOGITS: logits}
 
-        @tf.function(input_signature=[images, labels])
+        @signature(input_signature=[images, labels])
         def fisher(images, labels):
             _, _, deltas = self._backward(images, labels, "fisher")
             return {name: deltas[name] for name in self.candidate_names}
 
-        @tf.function(input_signature=[images, labels])
+        @signature(input_signature=[images, labels])
         def train_step(images, labels):
             self._vars[C.STEP].assign_add([1.0])
             loss, accuracy, _ = self._backward(images, labels, "train")
             return {C.LOSS: loss, C.ACCURACY: accuracy}
 
-        @tf.function(input_signature=[tf.TensorSpec([k, d], tf.float32, name=C.PROTOTYPES),
+        @signature(input_signature=[tf.TensorSpec([k, d], tf.float32, name=C.PROTOTYPES),
                                       tf.TensorSpec([], tf.int32, name=C.NUM_CLASSES)])
         def set_head(prototypes, num_classes):
             self._vars[C.PROTOTYPES].assign(prototypes)
             self._write_state(C.NUM_CLASSES, num_classes)
             return {C.OK: tf.constant(1, tf.int32)}
 
-        @tf.function(input_signature=[tf.TensorSpec([sum(self.mask_sizes)], tf.float32, name=C.CHANNEL_MASK)])
+        @signature(input_signature=[tf.TensorSpec([sum(self.mask_sizes)], tf.float32, name=C.CHANNEL_MASK)])
         def set_selection(channel_mask):
             parts = tf.split(channel_mask, self.mask_sizes)
             for name, part in zip(self.candidate_names, parts):
                 self._vars[name + C.MASK_SUFFIX].assign(part)
             return {C.OK: tf.constant(1, tf.int32)}
 
-        @tf.function(input_signature=[tf.TensorSpec([], tf.float32, name=C.LEARNING_RATE)])
+        @signature(input_signature=[tf.TensorSpec([], tf.float32, name=C.LEARNING_RATE)])
         def set_hparams(learning_rate):
             self._write_state(C.LEARNING_RATE, learning_rate)
             return {C.OK: tf.constant(1, tf.int32)}
 
-        @tf.function(input_signature=[dummy])
+        @signature(input_signature=[dummy])
         def get_state(dummy):  # noqa: ARG001 - the contract's dummy input
             return {n: self._read_state(n) for n in self.names}
 
         specs = [tf.TensorSpec(self._initial[n].shape, self._initial[n].dtype, name=n) for n in self.names]
 
-        @tf.function(input_signature=specs)
+        @signature(input_signature=specs)
         def set_state(*values):
             given = dict(zip(self.names, values))
             for n, value in given.items():
@@ -208,7 +217,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
                 self._dirty[name].assign(tf.reshape(tf.cast(differs, tf.float32), [1]))
             return {C.OK: tf.constant(1, tf.int32)}
 
-        @tf.function(input_signature=[dummy])
+        @signature(input_signature=[dummy])
         def reset_state(dummy):  # noqa: ARG001 - the contract's dummy input
             for n in self.names:
                 self._write_state(n, tf.constant(self._initial[n]))
@@ -217,7 +226,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
             return {C.OK: tf.constant(1, tf.int32)}
 
         def variant(cut: int):
-            @tf.function(input_signature=[images, labels])
+            @signature(input_signature=[images, labels])
             def train_step_cut(images, labels):
                 self._vars[C.STEP].assign_add([1.0])
                 loss, accuracy, _ = self._backward(images, labels, "train", cut=cut)
@@ -227,18 +236,18 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         def cached(cut: CacheCut) -> dict:
             activations = tf.TensorSpec([None, *cut.shape], tf.float32, name=C.ACTIVATIONS)
 
-            @tf.function(input_signature=[images])
+            @signature(input_signature=[images])
             def features(images):
                 value, _ = self._forward(images, stop=cut.frontier)
                 return {C.ACTIVATIONS: value}
 
-            @tf.function(input_signature=[activations, labels])
+            @signature(input_signature=[activations, labels])
             def train_step_from(activations, labels):
                 self._vars[C.STEP].assign_add([1.0])
                 loss, accuracy, _ = self._backward(activations, labels, "train", cut=cut.index, start=cut)
                 return {C.LOSS: loss, C.ACCURACY: accuracy}
 
-            @tf.function(input_signature=[activations])
+            @signature(input_signature=[activations])
             def infer_from(activations):
                 emb, _ = self._forward(activations, start=cut)
                 logits, _ = self._head(emb)
