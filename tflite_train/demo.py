@@ -188,9 +188,14 @@ def format_report(config: DemoConfig, report: dict[str, Any], result: Any, eval_
         f"{'unlimited' if math.isinf(limit) else f'{limit / 1e6:.2f}M'} "
         f"({config.compute_fraction:.0%} of the full backward pass, {result.full_backward_macs / 1e6:.2f}M MACs)",
         f"time: load {report['load_seconds']:.2f} s, head {seconds.get('head', 0):.2f} s, "
-        f"fisher+selection {seconds.get('fisher_selection', 0):.2f} s, "
+        f"fisher+selection {seconds.get('fisher_selection', 0):.2f} s, frozen-prefix cache {seconds.get('cache', 0):.2f} s, "
         f"{len(result.losses)} steps ({config.epochs} passes) {seconds.get('training', 0):.2f} s, query eval {eval_seconds:.2f} s",
     ]
+    if result.cache is not None:
+        cache = result.cache
+        lines.append(f"steps from the frozen-prefix cache below {cache.layer}: {cache.cache_bytes / MIB:.2f} MiB "
+                     f"(the views as images {cache.image_bytes / MIB:.2f} MiB), forward per step "
+                     f"{cache.step_forward_macs / 1e6:.2f}M MACs" if cache.used else f"full steps: {cache.reason}")
     if result.losses:
         # One batch-1 step's loss is noisy (one augmented image); the mean over a pass (epoch) is the curve.
         per_pass = max(1, len(result.losses) // max(1, config.epochs))

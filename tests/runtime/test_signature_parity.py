@@ -23,6 +23,8 @@ from runtime_fixtures import parity_model, relative_error
 FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "mbv2_adam_32", "proxyless_sgd_33",
             "byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]
 TOL = {"embeddings": 5e-4, "logits": 5e-4, "fisher": 2e-3, "loss": 5e-4, "weights": 2e-3}
+TOL_AFTER_STEPS = 2e-3
+"""Embeddings on the trained weights (as ``test_copy_on_write``: the weights carry the steps' tolerance)."""
 
 
 _rel = relative_error
@@ -67,4 +69,42 @@ def test_train_steps_match_autodiff_optimizer(case):
         assert off.mean() <= 0.01, name
         moved += int(np.any(state[name] != initial[name]))
     assert moved >= 2  # the selection really trained something
+    model.reset_state()
+
+
+def test_cached_signatures_match_tensorflow(case):
+    """The frozen-prefix signatures against the same TF references: ``features_<layer>`` then
+    ``infer_from_<layer>`` at every cut = the Keras embedding and logits; ``features_<layer>`` then 3
+    steps of ``train_step_from_<layer>`` at the cut the parity selection uses (it selects the lowest
+    candidate, so the lowest cut) = TF autodiff + the numpy optimizer (same tolerances as above)."""
+    model, ref, initial = case
+    if not model.cached_cuts:
+        pytest.skip("exported without cache signatures")
+    k = int(ref["num_classes"])
+    model.reset_state()  # the fixture is shared: start from the exported state and the reference's head
+    model.set_head(ref["prototypes"][:k])
+    for cut in model.cached_cuts:
+        out = model.infer_from(cut, model.features(cut, ref["images"]))
+        assert _rel(out["embeddings"], ref["infer/embeddings"]) < TOL["embeddings"], cut.layer
+        assert _rel(out["logits"][:, :k], ref["infer/logits"]) < TOL["logits"], cut.layer
+    model.set_selection(ref["channel_mask"])
+    cut = model.cache_cut()
+    if cut is None:  # every layer a candidate: the lowest (the stem) reads the image, nothing to cache below it
+        assert model.candidates[0] not in {c.layer for c in model.cached_cuts}
+        model.reset_state()
+        return
+    assert cut == model.cached_cuts[0]
+    activations = model.features(cut, ref["images"])
+    steps = sum(1 for key in ref if key.startswith("train_step/"))
+    for step in range(steps):
+        out = model.train_step_from(cut, activations, ref["labels"])
+        assert abs(out["loss"] - ref[f"train_step/{step}/loss"]) <= TOL["loss"] * abs(ref[f"train_step/{step}/loss"])
+    state = model.get_state()
+    for key in (k for k in ref if k.startswith("state/")):
+        name = key[len("state/"):]
+        assert _rel(state[name], ref[key]) < TOL["weights"], name
+        off = np.abs(state[name] - ref[key]) > 1e-4 * max(np.max(np.abs(ref[key])), 1e-12)
+        assert off.mean() <= 0.01, name
+    after = model.infer_from(cut, activations)
+    assert _rel(after["embeddings"], ref["infer_after_steps/embeddings"]) < TOL_AFTER_STEPS
     model.reset_state()
