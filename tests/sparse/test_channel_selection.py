@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from tflite_train.sparse import channel_l2_norms, fisher_channels, l2_channels, random_channels, top_k_channels
+from tflite_train.sparse import (
+    channel_l2_norms,
+    fisher_channels,
+    l2_channels,
+    live_channels,
+    random_channels,
+    top_k_channels,
+)
 
 
 @pytest.mark.parametrize(
@@ -34,6 +41,48 @@ def test_l2_channels_by_hand():
     assert l2_channels(w, 2) == (0, 2)
     assert l2_channels(w, 1) == (0,)
     assert l2_channels(w, 3) == (0, 1, 2)
+
+
+def test_l2_channels_live_first():
+    # Norms 5, 1, 5, 3 (output channel last, one input).
+    w = np.array([[[[5.0, 1.0, -5.0, 3.0]]]])
+    assert l2_channels(w, 2) == (0, 2)
+    assert l2_channels(w, 2, live=None) == (0, 2)
+    # Channels 0 and 2 get no gradient: the live ones by norm (3 at 3, then 1 at 1).
+    live = np.array([False, True, False, True])
+    assert l2_channels(w, 1, live=live) == (3,)
+    assert l2_channels(w, 2, live=live) == (1, 3)
+    # Fewer live channels than K: the dead ones fill up by norm (5 at 0 and at 2: tie -> lower index).
+    assert l2_channels(w, 3, live=live) == (0, 1, 3)
+    assert l2_channels(w, 4, live=live) == (0, 1, 2, 3)
+    # All live or all dead: the plain norm order.
+    assert l2_channels(w, 2, live=np.ones(4, bool)) == l2_channels(w, 2, live=np.zeros(4, bool)) == (0, 2)
+    chosen = l2_channels(w, 2, live=live)
+    assert all(type(c) is int for c in chosen)
+
+
+def test_l2_channels_bad_live():
+    w = np.ones((1, 1, 2, 3))
+    with pytest.raises(ValueError, match="live must be a bool array of shape"):
+        l2_channels(w, 1, live=np.ones(3))
+    with pytest.raises(ValueError, match="live must be a bool array of shape"):
+        l2_channels(w, 1, live=np.ones(4, bool))
+    with pytest.raises(ValueError, match="k must be an int in 1..3"):
+        l2_channels(w, 4, live=np.ones(3, bool))
+
+
+def test_live_channels():
+    tasks = [{"x": np.array([0.0, 0.5, 0.0, 0.0])}, {"x": np.array([0.0, 0.0, 1e-30, 0.0])}]
+    np.testing.assert_array_equal(live_channels(tasks, "x"), [False, True, True, False])
+    assert live_channels(tasks, "x").dtype == np.bool_
+    with pytest.raises(ValueError, match="must not be empty"):
+        live_channels([], "x")
+    with pytest.raises(ValueError, match=r"fisher_tasks\[1\] has no Fisher vector for layer 'x'"):
+        live_channels([tasks[0], {"y": np.ones(4)}], "x")
+    with pytest.raises(ValueError, match="different lengths"):
+        live_channels([tasks[0], {"x": np.ones(3)}], "x")
+    with pytest.raises(ValueError, match=">= 0"):
+        live_channels([{"x": np.array([1.0, -1.0])}], "x")
 
 
 def test_random_channels_reproducible_by_seed():

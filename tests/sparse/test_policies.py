@@ -123,6 +123,30 @@ def test_sparse_update_from_meta_training_fisher(abc_table):
                   fisher={"a": np.full(4, 99.0), "b": np.zeros(4), "c": np.zeros(2)}) == sel
 
 
+def test_sparse_update_channels_skip_channels_dead_on_every_source_task(abc_table):
+    # Same potentials as test_sparse_update_from_meta_training_fisher (means a 1, b 4, c 1.5 -> b, c
+    # under 190 B), but b's channels 0 and 3 (norms 3 and 4, the two largest) and c's channel 1
+    # (norm 2) have Delta = 0 on every source task: no gradient, so the live channels go first.
+    tasks = [
+        {"a": np.full(4, 0.5), "b": np.zeros(4), "c": np.array([1.0, 0.0])},
+        {"a": np.zeros(4), "b": np.array([0.0, 4.0, 4.0, 0.0]), "c": np.array([2.0, 0.0])},
+    ]
+    sel = select(abc_table, config(190, policy="sparse_update"), fisher_tasks=tasks, weights=WEIGHTS)
+    assert sel == Selection(("b", "c"), {"b": (1, 2), "c": (0,)}, "sparse_update")
+    # A fixed layer list uses the source tasks' liveness too; without them, the plain norm order.
+    fixed = config(190, policy="sparse_update", layers=("b", "c"))
+    assert select(abc_table, fixed, fisher_tasks=tasks, weights=WEIGHTS).channels == {"b": (1, 2), "c": (0,)}
+    assert select(abc_table, fixed, weights=WEIGHTS).channels == {"b": (0, 3), "c": (1,)}
+    # Live on one task is live.
+    tasks[0]["b"] = np.array([0.0, 0.0, 0.0, 1e-9])
+    assert select(abc_table, config(190, policy="sparse_update"), fisher_tasks=tasks,
+                  weights=WEIGHTS).channels["b"] == (2, 3)
+    with pytest.raises(ValueError, match="has no Fisher vector for candidate layers"):
+        select(abc_table, fixed, fisher_tasks=[{"b": np.ones(4), "c": np.ones(2)}], weights=WEIGHTS)
+    with pytest.raises(ValueError, match="fisher_tasks must not be empty"):
+        select(abc_table, fixed, fisher_tasks=[], weights=WEIGHTS)
+
+
 def test_sparse_update_fixed_layer_list(abc_table):
     # Priority a, c under 189 B: {a:2} 152 ok, {a,c} 172 ok.
     sel = select(abc_table, config(189, policy="sparse_update", layers=("a", "c")), weights=WEIGHTS)

@@ -14,6 +14,7 @@ from tflite_train.sparse.channel_selection import (
     channel_l2_norms,
     fisher_channels,
     l2_channels,
+    live_channels,
     random_channels,
     top_k_channels,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "last_layer_memory",
     "last_layer_policy",
     "layer_channel_counts",
+    "live_channels",
     "layer_cost",
     "mean_fisher_potentials",
     "multi_objective_scores",
