@@ -172,17 +172,21 @@ def export_configs(args: argparse.Namespace) -> dict:
 
     if args.backbone in KERAS_BACKBONES:
         return {key: ExportConfig(backbone="keras", input_size=None, candidates=cand, train_variants=4,
-                                  candidate_blocks=args.candidate_blocks)
+                                  candidate_blocks=args.candidate_blocks, cache_signatures=key == "sparse")
                 for key, cand in (("sparse", f"blocks:{args.candidate_blocks}"), ("full", "all"))}
 
     blocks = len(get_config(args.backbone).blocks)
     size = (args.input_size, args.input_size)
     out = {}
     for key, k in (("sparse", min(args.candidate_blocks, blocks)), ("full", blocks)):
+        # FullTrain selects the stem, which reads the image: the full export needs no frozen-prefix cache
+        cache = key == "sparse"
         if args.weights:
-            out[key] = trained_config(pathlib.Path(args.weights), size, candidate_blocks=k, train_variants=4)
+            out[key] = trained_config(pathlib.Path(args.weights), size, candidate_blocks=k, train_variants=4,
+                                      cache_signatures=cache)
         else:
-            out[key] = ExportConfig(backbone=args.backbone, input_size=size, candidate_blocks=k, train_variants=4)
+            out[key] = ExportConfig(backbone=args.backbone, input_size=size, candidate_blocks=k, train_variants=4,
+                                    cache_signatures=cache)
     return out
 
 

@@ -70,19 +70,22 @@ def export_missing(model_dir: pathlib.Path, candidate_blocks: int, models=MODELS
 
                 if cli_main(["export", "--out", str(path)]) != 0:
                     raise SystemExit(f"exporting the default model to {path} failed")
-            elif name == "mcunet":
-                config = trained_config(MCUNET_WEIGHTS, (128, 128), candidates=candidates)
+            elif name == "mcunet":  # FullTrain selects the stem (it reads the image): no cache signatures
+                config = trained_config(MCUNET_WEIGHTS, (128, 128), candidates=candidates,
+                                        cache_signatures=kind != "full")
                 write_export(config, path, backbone_model(config))
             elif name == "efficientnet_lite0":
                 from converters.export_config import ExportConfig
                 from tflite_train.models.efficientnet_lite import efficientnet_lite0
 
-                config = ExportConfig(backbone="keras", input_size=None, candidates=candidates)
+                config = ExportConfig(backbone="keras", input_size=None, candidates=candidates,
+                                      cache_signatures=kind != "full")
                 write_export(config, path, efficientnet_lite0(128, include_top=False, weights="imagenet"))
             else:
                 from converters.export_config import ExportConfig
 
-                config = ExportConfig(backbone="keras", input_size=None, candidates=candidates)
+                config = ExportConfig(backbone="keras", input_size=None, candidates=candidates,
+                                      cache_signatures=kind != "full")
                 write_export(config, path, mobilenet_v2(128))
 
 

@@ -34,7 +34,8 @@ def test_adapt_json_then_predict(folders, tmp_path, capsys):
                   "--policy", "TinyTrain", "--seed", "3", "--json") == 0
     record = json.loads(capsys.readouterr().out)
     assert 0.0 <= record["query_accuracy"] <= 1.0 and record["within_budget"]
-    assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "training", "eval"}
+    assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "cache", "training", "eval"}
+    assert record["cache"]["used"] and record["cache"]["cache_bytes"] <= record["cache"]["image_bytes"]
     assert record["shots"] == [4, 4, 4] and len(record["losses"]) == 5
     assert set(record["fisher_potentials"]) == set(record["layer_costs"])
     checkpoint = load_checkpoint(out)  # one file: the config and the report travel inside the checkpoint
@@ -75,7 +76,9 @@ def test_adapt_prints_a_summary(folders, tmp_path, capsys):
     assert main(["show", str(out)]) == 0
     assert capsys.readouterr().out == text, "show prints the summary adapt printed, from the checkpoint alone"
     labels = [line.split()[0] for line in text.splitlines()[1:]]
-    assert labels == ["classes", "selection", "memory", "compute", "loss", "support", "query", "time", "checkpoint"]
+    assert labels == ["classes", "selection", "memory", "compute", "cache", "loss", "support", "query", "time",
+                      "checkpoint"]
+    assert "steps from the activation below" in text and "(the views as images:" in text
     assert "class0 (4), class1 (4), class2 (4)" in text and str(out) in text
     for layer, channels in report["selection"]["channels"].items():
         assert f"{layer} {len(channels)}/{report['layer_costs'][layer]['out_channels']}" in text
