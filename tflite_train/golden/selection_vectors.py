@@ -7,11 +7,16 @@ per backbone holds:
   ``max(CANDIDATE_BLOCKS)`` blocks, written out explicitly as float64 (``json`` writes ``repr``, the
   shortest text that round-trips, so Java's ``Double.parseDouble`` reads back the same doubles).
   Two are continuous (log-uniform magnitudes), one holds small integers so that equal Fisher values
-  and equal layer potentials (ties) occur.
+  and equal layer potentials (ties) occur. Two more (``LIVE_FIRST_TASKS``, see ``_dead_fisher_dicts``)
+  are the source tasks of the live-first SparseUpdate cases: per layer a seeded share of the channels
+  is 0 on both (dead: no gradient), and other channels are 0 on one of them only (still live).
 * ``weights``: not stored; every layer's weights follow :func:`synthetic_weights` (an integer formula
   that Java reproduces bit-for-bit; all values are multiples of 1/1024, so L2 sums are exact).
 * ``potentials``: P_l of every dict (Eq. 2) and the mean over the dicts.
 * ``top_k``: top-K channel cases (ties -> lower index first).
+* ``live_channels``: the channels dead (Delta = 0) on every one of ``LIVE_FIRST_TASKS``, per layer;
+  ``l2_live``: ``l2_channels(weights, k, live)`` cases (live channels first, then by norm, ties ->
+  lower index; some with fewer live channels than K) next to the plain norm order.
 * ``cases``: policy runs with their inputs (policy, candidates = layers of the last k blocks,
   budget, criterion, channel ratio, channel method, on_empty, fixed layers / Fisher tasks) and the
   Python outputs: layer ranking and scores (budgeted policies), selected layers (forward order),
@@ -23,7 +28,9 @@ MACs); tight (1.5x the cheapest single layer's memory, 2x its MACs); paper (1 Mi
 forward MACs); exact (memory and MACs exactly the cost of a known selection, the first two layers of
 the ranking, so the inclusive bounds are exercised) and exact_minus_one (one byte less); nothing
 (1 byte) with ``on_empty`` raise and empty. Per Fisher dict the criteria are ``DICT_CRITERIA``; the
-ratio cycles through ``CHANNEL_RATIOS``; one loose case per dict uses L2-norm channels.
+ratio cycles through ``CHANNEL_RATIOS``; one loose case per dict uses L2-norm channels. SparseUpdate
+runs with every budget on the mean over ``FISHER_DICTS`` (no channel is 0 on all three: the plain norm
+order) and on ``LIVE_FIRST_TASKS`` (dead channels: the live ones first), plus fixed layer lists.
 
 Random channels (numpy PCG64) are deliberately not covered: the Java port has no random ablation.
 """
@@ -42,7 +49,7 @@ from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
 from tflite_train.sparse.budget import (PAPER_MEMORY_BYTES, REFERENCE_LAST_LAYER_BYTES, Budget, BudgetError, last_layer_memory,
                                         scaled_memory_budget)
-from tflite_train.sparse.channel_selection import top_k_channels
+from tflite_train.sparse.channel_selection import l2_channels, live_channels, top_k_channels
 from tflite_train.sparse.cost_model import (
     BackwardCost,
     backward_cost,
@@ -71,6 +78,12 @@ CHANNEL_RATIOS = (1 / 2, 1 / 4, 1 / 8)
 FISHER_DICTS = ("seed0", "seed1", "ties")
 DICT_CRITERIA = {"seed0": FISHER_CRITERIA + ("l2",), "seed1": ("tinytrain",), "ties": ("tinytrain", "fisher")}
 """Criteria run per Fisher dict (all five on ``seed0``; ties of equal potentials need ``fisher``)."""
+LIVE_FIRST_TASKS = ("dead0", "dead1")
+"""Source tasks of the live-first SparseUpdate cases (``_dead_fisher_dicts``)."""
+DEAD_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
+"""Per layer, the share of channels dead on every one of ``LIVE_FIRST_TASKS`` is drawn from these."""
+ONE_TASK_ZERO = 0.3
+"""Probability that a live channel is 0 on one of ``LIVE_FIRST_TASKS`` (live on one task is live)."""
 WEIGHT_SEED = 7
 WEIGHT_MULTIPLIER = 2654435761
 WEIGHT_LAYER_MULTIPLIER = 40503
@@ -99,6 +112,30 @@ def _fisher_dict(table: LayerTable, names: list[str], kind: str, seed: int) -> d
         else:
             scale = 10.0 ** rng.uniform(-6.0, -1.0)
             out[name] = [scale * rng.random() ** 3 for _ in range(width)]
+    return out
+
+
+def _dead_fisher_dicts(table: LayerTable, names: list[str], seed: int) -> dict[str, dict[str, list[float]]]:
+    """``LIVE_FIRST_TASKS`` -> Fisher dict: per layer a seeded set of channels (a share drawn from
+    ``DEAD_FRACTIONS``) is 0 on every task; every other channel is continuous on at least one task and 0
+    on the other with probability ``ONE_TASK_ZERO`` each."""
+    rng = random.Random(seed)
+    out: dict[str, dict[str, list[float]]] = {kind: {} for kind in LIVE_FIRST_TASKS}
+    for name in names:
+        width = table[name].out_channels
+        fraction = rng.choice(DEAD_FRACTIONS)
+        dead = set(rng.sample(range(width), round(fraction * width)))
+        scale = 10.0 ** rng.uniform(-6.0, -1.0)
+        values = {kind: [0.0] * width for kind in LIVE_FIRST_TASKS}
+        for o in range(width):
+            if o in dead:
+                continue
+            zero_on = rng.randrange(len(LIVE_FIRST_TASKS)) if rng.random() < ONE_TASK_ZERO else None
+            for t, kind in enumerate(LIVE_FIRST_TASKS):
+                if t != zero_on:
+                    values[kind][o] = scale * (1.0 - rng.random()) ** 3  # in (0, scale]: never 0
+        for kind in LIVE_FIRST_TASKS:
+            out[kind][name] = values[kind]
     return out
 
 
@@ -162,11 +199,14 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
     pool = [table.layers[i].name for i in table.last_blocks(max(CANDIDATE_BLOCKS))]
     fisher_lists = {kind: _fisher_dict(table, pool, "ties" if kind == "ties" else "uniform", seed + i)
                     for i, kind in enumerate(FISHER_DICTS)}
+    fisher_lists.update(_dead_fisher_dicts(table, pool, seed + len(FISHER_DICTS)))
     fisher = {kind: {n: np.asarray(v, dtype=np.float64) for n, v in d.items()} for kind, d in fisher_lists.items()}
     weights = {layer.name: synthetic_weights(layer.index, layer.fan_in, layer.out_channels) for layer in table}
     all_tasks = [fisher[k] for k in FISHER_DICTS]
+    live_tasks = [fisher[k] for k in LIVE_FIRST_TASKS]
+    live = {n: live_channels(live_tasks, n) for n in pool}
 
-    potentials = {kind: fisher_potentials(d) for kind, d in fisher.items()}
+    potentials = {kind: fisher_potentials(fisher[kind]) for kind in FISHER_DICTS}
     top_k = []
     rng = random.Random(seed ^ 0x5EED)
     for kind in FISHER_DICTS:
@@ -174,6 +214,14 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
             values = fisher_lists[kind][name]
             for k in sorted({1, max(1, len(values) // 3), len(values), rng.randint(1, len(values))}):
                 top_k.append({"fisher": kind, "layer": name, "k": k, "expected": list(top_k_channels(values, k))})
+    l2_live = []
+    for name in pool:
+        width = table[name].out_channels
+        live_count = int(live[name].sum())
+        for k in sorted({1, max(1, live_count), min(width, live_count + 1), max(1, width // 2), width,
+                         rng.randint(1, width)}):
+            l2_live.append({"layer": name, "k": k, "expected": list(l2_channels(weights[name], k, live=live[name])),
+                            "plain": list(l2_channels(weights[name], k))})
 
     cases: list[dict[str, Any]] = []
     for k_blocks in CANDIDATE_BLOCKS:
@@ -203,31 +251,38 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
                         "ranking": list(ranking), "scores": {n: scores[n] for n in ranking},
                         **_run(table, config, candidates, sub, all_tasks, weights),
                     })
-        # SparseUpdate: mean Fisher over all dicts (fisher_memory and tinytrain criteria) or a fixed list.
-        ratio = CHANNEL_RATIOS[k_blocks % len(CHANNEL_RATIOS)]
-        means = mean_fisher_potentials(all_tasks)
-        for criterion in ("tinytrain", "fisher_memory"):
-            scores = multi_objective_scores(table, {n: means[n] for n in candidates}, criterion=criterion)
-            ranking = rank_layers(table, scores)
-            for label, budget, on_empty in _budgets(table, candidates, ranking, ratio):
-                config = SelectionConfig(policy="sparse_update", budget=budget, channel_ratio=ratio,
-                                         criterion=criterion, on_empty=on_empty)
-                cases.append({
-                    "policy": "sparse_update", "blocks": k_blocks, C.F_CANDIDATES: list(candidates),
-                    "fisher_tasks": list(FISHER_DICTS), "criterion": criterion, "channel_ratio": ratio,
-                    "budget_label": label, "budget": budget.to_dict(), "on_empty": on_empty,
-                    "ranking": list(ranking), "scores": {n: scores[n] for n in ranking},
-                    **_run(table, config, candidates, fisher["seed0"], all_tasks, weights),
-                })
+        # SparseUpdate: mean Fisher over the source tasks (fisher_memory, tinytrain and l2 criteria) or a
+        # fixed list; source tasks FISHER_DICTS (every channel live) and LIVE_FIRST_TASKS (dead channels:
+        # the live channels first, whichever ranking).
         fixed = tuple(reversed(candidates[::2]))
-        config = SelectionConfig(policy="sparse_update", budget=Budget(memory_bytes=2**20, compute_fraction=0.5),
-                                 channel_ratio=ratio, layers=fixed, on_empty="empty")
-        cases.append({
-            "policy": "sparse_update", "blocks": k_blocks, C.F_CANDIDATES: list(candidates), "fixed_layers": list(fixed),
-            "criterion": "tinytrain", "channel_ratio": ratio, "budget_label": "fixed",
-            "budget": config.budget.to_dict(), "on_empty": "empty", "ranking": list(fixed),
-            **_run(table, config, candidates, fisher["seed0"], all_tasks, weights),
-        })
+        for task_kinds, tasks, criteria, ratio in (
+                (FISHER_DICTS, all_tasks, ("tinytrain", "fisher_memory"), CHANNEL_RATIOS[k_blocks % len(CHANNEL_RATIOS)]),
+                (LIVE_FIRST_TASKS, live_tasks, ("tinytrain", "l2"), CHANNEL_RATIOS[0])):
+            means = mean_fisher_potentials(tasks)
+            for criterion in criteria:
+                if criterion == "l2":
+                    scores = l2_layer_scores(table, {n: weights[n] for n in candidates})
+                else:
+                    scores = multi_objective_scores(table, {n: means[n] for n in candidates}, criterion=criterion)
+                ranking = rank_layers(table, scores)
+                for label, budget, on_empty in _budgets(table, candidates, ranking, ratio):
+                    config = SelectionConfig(policy="sparse_update", budget=budget, channel_ratio=ratio,
+                                             criterion=criterion, on_empty=on_empty)
+                    cases.append({
+                        "policy": "sparse_update", "blocks": k_blocks, C.F_CANDIDATES: list(candidates),
+                        "fisher_tasks": list(task_kinds), "criterion": criterion, "channel_ratio": ratio,
+                        "budget_label": label, "budget": budget.to_dict(), "on_empty": on_empty,
+                        "ranking": list(ranking), "scores": {n: scores[n] for n in ranking},
+                        **_run(table, config, candidates, fisher["seed0"], tasks, weights),
+                    })
+            config = SelectionConfig(policy="sparse_update", budget=Budget(memory_bytes=2**20, compute_fraction=0.5),
+                                     channel_ratio=ratio, layers=fixed, on_empty="empty")
+            cases.append({
+                "policy": "sparse_update", "blocks": k_blocks, C.F_CANDIDATES: list(candidates),
+                "fixed_layers": list(fixed), "fisher_tasks": list(task_kinds), "criterion": "tinytrain",
+                "channel_ratio": ratio, "budget_label": "fixed", "budget": config.budget.to_dict(), "on_empty": "empty",
+                "ranking": list(fixed), **_run(table, config, candidates, fisher["seed0"], tasks, weights),
+            })
 
     return {
         "generator": "tflite-train golden",
@@ -247,6 +302,9 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
         "channel_count": [{"out_channels": table[n].out_channels, "ratio": r,
                            "count": channel_count(table[n].out_channels, r)} for n in pool for r in CHANNEL_RATIOS],
         "top_k": top_k,
+        "live_channels": {"fisher_tasks": list(LIVE_FIRST_TASKS),
+                          "dead": {n: np.flatnonzero(~live[n]).tolist() for n in pool}},
+        "l2_live": l2_live,
         "cases": cases,
     }
 
@@ -264,6 +322,7 @@ __all__ = [
     "CANDIDATE_BLOCKS",
     "CHANNEL_RATIOS",
     "DICT_CRITERIA",
+    "LIVE_FIRST_TASKS",
     "SELECTION_BACKBONES",
     "mask_string",
     "render_selection_vectors",

@@ -17,7 +17,8 @@ import org.tflitetrain.core.cost.LayerTable;
  *   <li>full_train: every candidate, all channels (budget ignored);
  *   <li>sparse_update (static): ranking = {@code config.layers} if given, else the candidates scored
  *       by {@code config.criterion} on the mean Fisher potential over tasks P_bar_l = 1/T sum_t P_{t,l}
- *       ("l2": by weight norms); greedy under the budget; channels = top-K by weight L2 norm;
+ *       ("l2": by weight norms); greedy under the budget; channels = top-K by weight L2 norm, taken first
+ *       among the channels live on the source tasks when {@code fisherTasks} are given;
  *   <li>tinytrain (dynamic, Algorithm 1 lines 1-4): this task's Delta -> P (Eq. 2) -> s (Eq. 3 or an
  *       ablation) -> greedy layers under the budget -> top-K channels by Delta (or by weight L2).
  * </ul>
@@ -60,10 +61,22 @@ public final class Policies {
     }
   }
 
-  /** The static SparseUpdate policy's layer ranking (before the budget). */
+  /**
+   * The static SparseUpdate policy's layer ranking (before the budget).
+   *
+   * @throws IllegalArgumentException invalid {@code fisherTasks} (checked whenever they are given), a fixed
+   *     layer that is not a candidate, or neither {@code config.layers} nor {@code fisherTasks}
+   */
   public static List<String> sparseUpdateRanking(LayerTable table, SelectionConfig config, List<String> candidates,
       List<Map<String, double[]>> fisherTasks, Map<String, double[]> weights) {
     List<String> names = candidates(table, candidates);
+    checkFisherTasks(table, names, fisherTasks);
+    return rankSparseUpdate(table, config, names, fisherTasks, weights);
+  }
+
+  /** The ranking over the candidate {@code names}; {@code fisherTasks} already checked. */
+  private static List<String> rankSparseUpdate(LayerTable table, SelectionConfig config, List<String> names,
+      List<Map<String, double[]>> fisherTasks, Map<String, double[]> weights) {
     if (config.layers != null) {
       for (String name : config.layers) {
         if (!names.contains(name)) {
@@ -78,14 +91,6 @@ public final class Policies {
     if (fisherTasks == null) {
       throw new IllegalArgumentException("sparse_update needs fisher tasks (meta-training Fisher maps) or config.layers");
     }
-    for (int t = 0; t < fisherTasks.size(); t++) {
-      LayerScoring.checkFisherShapes(table, fisherTasks.get(t));
-      for (String name : names) {
-        if (!fisherTasks.get(t).containsKey(name)) {
-          throw new IllegalArgumentException("fisher tasks[" + t + "] has no Fisher vector for candidate layer " + name);
-        }
-      }
-    }
     Map<String, Double> means = FisherPotential.meanPotentials(fisherTasks);
     Map<String, Double> sub = new LinkedHashMap<>();
     for (String name : names) {
@@ -94,15 +99,49 @@ public final class Policies {
     return LayerScoring.rankLayers(table, LayerScoring.multiObjectiveScores(table, sub, config.criterion));
   }
 
+  /**
+   * SparseUpdate's source-task Fisher maps, checked whenever they are given (null = none): non-empty, each
+   * consistent with the table and holding every candidate layer.
+   */
+  private static void checkFisherTasks(LayerTable table, List<String> names, List<Map<String, double[]>> fisherTasks) {
+    if (fisherTasks == null) {
+      return;
+    }
+    if (fisherTasks.isEmpty()) {
+      throw new IllegalArgumentException("fisher tasks must not be empty (null = no meta-training Fisher)");
+    }
+    for (int t = 0; t < fisherTasks.size(); t++) {
+      LayerScoring.checkFisherShapes(table, fisherTasks.get(t));
+      List<String> missing = new ArrayList<>();
+      for (String name : names) {
+        if (!fisherTasks.get(t).containsKey(name)) {
+          missing.add(name);
+        }
+      }
+      if (!missing.isEmpty()) {
+        throw new IllegalArgumentException("fisher tasks[" + t + "] has no Fisher vector for candidate layers " + missing);
+      }
+    }
+  }
+
+  /**
+   * Static SparseUpdate: the ranking, greedy under the budget, top-K channels by weight L2 norm; with
+   * {@code fisherTasks} (whichever ranking is used) the channels live on some source task
+   * ({@link ChannelSelection#liveChannels}) come first, as the BN-folded norm favours dead channels, which
+   * get no gradient (issue 28). Without them (a fixed list only): the plain norm order.
+   */
   private static SelectedChannels sparseUpdate(LayerTable table, SelectionConfig config, List<String> candidates,
       List<Map<String, double[]>> fisherTasks, Map<String, double[]> weights) {
-    List<String> chosen = greedy(table, sparseUpdateRanking(table, config, candidates, fisherTasks, weights), config);
+    List<String> names = candidates(table, candidates);
+    checkFisherTasks(table, names, fisherTasks);
+    List<String> chosen = greedy(table, rankSparseUpdate(table, config, names, fisherTasks, weights), config);
     Map<String, double[]> w = needWeights(table, weights, chosen);
     Map<String, int[]> channels = new LinkedHashMap<>();
     for (String name : chosen) {
       int outChannels = table.get(name).outChannels;
       channels.put(name, ChannelSelection.l2Channels(w.get(name), outChannels,
-          CostModel.channelCount(outChannels, config.channelRatio)));
+          CostModel.channelCount(outChannels, config.channelRatio),
+          fisherTasks == null ? null : ChannelSelection.liveChannels(fisherTasks, name)));
     }
     return new SelectedChannels(channels, PolicyKind.SPARSE_UPDATE.wireName);
   }

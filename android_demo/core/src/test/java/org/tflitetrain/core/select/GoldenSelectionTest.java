@@ -13,6 +13,7 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -184,6 +185,64 @@ public class GoldenSelectionTest {
     assertTrue("top-K cases: " + cases, cases > 50);
   }
 
+  private static List<Map<String, double[]>> tasks(Map<String, Object> file, List<String> kinds) {
+    List<Map<String, double[]>> out = new ArrayList<>();
+    kinds.forEach(kind -> out.add(fisher(file, kind)));
+    return out;
+  }
+
+  /**
+   * Live channels (non-zero Delta on some source task) and SparseUpdate's live-first L2 channels, against
+   * Python's {@code live_channels} / {@code l2_channels(..., live=...)}; the cases include layers with
+   * fewer live channels than K (the dead ones fill up by norm) and many where the order differs from the
+   * plain norm order.
+   */
+  @Test
+  public void liveChannelsAndLiveFirstL2Channels() {
+    int cases = 0;
+    int differ = 0;
+    int fillUp = 0;
+    for (Map<String, Object> file : files()) {
+      LayerTable table = GoldenCostModelTest.table(file);
+      Map<String, Object> spec = obj(file.get("live_channels"));
+      List<Map<String, double[]>> tasks = tasks(file, strings(spec.get("fisher_tasks")));
+      Map<String, boolean[]> live = new LinkedHashMap<>();
+      obj(spec.get("dead")).forEach((name, dead) -> {
+        boolean[] actual = ChannelSelection.liveChannels(tasks, name);
+        boolean[] expected = new boolean[table.get(name).outChannels];
+        Arrays.fill(expected, true);
+        for (int o : ints(dead)) {
+          expected[o] = false;
+        }
+        assertArrayEquals(file.get("backbone") + " live " + name, expected, actual);
+        live.put(name, actual);
+      });
+      for (Object entry : list(file.get("l2_live"))) {
+        Map<String, Object> c = obj(entry);
+        String name = (String) c.get("layer");
+        int k = (int) num(c.get("k"));
+        LayerSpec layer = table.get(name);
+        double[] w = weights(obj(file.get("weights")), layer);
+        int[] expected = ints(c.get("expected"));
+        int[] plain = ints(c.get("plain"));
+        String where = file.get("backbone") + " l2_live " + c;
+        assertArrayEquals(where, expected, ChannelSelection.l2Channels(w, layer.outChannels, k, live.get(name)));
+        assertArrayEquals(where + " (plain)", plain, ChannelSelection.l2Channels(w, layer.outChannels, k));
+        assertArrayEquals(where + " (null live)", plain, ChannelSelection.l2Channels(w, layer.outChannels, k, null));
+        int liveCount = 0;
+        for (boolean b : live.get(name)) {
+          liveCount += b ? 1 : 0;
+        }
+        differ += Arrays.equals(expected, plain) ? 0 : 1;
+        fillUp += liveCount > 0 && liveCount < k ? 1 : 0;
+        cases++;
+      }
+    }
+    assertTrue("l2_live cases " + cases, cases > 100);
+    assertTrue("live-first differs from the plain order: " + differ, differ > 20);
+    assertTrue("fewer live channels than K: " + fillUp, fillUp > 10);
+  }
+
   private static Budget budget(Map<String, Object> b) {
     Object memory = b.get("memory_bytes");
     Object macs = b.get("compute_macs");
@@ -220,13 +279,16 @@ public class GoldenSelectionTest {
     int cases = 0;
     int errors = 0;
     int empty = 0;
+    int liveFirst = 0;
     for (Map<String, Object> file : files()) {
       LayerTable table = GoldenCostModelTest.table(file);
       assertEquals((long) (Long) file.get("total_forward_macs"), CostModel.totalForwardMacs(table));
       Map<String, double[]> weights = allWeights(file, table);
-      List<Map<String, double[]>> tasks = List.of(fisher(file, "seed0"), fisher(file, "seed1"), fisher(file, "ties"));
+      List<Map<String, double[]>> defaultTasks = tasks(file, List.of("seed0", "seed1", "ties"));
       for (Object entry : list(file.get("cases"))) {
         Map<String, Object> c = obj(entry);
+        List<Map<String, double[]>> tasks = c.containsKey("fisher_tasks")
+            ? tasks(file, strings(c.get("fisher_tasks"))) : defaultTasks;
         String where = file.get("backbone") + " case " + cases + " " + c.get("policy") + "/" + c.get("blocks")
             + "/" + c.get("fisher") + "/" + c.get("criterion") + "/" + c.get("budget_label");
         List<String> candidates = strings(c.get("candidates"));
@@ -273,7 +335,12 @@ public class GoldenSelectionTest {
         Map<String, Object> channels = obj(c.get("channels"));
         assertEquals(where + " channel layers", new TreeSet<>(channels.keySet()), new TreeSet<>(chosen.layers()));
         for (String name : layers) {
-          assertArrayEquals(where + " channels of " + name, ints(channels.get(name)), chosen.channels(name));
+          int[] expected = ints(channels.get(name));
+          assertArrayEquals(where + " channels of " + name, expected, chosen.channels(name));
+          if (c.get("policy").equals("sparse_update") && !Arrays.equals(expected,
+              ChannelSelection.l2Channels(weights.get(name), table.get(name).outChannels, expected.length))) {
+            liveFirst++;  // the live-first order chose other channels than the plain norm order
+          }
         }
         float[] mask = chosen.channelMask(table, candidates);
         StringBuilder bits = new StringBuilder();
@@ -305,5 +372,7 @@ public class GoldenSelectionTest {
     assertTrue("cases " + cases, cases >= 4 * 200);
     assertTrue("BudgetError cases " + errors, errors > 0);
     assertTrue("empty selections " + empty, empty > 0);
+    assertTrue("SparseUpdate layers whose live-first channels differ from the plain norm order: " + liveFirst,
+        liveFirst > 10);
   }
 }

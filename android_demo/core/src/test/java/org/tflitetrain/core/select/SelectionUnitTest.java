@@ -75,6 +75,89 @@ public class SelectionUnitTest {
   }
 
   @Test
+  public void l2ChannelsTakeTheLiveChannelsFirst() {
+    // Norms 5, 1, 5, 3 (one input row, output channel last).
+    double[] w = {5, 1, -5, 3};
+    assertArrayEquals(new int[] {0, 2}, ChannelSelection.l2Channels(w, 4, 2));
+    assertArrayEquals(new int[] {0, 2}, ChannelSelection.l2Channels(w, 4, 2, null));
+    // Channels 0 and 2 get no gradient: the live ones by norm (3 at 3, then 1 at 1).
+    boolean[] live = {false, true, false, true};
+    assertArrayEquals(new int[] {3}, ChannelSelection.l2Channels(w, 4, 1, live));
+    assertArrayEquals(new int[] {1, 3}, ChannelSelection.l2Channels(w, 4, 2, live));
+    // Fewer live channels than K: the dead ones fill up by norm (5 at 0 and at 2: tie -> lower index).
+    assertArrayEquals(new int[] {0, 1, 3}, ChannelSelection.l2Channels(w, 4, 3, live));
+    assertArrayEquals(new int[] {0, 1, 2, 3}, ChannelSelection.l2Channels(w, 4, 4, live));
+    // All live or all dead: the plain norm order.
+    assertArrayEquals(new int[] {0, 2}, ChannelSelection.l2Channels(w, 4, 2, new boolean[] {true, true, true, true}));
+    assertArrayEquals(new int[] {0, 2}, ChannelSelection.l2Channels(w, 4, 2, new boolean[4]));
+    // Two rows (fan_in 2, C_out 3): norms sqrt(1), sqrt(8), sqrt(9); channel 2 dead.
+    assertArrayEquals(new int[] {0, 1},
+        ChannelSelection.l2Channels(new double[] {1, 2, 0, 0, 2, 3}, 3, 2, new boolean[] {true, true, false}));
+    assertThrows(IllegalArgumentException.class, () -> ChannelSelection.l2Channels(w, 4, 1, new boolean[3]));
+    assertThrows(IllegalArgumentException.class, () -> ChannelSelection.l2Channels(w, 4, 5, live));
+    assertThrows(IllegalArgumentException.class, () -> ChannelSelection.l2Channels(w, 4, 0, live));
+  }
+
+  @Test
+  public void liveChannelsAreNonZeroOnSomeTask() {
+    List<Map<String, double[]>> tasks = List.of(Map.of("x", new double[] {0.0, 0.5, 0.0, 0.0}),
+        Map.of("x", new double[] {0.0, 0.0, 1e-30, 0.0}));
+    assertArrayEquals(new boolean[] {false, true, true, false}, ChannelSelection.liveChannels(tasks, "x"));
+    assertArrayEquals(new boolean[] {false, true, false, false},
+        ChannelSelection.liveChannels(tasks.subList(0, 1), "x"));
+    assertThrows(IllegalArgumentException.class, () -> ChannelSelection.liveChannels(List.of(), "x"));
+    assertThrows(IllegalArgumentException.class, () -> ChannelSelection.liveChannels(null, "x"));
+    IllegalArgumentException missing = assertThrows(IllegalArgumentException.class,
+        () -> ChannelSelection.liveChannels(List.of(tasks.get(0), Map.of("y", new double[4])), "x"));
+    assertTrue(missing.getMessage(), missing.getMessage().contains("tasks[1] has no Fisher vector for layer x"));
+    IllegalArgumentException lengths = assertThrows(IllegalArgumentException.class,
+        () -> ChannelSelection.liveChannels(List.of(tasks.get(0), Map.of("x", new double[3])), "x"));
+    assertTrue(lengths.getMessage(), lengths.getMessage().contains("different lengths"));
+    assertThrows(IllegalArgumentException.class,
+        () -> ChannelSelection.liveChannels(List.of(Map.of("x", new double[] {1.0, -1.0})), "x"));
+    assertThrows(IllegalArgumentException.class,
+        () -> ChannelSelection.liveChannels(List.of(Map.of("x", new double[] {1.0, Double.NaN})), "x"));
+  }
+
+  @Test
+  public void sparseUpdateTakesTheChannelsLiveOnTheSourceTasksFirst() {
+    LayerTable t = table();
+    // final: fan_in 4, C_out 8; only the first row is non-zero, norms 1..8 (channel o: o + 1).
+    double[] w = new double[32];
+    for (int o = 0; o < 8; o++) {
+      w[o] = o + 1;
+    }
+    Map<String, double[]> weights = Map.of("final", w);
+    SelectionConfig fixed = SelectionConfig.builder().policy(PolicyKind.SPARSE_UPDATE).layers(List.of("final"))
+        .channelRatio(0.25).build();  // K = 2
+    List<String> candidates = List.of("final");
+    // Without source tasks: the plain norm order.
+    assertArrayEquals(new int[] {6, 7}, Policies.select(t, fixed, candidates, null, null, weights).channels("final"));
+    // 6 and 7 are 0 on every task, 5 is live on task 0 only and 4 on task 1 only.
+    List<Map<String, double[]>> tasks = List.of(Map.of("final", new double[] {1, 1, 1, 0, 0, 2, 0, 0}),
+        Map.of("final", new double[] {0, 0, 0, 0, 3, 0, 0, 0}));
+    assertArrayEquals(new int[] {4, 5}, Policies.select(t, fixed, candidates, null, tasks, weights).channels("final"));
+    // The same with the ranking from the source tasks' mean potentials.
+    SelectionConfig ranked = fixed.toBuilder().layers(null).build();
+    assertArrayEquals(new int[] {4, 5}, Policies.select(t, ranked, candidates, null, tasks, weights).channels("final"));
+    // K = 8 > 6 live: every channel.
+    SelectionConfig all = fixed.toBuilder().channelRatio(1.0).build();
+    assertArrayEquals(new int[] {0, 1, 2, 3, 4, 5, 6, 7},
+        Policies.select(t, all, candidates, null, tasks, weights).channels("final"));
+    // The fisher tasks are checked whenever they are given, a fixed list too.
+    IllegalArgumentException empty = assertThrows(IllegalArgumentException.class,
+        () -> Policies.select(t, fixed, candidates, null, List.of(), weights));
+    assertTrue(empty.getMessage(), empty.getMessage().contains("must not be empty"));
+    IllegalArgumentException missing = assertThrows(IllegalArgumentException.class,
+        () -> Policies.select(t, fixed, List.of("b00_project", "final"), null, tasks, weights));
+    assertTrue(missing.getMessage(), missing.getMessage().contains("no Fisher vector for candidate layers [b00_project]"));
+    assertThrows(IllegalArgumentException.class, () -> Policies.select(t, fixed, candidates, null,
+        List.of(Map.of("final", new double[] {1, 1})), weights));
+    assertThrows(IllegalArgumentException.class,
+        () -> Policies.sparseUpdateRanking(t, fixed, candidates, List.of(), weights));
+  }
+
+  @Test
   public void budgetBoundsAreInclusive() {
     LayerTable t = table();
     BackwardCost cost = org.tflitetrain.core.cost.CostModel.backwardCostByName(t, Map.of("final", 2),
