@@ -60,7 +60,7 @@ def train_cuts(table: LayerTable, candidates: tuple[int, ...], variants: int) ->
         firsts.setdefault(table.layers[i].block, i)
     groups = list(firsts.values()) if len(firsts) > 1 else list(candidates)
     cuts = sorted(i for i in groups if i != candidates[0])
-    return tuple(cuts[len(cuts) - variants:]) if variants > 0 else ()
+    return tuple(cuts[max(0, len(cuts) - variants):]) if variants > 0 else ()
 
 
 class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):

@@ -144,5 +144,6 @@ def test_state_names_and_train_cuts_by_hand():
     # candidates: blocks 2, 3 and the final conv (indices 6..12); cuts at each block's first layer
     assert train_cuts(table, tuple(range(6, 13)), 4) == (9, 12)
     assert train_cuts(table, tuple(range(6, 13)), 1) == (12,)
+    assert train_cuts(table, tuple(range(6, 13)), 3) == (9, 12)  # more variants than cuts: every cut
     # candidates within one block: every candidate layer is a cut
     assert train_cuts(table, (9, 10, 11), 5) == (10, 11)
