@@ -15,10 +15,11 @@ from tflite_train.data import line_icons as li
 from tflite_train.data.cache import DEB_DOWNLOADS, DOWNLOADS, default_datasets
 from tflite_train.data.dataset import SourceUnavailable
 from tflite_train.data.icon_themes import THEMES
+from tflite_train.data.svg_raster import RSVG
 
 CACHE = pathlib.Path(os.environ.get("TFLITE_TRAIN_CACHE", pathlib.Path(__file__).resolve().parents[2] / "build" / "data_cache"))
 VENDOR = {v.key: v for v in li.VENDORS}
-needs_rsvg = pytest.mark.skipif(shutil.which(li.RSVG) is None, reason="rsvg-convert not installed (apt-get install librsvg2-bin)")
+needs_rsvg = pytest.mark.skipif(shutil.which(RSVG) is None, reason="rsvg-convert not installed (apt-get install librsvg2-bin)")
 
 
 def test_icon_name_rule_per_vendor():

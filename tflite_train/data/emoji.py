@@ -32,13 +32,13 @@ import json
 import logging
 import pathlib
 import re
-import subprocess
 
 import numpy as np
 
 from tflite_train.data.dataset import LabeledImages, SourceUnavailable, to_rgb_uint8
 from tflite_train.data.image_folder import TUXPAINT_STAMPS
 from tflite_train.data.npm_packages import NpmPackage, read_members
+from tflite_train.data.svg_raster import rasterize_svg
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,6 @@ STOP_WORDS = frozenset({"the", "and", "with", "for", "without", "face", "button"
                         "white", "red", "blue", "green", "yellow", "orange", "purple", "brown", "small", "large",
                         "big", "little", "old", "new", "one", "two", "three", "left", "right", "up", "down", "top",
                         "bottom", "open", "closed", "light", "dark", "medium"})
-RSVG = "rsvg-convert"
-RSVG_HINT = "apt-get install librsvg2-bin"
 EXCLUDED_CATEGORIES = ("Flags", "Component")
 
 
@@ -136,13 +134,7 @@ def _key(hexcode: str) -> str:
 def _render_svg(svg: bytes, size: int) -> np.ndarray:
     from PIL import Image
 
-    try:
-        png = subprocess.run([RSVG, "-w", str(size), "-h", str(size), "-a", "-b", "white", "-f", "png"],
-                             input=svg, capture_output=True, timeout=60, check=True).stdout
-    except FileNotFoundError:
-        raise SourceUnavailable("rsvg-convert is not installed (the SVG emoji sets need it)", RSVG_HINT) from None
-    except subprocess.CalledProcessError as err:
-        raise ValueError(f"rsvg-convert failed: {err.stderr.decode(errors='replace')[:200]}") from None
+    png = rasterize_svg(svg, size, "the SVG emoji sets")
     with Image.open(io.BytesIO(png)) as image:
         return to_rgb_uint8(image, size)
 

@@ -53,13 +53,13 @@ import io
 import logging
 import pathlib
 import re
-import subprocess
 import unicodedata
 
 import numpy as np
 
 from tflite_train.data.dataset import LabeledImages, SourceUnavailable
 from tflite_train.data.npm_packages import NpmPackage, read_members
+from tflite_train.data.svg_raster import rasterize_svg
 
 log = logging.getLogger(__name__)
 
@@ -224,8 +224,6 @@ VENDORS: tuple[Vendor, ...] = (
 
 DROP_REASONS = ("numbered_variant", "brand_logo", "no_name_word", "emoji_word", "icon_theme_word", "glyph_word")
 RENDER_DROPS = ("blank", "near_duplicate_within_class", "class_too_few_vendors", "over_cap")
-RSVG = "rsvg-convert"
-RSVG_HINT = "apt-get install librsvg2-bin"
 CAP_SEED = 20240728
 
 
@@ -420,13 +418,7 @@ def render_icon(svg: bytes, size: int, *, margin: float = 0.1, oversample: int =
 
     svg = re.sub(rb"(?i)currentcolor", b"#000000", svg)
     side = size * oversample
-    try:
-        png = subprocess.run([RSVG, "-w", str(side), "-h", str(side), "-a", "-b", "white", "-f", "png"],
-                             input=svg, capture_output=True, timeout=60, check=True).stdout
-    except FileNotFoundError:
-        raise SourceUnavailable("rsvg-convert is not installed (the line_icons target needs it)", RSVG_HINT) from None
-    except subprocess.CalledProcessError as err:
-        raise ValueError(f"rsvg-convert failed: {err.stderr.decode(errors='replace')[:200]}") from None
+    png = rasterize_svg(svg, side, "the line_icons target")
     with Image.open(io.BytesIO(png)) as image:
         rgb = np.asarray(image.convert("RGB"), np.float64)
     grey = np.clip(np.rint(rgb @ np.array([0.299, 0.587, 0.114])), 0, 255).astype(np.uint8)
