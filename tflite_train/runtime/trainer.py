@@ -273,6 +273,7 @@ def adapt(
                 step = lambda x, y: model.train_step_from(cut, x, y)  # noqa: E731
             else:
                 inputs, step = views, model.train_step
+            del views  # the cache replaces the views in memory (activation_cache module docstring)
         view_labels = np.tile(labels, config.augment_views)
         with timer.phase("training"):
             per_epoch = -(-images.shape[0] // config.batch_size)
