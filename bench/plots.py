@@ -51,8 +51,8 @@ def accuracy_vs_cost(panels: Sequence[tuple[str, Sequence[Mapping]]], path: str 
     """Accuracy against the cost of an adaptation: one row of two panels per target (and the average).
 
     Left: seconds per adaptation (log); right: backward MACs per optimizer step (log; no update is
-    plotted at a tenth of the smallest). One point per policy, its 95 % CI as a vertical error bar;
-    a policy keeps its colour and marker in every panel.
+    plotted at a tenth of the smallest). One point per policy, its 95 % CI as a vertical error bar
+    (drawn within 0-100 %); a policy keeps its colour and marker in every panel.
 
     Args:
       panels: (title, rows) per row of panels; a row is {"label", "accuracy" (%), "ci95" (%),
@@ -67,29 +67,32 @@ def accuracy_vs_cost(panels: Sequence[tuple[str, Sequence[Mapping]]], path: str 
     style = {label: (colors[k % len(colors)], markers[k % len(markers)]) for k, label in enumerate(labels)}
     macs = [r["macs_per_step"] for _, rows in panels for r in rows if r["macs_per_step"] > 0]
     floor = min(macs + [1e6]) / 10
-    fig, axes = plt.subplots(len(panels), 2, figsize=(10, 2.9 * len(panels) + 0.8), squeeze=False)
+    fig, axes = plt.subplots(len(panels), 2, figsize=(10, 2.8 * len(panels) + 0.9), squeeze=False, layout="constrained")
     for (name, rows), (left, right) in zip(panels, axes):
+        low = min([r["accuracy"] - r["ci95"] for r in rows] + [100.0])
+        high = max([r["accuracy"] + r["ci95"] for r in rows] + [0.0])
         for row in rows:
             color, marker = style[row["label"]]
+            y = row["accuracy"]
+            error = [[y - max(0.0, y - row["ci95"])], [min(100.0, y + row["ci95"]) - y]]
             for ax, x in ((left, row["seconds"]), (right, max(row["macs_per_step"], floor) / 1e6)):
-                ax.errorbar([x], [row["accuracy"]], yerr=[[row["ci95"]], [row["ci95"]]], fmt=marker, color=color,
-                            capsize=3, markersize=6, label=row["label"])
+                ax.errorbar([x], [y], yerr=error, fmt=marker, color=color, capsize=3, markersize=6)
         for ax in (left, right):
             ax.set_xscale("log")
+            ax.set_ylim(max(0.0, low) - 2, min(100.0, high) + 2)
             ax.grid(alpha=0.3)
             ax.margins(x=0.15)
             ax.set_ylabel("accuracy (%)")
-        left.set_title(f"{name}: accuracy vs seconds per adaptation", fontsize=9)
-        right.set_title(f"{name}: accuracy vs backward MACs per step", fontsize=9)
+        left.set_title(f"{name}: vs seconds per adaptation", fontsize=9)
+        right.set_title(f"{name}: vs backward MACs per step", fontsize=9)
     axes[-1][0].set_xlabel("seconds per adaptation (log)")
-    axes[-1][1].set_xlabel("backward MACs per step (M, log; no update at a tenth of the smallest)")
+    axes[-1][1].set_xlabel("backward MACs per step (M, log; no update at 1/10 of the least)")
     handles = [plt.Line2D([], [], color=style[label][0], marker=style[label][1], linestyle="", label=label)
                for label in labels]
-    fig.legend(handles=handles, loc="upper center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
-    fig.suptitle(title, fontsize=10, y=1.0)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / (2.9 * len(panels) + 0.8)))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
     path = pathlib.Path(path)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 

@@ -146,7 +146,8 @@ def _tasks_done(targets: list[str], run: Mapping, expected: int, lines: list[str
 
 
 def _cost_cell(method: Mapping, cost: Mapping) -> str:
-    seconds = "-" if cost.get("seconds_per_task") is None else f"{cost['seconds_per_task']:.1f}"
+    value = cost.get("seconds_per_task")
+    seconds = "-" if value is None else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
     if method["adapt"]["policy"] == "none" or "cache_used" not in cost:
         return seconds
     return f"{seconds} (cache {cost['cache_used']}/{cost['tasks']})"

@@ -94,8 +94,12 @@ def test_every_section_and_png_written(smoke_run):
         assert (adapt["learning_rate"], adapt["epochs"]) == (c["learning_rate"], c["epochs"])
         assert adapt["cache"] is True
     for label, cell in rows.items():  # every cell: cache use and the no-op count against its no-update row
-        assert 0 <= cell["cache_used"] <= cell["tasks"] == 2
-        if run["methods"][label]["adapt"]["policy"] == "none":
+        policy = run["methods"][label]["adapt"]["policy"]
+        assert cell["tasks"] == 2
+        # FullTrain's lowest candidate is the stem: no frozen prefix to cache; no update: no steps
+        # (test_cache_use_is_recorded_per_task checks the record of each task)
+        assert cell["cache_used"] == 0 if policy in ("none", "full_train") else 0 <= cell["cache_used"] <= 2
+        if policy == "none":
             assert "equal_to_none" not in cell
         else:
             assert 0 <= cell["equal_to_none"] <= cell["compared_to_none"] == 2
@@ -154,6 +158,39 @@ def test_process_pool_gives_the_same_results(smoke_run):
         run_methods(jobs, chunk_tasks=0)
 
 
+def test_cache_use_is_recorded_per_task(smoke_run, tmp_path, monkeypatch):
+    """``AdaptResult.cache.used`` of each task reaches its stored line, the cell and the report's cost column."""
+    import bench.policy_runs
+    from bench.methods import accuracy_methods
+    from bench.models import ensure_models
+    from bench.policy_runs import Job, run_methods, scaled_memory_budget
+    from bench.report import _cost_cell
+    from bench.task_store import open_cell, read_records, task_fingerprint
+    from bench.tasks import target_tasks
+    from tflite_train.runtime import TrainableModel
+
+    config, _ = smoke_run
+    paths = ensure_models(config, ("sparse",))
+    tasks = target_tasks(config, "tgt", 3)
+    method = next(m for m in accuracy_methods(config, scaled_memory_budget(config),
+                                              TrainableModel(str(paths["sparse"])).candidates) if m.label == "LastLayer")
+    real, used = bench.policy_runs.adapt, iter([True, False, True])
+
+    def adapt(*args, **kwargs):
+        result = real(*args, **kwargs)
+        return dataclasses.replace(result, cache=dataclasses.replace(result.cache, used=next(used)))
+
+    monkeypatch.setattr(bench.policy_runs, "adapt", adapt)
+    store = open_cell(tmp_path, "sparse", method.label, "tgt", "test", {"test": 1})
+    result, = run_methods([Job(method, paths["sparse"], tasks, store=store)])
+    assert result.cache_used == 2 and result.to_dict()["cache_used"] == 2
+    stored = read_records(store, [task_fingerprint(t) for t in tasks])
+    assert [stored[i].cache for i in range(3)] == [True, False, True]
+    assert [stored[i].accuracy for i in range(3)] == list(result.accuracies)
+    assert _cost_cell({"adapt": {"policy": "last_layer"}}, {"seconds_per_task": 2.25, "cache_used": 2, "tasks": 3}) \
+        == "2.2 (cache 2/3)"
+
+
 def test_compute_budget_is_a_fraction_of_full_backward_macs():
     from bench.policy_runs import compute_budget_macs
 
@@ -185,16 +222,101 @@ def test_best_setting_by_hand():
 
 
 def test_validation_and_test_tasks_share_no_image(smoke_run):
+    """The tasks the run stored (tuning: validation pool; reported: test pool) share no image."""
+    from bench.task_store import read_records, task_fingerprint
     from bench.tasks import target_pools, target_tasks
 
     config, _ = smoke_run
     data, split = target_pools(config, "tgt")
     assert split.by == "image" and split.validation.size and split.test.size
-    val = {im.tobytes() for t in target_tasks(config, "tgt", 4, "validation") for im in (*t.support, *t.query)}
-    test = {im.tobytes() for t in target_tasks(config, "tgt", 4) for im in (*t.support, *t.query)}
-    assert val.isdisjoint(test)
-    pool = {data.images[i].tobytes() for i in split.validation}
-    assert val <= pool
+    used = {}
+    for pool, n in (("validation", config.tuning_tasks), ("test", config.tasks)):
+        tasks = target_tasks(config, "tgt", n, pool)
+        stored = {r.fingerprint for path in (pathlib.Path(config.out_dir) / "tasks").glob(f"*/*/tgt/{pool}/*.jsonl")
+                  for r in read_records(path, None).values()}
+        assert stored == {task_fingerprint(t) for t in tasks}  # the run used exactly these tasks
+        used[pool] = {im.tobytes() for t in tasks for im in (*t.support, *t.query)}
+    assert used["validation"].isdisjoint(used["test"])
+    assert used["validation"] <= {data.images[i].tobytes() for i in split.validation}
+    # cut by class (every target with >= class_split_min_classes classes): no class in both pools' tasks
+    by_class = dataclasses.replace(config, class_split_min_classes=2)
+    data, split = target_pools(by_class, "tgt")
+    assert split.by == "class"
+    label = {im.tobytes(): int(c) for im, c in zip(data.images, data.labels)}
+    classes = {pool: {label[im.tobytes()] for t in target_tasks(by_class, "tgt", 4, pool) for im in (*t.support, *t.query)}
+               for pool in ("validation", "test")}
+    assert classes["validation"] and classes["test"] and classes["validation"].isdisjoint(classes["test"])
+
+
+def _without_seconds(value):
+    """``value`` without wall times (keys naming seconds), recursively."""
+    if isinstance(value, dict):
+        return {k: _without_seconds(v) for k, v in value.items() if "seconds" not in k}
+    if isinstance(value, list):
+        return [_without_seconds(v) for v in value]
+    return value
+
+
+def test_interrupted_run_resumes_to_the_same_results(smoke_run, tmp_path, monkeypatch):
+    """Stopped in the tuning, then in the test tasks, then finished: the same results as the smoke run's
+    uninterrupted accuracy section, every adaptation run once, and --render-only reports each stop."""
+    import bench.policy_runs
+    from bench import render_saved
+    from bench.paired_section import refresh_partial
+
+    config, _ = smoke_run
+    out = tmp_path / "out"
+    resumed = dataclasses.replace(config, out_dir=str(out), sections=("accuracy",))
+    real = bench.policy_runs.adapt
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def adapt_at_most(limit):
+        def adapt(*args, **kwargs):
+            if len(calls) >= limit:
+                raise Stop
+            calls.append(1)
+            return real(*args, **kwargs)
+        return adapt
+
+    # Tuning: round 1 = 5 trained policies x 4 settings x 1 task; round 2 = 5 x 2 survivors x 2 new tasks.
+    # Tests: 7 policies x 2 tasks. 40 + 14 = 54 adaptations in all.
+    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(10))
+    with pytest.raises(Stop):
+        run_benchmarks(resumed, command="pytest smoke")
+    partial = json.loads((out / "results.json").read_text())
+    assert partial["partial"] and partial["sections"]["accuracy"]["runs"]["tiny_32"]["stage"] == "tuning"
+    text = render_saved(out).read_text()
+    assert "**Unfinished run**" in text and "the current round has 10 of 20 validation adaptations stored" in text
+
+    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(45))
+    with pytest.raises(Stop):
+        run_benchmarks(resumed, command="pytest smoke")
+    assert len(calls) == 45
+    text = render_saved(out).read_text()
+    section = json.loads((out / "results.json").read_text())["sections"]["accuracy"]
+    assert section["runs"]["tiny_32"]["stage"] == "tests" and "per_target" not in section["runs"]["tiny_32"]
+    run = refresh_partial(out, config.tasks, section)["runs"]["tiny_32"]  # what render_saved reads from tasks/
+    done = {label: run["per_target"]["tgt"][label]["tasks"] for label in run["methods"]}
+    assert sum(done.values()) == 5 and not run["complete"]
+    assert "Tasks done per cell (of N = 2):" in text
+    assert "\n".join(f"| {label} | {n} |" for label, n in done.items()) in text
+
+    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(10**6))
+    run_benchmarks(resumed, command="pytest smoke")
+    assert len(calls) == 54  # nothing stored ran again
+    after = json.loads((out / "results.json").read_text())
+    before = json.loads((pathlib.Path(config.out_dir) / "results.json").read_text())
+    assert "partial" not in after
+    assert _without_seconds(after["sections"]["accuracy"]) == _without_seconds(before["sections"]["accuracy"])
+    assert after["sections"]["accuracy"]["runs"]["tiny_32"]["tuning"] == before["sections"]["accuracy"]["runs"]["tiny_32"]["tuning"]
+    # a changed config never reads stored tasks: TinyTrain at another channel ratio has to run
+    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(55))
+    with pytest.raises(Stop):
+        run_benchmarks(dataclasses.replace(resumed, channel_ratio=0.5), command="pytest smoke")
+    assert len(calls) == 55
 
 
 def test_lite0_run_exports_imagenet_as_baseline_and_meta_weights_when_given(tmp_path):

@@ -1,0 +1,101 @@
+"""Golden tests of the tuning protocol, worked by hand: successive halving over the default grid, the
+passes it costs (``run_cost``), and the presets."""
+
+import math
+
+import pytest
+
+from bench.config import LITE0_128, BenchConfig, preset_config
+from bench.policy_runs import Method
+from bench.run_cost import estimate_seconds, tuning_passes
+from bench.successive_halving import ranked, successive_halving
+from tflite_train.runtime import AdaptConfig
+
+GRID = BenchConfig().tuning_grid  # {1e-4, 3e-4, 1e-3, 3e-3} x {5, 20, 40}, rate-major
+
+# Validation scores by (label, tasks per target) -> "lr/passes" -> score.
+# A, round 1 (2 tasks): best 60 twice (1e-3/5 before 3e-4/20: fewer passes), then 58 (3e-4/40), then
+#   55 twice for the 4th place of ceil(12 / 3) = 4: 3e-4/5 (5 passes) beats 1e-3/20 (20 passes).
+# A, round 2 (5 tasks): 61 twice: 3e-4/20 beats 3e-4/40 (fewer passes) -> A trains at 3e-4 for 20 passes.
+# B, round 1: 3e-3/40 = 70, every other 50: the ties keep 5 passes, the smaller rates first:
+#   1e-4/5, 3e-4/5, 1e-3/5. Round 2: 49 for 3e-3/40, 50 for the three others -> the smallest rate, 1e-4/5.
+SCORES = {
+    ("A", 2): {"0.0001/5": 40, "0.0001/20": 45, "0.0001/40": 50, "0.0003/5": 55, "0.0003/20": 60, "0.0003/40": 58,
+               "0.001/5": 60, "0.001/20": 55, "0.001/40": 48, "0.003/5": 30, "0.003/20": 35, "0.003/40": 20},
+    ("A", 5): {"0.001/5": 57, "0.0003/20": 61, "0.0003/40": 61, "0.0003/5": 50},
+    ("B", 2): {**{f"{lr:g}/{e}": 50 for lr, e in GRID}, "0.003/40": 70},
+    ("B", 5): {"0.003/40": 49, "0.0001/5": 50, "0.0003/5": 50, "0.001/5": 50},
+}
+
+
+def _methods():
+    return [Method("None", "m", AdaptConfig(policy="none")), Method("A", "m", AdaptConfig(policy="last_layer")),
+            Method("B", "m", AdaptConfig(policy="tinytrain")), Method("TinyTL", "m", None)]
+
+
+def test_successive_halving_by_hand():
+    calls = []
+
+    def mean_accuracies(trials, tasks):
+        calls.append((tasks, [(m.label, m.adapt.learning_rate, m.adapt.epochs) for m in trials]))
+        return [SCORES[m.label, tasks][f"{m.adapt.learning_rate:g}/{m.adapt.epochs}"] for m in trials]
+
+    chosen = successive_halving(_methods(), GRID, rounds=(2, 5), eta=3, mean_accuracies=mean_accuracies)
+    assert {k: (v["learning_rate"], v["epochs"]) for k, v in chosen.items()} == {"A": (3e-4, 20), "B": (1e-4, 5)}
+    # round 1: both trained policies x the 12 settings on 2 tasks; round 2: their 4 survivors on 5
+    assert [(n, len(trials)) for n, trials in calls] == [(2, 24), (5, 8)]
+    assert calls[0][1][:3] == [("A", 1e-4, 5), ("A", 1e-4, 20), ("A", 1e-4, 40)]
+    assert {(lr, e) for label, lr, e in calls[1][1] if label == "A"} == {(1e-3, 5), (3e-4, 20), (3e-4, 40), (3e-4, 5)}
+    assert {(lr, e) for label, lr, e in calls[1][1] if label == "B"} == {(3e-3, 40), (1e-4, 5), (3e-4, 5), (1e-3, 5)}
+    a = chosen["A"]
+    assert [r["tasks"] for r in a["rounds"]] == [2, 5]
+    assert a["rounds"][0]["scores"] == SCORES["A", 2] and a["rounds"][1]["scores"] == SCORES["A", 5]
+    assert a["scores"] == SCORES["A", 5]
+
+
+def test_one_setting_needs_no_run_and_bad_arguments_are_refused():
+    def never(trials, tasks):
+        raise AssertionError("no validation run for a one-setting grid")
+
+    chosen = successive_halving(_methods(), [(1e-3, 3)], rounds=(1,), eta=3, mean_accuracies=never)
+    assert chosen == {label: {"learning_rate": 1e-3, "epochs": 3, "scores": {}, "rounds": []} for label in ("A", "B")}
+    ok = lambda trials, tasks: [50.0] * len(trials)  # noqa: E731
+    with pytest.raises(ValueError, match="rounds"):
+        successive_halving(_methods(), GRID, rounds=(5, 2), eta=3, mean_accuracies=ok)
+    with pytest.raises(ValueError, match="eta"):
+        successive_halving(_methods(), GRID, rounds=(2, 5), eta=1, mean_accuracies=ok)
+    with pytest.raises(ValueError, match="returned 1 values"):
+        successive_halving(_methods(), GRID, rounds=(2,), eta=3, mean_accuracies=lambda trials, tasks: [1.0])
+    assert ranked({(1e-3, 40): 50.0, (3e-3, 5): 50.0, (1e-4, 5): 50.0, (1e-3, 20): 51.0}) == [
+        (1e-3, 20), (1e-4, 5), (3e-3, 5), (1e-3, 40)]
+
+
+def test_tuning_passes_and_the_wall_time_estimate_by_hand():
+    # Default grid: passes 40 x 4, 20 x 4, 5 x 4 (sum 260). Round 1: 2 tasks x 260 = 520; ceil(12 / 3) = 4
+    # survivors, at most the four 40s: 3 new tasks x 160 = 480. 1000 passes per target and policy.
+    assert tuning_passes(BenchConfig()) == 1000
+    assert tuning_passes(BenchConfig(halving_rounds=())) == 5 * 260  # the full grid on every task
+    assert tuning_passes(BenchConfig(learning_rates=(1e-3,), epochs_grid=(3,))) == 0  # nothing to choose
+    # rounds (1, 3, 6), eta 2: 1 x 260 + 2 x (6 largest: 4 x 40 + 2 x 20 = 200) + 3 x (3 largest: 120) = 1020
+    assert tuning_passes(BenchConfig(tuning_tasks=6, halving_rounds=(1, 3), halving_eta=2)) == 1020
+    # TinyTrain measured 40 s per task at 20 passes (2 s per pass), None 0.5 s per task; powered preset, 4
+    # targets, 1 worker: tuning 4 x 1000 x 2 = 8000 s; tests 60 x 4 x (40 x 2 + 0.5) = 19320 s.
+    run = {"methods": {"None": {"adapt": {"policy": "none", "epochs": 40}},
+                       "TinyTrain": {"adapt": {"policy": "tinytrain", "epochs": 20}}},
+           "cost": {"None": {"seconds_per_task": 0.5}, "TinyTrain": {"seconds_per_task": 40.0}}}
+    powered = preset_config("powered", workers=1)
+    est = estimate_seconds(powered, {"lite0_128": run, "mcunet_64": run}, 4)
+    assert est == {"lite0_128": {"tuning": 8000.0, "tests": 19320.0, "total": 27320.0}}  # mcunet: not in the preset
+
+
+def test_powered_preset():
+    powered = preset_config("powered")
+    assert powered.backbones == (LITE0_128,) and powered.targets is None  # every target of the cache
+    assert powered.tasks >= 60 and powered.tuning_tasks >= 5 and powered.full_train_batch == 1
+    assert powered.learning_rates == (1e-4, 3e-4, 1e-3, 3e-3) and powered.epochs_grid == (5, 20, 40)
+    assert powered.tuning_schedule == (2, 5) and math.ceil(len(powered.tuning_grid) / powered.halving_eta) == 4
+    assert "accuracy" in powered.sections
+    assert preset_config("powered", tasks=2).tasks == 2
+    assert BenchConfig(tuning_tasks=1).tuning_schedule == (1,)  # rounds at or above tuning_tasks are dropped
+    with pytest.raises(ValueError, match="unknown bench preset 'nope'"):
+        preset_config("nope")
