@@ -38,19 +38,29 @@ def fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Tas
             "chosen": list(selection.layers), "fisher": {n: fisher[n].tolist() for n in names}}
 
 
+def _summary_targets(run: dict) -> list[str]:
+    """The targets of a run's summary (every target in runs saved before partial runs existed)."""
+    return run.get("summary_targets") or list(run["per_target"])
+
+
+def _tasks(cell: dict) -> int:
+    """Tasks of a cell (cells saved before the count existed: their accuracies)."""
+    return cell.get("tasks", len(cell["accuracies"]))
+
+
 def cost_panels(run: dict) -> list[tuple[str, list[dict]]]:
     """(panel title, rows) per target of a backbone run's summary and its average, for ``plots.accuracy_vs_cost``:
     each policy's mean accuracy and 95 % CI (over the tasks every policy has done), its seconds per
     adaptation (mean over those targets' tasks) and its backward MACs per optimizer step (per-sample MACs x
     batch)."""
     summary = run["summary"]
-    targets = run["summary_targets"]
+    targets = _summary_targets(run)
     panels = []
     for name in [*targets, AVERAGE]:
         rows = []
         for label, method in run["methods"].items():
             cells = [run["per_target"][t][label] for t in (targets if name == AVERAGE else [name])]
-            tasks = sum(c["tasks"] for c in cells)
+            tasks = sum(_tasks(c) for c in cells)
             batch = int(method["adapt"]["batch_size"])
             mean = summary["means"][label][name]
             rows.append({"label": label, "accuracy": mean["mean"], "ci95": mean["ci95"],
@@ -67,7 +77,9 @@ def write_accuracy_figures(results: dict, out: pathlib.Path) -> dict[str, str]:
     for key, run in results["sections"]["accuracy"]["runs"].items():
         if not run.get("summary"):
             continue
-        tasks = min(run["paired_tasks"][t] for t in run["summary_targets"])
+        targets = _summary_targets(run)
+        tasks = min(run["paired_tasks"][t] for t in targets) if "paired_tasks" in run else min(
+            _tasks(run["per_target"][t][label]) for t in targets for label in run["methods"])
         figures[key] = plots.accuracy_vs_cost(
             cost_panels(run), out / f"accuracy_vs_cost_{key}.png",
             f"{run['label']} px: accuracy (mean, 95 % CI, N = {tasks} tasks per target) vs adaptation cost").name
