@@ -1,8 +1,10 @@
 """Runs one adaptation method over a list of tasks on the TFLite runtime path (``adapt`` + ``evaluate``).
 
 A ``Method`` names an exported model (``"sparse"``, ``"full"``, ``"<run>/baseline"``, ...) and an
-``AdaptConfig``; ``run_methods`` adapts the model to every task's support set and scores the query
-set, returning per-task accuracies (percent) and the selections' cost-model figures.
+``AdaptConfig``; ``run_records`` adapts the model to every task's support set and scores the query
+set, returning one ``bench.task_store.TaskRecord`` per task (accuracy in percent, the selection's
+cost-model figures, seconds, whether the frozen-prefix cache was used) and appending each to its cell
+file as it finishes; ``run_methods`` returns their aggregates (``MethodResult``).
 """
 
 from __future__ import annotations

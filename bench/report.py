@@ -425,7 +425,7 @@ def _targets(config: BenchConfig, results: Mapping, runs: dict | None, timing: d
                 lines.append("- meta-trained ≥ ImageNet-only + 3 pp with TinyTrain: **not measured**: no meta-trained "
                              "weights for this backbone were given to this run.")
             lines.append("")
-    elif "accuracy" in results["sections"]:
+    elif "accuracy" in results["sections"] or results.get("partial"):
         lines.append("- Accuracy targets: no means yet (unfinished run).")
     else:
         lines.append("- Accuracy targets: accuracy section not run.")

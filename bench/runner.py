@@ -126,17 +126,18 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     methods = accuracy_methods(config, memory_bytes, probe.candidates)
     runs = Runs(config, paths, executor, f"{env['interpreter_module']} {env['interpreter_version']}")
 
+    def checkpoint(section: dict | None) -> None:
+        """results.json of the run so far (``"partial": true``), for ``render_saved``. Not in an update,
+        which keeps the finished run's results.json until it has its own."""
+        if previous is None:
+            sections = {} if section is None else {"accuracy": section}
+            _write_json(out / "results.json", {**results, "sections": sections, "partial": True,
+                                                "section_seconds": {"accuracy": time.time() - started},
+                                                "wall_seconds": time.time() - started})
+
+    checkpoint(None)  # a results.json of this config from the start (an older run's is replaced)
     if "accuracy" in config.sections:
         t0 = time.time()
-
-        def checkpoint(section: dict) -> None:
-            """results.json of the run so far (``"partial": true``), for ``render_saved``."""
-            sections = {**(previous or {}).get("sections", {}), **results["sections"], "accuracy": section}
-            partial = {**results, "sections": sections, "partial": True,
-                       "section_seconds": {**section_seconds, "accuracy": time.time() - t0},
-                       "wall_seconds": time.time() - started}
-            _write_json(out / "results.json", partial)
-
         results["sections"]["accuracy"] = paired_section(config, targets, paths, runs, None, checkpoint)
         section_seconds["accuracy"] = time.time() - t0
     accuracy = results["sections"].get("accuracy") or (previous or {}).get("sections", {}).get("accuracy")
