@@ -10,9 +10,11 @@ C-order bytes}``. Requests:
 * ``{"op": "episode", "ways", "shots", "queries", "seed"}`` -> support/query images (real
   Fashion-MNIST at the model's input size, ``tests/runtime/runtime_fixtures.episode_arrays``) and labels.
 * ``{"op": "trainer", "images", "labels", "queries", "iterations", "batch_size"}`` -> ``{"losses",
-  "selection", "predictions"}`` from ``tflite_train.runtime.trainer.adapt`` (TinyTrain policy,
-  unlimited budget, no augmentation) on a fresh model of the same file, then ``predict`` on the queries;
-  with ``"save": path`` the adapted model's checkpoint is saved there (``save_checkpoint``).
+  "selection", "predictions", "cache"}`` from ``tflite_train.runtime.trainer.adapt`` (TinyTrain policy,
+  unlimited budget, identity augmentation: every view is the support image, as the Java driver trains on)
+  on a fresh model of the same file, then ``predict`` on the queries; ``cache`` is the run's frozen-prefix
+  cache plan (``CachePlan.to_dict()``, null without training steps); with ``"save": path`` the adapted
+  model's checkpoint is saved there (``save_checkpoint``).
 * ``{"op": "restore_predict", "checkpoint": path, "queries"}`` -> ``{"predictions"}`` of a fresh model
   restored from the checkpoint (``restore_checkpoint``), e.g. one written by Java.
 
@@ -74,7 +76,8 @@ def handle(path: pathlib.Path, model: TrainableModel, request: dict) -> dict:
                             report=result.to_dict())
         return {"losses": [float(v) for v in result.losses],
                 "selection": {name: [int(c) for c in channels] for name, channels in result.selection.channels.items()},
-                "predictions": encode(predict(fresh, decode(request["queries"])))}
+                "predictions": encode(predict(fresh, decode(request["queries"]))),
+                "cache": None if result.cache is None else result.cache.to_dict()}
     if op == "restore_predict":
         fresh = TrainableModel(path)
         restore_checkpoint(fresh, request["checkpoint"])

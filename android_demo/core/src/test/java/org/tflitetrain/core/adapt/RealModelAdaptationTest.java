@@ -3,6 +3,7 @@ package org.tflitetrain.core.adapt;
 import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertTrue;
 
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -24,9 +25,9 @@ import org.tflitetrain.core.model.TfliteMetadataReader;
 
 /**
  * {@link AdaptationDriver} adapts a real exported model (the tiny backbone fixture, real Fashion-MNIST
- * images) through the checked runner and the Python bridge; its selection, per-step losses (within 1e-4)
- * and query predictions equal those of the Python {@code Trainer} ({@code tflite_train.runtime.trainer.adapt})
- * on the same inputs; a checkpoint written by Java restores in Python with identical predictions and the
+ * images) through the checked runner and the Python bridge; its selection, per-step losses (within 1e-4),
+ * query predictions and frozen-prefix cache decision (used, cut layer) equal those of the Python
+ * {@code Trainer} ({@code tflite_train.runtime.trainer.adapt}) on the same inputs; a checkpoint written by Java restores in Python with identical predictions and the
  * reverse; and its state survives a {@link StateFile} round trip.
  */
 public class RealModelAdaptationTest {
@@ -89,6 +90,12 @@ public class RealModelAdaptationTest {
         assertEquals("loss of step " + (i + 1), ((Number) pythonLosses.get(i)).doubleValue(), result.losses.get(i), 1e-4);
       }
       assertArrayEquals(BridgeRunner.tensorOf(reference.get("predictions")).ints(), predictions);
+      // Both runtimes pick the same cut and train from it (Python's views are identity copies of the support
+      // set, so its cache and limit both scale by the view count: the same fit decision).
+      Map<?, ?> pythonCache = (Map<?, ?>) reference.get("cache");
+      assertTrue(result.cache.reason, result.cache.used);
+      assertEquals(pythonCache.get("used"), result.cache.used);
+      assertEquals(pythonCache.get("layer"), result.cache.layer());
 
       // One checkpoint format: Java's file restores in Python with the same predictions, and the reverse.
       for (boolean optimizer : new boolean[] {false, true}) {

@@ -3,6 +3,7 @@ package org.tflitetrain.core.model;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotEquals;
+import static org.junit.Assert.assertNotNull;
 import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
@@ -20,8 +21,8 @@ import org.junit.Test;
 /**
  * Every exported fixture against the contract: every signature (in the metadata and in the graph) takes
  * at least one input, {@link ModelMetadata#load} accepts the file, and metadata that lies about the graph
- * (class capacity, input size, an extra candidate layer, a dropped signature; rewritten into a copy of the
- * file) is refused by {@link ModelMetadata#load} naming the field.
+ * (class capacity, input size, an extra candidate layer, a dropped signature, a cached cut's activation
+ * shape; rewritten into a copy of the file) is refused by {@link ModelMetadata#load} naming the field.
  */
 public class ContractFixturesTest {
   private static ByteBuffer bytes(Path model) throws Exception {
@@ -133,5 +134,31 @@ public class ContractFixturesTest {
     assertNotEquals(json, dropped);
     String signature = refusal(dropped, graph);
     assertTrue(signature, signature.contains("signatures") && signature.contains("reset_state"));
+  }
+
+  @Test
+  public void aCachedCutThatLiesAboutItsActivationIsRefusedNamingTheField() throws Exception {
+    Path model = null;
+    for (Path candidate : ExportedModelFixturesTest.models()) {
+      if (!ModelMetadata.load(bytes(candidate)).cachedCuts.isEmpty()) {
+        model = candidate;
+        break;
+      }
+    }
+    assertNotNull("no exported fixture has cached_cuts: re-export the fixtures", model);
+    file = bytes(model);
+    Map<String, GraphSignature> graph = TfliteMetadataReader.signatures(file);
+    json = json(file);
+    CachedCut cut = ModelMetadata.parse(json).cachedCuts.get(0);
+    // the first cached_cuts entry's first shape dimension, one larger
+    Matcher shape = Pattern.compile("\"" + Contract.F_SHAPE + "\": \\[(\\d+)")
+        .matcher(json.substring(json.indexOf("\"" + Contract.F_CACHED_CUTS + "\"")));
+    assertTrue(shape.find());
+    int at = json.indexOf("\"" + Contract.F_CACHED_CUTS + "\"") + shape.start(1);
+    String edited = json.substring(0, at) + (Integer.parseInt(shape.group(1)) + 1)
+        + json.substring(at + shape.group(1).length());
+    String message = refusal(edited, graph);
+    assertTrue(message, message.contains("metadata " + Contract.F_CACHED_CUTS + "[" + cut.layer + "]." + Contract.F_SHAPE
+        + " = [" + (cut.shape()[0] + 1)));
   }
 }
