@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -232,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     export_missing(pathlib.Path(args.model_dir), args.candidate_blocks, args.models)
     runtimes = {"ai-edge-litert": pathlib.Path(sys.executable), "tflite-runtime 2.14": PI_PYTHON}
+    load_start = os.getloadavg()[0]  # the machine's state: absolute times scale with it, ratios much less
     results = {}
     for model in args.models:
         for label, python in runtimes.items():
@@ -242,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"settings": {k: v for k, v in vars(args).items() if k not in ("worker", "model")},
+                               "load_average": {"start": load_start, "end": os.getloadavg()[0]},
                                "results": results}, indent=2) + "\n")
     print(f"wrote {out}")
     return 0
