@@ -140,7 +140,8 @@ def _run_tasks(method: Method, model_path: str, tasks: Sequence[Task], indices: 
         result = adapt(model, task.support, task.support_labels, method.adapt, fisher_tasks=fisher_tasks)
         accuracy = 100.0 * evaluate(model, task.query, task.query_labels)
         empty = result.selection.is_empty
-        record = TaskRecord(int(index), task_fingerprint(raw), accuracy, 0.0 if empty else float(result.cost.total_bytes),
+        record = TaskRecord(int(index), task_fingerprint(raw), accuracy,
+                            0.0 if empty else float(result.cost.total_bytes),
                             0.0 if empty else float(result.cost.backward_macs), float(sum(result.seconds.values())),
                             tuple(result.selection.layers), bool(result.cache is not None and result.cache.used))
         if store is not None:
@@ -195,8 +196,8 @@ def run_methods(
       ValueError: a job's ``method.adapt`` is None (nothing to run) or it has no tasks (or another
         number of indices), or ``chunk_tasks`` < 1.
     """
-    return [MethodResult.from_records(job.method.label, records)
-            for job, records in zip(jobs, run_records(jobs, threads=threads, executor=executor, chunk_tasks=chunk_tasks))]
+    records = run_records(jobs, threads=threads, executor=executor, chunk_tasks=chunk_tasks)
+    return [MethodResult.from_records(job.method.label, rows) for job, rows in zip(jobs, records)]
 
 
 def run_records(

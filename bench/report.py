@@ -57,7 +57,8 @@ def _halving_words(config: BenchConfig) -> str:
         search = f"every setting on {rounds[0]} validation-pool tasks per target; the best is used"
     else:
         steps = [f"every setting on the first {rounds[0]} validation-pool tasks per target"]
-        steps += [f"the best 1/{config.halving_eta} (rounded up) of the previous round on the first {n}" for n in rounds[1:]]
+        steps += [f"the best 1/{config.halving_eta} (rounded up) of the previous round on the first {n}"
+                  for n in rounds[1:]]
         search = ("successive halving (`bench/successive_halving.py`): " + "; then ".join(steps)
                   + "; the best of the last round is used (a later round's tasks begin with the earlier ones, "
                   "whose results are reused)")
@@ -74,7 +75,8 @@ def _accuracy_section(config: BenchConfig, results: Mapping, lines: list[str]) -
                       f"{p['validation']['classes']} classes, test {p['test']['images']} / {p['test']['classes']}"
                       for t, p in section["pools"].items())
     batches = ("Adam, every policy at batch 1 (FullTrain too: as many optimizer steps per pass as the others)"
-               if config.full_train_batch == 1 else f"Adam; FullTrain at batch {config.full_train_batch}, the others at batch 1")
+               if config.full_train_batch == 1 else
+               f"Adam; FullTrain at batch {config.full_train_batch}, the others at batch 1")
     lines += ["## 1. Paired accuracy (Table 1 shape)", ""]
     if results.get("partial"):
         lines += ["**Unfinished run**: rendered from the adaptations stored so far (`tasks/`); the tables use the "
@@ -123,7 +125,8 @@ def _estimates(config: BenchConfig, results: Mapping, section: Mapping) -> str:
         parts = ", ".join(f"{section['runs'][k]['label']} {v['total'] / 3600:.1f} h (tuning {v['tuning'] / 3600:.1f} h)"
                           for k, v in est.items())
         estimates.append(f"{name} (N = {preset.tasks}, {len(preset.tuning_grid)} settings, validation rounds of "
-                         f"{list(preset.tuning_schedule)} tasks per target, FullTrain batch {preset.full_train_batch}): "
+                         f"{list(preset.tuning_schedule)} tasks per target, "
+                         f"FullTrain batch {preset.full_train_batch}): "
                          f"{sum(v['total'] for v in est.values()) / 3600:.1f} h ({parts})")
     return ("- Cost: the *s / task* column is the measured wall time of one adaptation (one interpreter thread, at the "
             "chosen passes) on this machine in this run, with the tasks whose steps ran from the frozen-prefix "
@@ -213,8 +216,9 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
                      + f" | **{_pm(d['average'], signed=True)}** |")
     lines.append("")
     for n in run.get("noop", []):
-        lines.append(f"- **No-op warning**: {n['label']} on {n['target']} scored exactly {n['reference']}'s accuracy on "
-                     f"{n['equal']} of {n['tasks']} tasks (training changed no query prediction on most tasks).")
+        lines.append(f"- **No-op warning**: {n['label']} on {n['target']} scored exactly {n['reference']}'s "
+                     f"accuracy on {n['equal']} of {n['tasks']} tasks (training changed no query prediction on "
+                     "most tasks).")
     if run.get("noop"):
         lines.append("")
     if figure:
@@ -239,8 +243,9 @@ def _tuning_table(run: Mapping, lines: list[str]) -> None:
         rounds = t.get("rounds") or [{"tasks": None, "scores": t["scores"]}]
         for k, r in enumerate(rounds):
             last = k == len(rounds) - 1
-            cells = [("-" if key not in r["scores"] else
-                      f"**{r['scores'][key]:.1f}**" if last and key == best else f"{r['scores'][key]:.1f}") for key in keys]
+            cells = ["-" if key not in r["scores"] else
+                     f"**{r['scores'][key]:.1f}**" if last and key == best else f"{r['scores'][key]:.1f}"
+                     for key in keys]
             name = label if k == 0 else ""
             lines.append(f"| {name} | {k + 1} ({r['tasks'] or '?'}) | " + " | ".join(cells) + " |")
     lines.append("")

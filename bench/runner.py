@@ -165,7 +165,8 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     if "timing" in config.sections:
         t0 = time.time()
         paths.update(ensure_models(config, (SPARSE, FULL)))
-        fisher_tasks = runs.fisher(SPARSE) if any(m.adapt is not None and Runs.needs_fisher(m) for m in methods) else None
+        static = any(m.adapt is not None and Runs.needs_fisher(m) for m in methods)
+        fisher_tasks = runs.fisher(SPARSE) if static else None
         results["sections"]["timing"] = timing_section(config, paths, methods, targets[0], fisher_tasks)
         section_seconds["timing"] = time.time() - t0
 

@@ -31,12 +31,14 @@ def test_fingerprint_sees_every_pixel_and_label():
     query = a.query.copy()
     query[1, 7, 7, 2] ^= 1
     assert task_fingerprint(Task(a.support, a.support_labels, query, a.query_labels)) != task_fingerprint(a)
-    assert task_fingerprint(Task(a.support, a.support_labels[::-1].copy(), a.query, a.query_labels)) != task_fingerprint(a)
+    swapped = Task(a.support, a.support_labels[::-1].copy(), a.query, a.query_labels)
+    assert task_fingerprint(swapped) != task_fingerprint(a)
 
 
 def test_cell_file_is_keyed_by_everything_that_changes_a_result(tmp_path):
     path = open_cell(tmp_path, "lite0_128/sparse", "TinyTrain without meta-training", "t", "test", CELL)
-    assert path == tmp_path / "tasks/lite0_128/sparse/t/test" / f"TinyTrain_without_meta-training-{cell_key(CELL)}.jsonl"
+    name = f"TinyTrain_without_meta-training-{cell_key(CELL)}.jsonl"
+    assert path == tmp_path / "tasks/lite0_128/sparse/t/test" / name
     assert json.loads(path.read_text()) == {"cell": CELL, "key": cell_key(CELL)}
     assert open_cell(tmp_path, "lite0_128/sparse", "TinyTrain without meta-training", "t", "test", dict(CELL)) == path
     assert len(path.read_text().splitlines()) == 1  # the header is written once
@@ -84,7 +86,8 @@ def test_assemble_a_partial_run_by_hand():
     run = assemble_run(4, methods, ["t1", "t2"], records)
     assert not run["complete"] and run["paired_tasks"] == {"t1": 3, "t2": 1} and run["summary_targets"] == ["t1"]
     assert run["per_target"]["t1"]["LastLayer"]["tasks"] == 4 and run["per_target"]["t2"]["LastLayer"]["tasks"] == 1
-    assert (run["per_target"]["t1"]["LastLayer"]["equal_to_none"], run["per_target"]["t1"]["LastLayer"]["compared_to_none"]) == (2, 3)
+    last_layer = run["per_target"]["t1"]["LastLayer"]
+    assert (last_layer["equal_to_none"], last_layer["compared_to_none"]) == (2, 3)
     # "TinyTrain without meta-training" is compared with "None without meta-training": 1 of 3 on t1, 1 of 1 on t2
     assert run["per_target"]["t1"][NO_META]["equal_to_none"] == 1
     assert run["noop"] == [{"label": "LastLayer", "target": "t1", "reference": "None", "equal": 2, "tasks": 3},
