@@ -191,7 +191,7 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
             "weights": run.weights, "baseline_weights": run.baseline_weights, "meta_trained": run.meta_trained,
             "memory_budget_bytes": memory, C.F_CANDIDATES: list(probe.candidates),
             "model_bytes": sparse.stat().st_size,
-            "model_ids": {m.model: runs.identity(m.model)["model_id"] for m in methods}, "stage": "tuning"}
+            "model_ids": {m.model: runs.identity(m.model)[C.F_MODEL_ID] for m in methods}, "stage": "tuning"}
         save(out)
 
         def mean_accuracies(trials: list[Method], n: int) -> list[float]:

@@ -107,7 +107,7 @@ def model_identity(path: str | os.PathLike) -> dict[str, Any]:
     model_id = read_metadata(str(path)).get(C.F_MODEL_ID) or hashlib.sha256(path.read_bytes()).hexdigest()
     sidecar = path.with_suffix(path.suffix + ".config.json")
     export = json.loads(sidecar.read_text()) if sidecar.is_file() else None
-    return {"model_id": model_id, "export": export}
+    return {C.F_MODEL_ID: model_id, "export": export}
 
 
 def cell_key(cell: Mapping[str, Any]) -> str:
