@@ -79,9 +79,8 @@ def _accuracy_section(config: BenchConfig, results: Mapping, lines: list[str]) -
                f"Adam; FullTrain at batch {config.full_train_batch}, the others at batch 1")
     lines += ["## 1. Paired accuracy (Table 1 shape)", ""]
     if results.get("partial"):
-        lines += ["**Unfinished run**: rendered from the adaptations stored so far (`tasks/`); the tables use the "
-                  "tasks every policy of a target has done, and *tasks done* gives N per cell. Rerun the same "
-                  "command to finish it.", ""]
+        lines += ["Unfinished: the tables use the tasks every policy of a target has done so far, and *tasks done* "
+                  "gives N per cell.", ""]
     lines += [f"N = {config.tasks} tasks per target (various-way various-shot: {config.min_ways}-{config.max_ways} ways, "
               f"<= {config.max_support_per_class} shots/class, <= {config.max_support_total} support, <= "
               f"{config.max_query} queries/class), **the same seeded tasks for every policy and both weight "
@@ -454,6 +453,9 @@ def render_report(config: BenchConfig, results: Mapping) -> str:
              + ("" if env.get("load_average") is None else f" Load average at the start: {env['load_average']:.1f}.")
              + f" Wall time: {results['wall_seconds'] / 60:.1f} min "
              f"({', '.join(f'{k} {v / 60:.1f}' for k, v in results['section_seconds'].items())} min).", ""]
+    if results.get("partial"):
+        lines += ["**Unfinished run**: what has finished so far (rendered from `results.json` and `tasks/`); rerun "
+                  "the same command to finish it (finished adaptations are kept).", ""]
     default = BenchConfig()
     if config.tasks < default.tasks:
         lines += [f"**A reduced run: N = {config.tasks} tasks per target, below the default N = {default.tasks}**, "
