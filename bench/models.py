@@ -2,7 +2,9 @@
 
 Per backbone run of the paired accuracy section (``BenchConfig.backbones``), keys ``<run>/<model>``:
 ``sparse`` (the last ``candidate_blocks`` blocks are candidates: LastLayer, SparseUpdate, TinyTrain,
-None), ``full`` (every block and the stem: FullTrain), both from the meta-trained weights, and
+None), ``full`` (every block and the stem: FullTrain; without depth variants and cache signatures, which
+FullTrain never uses, or the ``sparse`` file itself when that already has every block), both from the
+meta-trained weights, and
 ``baseline`` (as ``sparse``, from the weights without meta-training) when the run has both. The other
 sections use ``sparse`` and ``full`` of ``BenchConfig.backbone``/``weights`` (keys without a run).
 Keys with identical export configs share one file. A model is re-exported only when its file or its
@@ -37,15 +39,24 @@ def _builtin_configs(backbone: str, input_size: int, weights: str | None, candid
     from converters.weights_spec import resolve_export_config
 
     blocks = len(get_config(backbone).blocks)
-    common = dict(backbone=backbone, input_size=input_size, optimizer="adam", train_variants=train_variants)
+    common = dict(backbone=backbone, input_size=input_size, optimizer="adam")
     # Trained weights are exported with their sidecar's input normalisation and cosine scale; every
     # training run here fed unnormalised [0, 1] images, hence the identity normalisation.
     identity = dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)) if weights else {}
-    return {SPARSE: resolve_export_config(weights, **common, **identity, candidate_blocks=min(candidate_blocks, blocks)),
-            FULL: resolve_export_config(weights, **common, **identity, candidate_blocks=blocks)}
+    sparse = resolve_export_config(weights, **common, **identity, candidate_blocks=min(candidate_blocks, blocks),
+                                   train_variants=train_variants)
+    if candidate_blocks >= blocks:  # the sparse export already trains every layer: FullTrain runs on it
+        return {SPARSE: sparse, FULL: sparse}
+    return {SPARSE: sparse, FULL: resolve_export_config(weights, **common, **identity, candidate_blocks=blocks,
+                                                        **FULL_TRAIN_ONLY)}
 
 
-def _lite0_config(weights: str, input_size: int, candidates: str, train_variants: int):
+FULL_TRAIN_ONLY = dict(train_variants=0, cache_signatures=False)
+"""Export fields of the ``full`` model, which only FullTrain uses: its selection reaches the stem, so it
+always runs the general ``train_step`` (no depth-specific variant, no frozen prefix to cache)."""
+
+
+def _lite0_config(weights: str, input_size: int, candidates: str, train_variants: int, **fields):
     from converters.export_config import ExportConfig
     from converters.weights_spec import sidecar_path
 
@@ -57,7 +68,7 @@ def _lite0_config(weights: str, input_size: int, candidates: str, train_variants
             if "cosine_head" in spec:
                 scale = dict(cosine_scale=float(spec["cosine_head"]["scale"]))
     return ExportConfig(backbone="keras", input_size=(input_size, input_size), candidates=candidates,
-                        optimizer="adam", weights=weights, train_variants=train_variants, **scale)
+                        optimizer="adam", weights=weights, **{"train_variants": train_variants, **scale, **fields})
 
 
 def lite0_model(weights: str, input_size: int):
@@ -102,7 +113,7 @@ def run_export_configs(run: BackboneRun, train_variants: int) -> dict[str, objec
     main = run.weights if run.weights is not None else run.baseline_weights
     if run.backbone == LITE0:
         out = {SPARSE: _lite0_config(main, run.input_size, f"blocks:{run.candidate_blocks}", train_variants),
-               FULL: _lite0_config(main, run.input_size, "all", train_variants)}
+               FULL: _lite0_config(main, run.input_size, "all", **FULL_TRAIN_ONLY)}
         if run.meta_trained and run.baseline_weights is not None:
             out[BASELINE] = _lite0_config(run.baseline_weights, run.input_size, f"blocks:{run.candidate_blocks}",
                                           train_variants)
