@@ -4,7 +4,7 @@ VENV := .venv
 PI_VENV := .venv-pi
 BENCH_VENV := .venv-bench
 
-.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps npm-data icon-data data weights weights-lite0 bench bench-quick bench-peer adapt-example
+.PHONY: demo test test-main test-pi test-java fixtures clean-venvs data-deps npm-data icon-data data weights weights-lite0 bench bench-quick bench-powered bench-peer adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -86,6 +86,9 @@ bench: data
 	$(VENV)/bin/python -m tflite_train.cli bench $(BENCH_FLAGS)
 bench-quick: data
 	$(VENV)/bin/python -m tflite_train.cli bench --quick $(BENCH_FLAGS)
+# The powered accuracy run on the default backbone (Lite0@128, N = 60 on every target; resumable: rerun it).
+bench-powered: data
+	$(VENV)/bin/python -m tflite_train.cli bench --preset powered $(BENCH_FLAGS)
 
 # The README's adaptation example: docs/adapt_example.png (--plot) and docs/adapt_example.txt (the summary).
 adapt-example: $(VENV)/.installed data-deps

@@ -68,7 +68,7 @@ def _lite0_config(weights: str, input_size: int, candidates: str, train_variants
             if "cosine_head" in spec:
                 scale = dict(cosine_scale=float(spec["cosine_head"]["scale"]))
     return ExportConfig(backbone="keras", input_size=(input_size, input_size), candidates=candidates,
-                        optimizer="adam", weights=weights, **{"train_variants": train_variants, **scale, **fields})
+                        optimizer="adam", weights=weights, **{**dict(train_variants=train_variants), **scale, **fields})
 
 
 def lite0_model(weights: str, input_size: int):

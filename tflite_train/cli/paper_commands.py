@@ -52,15 +52,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     import shlex
 
     from bench import BenchConfig, render_saved, run_benchmarks
-    from bench.config import LITE0_128, MCUNET_64, quick_config
+    from bench.config import LITE0_128, MCUNET_64, PRESETS, preset_config
 
     if args.render_only:
         print(f"wrote {render_saved(args.out)}")
         return 0
+    if args.quick and args.preset not in (None, "quick"):
+        raise ValueError(f"--quick and --preset {args.preset} are two presets: give one")
     setup_tf(args)
+    preset = "quick" if args.quick else args.preset
     runs = {"mcunet": dataclasses.replace(MCUNET_64, weights=args.weights or None,
                                           baseline_weights=args.mcunet_baseline_weights or None),
             "lite0": dataclasses.replace(LITE0_128, weights=args.lite0_weights or LITE0_128.weights)}
+    by_key = {MCUNET_64.key: "mcunet", LITE0_128.key: "lite0"}
+    paired = args.paired or [by_key[b.key] for b in PRESETS.get(preset, {}).get("backbones", BenchConfig.backbones)]
     given = dict(
         cache_dir=args.cache, out_dir=args.out, model_dir=args.model_dir, backbone=args.backbone,
         input_size=args.input_size, weights=args.weights or None, candidate_blocks=args.candidate_blocks,
@@ -70,13 +75,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         learning_rates=tuple(args.learning_rates) if args.learning_rates else None,
         epochs_grid=tuple(args.epochs_grid) if args.epochs_grid else None, tuning_tasks=args.tuning_tasks,
         validation_fraction=args.validation_fraction, full_train_batch=args.full_train_batch,
+        halving_rounds=tuple(args.halving_rounds) if args.halving_rounds is not None else None,
+        halving_eta=args.halving_eta,
         ablation_target=args.ablation_target, ablation_tasks=args.ablation_tasks, timing_runs=args.timing_runs,
         tf_recipe=False if args.no_tf_recipe else None, threads=args.threads, workers=args.workers,
         sections=tuple(args.section) if args.section else None,
-        backbones=tuple(runs[name] for name in dict.fromkeys(args.paired)) if args.paired else tuple(runs.values()),
+        backbones=tuple(runs[name] for name in dict.fromkeys(paired)),
     )
     fields = {k: v for k, v in given.items() if v is not None}
-    config = quick_config(**fields) if args.quick else BenchConfig(**fields)
+    config = preset_config(preset, **fields)
     report = run_benchmarks(config, command="tflite-train " + shlex.join(args.argv), update=args.update)
     print(f"wrote {report}")
     return 0
@@ -95,6 +102,10 @@ def register(command: Command) -> None:
     p.add_argument("--quick", action="store_true",
                    help="a reduced run of every section, about an hour (N=3 tasks per target, 1 validation task "
                         "per target, rates 1e-4 1e-3, 3 epochs, 3 ablation tasks); other flags override it")
+    p.add_argument("--preset", choices=("quick", "powered"), default=None,
+                   help="'powered': the default backbone only (Lite0@128, meta-trained), N=60 test tasks on every "
+                        "target of the cache, (lr, passes) by successive halving on 5 validation tasks per target; "
+                        "resumable (rerun the same command); other flags override it; 'quick' = --quick")
     p.add_argument("--cache", default="build/data_cache", help="data cache (tflite-train data prepare); its "
                    "'target' data sets are the targets, incl. any ImageFolder added with data prepare --folder NAME=PATH")
     p.add_argument("--out", default="bench/results", help="output folder (BENCHMARKS.md, PNGs, results/config JSON)")
@@ -115,7 +126,8 @@ def register(command: Command) -> None:
     p.add_argument("--input-size", type=int, default=64, help="input side in pixels of the timing and ablation sections")
     p.add_argument("--candidate-blocks", type=int, default=7, help="trainable blocks (from the end) of the export")
     p.add_argument("--target", action="append", help="repeatable (default: every target of the cache)")
-    p.add_argument("--tasks", type=int, default=None, help="N test tasks per target (default 20; --quick 3)")
+    p.add_argument("--tasks", type=int, default=None,
+                   help="N test tasks per target (default 20; --quick 3; --preset powered 60)")
     p.add_argument("--seed", type=int, default=1234, help="random seed (tasks and the validation/test split)")
     p.add_argument("--max-ways", type=int, default=10, help="classes per task, at most")
     p.add_argument("--max-support-total", type=int, default=50, help="support images per task, at most")
@@ -124,15 +136,22 @@ def register(command: Command) -> None:
                    help="candidate Adam rates (default 1e-4 3e-4 1e-3 3e-3); with --epochs-grid, each policy's pair is "
                         "chosen on validation-pool tasks")
     p.add_argument("--epochs-grid", type=int, nargs="+", default=None,
-                   help="candidate passes over each support set (default 5 20)")
-    p.add_argument("--tuning-tasks", type=int, default=None, help="validation tasks per target (default 2; --quick 1)")
+                   help="candidate passes over each support set (default 5 20 40)")
+    p.add_argument("--tuning-tasks", type=int, default=None,
+                   help="validation tasks per target of the last successive-halving round (default 5; --quick 1)")
+    p.add_argument("--halving-rounds", type=int, nargs="*", default=None,
+                   help="validation tasks per target of each successive-halving round before the last (default 2; "
+                        "none: every setting on every validation task)")
+    p.add_argument("--halving-eta", type=int, default=None,
+                   help="each round but the last keeps the best 1/eta of its settings (default 3)")
     p.add_argument("--validation-fraction", type=float, default=None,
                    help="share of each target's images (or classes, for targets with >= 40) kept for validation "
                         "(default 0.3)")
     p.add_argument("--epochs", type=int, default=40,
                    help="passes over each support set in the timing and ablation sections; 0 = --iterations steps")
     p.add_argument("--iterations", type=int, default=40, help="steps per task when --epochs 0")
-    p.add_argument("--full-train-batch", type=int, default=50, help="batch of the FullTrain baseline, images")
+    p.add_argument("--full-train-batch", type=int, default=None,
+                   help="batch of the FullTrain baseline, images (default 1, as the other policies)")
     p.add_argument("--ablation-target", default=None, help="target of the ablations (default: the first)")
     p.add_argument("--ablation-tasks", type=int, default=None, help="tasks per ablation (default 20; --quick 3)")
     p.add_argument("--timing-runs", type=int, default=None, help="repetitions of each timing (default 3; --quick 1)")
@@ -144,7 +163,9 @@ def register(command: Command) -> None:
                    help="processes for the accuracy and ablation tasks (results do not depend on it)")
     p.add_argument("--update", action="store_true",
                    help="rerun only the --section(s) of --out's finished run, keeping its other sections (same settings)")
-    p.add_argument("--render-only", action="store_true", help="re-render BENCHMARKS.md and the PNGs from --out's saved results")
+    p.add_argument("--render-only", action="store_true",
+                   help="re-render BENCHMARKS.md and the PNGs from --out's saved results (also of an unfinished run: "
+                        "N done per cell)")
     p.set_defaults(func=_cmd_bench)
 
     p = command("cost-report", "MCUNet backward-pass costs beside the paper's Tables 2 and 6")
