@@ -32,11 +32,22 @@ public final class ChannelSelection {
     if (k < 1 || k > values.length) {
       throw new IllegalArgumentException("k must be an int in 1.." + values.length + "; got " + k);
     }
+    return firstK(values, null, k);
+  }
+
+  /**
+   * The first {@code k} indices in the order: live first (when {@code live} is given), then larger
+   * value first, then lower index first; returned sorted ascending. Inputs are checked by the callers.
+   */
+  private static int[] firstK(double[] values, boolean[] live, int k) {
     Integer[] order = new Integer[values.length];
     for (int i = 0; i < order.length; i++) {
       order[i] = i;
     }
     Arrays.sort(order, (a, b) -> {
+      if (live != null && live[a] != live[b]) {
+        return live[a] ? -1 : 1;
+      }
       if (values[a] > values[b]) {
         return -1;
       }
@@ -108,28 +119,7 @@ public final class ChannelSelection {
     if (k < 1 || k > norms.length) {
       throw new IllegalArgumentException("k must be an int in 1.." + norms.length + "; got " + k);
     }
-    Integer[] order = new Integer[norms.length];
-    for (int i = 0; i < order.length; i++) {
-      order[i] = i;
-    }
-    Arrays.sort(order, (a, b) -> {
-      if (live[a] != live[b]) {
-        return live[a] ? -1 : 1;
-      }
-      if (norms[a] > norms[b]) {
-        return -1;
-      }
-      if (norms[a] < norms[b]) {
-        return 1;
-      }
-      return Integer.compare(a, b);
-    });
-    int[] chosen = new int[k];
-    for (int i = 0; i < k; i++) {
-      chosen[i] = order[i];
-    }
-    Arrays.sort(chosen);
-    return chosen;
+    return firstK(norms, live, k);
   }
 
   /**
