@@ -7,13 +7,15 @@ signatures share it; optimizer slots, masks and prototypes start at zero and are
 with the parameter count from the model's own layer table (metadata ``layers[].params``) and the
 metadata and self-test bytes measured from the file's metadata entries.
 
-The file has a part the formula does not cover: the operator graph of the ~10 signatures and their
-IF branches (~130 bytes per op: 0.38 MB for the 2,100 ops of ``mcunet_adam_35``, 0.47 MB for the
-2,700 of ``mbv2_adam_32``), independent of the parameter count. It fits the 25 % allowance where
-the model has >= ~0.4 M parameters (``FILE_BOUND_FIXTURES``; the exported Lite0 has 3.4 M); the
-other fixtures (measured file / bound: mbv2_adam_32 1.10, proxyless_sgd_33 1.05,
-byo_mobilenet_v2_32 1.06, the four toy models 8-19) are checked on their constant data alone: every
-weight stored once, no stored zero state.
+The file has a part the formula does not cover: the operator graph of the signatures and their IF
+branches (~130 bytes per op), independent of the parameter count. With the frozen-prefix cache
+signatures (three per cut) it is ~0.59 MB on ``mcunet_adam_35`` (0.38 MB before them), 0.64 MB on
+``mbv2_adam_32`` and 0.93 MB on ``byo_mobilenet_v3_small_32``, so it fits the 25 % allowance where the
+model has >= ~1 M parameters (``FILE_BOUND_FIXTURES``: the Lite0 fixture, 3.35 M parameters, measured
+at 0.85 of the bound; the default Lite0@128 export has the same 3.35 M); the other fixtures (measured
+file / bound: mcunet_adam_35 1.05, byo_mobilenet_v3_small_32 1.00, mbv2_adam_32 1.21,
+proxyless_sgd_33 1.19, byo_mobilenet_v2_32 1.14, the toy models more) are checked on their constant
+data alone: every weight stored once, no stored zero state.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from runtime_fixtures import fixture_model  # noqa: E402
 from tflite_train import contract as C  # noqa: E402
 from tflite_train.runtime.metadata import read_metadata, read_metadata_buffers  # noqa: E402
 
-FILE_BOUND_FIXTURES = ["mcunet_adam_35", "byo_mobilenet_v3_small_32"]
-OTHER_FIXTURES = ["mbv2_adam_32", "proxyless_sgd_33", "byo_mobilenet_v2_32", "tiny_adam_33", "tiny_sgd_full_17",
-                  "byo_plain_cnn_23", "byo_rescaling_20"]
+FILE_BOUND_FIXTURES = ["lite0_meta_adam_64"]
+OTHER_FIXTURES = ["mcunet_adam_35", "byo_mobilenet_v3_small_32", "mbv2_adam_32", "proxyless_sgd_33",
+                  "byo_mobilenet_v2_32", "tiny_adam_33", "tiny_sgd_full_17", "byo_plain_cnn_23", "byo_rescaling_20"]
 ALLOWANCE = 1.25
 
 
