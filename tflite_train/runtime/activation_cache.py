@@ -49,7 +49,7 @@ class CachePlan:
 
 
 def plan_cache(cut: Any, *, has_cuts: bool, enabled: bool, num_views: int, image_shape: tuple[int, ...],
-               limit_bytes: float | None, forward_macs: int) -> CachePlan:
+               limit_bytes: float | None, forward_macs: int, unsafe: str = "") -> CachePlan:
     """Decides whether ``num_views`` pseudo-query views train from the cache at ``cut``.
 
     Args:
@@ -60,6 +60,7 @@ def plan_cache(cut: Any, *, has_cuts: bool, enabled: bool, num_views: int, image
       image_shape: (H, W, C) of one image.
       limit_bytes: The cache's limit; None = ``image_bytes``.
       forward_macs: The model's whole forward MACs per image.
+      unsafe: Why the interpreter must not run the cache's signatures (empty: it may).
     """
     pixels = 1
     for d in image_shape:
@@ -70,6 +71,8 @@ def plan_cache(cut: Any, *, has_cuts: bool, enabled: bool, num_views: int, image
     layer = None if cut is None else cut.layer
     if not enabled:
         reason = "cache off (AdaptConfig.cache / --no-cache)"
+    elif unsafe:
+        reason = f"{unsafe}: full steps"
     elif not has_cuts:
         reason = "the model has no frozen-prefix signatures (exported before them): full steps"
     elif cut is None:

@@ -9,7 +9,9 @@ fixtures): a step at another batch size writes NaN into the state, and a larger 
 ``fisher`` followed by a step, can crash the process (rebuilding the interpreter at each such
 change was tried and still crashed in one repeated-``adapt`` sequence); ``infer`` at any batch and
 ``fisher`` before the first step are fine. At a fixed batch size it runs the whole contract,
-matches the builtin kernels and passes the self-test.
+matches the builtin kernels and passes the self-test. With it, steps never run from the frozen-prefix
+cache (a ``features_<layer>`` then ``train_step_from_<layer>`` sequence crashed 2.14's delegate in the
+Pi-env tests): ``train_step`` takes the general signature or a variant, and ``adapt`` full steps.
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ class TrainableModel:
             if cut <= self._deepest_selected:
                 variant, variant_cut = name, cut
                 break
-        cached = self.cache_cut()
+        cached = None if self.explicit_xnnpack else self.cache_cut()  # 2.14's delegate: module docstring
         if cached is not None and cached.index >= variant_cut:
             return cached.train_step, cached
         return variant, None

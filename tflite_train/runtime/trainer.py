@@ -261,6 +261,8 @@ def adapt(
         rng = np.random.default_rng(config.seed)
         views = draw_views(rng, images, config.augment_views, augment, augment_config)
         plan = plan_cache(model.cache_cut(), has_cuts=bool(model.cached_cuts), enabled=config.cache,
+                          unsafe="" if not model.explicit_xnnpack else
+                          "tflite-runtime 2.14's explicit XNNPACK delegate breaks on the cache's signature sequence",
                           num_views=views.shape[0], image_shape=model.input_shape,
                           limit_bytes=config.cache_memory_bytes, forward_macs=total_forward_macs(table))
         if not plan.used:
