@@ -1,6 +1,7 @@
 """On-device runtime helpers (numpy + a TFLite interpreter; never TensorFlow)."""
 
-from tflite_train.runtime.interpreter import CachedCut, TrainableModel, load_interpreter_class
+from tflite_train.runtime.cached_cut import CachedCut
+from tflite_train.runtime.interpreter import TrainableModel, load_interpreter_class
 from tflite_train.runtime.metadata import (
     OperatorCode,
     read_metadata,

@@ -16,7 +16,6 @@ Pi-env tests): ``train_step`` takes the general signature or a variant, and ``ad
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import logging
 import os
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
+from tflite_train.runtime.cached_cut import CachedCut, cached_cuts
 from tflite_train.runtime.integrity import check_model_bytes
 from tflite_train.runtime.metadata import read_metadata, read_signature_defs
 from tflite_train.runtime.xnnpack import XnnpackDelegate, delegated_node_count
@@ -35,6 +35,7 @@ NO_INPUT = np.array(0, np.int32)
 """Value of the contract's dummy input (``get_state``, ``reset_state``; CONTRACT.md)."""
 INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter", "tensorflow.lite.python.interpreter")
 EXPLICIT_XNNPACK_MODULES = {"tflite_runtime.interpreter": "tflite_runtime"}
+CACHE_UNSAFE_XNNPACK = "tflite-runtime 2.14's explicit XNNPACK delegate breaks on the cache's signature sequence"
 """Interpreter modules whose default XNNPACK delegate is not applied -> the package holding XNNPACK."""
 
 
@@ -52,33 +53,6 @@ def load_interpreter_class(preferred: str | None = None) -> tuple[type, str]:
             continue
         return module.Interpreter, name
     raise ImportError(f"no TFLite interpreter found; tried {names}")
-
-
-@dataclasses.dataclass(frozen=True)
-class CachedCut:
-    """One frozen-prefix cut of a model (metadata ``cached_cuts``; ``converters.frozen_prefix``).
-
-    Attributes:
-      layer: The cut's lowest layer L: a step from the cache updates layers from L upward only.
-      index: L's table index.
-      shape: The cached activation's shape without the batch.
-      features, train_step, infer: Signature names: images -> activation; (activation, labels) -> one
-        optimizer step; activation -> embeddings and logits.
-      suffix_forward_macs: Forward MACs per image of the layers above the cut.
-    """
-
-    layer: str
-    index: int
-    shape: tuple[int, ...]
-    features: str
-    train_step: str
-    infer: str
-    suffix_forward_macs: int
-
-    @property
-    def bytes_per_image(self) -> int:
-        """Bytes of one cached float32 activation."""
-        return 4 * int(np.prod(self.shape))
 
 
 class TrainableModel:
@@ -134,11 +108,7 @@ class TrainableModel:
         self._variants = sorted(((int(v[C.F_LOWEST_INDEX]), v[C.F_SIGNATURE])
                                  for v in self.metadata.get(C.F_TRAIN_VARIANTS, [])), reverse=True)
         self._deepest_selected: int | None = None
-        self.cached_cuts: tuple[CachedCut, ...] = tuple(sorted(
-            (CachedCut(c[C.F_LOWEST_LAYER], int(c[C.F_LOWEST_INDEX]), tuple(int(d) for d in c[C.F_SHAPE]),
-                       c[C.F_FEATURES_SIGNATURE], c[C.F_TRAIN_SIGNATURE], c[C.F_INFER_SIGNATURE],
-                       int(c[C.F_SUFFIX_FORWARD_MACS])) for c in self.metadata.get(C.F_CACHED_CUTS, [])),
-            key=lambda cut: cut.index))
+        self.cached_cuts: tuple[CachedCut, ...] = cached_cuts(self.metadata)
         """The frozen-prefix cuts, ascending (empty for files exported without them)."""
 
     def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool):
@@ -176,7 +146,7 @@ class TrainableModel:
             if cut <= self._deepest_selected:
                 variant, variant_cut = name, cut
                 break
-        cached = None if self.explicit_xnnpack else self.cache_cut()  # 2.14's delegate: module docstring
+        cached = None if self.cache_unsafe else self.cache_cut()
         if cached is not None and cached.index >= variant_cut:
             return cached.train_step, cached
         return variant, None
@@ -184,6 +154,11 @@ class TrainableModel:
     def train_signature(self) -> str:
         """The train signature a step from images runs for the current selection (``_train_route``)."""
         return self._train_route()[0]
+
+    @property
+    def cache_unsafe(self) -> str:
+        """Why this interpreter must not run the cache's signature sequence (module docstring), or ""."""
+        return CACHE_UNSAFE_XNNPACK if self.explicit_xnnpack else ""
 
     def cache_cut(self) -> CachedCut | None:
         """The cut a cached step uses for the current selection: the highest cut at or below the deepest

@@ -260,16 +260,14 @@ def adapt(
         model.set_selection(selection.channel_mask(table, model.candidates))
         rng = np.random.default_rng(config.seed)
         views = draw_views(rng, images, config.augment_views, augment, augment_config)
-        plan = plan_cache(model.cache_cut(), has_cuts=bool(model.cached_cuts), enabled=config.cache,
-                          unsafe="" if not model.explicit_xnnpack else
-                          "tflite-runtime 2.14's explicit XNNPACK delegate breaks on the cache's signature sequence",
+        cut = model.cache_cut()
+        plan = plan_cache(cut, has_cuts=bool(model.cached_cuts), enabled=config.cache, unsafe=model.cache_unsafe,
                           num_views=views.shape[0], image_shape=model.input_shape,
                           limit_bytes=config.cache_memory_bytes, forward_macs=total_forward_macs(table))
         if not plan.used:
             LOG.info("training without the frozen-prefix cache: %s", plan.reason)
         with timer.phase("cache"):
             if plan.used:
-                cut = model.cache_cut()
                 inputs = np.concatenate([model.features(cut, views[i:i + config.chunk_size])
                                          for i in range(0, views.shape[0], config.chunk_size)])
                 step = lambda x, y: model.train_step_from(cut, x, y)  # noqa: E731
