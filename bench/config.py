@@ -74,6 +74,9 @@ class BenchConfig:
     Attributes:
       cache_dir: Data cache (``tflite-train data prepare``); its ``target`` data sets are the
         cross-domain targets.
+      size_caches: Caches of the same data sets at other image sizes (``data prepare --image-size``);
+        each backbone reads the smallest cache (of ``cache_dir`` and these) at or above its input size,
+        so no model sees upscaled images (``bench.tasks.cache_for_size``). Missing folders are skipped.
       out_dir: Where ``BENCHMARKS.md``, the PNGs, ``results.json`` and ``config.json`` go.
       model_dir: Where the exported ``.tflite`` models are cached (reused when their config matches).
       backbone, input_size: The demo backbone and resolution of the accuracy/timing/ablation sections.
@@ -132,6 +135,7 @@ class BenchConfig:
     """
 
     cache_dir: str = "build/data_cache"
+    size_caches: tuple[str, ...] = ("build/data_cache_128",)
     out_dir: str = "bench/results"
     model_dir: str = "build/bench/models"
     backbone: str = "mcunet"
@@ -220,6 +224,9 @@ class BenchConfig:
         for name in ("channel_ratio", "sparse_update_channel_ratio", "compute_fraction"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be in (0, 1]; got {getattr(self, name)!r}")
+        object.__setattr__(self, "size_caches", tuple(self.size_caches))
+        if any(not isinstance(d, str) or not d for d in self.size_caches):
+            raise ValueError(f"size_caches must be folder names; got {self.size_caches!r}")
         if self.targets is not None:
             object.__setattr__(self, "targets", tuple(self.targets))
             if not self.targets:

@@ -28,7 +28,7 @@ from bench.paired_accuracy import summarize
 from bench.policy_runs import Job, Method, MethodResult, memory_budget_bytes, run_records, source_fisher_tasks
 from bench.successive_halving import successive_halving
 from bench.task_store import TaskRecord, model_identity, open_cell, read_records, task_fingerprint
-from bench.tasks import Task, source_tasks, target_pools, target_tasks
+from bench.tasks import Task, cache_for_size, source_tasks, target_pools, target_tasks
 from bench.validation_split import TEST, VALIDATION
 from tflite_train import contract as C
 from tflite_train.data import read_manifest
@@ -73,7 +73,7 @@ class Runs:
         self._identity: dict[pathlib.Path, dict] = {}
         self._fingerprints: dict[Task, str] = {}
         self._fisher: dict[str, list | None] = {}
-        self._source: tuple[str, list[Task]] | None = None
+        self._source: dict[int, tuple[str, list[Task]]] = {}
 
     def fingerprints(self, tasks: Sequence[Task]) -> list[str]:
         """``task_fingerprint`` of each task (memoised per task object)."""
@@ -89,11 +89,20 @@ class Runs:
             self._identity[path] = model_identity(path)
         return self._identity[path]
 
-    def _source_tasks(self) -> tuple[str, list[Task]] | None:
-        if self._source is None:
+    def input_size(self, model: str) -> int:
+        """The input height of model key ``model`` (its metadata)."""
+        from tflite_train.runtime import read_metadata
+
+        return int(read_metadata(str(self.paths[model]))[C.F_INPUT][C.F_HEIGHT])
+
+    def _source_tasks(self, model: str) -> tuple[str, list[Task]] | None:
+        """The first source data set's meta-training tasks, from the cache for ``model``'s input size."""
+        size = self.input_size(model)
+        if size not in self._source:
             names = [n for n, e in read_manifest(self.config.cache_dir)["datasets"].items() if e["role"] == "source"]
-            self._source = (names[0], source_tasks(self.config, names[0], SOURCE_FISHER_TASKS)) if names else ("", [])
-        return self._source if self._source[1] else None
+            self._source[size] = (names[0], source_tasks(self.config, names[0], SOURCE_FISHER_TASKS, size)) \
+                if names else ("", [])
+        return self._source[size] if self._source[size][1] else None
 
     @staticmethod
     def needs_fisher(method: Method) -> bool:
@@ -103,7 +112,7 @@ class Runs:
     def fisher(self, model: str) -> list | None:
         """The source tasks' Fisher on model key ``model`` (computed once; None without a source data set)."""
         if model not in self._fisher:
-            source = self._source_tasks()
+            source = self._source_tasks(model)
             self._fisher[model] = None if source is None else source_fisher_tasks(
                 self.paths[model], source[1], self.config.threads)
         return self._fisher[model]
@@ -113,7 +122,7 @@ class Runs:
         method = request.method
         fisher = None
         if self.needs_fisher(method):
-            source = self._source_tasks()
+            source = self._source_tasks(method.model)
             fisher = None if source is None else {"source": source[0], "tasks": self.fingerprints(source[1])}
         cell = {"model": self.identity(method.model), "adapt": method.adapt.to_dict(), "target": request.target,
                 "pool": request.pool, "fisher": fisher, "interpreter": self.interpreter, "threads": self.config.threads}
@@ -171,15 +180,16 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
         the test tasks, and after each backbone), so that a partial run can be rendered.
     """
     save = checkpoint or (lambda section: None)
-    validation = {t: target_tasks(config, t, config.tuning_tasks, VALIDATION) for t in targets}
-    tests = {t: target_tasks(config, t, config.tasks) for t in targets}
     pools = {}
     for t in targets:
         data, split = target_pools(config, t)
         pools[t] = split.summary(data.labels)
-    out = {"pools": pools, "fingerprints": {t: runs.fingerprints(tests[t]) for t in targets}, "runs": {}}
+    out = {"pools": pools, "runs": {}}
     for run in config.backbones:
         t0 = time.time()
+        # each backbone's images come from the cache at its input size (bench.tasks.cache_for_size)
+        validation = {t: target_tasks(config, t, config.tuning_tasks, VALIDATION, run.input_size) for t in targets}
+        tests = {t: target_tasks(config, t, config.tasks, TEST, run.input_size) for t in targets}
         # exported when first needed (in run order), so a cached backbone starts while another is missing
         paths.update(ensure_models(config, tuple(k for k in export_configs(config) if k.startswith(run.key + "/"))))
         sparse = paths[model_key(run, SPARSE)]
@@ -190,6 +200,8 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
             "backbone": run.backbone, "input_size": run.input_size, "label": run.label,
             "weights": run.weights, "baseline_weights": run.baseline_weights, "meta_trained": run.meta_trained,
             "memory_budget_bytes": memory, C.F_CANDIDATES: list(probe.candidates),
+            "cache": cache_for_size(config, run.input_size),
+            "fingerprints": {t: runs.fingerprints(tests[t]) for t in targets},
             "model_bytes": sparse.stat().st_size,
             "model_ids": {m.model: runs.identity(m.model)[C.F_MODEL_ID] for m in methods}, "stage": "tuning"}
         save(out)
@@ -305,7 +317,7 @@ def refresh_partial(out_dir: str | os.PathLike, expected: int, section: dict) ->
     for entry in section["runs"].values():
         if entry.get("stage") == "tests":
             targets = list(entry["cells"])
-            records = {t: {label: read_records(out_dir / path, section["fingerprints"][t])
+            records = {t: {label: read_records(out_dir / path, entry["fingerprints"][t])
                            for label, path in entry["cells"][t].items()} for t in targets}
             entry.update(assemble_run(expected, entry["methods"], targets, records))
         elif entry.get("stage") == "tuning" and "tuning_progress" in entry:

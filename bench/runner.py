@@ -151,7 +151,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
 
     fisher_figures = None
     if "plots" in config.sections or "backward_cost" in config.sections:
-        first = target_tasks(config, targets[0], 1)[0]
+        first = target_tasks(config, targets[0], 1, TEST, config.input_size)[0]
         tinytrain = next(m.adapt for m in methods if m.label == "TinyTrain")
         fisher_figures = fisher_task_figures(config, paths["sparse"], first, tinytrain)
         fisher_figures["target"] = targets[0]
@@ -175,7 +175,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         target = config.ablation_target or targets[0]
         if target not in targets:
             raise ValueError(f"ablation_target {target!r} is not one of the cache's targets {list(targets)}")
-        tasks = target_tasks(config, target, config.ablation_tasks)
+        tasks = target_tasks(config, target, config.ablation_tasks, TEST, config.input_size)
         groups = ablation_methods(config, memory_bytes, chosen.get("TinyTrain", {}).get("learning_rate"))
         done = iter(runs.run_many([Request(m, target, TEST, tasks, "ablation") for g in groups.values() for m in g]))
         results["sections"]["ablations"] = {

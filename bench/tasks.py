@@ -1,14 +1,17 @@
 """The benchmark's tasks: seeded few-shot episodes of a cached target's validation or test pool.
 
 A ``Task`` holds the cache's raw uint8 pixels; ``Task.for_model`` maps them to a model's input
-(size and value range, ``tflite_train.runtime.to_model_input``), so one list of tasks is shared
-by every policy and every backbone (MCUNet@64 and EfficientNet-Lite0@128 see the same images).
+(size and value range, ``tflite_train.runtime.to_model_input``). Each backbone reads the cache at its
+own input size or the next larger one (``cache_for_size``: never upscaled), prepared by the device's
+preprocessing; every policy of a backbone gets the same list of tasks. Episodes are drawn from the
+labels alone, so caches of the same data sets at two sizes give the same episodes of the same images.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import pathlib
 import zlib
 from collections.abc import Sequence
 
@@ -17,6 +20,7 @@ import numpy as np
 from bench.config import BenchConfig
 from bench.validation_split import TEST, VALIDATION, PoolSplit, split_pools
 from tflite_train.data import EpisodeConfig, LabeledImages, load_split, read_manifest, sample_episodes
+from tflite_train.data.cache import MANIFEST
 
 VALIDATION_SEED_OFFSET = 7919
 """Added to the episode seed for validation-pool episodes (a prime, far from any task index)."""
@@ -67,6 +71,28 @@ def episode_config(config: BenchConfig) -> EpisodeConfig:
                          max_support_total=config.max_support_total)
 
 
+def cache_for_size(config: BenchConfig, input_size: int | None) -> str:
+    """The cache a model of ``input_size`` reads: the smallest of ``config.cache_dir`` and the existing
+    ``config.size_caches`` whose image size is >= ``input_size`` (None: ``config.cache_dir``).
+
+    Raises:
+      ValueError: no cache is large enough (names the sizes found and the command that makes one).
+    """
+    if input_size is None:
+        return config.cache_dir
+    sizes = {config.cache_dir: int(read_manifest(config.cache_dir)["image_size"])}
+    for folder in config.size_caches:
+        if pathlib.Path(folder, MANIFEST).exists() and folder not in sizes:
+            sizes[folder] = int(read_manifest(folder)["image_size"])
+    fitting = sorted((size, folder) for folder, size in sizes.items() if size >= input_size)
+    if not fitting:
+        found = ", ".join(f"{folder} ({size} px)" for folder, size in sizes.items())
+        raise ValueError(f"no data cache at >= {input_size} px for a {input_size} px model (found {found}); make one "
+                         f"with `tflite-train data prepare --image-size {input_size} --out DIR` (`make data` makes "
+                         "build/data_cache_128) and name it in size_caches")
+    return fitting[0][1]
+
+
 def cache_targets(config: BenchConfig) -> tuple[str, ...]:
     """``config.targets`` or every ``target`` data set of the cache (manifest order).
 
@@ -90,29 +116,32 @@ def _target_data(cache_dir: str, target: str) -> LabeledImages:
     return load_split(cache_dir, target, "test")  # a target's classes are all "test" in the cache
 
 
-def target_pools(config: BenchConfig, target: str) -> tuple[LabeledImages, PoolSplit]:
-    """A target's images and their validation/test pools (``bench.validation_split``)."""
-    data = _target_data(config.cache_dir, target)
+def target_pools(config: BenchConfig, target: str, input_size: int | None = None) -> tuple[LabeledImages, PoolSplit]:
+    """A target's images (from ``cache_for_size(config, input_size)``) and their validation/test pools
+    (``bench.validation_split``)."""
+    data = _target_data(cache_for_size(config, input_size), target)
     split = split_pools(data.labels, data.class_names, target, config.seed, config.validation_fraction,
                         config.class_split_min_classes)
     return data, split
 
 
-def target_tasks(config: BenchConfig, target: str, num: int, pool: str = TEST) -> list[Task]:
-    """``num`` episodes of ``target``'s ``pool`` ("test": reported; "validation": tuning only).
+def target_tasks(config: BenchConfig, target: str, num: int, pool: str = TEST,
+                 input_size: int | None = None) -> list[Task]:
+    """``num`` episodes of ``target``'s ``pool`` ("test": reported; "validation": tuning only), with the
+    images of the cache for ``input_size`` (``cache_for_size``).
 
     Seeded by (config.seed, target name, pool): the same config gives the same tasks in every section
-    and for every policy and backbone; a smaller ``num`` gives a prefix of a larger one's list.
+    and for every policy; a smaller ``num`` gives a prefix of a larger one's list.
     """
-    data, split = target_pools(config, target)
+    data, split = target_pools(config, target, input_size)
     index = split.indices(pool)
     seed = config.seed + zlib.crc32(target.encode()) + (VALIDATION_SEED_OFFSET if pool == VALIDATION else 0)
     return _episodes(data.images[index], data.labels[index], num, seed, episode_config(config))
 
 
-def source_tasks(config: BenchConfig, source: str, num: int) -> list[Task]:
+def source_tasks(config: BenchConfig, source: str, num: int, input_size: int | None = None) -> list[Task]:
     """``num`` episodes of a source data set's meta-training ("train") classes (SparseUpdate's static ranking)."""
-    data = load_split(config.cache_dir, source, "train")
+    data = load_split(cache_for_size(config, input_size), source, "train")
     return _episodes(data.images, data.labels, num, config.seed + zlib.crc32(source.encode()), episode_config(config))
 
 
@@ -125,10 +154,11 @@ def _episodes(images: np.ndarray, labels: np.ndarray, num: int, seed: int, episo
 
 
 def timing_task(config: BenchConfig, target: str) -> Task:
-    """A fixed 5-way task of ``target``'s test pool with ``timing_support`` support images (at least 1 shot)."""
+    """A fixed 5-way task of ``target``'s test pool with ``timing_support`` support images (at least 1 shot),
+    from the cache for ``config.input_size``."""
     from tflite_train.data import sample_episode
 
-    data, split = target_pools(config, target)
+    data, split = target_pools(config, target, config.input_size)
     images, labels = data.images[split.test], data.labels[split.test]
     ways = min(5, np.unique(labels).size)
     shots = max(1, config.timing_support // ways)

@@ -142,3 +142,24 @@ def test_cli_data_prepare_with_user_folder(tmp_path, monkeypatch):
     entry = json.loads((out / "manifest.json").read_text())["datasets"]["mine"]
     assert entry["role"] == "target" and entry["num_classes"] == 2 and entry["num_images"] == 4
     assert cli.main(["data", "prepare", "--out", str(out), "--folder", "bad"]) == 2
+
+
+def test_cache_images_are_prepared_as_the_device_prepares_them():
+    """A non-square RGBA image goes into the cache exactly as ``to_model_input`` feeds it to a model (alpha on
+    white, centre crop, bilinear), rounded to uint8: no padding to a square."""
+    from PIL import Image
+
+    from tflite_train.data.dataset import to_rgb_uint8
+    from tflite_train.runtime import to_model_input
+
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (30, 70, 4), dtype=np.uint8)
+    pixels[:, :20, 3] = 0  # transparent left edge
+    cached = to_rgb_uint8(Image.fromarray(pixels, "RGBA"), 24)
+    assert cached.shape == (24, 24, 3) and cached.dtype == np.uint8
+    device = to_model_input(pixels, (24, 24, 3), (0.0, 1.0)) * 255.0
+    assert np.abs(cached.astype(np.float64) - device).max() <= 0.5 + 1e-4
+    # the crop keeps the middle 30 x 30: the transparent columns 0..19 fall outside it, so no white pad shows
+    assert (cached == 255).all(axis=-1).mean() < 0.01
+    grey = to_rgb_uint8(Image.fromarray(pixels[..., 0], "L"), 24)
+    np.testing.assert_array_equal(grey[..., 0], grey[..., 2])

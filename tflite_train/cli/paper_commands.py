@@ -67,7 +67,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     by_key = {MCUNET_64.key: "mcunet", LITE0_128.key: "lite0"}
     paired = args.paired or [by_key[b.key] for b in PRESETS.get(preset, {}).get("backbones", BenchConfig.backbones)]
     given = dict(
-        cache_dir=args.cache, out_dir=args.out, model_dir=args.model_dir, backbone=args.backbone,
+        cache_dir=args.cache, size_caches=tuple(args.size_cache) if args.size_cache else None, out_dir=args.out, model_dir=args.model_dir, backbone=args.backbone,
         input_size=args.input_size, weights=args.weights or None, candidate_blocks=args.candidate_blocks,
         targets=tuple(args.target) if args.target else None, tasks=args.tasks, seed=args.seed, max_ways=args.max_ways,
         max_support_total=args.max_support_total, max_support_per_class=args.max_support_per_class,
@@ -108,6 +108,10 @@ def register(command: Command) -> None:
                         "resumable (rerun the same command); other flags override it; 'quick' = --quick")
     p.add_argument("--cache", default="build/data_cache", help="data cache (tflite-train data prepare); its "
                    "'target' data sets are the targets, incl. any ImageFolder added with data prepare --folder NAME=PATH")
+    p.add_argument("--size-cache", action="append", metavar="DIR",
+                   help="the same data sets at another image size (data prepare --image-size), repeatable; each "
+                        "backbone reads the smallest cache at or above its input size, never an upscaled one "
+                        "(default: build/data_cache_128, made by `make data`)")
     p.add_argument("--out", default="bench/results", help="output folder (BENCHMARKS.md, PNGs, results/config JSON)")
     p.add_argument("--model-dir", default="build/bench/models", help="exported models (reused when up to date)")
     p.add_argument("--paired", action="append", choices=("mcunet", "lite0"),

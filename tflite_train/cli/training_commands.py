@@ -23,7 +23,8 @@ def _cmd_data_prepare(args: argparse.Namespace) -> int:
         if not sep or not path:
             raise ValueError(f"--folder must be NAME=PATH[:source|target], got {item!r}")
         extra.append(image_folder_spec(name, path, role or "target"))
-    manifest = prepare_cache(args.out, image_size=args.image_size, force=args.force, datasets=default_datasets() + tuple(extra))
+    manifest = prepare_cache(args.out, image_size=args.image_size, force=args.force,
+                             datasets=default_datasets() + tuple(extra), downloads_root=args.downloads_from)
     verify_cache(args.out, deep=True)
     for name, entry in manifest["datasets"].items():
         splits = " ".join(f"{k}={len(v)}" for k, v in entry["splits"].items())
@@ -167,7 +168,11 @@ def register(command: Command) -> None:
                             description="build (or confirm) the verified data cache")
     common_flags(q, top=False)
     q.add_argument("--out", default="build/data_cache", help="cache folder")
-    q.add_argument("--image-size", type=int, default=64, help="image side in pixels")
+    q.add_argument("--image-size", type=int, default=64,
+                   help="image side in pixels: one cache per model input size (MCUNet 64, EfficientNet-Lite0 128)")
+    q.add_argument("--downloads-from", metavar="DIR", default=None,
+                   help="read the fetched npm/icon-theme files from DIR/downloads (another cache made by `make data`) "
+                        "instead of OUT/downloads")
     q.add_argument("--force", action="store_true", help="rebuild even when up to date")
     q.add_argument("--folder", action="append", metavar="NAME=PATH[:ROLE]",
                    help="add your own root/class/*.png data set (repeatable; ROLE source or target, default target)")

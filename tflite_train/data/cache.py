@@ -4,10 +4,15 @@ Layout of ``DIR``:
 
 - ``<name>.npz`` per data set: ``images`` uint8 (N, S, S, 3) RGB, ``labels`` int32 (N,),
   ``class_names`` unicode (C,).
-- ``manifest.json``: ``{"format": 1, "image_size": S, "datasets": {name: {"file", "sha256", "role"
+- ``manifest.json``: ``{"format": 2, "image_size": S, "preprocessing": PREPROCESSING, "datasets": {name: {"file", "sha256", "role"
   ("source" | "target"), "num_images", "num_classes", "shape", "min_per_class", "max_per_class",
   "splits": {"train"|"val"|"test": [class ids]}, "origin"}}}``. Source data sets have fixed
   train/val/test class splits; a target's classes are all ``test``.
+
+Images that are not rendered at S x S (photos, stamps, emoji and icon PNGs) are prepared by
+``tflite_train.runtime.to_model_input``, the device's own preprocessing (centre crop, bilinear), and
+rounded to uint8: a cache at the model's input size holds exactly what ``adapt`` would feed the model.
+One cache per input size (``--image-size``): a model is never fed images upscaled from a smaller cache.
 
 Preparation is deterministic (same inputs -> same bytes, same checksums), idempotent (an
 up-to-date cache is left alone) and verified (counts, shapes and checksums re-read after writing).
@@ -28,7 +33,9 @@ from tflite_train.data.dataset import LabeledImages, SourceUnavailable
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+"""2: images prepared by the device's preprocessing (centre crop); 1 padded non-square images to a square."""
+PREPROCESSING = "alpha on white, centre crop, bilinear (tflite_train.runtime.to_model_input), rounded to uint8"
 MANIFEST = "manifest.json"
 DEFAULT_IMAGE_SIZE = 64
 SPLIT_SEED = 20240721
@@ -220,13 +227,16 @@ def prepare_cache(
     image_size: int = DEFAULT_IMAGE_SIZE,
     datasets: tuple[DatasetSpec, ...] | None = None,
     force: bool = False,
+    downloads_root: str | pathlib.Path | None = None,
 ) -> dict:
     """Builds (or confirms) the cache in ``out``; returns the manifest.
 
     Idempotent and incremental: a data set that ``out``'s manifest already holds for the same image
     size with the same ``origin`` description (a changed source definition changes its origin), its
     file passing its checksum, is kept as it is; only the others are built (all with ``force``).
-    When every data set is kept, nothing is written.
+    When every data set is kept, nothing is written. ``downloads_root`` is the cache whose ``downloads/``
+    folder holds the fetched npm tarballs and icon-theme packages (default: ``out``), so that a second cache
+    at another image size reads the same files.
 
     Raises:
       ValueError: bad ``image_size``; a required source is missing (message says what to install);
@@ -235,6 +245,7 @@ def prepare_cache(
     if not isinstance(image_size, int) or image_size < 32:
         raise ValueError(f"image_size must be an int >= 32 (MCUNet's total stride), got {image_size!r}")
     out = pathlib.Path(out)
+    downloads_root = out if downloads_root is None else pathlib.Path(downloads_root)
     specs = default_datasets() if datasets is None else datasets
     reusable: dict = {}
     old_names: set = set()
@@ -252,7 +263,7 @@ def prepare_cache(
                 log.info("cache in %s is up to date (%d data sets); nothing to do", out, len(manifest["datasets"]))
                 return manifest
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"format": CACHE_FORMAT, "image_size": image_size, "datasets": {}}
+    manifest = {"format": CACHE_FORMAT, "image_size": image_size, "preprocessing": PREPROCESSING, "datasets": {}}
     built = False
     for spec in specs:
         if spec.name in reusable:  # same origin, checksum verified above: kept as it is
@@ -261,7 +272,7 @@ def prepare_cache(
             continue
         log.info("preparing %s (%s)", spec.name, spec.origin)
         try:
-            data = spec.loader(image_size, out / spec.downloads) if spec.downloads else spec.loader(image_size)
+            data = spec.loader(image_size, downloads_root / spec.downloads) if spec.downloads else spec.loader(image_size)
         except SourceUnavailable as err:
             if spec.required:
                 raise ValueError(f"data set {spec.name!r} unavailable: {err}") from err

@@ -66,22 +66,17 @@ class LabeledImages:
 
 
 def to_rgb_uint8(image, size: int):
-    """A PIL image -> uint8 (size, size, 3): transparency composited on white, then resized (bilinear).
+    """A PIL image -> uint8 (size, size, 3), prepared exactly as the device prepares a photo.
 
-    Images that are not square are padded to a square with white first (aspect ratio kept).
+    ``tflite_train.runtime.to_model_input`` (the one preprocessing Python and Java share): transparency
+    composited on white, a centre crop to a square, bilinear sampling without antialiasing, then rounded to
+    uint8. So the data cache, meta-training, the benchmark and ``adapt`` see an image the same way (a
+    non-square image loses the ends of its long side, as on the device).
     """
-    from PIL import Image
+    from tflite_train.runtime.model_input import to_model_input
 
-    if image.mode in ("RGBA", "LA", "P", "PA"):
+    if image.mode not in ("L", "LA", "RGB", "RGBA"):
         image = image.convert("RGBA")
-        background = Image.new("RGBA", image.size, (255, 255, 255, 255))
-        image = Image.alpha_composite(background, image)
-    image = image.convert("RGB")
-    w, h = image.size
-    side = max(w, h)
-    if w != h:
-        square = Image.new("RGB", (side, side), (255, 255, 255))
-        square.paste(image, ((side - w) // 2, (side - h) // 2))
-        image = square
-    image = image.resize((size, size), Image.BILINEAR)
-    return np.asarray(image, dtype=np.uint8)
+    pixels = np.asarray(image, dtype=np.uint8)
+    rgb = to_model_input(pixels, (size, size, 3), (0.0, 255.0))
+    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
