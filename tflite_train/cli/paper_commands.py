@@ -104,7 +104,8 @@ def register(command: Command) -> None:
                         "per target, rates 1e-4 1e-3, 3 epochs, 3 ablation tasks); other flags override it")
     p.add_argument("--preset", choices=("quick", "powered"), default=None,
                    help="'powered': the default backbone only (Lite0@128, meta-trained), N=60 test tasks on every "
-                        "target of the cache, (lr, passes) by successive halving on 5 validation tasks per target; "
+                        "target of the cache (<= 25 support images), (lr, passes) by successive halving on 5 validation tasks "
+                        "per target; "
                         "resumable (rerun the same command); other flags override it; 'quick' = --quick")
     p.add_argument("--cache", default="build/data_cache", help="data cache (tflite-train data prepare); its "
                    "'target' data sets are the targets, incl. any ImageFolder added with data prepare --folder NAME=PATH")
@@ -134,7 +135,8 @@ def register(command: Command) -> None:
                    help="N test tasks per target (default 20; --quick 3; --preset powered 60)")
     p.add_argument("--seed", type=int, default=1234, help="random seed (tasks and the validation/test split)")
     p.add_argument("--max-ways", type=int, default=10, help="classes per task, at most")
-    p.add_argument("--max-support-total", type=int, default=50, help="support images per task, at most")
+    p.add_argument("--max-support-total", type=int, default=None,
+                   help="support images per task, at most (default 50; --preset powered 25)")
     p.add_argument("--max-support-per-class", type=int, default=10, help="support images per class, at most")
     p.add_argument("--learning-rates", type=float, nargs="+", default=None,
                    help="candidate Adam rates (default 1e-4 3e-4 1e-3 3e-3); with --epochs-grid, each policy's pair is "
