@@ -82,7 +82,7 @@ def test_wrong_dtype(setup):
     model, selection, _ = setup
     arrays = checkpoint_arrays(model, selection)
     arrays[contract.PROTOTYPES] = arrays[contract.PROTOTYPES].astype(np.int32)
-    _refused(model, _encode(model, selection, arrays), r"'prototypes' is int32")
+    _refused(model, _encode(model, selection, arrays), r"arrays\['prototypes'\]: must be float32 of rank 2; got int32")
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])

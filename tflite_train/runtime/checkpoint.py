@@ -42,6 +42,9 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.atomic_file import write_atomic
+from tflite_train.runtime.checkpoint_schema import (ALLOWED_DTYPES, check_checkpoint_arrays, check_checkpoint_fits,
+                                                    check_checkpoint_header)
+from tflite_train.runtime.errors import CheckpointError
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse.selection import Selection
@@ -51,11 +54,8 @@ CHECKPOINT_FORMAT = C.CHECKPOINT_FORMAT
 CHECKPOINT_FORMAT_VERSION = C.CHECKPOINT_FORMAT_VERSION
 _PREFIX = struct.Struct("<8sII")
 _DIGEST_BYTES = 32
-ALLOWED_DTYPES = ("float32", "int32")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that is corrupt, truncated, of another format/version, or for another model."""
+_MAX_HEADER_BYTES = 64 * 2**20
+"""Largest header read (the config and report are a few KiB; 64 MiB is far beyond any real one)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,11 +149,17 @@ def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, 
     return body + hashlib.sha256(body).digest()
 
 
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
+
+
 def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
-    """Parses and verifies checkpoint bytes.
+    """Parses and verifies checkpoint bytes: the digest, then every header field against the declared
+    schema (``checkpoint_schema``) before any value is used, then the payload's own rules.
 
     Raises:
-      CheckpointError: wrong magic/format/version, truncated, checksum mismatch, malformed header.
+      CheckpointError: wrong magic/format/version, truncated, checksum mismatch, or a header field of
+        the wrong type, out of range or inconsistent (one line naming the field).
     """
     if len(data) < _PREFIX.size + _DIGEST_BYTES:
         raise CheckpointError(f"{source}: truncated checkpoint ({len(data)} bytes)")
@@ -165,32 +171,34 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
     body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
     if hashlib.sha256(body).digest() != digest:
         raise CheckpointError(f"{source}: checkpoint is corrupt or truncated (sha256 mismatch)")
+    if header_len > min(len(body) - _PREFIX.size, _MAX_HEADER_BYTES):
+        raise CheckpointError(f"{source}: header length {header_len} exceeds the file's {len(body) - _PREFIX.size} "
+                              "bytes after the prefix")
     try:
-        header = json.loads(body[_PREFIX.size:_PREFIX.size + header_len].decode())
-        if header[C.F_FORMAT] != CHECKPOINT_FORMAT or header[C.F_FORMAT_VERSION] != CHECKPOINT_FORMAT_VERSION:
-            raise CheckpointError(f"{source}: header {C.F_FORMAT} {header[C.F_FORMAT]!r} v{header[C.F_FORMAT_VERSION]!r}")
-        payload = body[_PREFIX.size + header_len:]
-        if len(payload) != header[C.CK_PAYLOAD_BYTES]:
-            raise CheckpointError(f"{source}: payload has {len(payload)} bytes, header says {header[C.CK_PAYLOAD_BYTES]}")
-        arrays = {}
-        for entry in header[C.CK_ARRAYS]:
-            if entry[C.CK_DTYPE] not in ALLOWED_DTYPES:
-                raise CheckpointError(f"{source}: array {entry[C.CK_NAME]!r} has dtype {entry[C.CK_DTYPE]!r}")
-            chunk = payload[entry[C.CK_OFFSET]:entry[C.CK_OFFSET] + entry[C.CK_NBYTES]]
-            dtype = np.dtype(entry[C.CK_DTYPE]).newbyteorder("<")
-            arrays[entry[C.CK_NAME]] = np.frombuffer(chunk, dtype).reshape(entry[C.CK_SHAPE]).astype(entry[C.CK_DTYPE])
-        selection = Selection.from_dict(header[C.CK_SELECTION])
-        documents = {key: header.get(key) for key in (C.CHECKPOINT_CONFIG, C.CHECKPOINT_REPORT)}
-        for key, document in documents.items():
-            if document is not None and not isinstance(document, dict):
-                raise CheckpointError(f"{source}: header {key!r} is a {type(document).__name__}, not an object")
-        return Checkpoint(str(header[C.F_MODEL_ID]), selection, bool(header[C.CK_INCLUDE_OPTIMIZER]), arrays,
-                          tuple(str(n) for n in header[C.CK_CLASS_NAMES]), config=documents[C.CHECKPOINT_CONFIG],
-                          report=documents[C.CHECKPOINT_REPORT])
-    except CheckpointError:
-        raise
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError, RecursionError) as err:
-        raise CheckpointError(f"{source}: malformed checkpoint header ({type(err).__name__}: {str(err)[:200]})") from err
+        parsed = json.loads(body[_PREFIX.size:_PREFIX.size + header_len].decode("utf-8"),
+                            parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise CheckpointError(f"{source}: malformed checkpoint header ({type(err).__name__}: {str(err)[:200]})") from None
+    header = check_checkpoint_header(parsed, source)
+    payload = body[_PREFIX.size + header_len:]
+    if len(payload) != header[C.CK_PAYLOAD_BYTES]:
+        raise CheckpointError(f"{source}: payload has {len(payload)} bytes, header says {header[C.CK_PAYLOAD_BYTES]}")
+    arrays = {}
+    for entry in header[C.CK_ARRAYS]:  # offsets, sizes and shapes agree (checked by the schema)
+        chunk = payload[entry[C.CK_OFFSET]:entry[C.CK_OFFSET] + entry[C.CK_NBYTES]]
+        dtype = np.dtype(entry[C.CK_DTYPE]).newbyteorder("<")
+        arrays[entry[C.CK_NAME]] = np.frombuffer(chunk, dtype).reshape(entry[C.CK_SHAPE]).astype(entry[C.CK_DTYPE])
+    check_checkpoint_arrays(header, arrays, source)
+    selection_fields = header[C.CK_SELECTION]
+    try:
+        selection = Selection(tuple(selection_fields[C.SEL_LAYERS]),
+                              {k: tuple(v) for k, v in selection_fields[C.SEL_CHANNELS].items()},
+                              selection_fields[C.SEL_POLICY])
+    except (TypeError, ValueError) as err:  # the schema admits only valid selections; kept as a guard
+        raise CheckpointError(f"{source}: checkpoint header field {C.CK_SELECTION}: {err}") from None
+    return Checkpoint(header[C.F_MODEL_ID], selection, header[C.CK_INCLUDE_OPTIMIZER], arrays,
+                      tuple(header[C.CK_CLASS_NAMES]), config=header.get(C.CHECKPOINT_CONFIG),
+                      report=header.get(C.CHECKPOINT_REPORT))
 
 
 def save_checkpoint(path: str | os.PathLike, model: TrainableModel, selection: Selection, *,
@@ -232,14 +240,14 @@ def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.
     """
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = load_checkpoint(checkpoint)
-    model_id = str(model.metadata[C.F_MODEL_ID])
-    if checkpoint.model_id != model_id:
-        raise CheckpointError(
-            f"checkpoint is for model {checkpoint.model_id[:16]}..., not this model {model_id[:16]}...; refusing to load"
-        )
-    outside = [n for n in checkpoint.selection.layers if n not in model.candidate_channels]
-    if outside:
-        raise CheckpointError(f"checkpoint selects layers {outside} that are not candidates of this model")
+    if C.NUM_CLASSES not in checkpoint.arrays or checkpoint.arrays[C.NUM_CLASSES].shape != ():
+        raise CheckpointError(f"checkpoint has no scalar {C.NUM_CLASSES!r} array")
+    check_checkpoint_fits(checkpoint.model_id, checkpoint.selection.layers, checkpoint.selection.channels,
+                          int(checkpoint.arrays[C.NUM_CLASSES]), model_model_id=str(model.metadata[C.F_MODEL_ID]),
+                          candidate_channels=model.candidate_channels, capacity=model.capacity)
+    if checkpoint.class_names and len(checkpoint.class_names) != int(checkpoint.arrays[C.NUM_CLASSES]):
+        raise CheckpointError(f"checkpoint names {len(checkpoint.class_names)} classes; its head has "
+                              f"{int(checkpoint.arrays[C.NUM_CLASSES])}")
     for name, value in checkpoint.arrays.items():
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             raise CheckpointError(f"checkpoint array {name!r} holds NaN or Inf")

@@ -21,3 +21,7 @@ class ImageFolderError(UserError):
 
 class OutputError(UserError):
     """An output path that cannot receive the results (a directory, read-only, no space left)."""
+
+
+class CheckpointError(UserError):
+    """A checkpoint that is corrupt, truncated, of another format/version, malformed, or for another model."""

@@ -28,6 +28,7 @@ from tflite_train import contract as C
 from tflite_train.runtime.cached_cut import CachedCut, cached_cuts
 from tflite_train.runtime.integrity import check_model_bytes
 from tflite_train.runtime.metadata import read_metadata, read_signature_defs
+from tflite_train.runtime.model_metadata_schema import check_model_metadata
 from tflite_train.runtime.xnnpack import XnnpackDelegate, delegated_node_count
 
 LOG = logging.getLogger(__name__)
@@ -86,8 +87,9 @@ class TrainableModel:
         xnnpack: bool = False,
     ) -> None:
         content = model if isinstance(model, (bytes, bytearray)) else open(model, "rb").read()
-        check_model_bytes(bytes(content), "model bytes" if isinstance(model, (bytes, bytearray)) else str(model))
-        self.metadata: dict[str, Any] = read_metadata(content)
+        source = "model bytes" if isinstance(model, (bytes, bytearray)) else str(model)
+        check_model_bytes(bytes(content), source)
+        self.metadata: dict[str, Any] = check_model_metadata(read_metadata(content), source)
         C.validate_graph(self.metadata, read_signature_defs(content))
         interpreter_cls, self.runtime = load_interpreter_class(runtime)
         self.explicit_xnnpack = False
