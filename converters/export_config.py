@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 OPTIMIZERS = ("adam", "sgd_momentum")
@@ -100,8 +101,10 @@ class ExportConfig:
         if self.mean is not None:
             mean = tuple(float(v) for v in self.mean)
             std = tuple(float(v) for v in self.std)
-            if min(std) <= 0:
-                raise ValueError(f"std must be positive; got {self.std!r}")
+            if not all(math.isfinite(v) for v in mean):
+                raise ValueError(f"mean must be finite; got {self.mean!r}")
+            if not all(math.isfinite(v) and v > 0 for v in std):
+                raise ValueError(f"std must be finite and positive; got {self.std!r}")
             object.__setattr__(self, "mean", mean)
             object.__setattr__(self, "std", std)
         if self.input_range is not None:
@@ -117,8 +120,8 @@ class ExportConfig:
             raise ValueError(f"cache_cuts must be an int >= 1; got {self.cache_cuts!r}")
         if not isinstance(self.cache_signatures, bool):
             raise ValueError(f"cache_signatures must be a bool; got {self.cache_signatures!r}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive; got {self.learning_rate!r}")
+        if not 0 < self.learning_rate < math.inf:
+            raise ValueError(f"learning_rate must be finite and positive; got {self.learning_rate!r}")
 
     @property
     def candidate_spec(self) -> str:

@@ -5,28 +5,49 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["MAX_BATCH", "MAX_EPOCHS", "MAX_ITERATIONS", "MAX_SEED", "MAX_STEPS", "byte_budget", "policy_name", "ranged"]
+__all__ = ["MAX_BATCH", "MAX_BYTES", "MAX_EPOCHS", "MAX_FLAG_CHARS", "MAX_ITERATIONS", "MAX_SEED", "MAX_STEPS", "byte_budget",
+           "finite_float", "policy_name", "positive_float", "ranged"]
 
 MAX_ITERATIONS = 100_000
 MAX_EPOCHS = 10_000
 MAX_BATCH = 1024
 MAX_STEPS = 1_000_000
 MAX_SEED = 2**32 - 1
+MAX_BYTES = 2**60
+"""Largest byte size a flag takes (1 EiB; ``unlimited`` means no limit)."""
+MAX_FLAG_CHARS = 64
+"""Longest numeric flag value read (a number never needs more; 5,000 digits would only cost time)."""
+
+
+def _shown(text: str) -> str:
+    """``text`` for a message: printable, at most ``MAX_FLAG_CHARS`` characters."""
+    from tflite_train.runtime.text import printable
+
+    return printable(repr(text if len(text) <= MAX_FLAG_CHARS else text[:MAX_FLAG_CHARS] + "..."))
 
 
 def _number(text: str, kind: type, low: float, high: float, *, low_open: bool = False, unit: str = "") -> float | int:
+    """``text`` as ``kind``, finite and in range, or ``ArgumentTypeError`` (argparse turns it into one line)."""
+    noun = "an integer" if kind is int else "a number"
+    if len(text) > MAX_FLAG_CHARS:
+        raise argparse.ArgumentTypeError(f"expected {noun} of at most {MAX_FLAG_CHARS} characters; got {_shown(text)}")
     try:
         value = kind(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}; got {text!r}") from err
-    if not (value > low if low_open else value >= low) or not value <= high or value != value:
-        show = (lambda v: str(int(v))) if kind is int else (lambda v: f"{v:g}")
-        bound = f"{'>' if low_open else '>='} {show(low)} and <= {show(high)}"
-        raise argparse.ArgumentTypeError(f"must be {bound}{unit}; got {text!r}")
+    except (ValueError, OverflowError) as err:
+        raise argparse.ArgumentTypeError(f"expected {noun}; got {_shown(text)}") from err
+    show = (lambda v: str(int(v))) if kind is int and math.isfinite(low) and math.isfinite(high) else (lambda v: f"{v:g}")
+    parts = ([f"{'>' if low_open else '>='} {show(low)}"] if math.isfinite(low) else []) + \
+            ([f"<= {show(high)}"] if math.isfinite(high) else [])
+    if parts and (not (value > low if low_open else value >= low) or not value <= high):  # NaN fails both
+        raise argparse.ArgumentTypeError(f"must be {' and '.join(parts)}{unit}; got {_shown(text)}")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number; got {_shown(text)}")
     return value
 
 
 def ranged(kind: type, low: float, high: float, *, low_open: bool = False, unit: str = ""):
+    """An argparse type: a finite ``kind`` (int or float) in [low, high] (``low_open``: (low, high]);
+    NaN, infinities and values out of range are refused while parsing, before any arithmetic."""
     def parse(text: str):
         return _number(text, kind, low, high, low_open=low_open, unit=unit)
 
@@ -34,10 +55,22 @@ def ranged(kind: type, low: float, high: float, *, low_open: bool = False, unit:
     return parse
 
 
+def finite_float(text: str) -> float:
+    """An argparse type: any finite number (NaN and infinities refused)."""
+    return _number(text, float, -math.inf, math.inf)
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0 (e.g. a standard deviation or a scale)."""
+    return _number(text, float, 0.0, math.inf, low_open=True)
+
+
 def byte_budget(text: str) -> float:
-    """A byte size with a unit (``1MiB``) as an int, or ``unlimited`` as ``math.inf``."""
+    """A byte size with a unit (``1MiB``) as an int in 1..``MAX_BYTES``, or ``unlimited`` as ``math.inf``."""
     from tflite_train.runtime.byte_size import parse_byte_size
 
+    if len(text) > MAX_FLAG_CHARS:
+        raise argparse.ArgumentTypeError(f"expected a byte size of at most {MAX_FLAG_CHARS} characters; got {_shown(text)}")
     if text.strip().lower() == "unlimited":
         return math.inf
     try:
@@ -45,7 +78,9 @@ def byte_budget(text: str) -> float:
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from err
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 byte (no layer fits 0); got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte (no layer fits 0); got {_shown(text)}")
+    if value > MAX_BYTES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BYTES} bytes (1 EiB), or 'unlimited'; got {_shown(text)}")
     return value
 
 

@@ -6,6 +6,7 @@ import argparse
 
 from tflite_train import contract as C
 from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
+from tflite_train.cli.flag_types import MAX_SEED, finite_float, positive_float, ranged
 from tflite_train.cli.parser import Command
 
 __all__ = ["register"]
@@ -99,25 +100,25 @@ def register(command: Command) -> None:
                    help="Keras X.weights.h5 of a built-in backbone; X.json beside it sets backbone, input, head scale "
                    "(lite0: default the shipped meta-trained weights; 'imagenet' = ImageNet only)")
     p.add_argument("--out", required=True, help="the .tflite file to write (its resolved config goes beside it)")
-    p.add_argument("--input-size", type=int, nargs="+", metavar="H [W]",
+    p.add_argument("--input-size", type=ranged(int, 1, 4096), nargs="+", metavar="H [W]",
                    help="input height and width in pixels (default: the Keras model's, the weights' sidecar, or 128)")
-    p.add_argument("--in-channels", type=int, help="image channels of a built-in backbone (default 3)")
-    p.add_argument("--mean", type=float, nargs="+", help="input normalisation (x - mean) / std, per channel or one "
+    p.add_argument("--in-channels", type=ranged(int, 1, 4), help="image channels of a built-in backbone (default 3)")
+    p.add_argument("--mean", type=finite_float, nargs="+", help="input normalisation (x - mean) / std, per channel or one "
                    "value; default: the model's own preprocessing layers, else 0 (identity)")
-    p.add_argument("--std", type=float, nargs="+", help="see --mean; default 1")
+    p.add_argument("--std", type=positive_float, nargs="+", help="see --mean; > 0; default 1")
     p.add_argument("--candidates", help="layers the device may train: blocks:K (last K blocks), layers:K (last K "
                    "layers with weights), from:LAYER (LAYER and everything after it) or all")
-    p.add_argument("--candidate-blocks", type=int, help="shorthand for --candidates blocks:K (default 6 for lite0, "
+    p.add_argument("--candidate-blocks", type=ranged(int, 1, 10_000), help="shorthand for --candidates blocks:K (default 6 for lite0, "
                    "4 for the other built-in backbones, 2 for a Keras model)")
     p.add_argument("--feature-layer", help="layer whose output is the embedding (default: the global pooling or "
                    "Flatten that feeds the model's classifier)")
-    p.add_argument("--capacity", type=int, default=64, help="most classes the on-device head holds (default 64)")
+    p.add_argument("--capacity", type=ranged(int, 2, 100_000), default=64, help="most classes the on-device head holds (default 64)")
     p.add_argument("--optimizer", choices=("adam", "sgd", "sgd_momentum"), default="adam",
                    help="on-device optimizer (sgd = SGD with momentum; default adam)")
-    p.add_argument("--learning-rate", type=float, default=1e-3, help="default on-device learning rate (1e-3)")
-    p.add_argument("--cosine-scale", type=float, help="scale s of the cosine logits (default: the weights' "
+    p.add_argument("--learning-rate", type=ranged(float, 0, 10, low_open=True), default=1e-3, help="default on-device learning rate (1e-3)")
+    p.add_argument("--cosine-scale", type=ranged(float, 0, 1e6, low_open=True), help="scale s of the cosine logits (default: the weights' "
                    "meta-trained scale, else 10)")
-    p.add_argument("--seed", type=int, default=0, help="seed of a built-in backbone's initialisation and of the "
+    p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, help="seed of a built-in backbone's initialisation and of the "
                    "self-test inputs")
     p.set_defaults(func=_cmd_export)
 

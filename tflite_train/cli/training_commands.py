@@ -8,6 +8,7 @@ import dataclasses
 import logging
 
 from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
+from tflite_train.cli.flag_types import MAX_BATCH, MAX_SEED, MAX_STEPS, ranged
 from tflite_train.cli.parser import Command, common_flags
 
 __all__ = ["register", "setup_tf"]
@@ -138,26 +139,26 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
                    "meta-trained on cached prefix features of the emoji + glyphs_multiscript sources with the settings of "
                    "tflite_train.meta.lite0_weights (--image-size, --dataset and the step/LR flags do not apply)")
     p.add_argument("--features-dir", default="build/lite0_features", help="lite0: the prefix-feature cache folder")
-    p.add_argument("--image-size", type=int, default=64, help="input side in pixels")
+    p.add_argument("--image-size", type=ranged(int, 8, 4096), default=64, help="input side in pixels")
     p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF's default)")
+    p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, help="random seed")
+    p.add_argument("--threads", type=ranged(int, 0, 1024), default=0, help="TF intra-op threads (0: TF's default)")
     p.add_argument("--strategy", choices=("default", "mirrored", "multi_worker"), default="default",
                    help="tf.distribute strategy: 'mirrored' = all local GPUs (or the CPU); 'multi_worker' = the "
                         "machines in TF_CONFIG (run the same command on each)")
-    p.add_argument("--episodes-per-step", type=int, default=1,
+    p.add_argument("--episodes-per-step", type=ranged(int, 1, 10_000), default=1,
                    help="meta-train: episodes averaged per step, split over the strategy's replicas (a multiple of them)")
-    p.add_argument("--pretrain-steps", type=int, default=1500, help="supervised pre-training steps")
-    p.add_argument("--batch-size", type=int, default=64, help="pre-training batch, images")
-    p.add_argument("--pretrain-lr", type=float, default=0.05, help="peak learning rate of pre-training")
-    p.add_argument("--episodes", type=int, default=600, help="meta-training episodes")
-    p.add_argument("--ways", type=int, default=10, help="classes per meta-training episode")
-    p.add_argument("--shots", type=int, default=5, help="support images per class and episode")
-    p.add_argument("--queries", type=int, default=10, help="query images per class and episode")
-    p.add_argument("--meta-lr", type=float, default=0.005, help="peak learning rate of meta-training")
-    p.add_argument("--val-every", type=int, default=100, help="validate every N episodes")
+    p.add_argument("--pretrain-steps", type=ranged(int, 0, MAX_STEPS), default=1500, help="supervised pre-training steps")
+    p.add_argument("--batch-size", type=ranged(int, 1, MAX_BATCH), default=64, help="pre-training batch, images")
+    p.add_argument("--pretrain-lr", type=ranged(float, 0, 10, low_open=True), default=0.05, help="peak learning rate of pre-training")
+    p.add_argument("--episodes", type=ranged(int, 0, MAX_STEPS), default=600, help="meta-training episodes")
+    p.add_argument("--ways", type=ranged(int, 2, 10_000), default=10, help="classes per meta-training episode")
+    p.add_argument("--shots", type=ranged(int, 1, 10_000), default=5, help="support images per class and episode")
+    p.add_argument("--queries", type=ranged(int, 1, 10_000), default=10, help="query images per class and episode")
+    p.add_argument("--meta-lr", type=ranged(float, 0, 10, low_open=True), default=0.005, help="peak learning rate of meta-training")
+    p.add_argument("--val-every", type=ranged(int, 1, MAX_STEPS), default=100, help="validate every N episodes")
     p.add_argument("--init-weights", help="meta-train: start from these backbone weights (.weights.h5) (default: none)")
-    p.add_argument("--eval-episodes", type=int, default=200, help="evaluation episodes per target")
+    p.add_argument("--eval-episodes", type=ranged(int, 1, MAX_STEPS), default=200, help="evaluation episodes per target")
 
 
 def register(command: Command) -> None:
@@ -168,7 +169,7 @@ def register(command: Command) -> None:
                             description="build (or confirm) the verified data cache")
     common_flags(q, top=False)
     q.add_argument("--out", default="build/data_cache", help="cache folder")
-    q.add_argument("--image-size", type=int, default=64,
+    q.add_argument("--image-size", type=ranged(int, 8, 4096), default=64,
                    help="image side in pixels: one cache per model input size (MCUNet 64, EfficientNet-Lite0 128)")
     q.add_argument("--downloads-from", metavar="DIR", default=None,
                    help="read the fetched npm/icon-theme files from DIR/downloads (another cache made by `make data`) "
@@ -194,9 +195,9 @@ def register(command: Command) -> None:
     p.add_argument("--cache", default="build/data_cache", help="data cache folder")
     p.add_argument("--weights", required=True, help="Keras .weights.h5 file")
     p.add_argument("--backbone", choices=sorted(BACKBONES), default="mcunet", help="network architecture")
-    p.add_argument("--image-size", type=int, default=64, help="input side in pixels")
+    p.add_argument("--image-size", type=ranged(int, 8, 4096), default=64, help="input side in pixels")
     p.add_argument("--dataset", default="glyphs", help="source data set of the cache")
-    p.add_argument("--episodes", type=int, default=200, help="episodes per target")
-    p.add_argument("--seed", type=int, default=1234, help="random seed")
-    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0: TF's default)")
+    p.add_argument("--episodes", type=ranged(int, 0, MAX_STEPS), default=200, help="episodes per target")
+    p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=1234, help="random seed")
+    p.add_argument("--threads", type=ranged(int, 0, 1024), default=0, help="TF intra-op threads (0: TF's default)")
     p.set_defaults(func=_cmd_evaluate)

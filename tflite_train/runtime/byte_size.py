@@ -32,6 +32,12 @@ def parse_byte_size(text: str) -> int:
     value, unit = float(match.group(1)), match.group(2).lower()
     if unit not in UNITS:
         raise ValueError(f"unknown byte unit {match.group(2)!r} in {text!r}; known: B, kB, MB, GB, KiB, MiB, GiB, K, M, G")
-    if not math.isfinite(value):
-        raise ValueError(f"byte size must be finite; got {text!r}")
-    return int(math.floor(value * UNITS[unit]))
+    size = value * UNITS[unit]
+    if not math.isfinite(size):
+        raise ValueError(f"byte size must be finite; got {_shown(text)}")
+    return int(math.floor(size))
+
+
+def _shown(text: str) -> str:
+    """``text`` for a message, at most 64 characters."""
+    return repr(text if len(text) <= 64 else text[:64] + "...")

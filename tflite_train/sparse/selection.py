@@ -175,17 +175,17 @@ class Selection:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Selection":
-        """Inverse of ``to_dict``; rejects another format, version, or unknown keys."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"selection data must be a JSON object; got {type(data).__name__}")
-        if data.get(C.F_FORMAT) != SELECTION_FORMAT or data.get(C.F_FORMAT_VERSION) != SELECTION_FORMAT_VERSION:
-            raise ValueError(
-                f"not a {SELECTION_FORMAT} v{SELECTION_FORMAT_VERSION} selection: format="
-                f"{data.get(C.F_FORMAT)!r}, {C.F_FORMAT_VERSION}={data.get(C.F_FORMAT_VERSION)!r}"
-            )
-        known = {C.F_FORMAT, C.F_FORMAT_VERSION, C.SEL_POLICY, C.SEL_LAYERS, C.SEL_CHANNELS}
-        if set(data) != known:
-            raise ValueError(f"selection has unknown keys {sorted(set(data) - known)} / missing {sorted(known - set(data))}")
+        """Inverse of ``to_dict``: checked field by field against the declared schema first
+        (``tflite_train.runtime.checkpoint_schema.SELECTION``: format, version, types, no unknown keys,
+        channels an object of layer -> sorted unique non-negative ints, exactly the layers as keys).
+
+        Raises:
+          ValueError: ``SchemaError`` (a ``UserError``), one line naming the field and what is wrong.
+        """
+        from tflite_train.runtime.checkpoint_schema import SELECTION
+        from tflite_train.runtime.header_schema import check_header
+
+        data = check_header(SELECTION, data, "selection")
         return cls(tuple(data[C.SEL_LAYERS]), {k: tuple(v) for k, v in data[C.SEL_CHANNELS].items()},
                    data[C.SEL_POLICY])
 
