@@ -75,10 +75,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_ops(args: argparse.Namespace) -> int:
-    """Lists the operators of a .tflite file; exit 1 on any custom/Flex op (TF-free)."""
-    from tflite_train.runtime.metadata import read_operator_codes
+    """Lists the operators of a .tflite file; exit 1 on any custom/Flex op (TF-free). A file that carries
+    the project's seal is checked against it first (any other .tflite is listed as it is)."""
+    from tflite_train.runtime.integrity import check_model_bytes
+    from tflite_train.runtime.metadata import metadata_spans, read_operator_codes
 
-    ops = read_operator_codes(args.model)
+    with open(args.model, "rb") as handle:
+        data = handle.read()
+    if C.CHECKSUM_NAME in metadata_spans(data):  # an exported model: a damaged one is refused as everywhere
+        check_model_bytes(data, args.model)
+    ops = read_operator_codes(data)
     bad = [op for op in ops if op.is_custom]
     for op in sorted(ops, key=lambda o: o.name):
         kind = f"CUSTOM {op.custom_code}" if op.is_custom else "builtin"

@@ -36,7 +36,6 @@ any one weight of channel o by d changes s_o by d R (|R| < 1, nonzero almost sur
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 from collections.abc import Mapping
 
@@ -45,6 +44,7 @@ import numpy as np
 from tflite_train import contract as C
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
+from tflite_train.runtime.selftest_schema import SelftestError, check_selftest_vectors, load_selftest_archive
 
 SELFTEST_FORMAT_VERSION = 2
 GROUPS = (C.INFER, C.FISHER, C.TRAIN_STEP, "state", "frozen")
@@ -117,16 +117,17 @@ def kernel_sketch(kernel: np.ndarray, channels: int, seed: int, name: str) -> np
 
 
 def load_selftest(model: str | os.PathLike | bytes) -> dict[str, np.ndarray]:
-    """The embedded self-test arrays.
+    """The embedded self-test arrays (opened without pickle, members checked: ``selftest_schema``).
 
     Raises:
-      ValueError: when the model has no self-test entry.
+      SelftestError: the model has no self-test entry, or it is damaged.
+      ValueError: the file is not a readable ``.tflite``.
     """
+    source = "model bytes" if isinstance(model, (bytes, bytearray, memoryview)) else str(model)
     entries = read_metadata_buffers(model)
     if SELFTEST_NAME not in entries:
-        raise ValueError(f"model has no {SELFTEST_NAME!r} metadata entry")
-    with np.load(io.BytesIO(entries[SELFTEST_NAME]), allow_pickle=False) as archive:
-        return {k: archive[k] for k in archive.files}
+        raise SelftestError(f"{source}: model has no {SELFTEST_NAME!r} metadata entry")
+    return load_selftest_archive(entries[SELFTEST_NAME], source)
 
 
 def replay_images(vectors: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -195,8 +196,12 @@ def verify(model_path: str | os.PathLike | bytes, runtime: str | None = None,
            vectors: dict[str, np.ndarray] | None = None, xnnpack: bool = False) -> SelftestResult:
     """Replays the embedded self-test (or ``vectors``) and compares with the goldens
     (``xnnpack``: with the explicitly created delegate, ``TrainableModel``)."""
+    model = TrainableModel(model_path, runtime=runtime, xnnpack=xnnpack)  # the seal and metadata first
+    source = "model bytes" if isinstance(model_path, (bytes, bytearray, memoryview)) else str(model_path)
     vectors = load_selftest(model_path) if vectors is None else vectors
-    model = TrainableModel(model_path, runtime=runtime, xnnpack=xnnpack)
+    check_selftest_vectors(vectors, input_shape=model.input_shape, feature_dim=model.feature_dim,
+                           capacity=model.capacity, mask_length=sum(model.candidate_channels.values()),
+                           state_names=tuple(model.metadata[C.F_STATE]), source=source)
     actual = run_procedure(model, vectors)
     dev = {g: 0.0 for g in GROUPS}
     worst = {g: "-" for g in GROUPS}
