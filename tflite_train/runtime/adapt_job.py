@@ -161,9 +161,9 @@ def run_adaptation(
         LOG.warning("policy %s ignores the memory and compute budgets (the summary shows its cost against them)",
                     config.policy)
     outputs = (out, *(pathlib.Path(p) for p in extra_outputs))
-    _check_distinct(outputs, inputs=(pathlib.Path(model_path),))
-    for path in outputs:
+    for path in outputs:  # first: a name too long for the file system is said as such
         check_output_file(path, what="output")
+    _check_distinct(outputs, inputs=(pathlib.Path(model_path),))
     with output_lock(out):  # before any work: a second run into the same output stops here
         model = load_model(model_path, runtime)
         if default_memory_budget and math.isinf(config.memory_bytes) and config.policy not in UNBUDGETED_POLICIES:

@@ -1,7 +1,8 @@
 """Atomic file replacement: a reader sees the old file or the new one, complete, never a mix.
 
 ``write_atomic(path, data)`` writes a temporary file in ``path``'s own directory, named
-``.<name>.<8 random chars>.tmp`` so that it can be attributed to ``path``, fsyncs it, ``os.replace``s
+``.<name>.<8 random chars>.tmp`` so that it can be attributed to ``path`` (a name too long for that
+tail uses its stem, ``output_names.sibling_stem``), fsyncs it, ``os.replace``s
 it over ``path`` (one atomic rename on POSIX file systems) and fsyncs the directory. Any exception
 (including ``KeyboardInterrupt``, and SIGTERM once the command line turns it into an exception)
 removes the temporary file. A writer killed by SIGKILL cannot clean up: ``remove_stale_temps``
@@ -16,6 +17,8 @@ import pathlib
 import re
 import tempfile
 from collections.abc import Callable
+
+from tflite_train.runtime.output_names import name_limit, sibling_stem
 
 __all__ = ["TEMP_SUFFIXES", "remove_stale_temps", "temp_files", "write_atomic"]
 
@@ -35,7 +38,7 @@ def temp_files(path: str | os.PathLike) -> list[pathlib.Path]:
     """The temporary files of ``path`` (``write_atomic``'s and the free-space probe's) in its directory."""
     path = pathlib.Path(path)
     directory = path.parent
-    pattern = _temp_name(path.name)
+    pattern = _temp_name(sibling_stem(path.name, name_limit(directory)))
     try:
         names = os.listdir(directory)
     except OSError:
@@ -69,7 +72,8 @@ def write_atomic(path: str | os.PathLike, data: bytes, *, chunk_size: int = 1 <<
     directory = path.parent if str(path.parent) else pathlib.Path(".")
     if not directory.is_dir():
         raise ValueError(f"checkpoint directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIXES[0], dir=directory)
+    stem = sibling_stem(path.name, name_limit(directory))  # the name itself unless that would not fit
+    fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=TEMP_SUFFIXES[0], dir=directory)
     try:
         umask = os.umask(0)
         os.umask(umask)

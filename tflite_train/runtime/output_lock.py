@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 from tflite_train.runtime.atomic_file import remove_stale_temps
 from tflite_train.runtime.errors import OutputError
+from tflite_train.runtime.output_names import name_limit, sibling_stem
 from tflite_train.runtime.text import printable
 
 __all__ = ["LOCK_SUFFIX", "OutputLockedError", "lock_path", "output_lock"]
@@ -35,9 +36,12 @@ class OutputLockedError(OutputError):
 
 
 def lock_path(out: str | os.PathLike) -> pathlib.Path:
-    """``<out>.lock``, beside the output."""
+    """``<out>.lock``, beside the output (``<stem>.lock`` for a name too long for the suffix:
+    ``output_names.sibling_stem``)."""
     out = pathlib.Path(out)
-    return out.with_name(out.name + LOCK_SUFFIX)
+    limit = name_limit(out.parent)
+    fits = len(os.fsencode(out.name + LOCK_SUFFIX)) <= limit
+    return out.with_name((out.name if fits else sibling_stem(out.name, limit)) + LOCK_SUFFIX)
 
 
 def _acquire(out: pathlib.Path) -> tuple[int, pathlib.Path]:
