@@ -123,82 +123,77 @@ public final class Checkpoint {
   }
 
   /**
-   * Parses and verifies checkpoint bytes.
+   * Parses and verifies checkpoint bytes: the digest, then every header field against the declared schema
+   * ({@link CheckpointHeader}) before any value is used, then the payload's own rules (num_classes >= 1 rows
+   * of prototypes, one class name per class).
    *
-   * @throws IOException wrong magic, format or version, truncated, checksum mismatch, malformed header
+   * @throws CheckpointException wrong magic, format or version, truncated, checksum mismatch, or a header field
+   *     of the wrong type, out of range or inconsistent (one line naming the field)
    */
   public static Checkpoint decode(byte[] data, String source) throws IOException {
     if (data.length < PREFIX + DIGEST) {
-      throw new IOException(source + ": truncated checkpoint (" + data.length + " bytes)");
+      throw new CheckpointException(source + ": truncated checkpoint (" + data.length + " bytes)");
     }
     ByteBuffer buf = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
     if (!Arrays.equals(Arrays.copyOf(data, MAGIC.length), MAGIC)) {
-      throw new IOException(source + ": not a tflite-train checkpoint (bad magic)");
+      throw new CheckpointException(source + ": not a tflite-train checkpoint (bad magic)");
     }
     int version = buf.getInt(8);
     if (version != VERSION) {
-      throw new IOException(source + ": checkpoint format version " + version + "; this reader supports " + VERSION);
+      throw new CheckpointException(source + ": checkpoint format version " + version + "; this reader supports " + VERSION);
     }
     if (!Arrays.equals(sha256(data, data.length - DIGEST), Arrays.copyOfRange(data, data.length - DIGEST, data.length))) {
-      throw new IOException(source + ": checkpoint is corrupt or truncated (sha256 mismatch)");
+      throw new CheckpointException(source + ": checkpoint is corrupt or truncated (sha256 mismatch)");
     }
     int headerLength = buf.getInt(12);
-    try {
-      Map<?, ?> header = (Map<?, ?>) Json.parse(new String(data, PREFIX, headerLength, StandardCharsets.UTF_8));
-      if (!FORMAT.equals(header.get(Contract.F_FORMAT))
-          || ((Number) header.get(Contract.F_FORMAT_VERSION)).intValue() != VERSION) {
-        throw new IOException(source + ": header " + Contract.F_FORMAT + " " + header.get(Contract.F_FORMAT) + " v"
-            + header.get(Contract.F_FORMAT_VERSION));
-      }
-      int start = PREFIX + headerLength;
-      int payloadBytes = ((Number) header.get(Contract.CK_PAYLOAD_BYTES)).intValue();
-      if (start + payloadBytes != data.length - DIGEST) {
-        throw new IOException(source + ": payload size does not match the header");
-      }
-      Map<String, Tensor> arrays = new LinkedHashMap<>();
-      for (Object item : (List<?>) header.get(Contract.CK_ARRAYS)) {
-        Map<?, ?> entry = (Map<?, ?>) item;
-        List<?> dims = (List<?>) entry.get(Contract.CK_SHAPE);
-        int[] shape = new int[dims.size()];
-        for (int i = 0; i < shape.length; i++) {
-          shape[i] = ((Number) dims.get(i)).intValue();
-        }
-        int at = start + ((Number) entry.get(Contract.CK_OFFSET)).intValue();
-        int nbytes = ((Number) entry.get(Contract.CK_NBYTES)).intValue();
-        if (at < start || nbytes < 0 || at + nbytes > start + payloadBytes) {
-          throw new IOException(source + ": array " + entry.get(Contract.CK_NAME) + " lies outside the payload");
-        }
-        ByteBuffer view = ByteBuffer.wrap(data, at, nbytes).slice().order(ByteOrder.LITTLE_ENDIAN);
-        Tensor tensor;
-        if ("int32".equals(entry.get(Contract.CK_DTYPE))) {
-          int[] values = new int[nbytes / 4];
-          view.asIntBuffer().get(values);
-          tensor = Tensor.ofInts(shape, values);
-        } else if ("float32".equals(entry.get(Contract.CK_DTYPE))) {
-          float[] values = new float[nbytes / 4];
-          view.asFloatBuffer().get(values);
-          tensor = Tensor.ofFloats(shape, values);
-        } else {
-          throw new IOException(source + ": array " + entry.get(Contract.CK_NAME) + " has dtype " + entry.get(Contract.CK_DTYPE));
-        }
-        arrays.put((String) entry.get(Contract.CK_NAME), tensor);
-      }
-      Map<?, ?> sel = (Map<?, ?>) header.get(Contract.CK_SELECTION);
-      Map<String, int[]> channels = new LinkedHashMap<>();
-      Map<?, ?> raw = (Map<?, ?>) sel.get(Contract.SEL_CHANNELS);
-      for (Object layer : (List<?>) sel.get(Contract.SEL_LAYERS)) {
-        List<?> values = (List<?>) raw.get(layer);
-        channels.put((String) layer, values.stream().mapToInt(v -> ((Number) v).intValue()).toArray());
-      }
-      List<String> classNames = new ArrayList<>();
-      for (Object name : (List<?>) header.get(Contract.CK_CLASS_NAMES)) {
-        classNames.add((String) name);
-      }
-      return new Checkpoint((String) header.get(Contract.F_MODEL_ID), channels, (String) sel.get(Contract.SEL_POLICY),
-          Boolean.TRUE.equals(header.get(Contract.CK_INCLUDE_OPTIMIZER)), arrays, classNames);
-    } catch (ClassCastException | NullPointerException | IllegalArgumentException err) {
-      throw new IOException(source + ": malformed checkpoint header (" + err + ")", err);
+    if (headerLength < 0 || headerLength > data.length - PREFIX - DIGEST) {
+      throw new CheckpointException(source + ": header length " + Integer.toUnsignedString(headerLength)
+          + " exceeds the file's " + (data.length - PREFIX - DIGEST) + " bytes after the prefix");
     }
+    Object parsed;
+    try {
+      java.nio.charset.CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder();
+      parsed = Json.parse(utf8.decode(ByteBuffer.wrap(data, PREFIX, headerLength)).toString());
+    } catch (java.nio.charset.CharacterCodingException | IllegalArgumentException | StackOverflowError err) {
+      throw new CheckpointException(source + ": malformed checkpoint header (" + err + ")");
+    }
+    CheckpointHeader header = CheckpointHeader.check(parsed, source);
+    int start = PREFIX + headerLength;
+    if (start + header.payloadBytes != data.length - DIGEST) {
+      throw new CheckpointException(source + ": payload has " + (data.length - DIGEST - start) + " bytes, header says "
+          + header.payloadBytes);
+    }
+    Map<String, Tensor> arrays = new LinkedHashMap<>();
+    for (CheckpointHeader.ArrayEntry entry : header.arrays) { // offsets, sizes and shapes agree (the schema)
+      int at = start + (int) entry.offset;
+      int nbytes = (int) entry.nbytes;
+      ByteBuffer view = ByteBuffer.wrap(data, at, nbytes).slice().order(ByteOrder.LITTLE_ENDIAN);
+      if ("int32".equals(entry.dtype)) {
+        int[] values = new int[nbytes / 4];
+        view.asIntBuffer().get(values);
+        arrays.put(entry.name, Tensor.ofInts(entry.shape, values));
+      } else {
+        float[] values = new float[nbytes / 4];
+        view.asFloatBuffer().get(values);
+        arrays.put(entry.name, Tensor.ofFloats(entry.shape, values));
+      }
+    }
+    int k = arrays.get(Contract.NUM_CLASSES).ints()[0];
+    if (k < 1) {
+      throw new CheckpointException(source + ": checkpoint array \"" + Contract.NUM_CLASSES + "\" is " + k
+          + "; an adapted head has at least 1 class");
+    }
+    int rows = arrays.get(Contract.PROTOTYPES).shape()[0];
+    if (rows != k) {
+      throw new CheckpointException(source + ": checkpoint array \"" + Contract.PROTOTYPES + "\" has " + rows
+          + " rows for " + Contract.NUM_CLASSES + " " + k);
+    }
+    if (!header.classNames.isEmpty() && header.classNames.size() != k) {
+      throw new CheckpointException(source + ": checkpoint header field " + Contract.CK_CLASS_NAMES + ": names "
+          + header.classNames.size() + " classes; the head has " + Contract.NUM_CLASSES + " " + k);
+    }
+    return new Checkpoint(header.modelId, new LinkedHashMap<>(header.channels), header.policy, header.includeOptimizer,
+        arrays, new ArrayList<>(header.classNames));
   }
 
   /**
@@ -209,6 +204,28 @@ public final class Checkpoint {
    */
   public Map<String, Tensor> restore(ModelMetadata m, Map<String, Tensor> exported) throws IOException {
     requireModel(m);
+    for (Map.Entry<String, int[]> entry : selection.entrySet()) {
+      String layer = entry.getKey();
+      if (!m.candidates.contains(layer)) {
+        throw new CheckpointException("checkpoint selects layer " + layer + ", not a candidate of this model "
+            + m.candidates);
+      }
+      int[] idx = entry.getValue();
+      int outChannels = m.candidate(layer).outChannels;
+      if (idx.length > 0 && idx[idx.length - 1] >= outChannels) {
+        throw new CheckpointException("checkpoint: field " + Contract.CK_SELECTION + "." + Contract.SEL_CHANNELS + "['"
+            + layer + "'] has channel " + idx[idx.length - 1] + "; layer " + layer + " has " + outChannels
+            + " output channels");
+      }
+    }
+    Tensor numClasses = arrays.get(Contract.NUM_CLASSES);
+    int headClasses = numClasses == null || numClasses.size() != 1 ? -1 : numClasses.ints()[0];
+    if (headClasses < 1 || headClasses > m.classCapacity) {
+      throw new CheckpointException("checkpoint num_classes " + headClasses + " is outside 1.." + m.classCapacity);
+    }
+    if (!classNames.isEmpty() && classNames.size() != headClasses) {
+      throw new CheckpointException("checkpoint names " + classNames.size() + " classes; its head has " + headClasses);
+    }
     Map<String, Tensor> state = new LinkedHashMap<>(exported);
     Map<String, Tensor> left = new LinkedHashMap<>(arrays);
     try {
@@ -234,10 +251,10 @@ public final class Checkpoint {
         state.put(layer + Contract.MASK_SUFFIX, Tensor.ofFloats(new int[] {mask.length}, mask));
       }
     } catch (NullPointerException | IllegalArgumentException | IllegalStateException | IndexOutOfBoundsException err) {
-      throw new IOException("checkpoint does not fit this model: " + err, err);
+      throw new CheckpointException("checkpoint does not fit this model: " + err);
     }
     if (!left.isEmpty()) {
-      throw new IOException("checkpoint has unexpected arrays " + left.keySet());
+      throw new CheckpointException("checkpoint has unexpected arrays " + left.keySet());
     }
     return state;
   }
@@ -245,7 +262,7 @@ public final class Checkpoint {
   /** @throws IOException unless this checkpoint names {@code m}'s {@code model_id} */
   public void requireModel(ModelMetadata m) throws IOException {
     if (!m.modelId.equals(modelId)) {
-      throw new IOException("checkpoint is for model " + modelId.substring(0, Math.min(16, modelId.length()))
+      throw new CheckpointException("checkpoint is for model " + modelId.substring(0, Math.min(16, modelId.length()))
           + "..., not this model " + m.modelId.substring(0, Math.min(16, m.modelId.length())) + "...; refusing to load");
     }
   }
