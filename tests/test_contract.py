@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
 from tflite_train import contract as C
+from tflite_train.runtime import protocol
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -122,6 +126,33 @@ def test_java_source_spells_every_constant(monkeypatch):
     # a changed name in the Python module changes the generated class (the drift test above can fail)
     monkeypatch.setattr(C.signatures, "DUMMY", "trigger")
     assert 'public static final String DUMMY = "trigger";' in C.java_source()
+
+
+def test_java_source_holds_the_default_protocol(monkeypatch):
+    p = protocol.DEFAULT_PROTOCOL
+    source = C.java_source()
+    assert f"public static final int PROTOCOL_EPOCHS = {p.epochs};" in source
+    assert f"public static final int PROTOCOL_BATCH_SIZE = {p.batch_size};" in source
+    assert f"public static final double PROTOCOL_COMPUTE_FRACTION = {p.compute_fraction!r};" in source
+    rate = "Double.NaN" if p.learning_rate is None else repr(float(p.learning_rate))
+    assert f"public static final double PROTOCOL_LEARNING_RATE = {rate};" in source
+    # read from the protocol at each rendering: a changed protocol changes the class (the drift test can fail)
+    monkeypatch.setattr(protocol, "DEFAULT_PROTOCOL", dataclasses.replace(
+        p, epochs=7, batch_size=3, compute_fraction=0.5, learning_rate=0.01))
+    source = C.java_source()
+    for line in ("int PROTOCOL_EPOCHS = 7;", "int PROTOCOL_BATCH_SIZE = 3;", "double PROTOCOL_COMPUTE_FRACTION = 0.5;",
+                 "double PROTOCOL_LEARNING_RATE = 0.01;"):
+        assert f"public static final {line}" in source
+    monkeypatch.setattr(protocol, "DEFAULT_PROTOCOL", dataclasses.replace(p, epochs=40.0))
+    with pytest.raises(TypeError, match=r"DEFAULT_PROTOCOL.epochs must be an int .*PROTOCOL_EPOCHS; got 40.0"):
+        C.java_source()
+
+
+def test_importing_the_contract_imports_no_runtime():
+    code = ("import sys, tflite_train.contract; "
+            "print(sorted(m for m in ('numpy', 'tflite_train.runtime') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]", f"importing tflite_train.contract imported {out.strip()} (it must stay stdlib-only)"
 
 
 def _cached(meta: dict, graph: dict, shape=(2, 2, 7)) -> tuple[dict, dict]:

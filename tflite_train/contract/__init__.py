@@ -11,17 +11,28 @@ Modules, by concept: :mod:`~tflite_train.contract.signatures` (signatures, tenso
 :mod:`~tflite_train.contract.metadata_schema` (metadata entries and fields),
 :mod:`~tflite_train.contract.checkpoint_format` (checkpoint header),
 :mod:`~tflite_train.contract.validation` (version rule, graph vs. metadata),
+:mod:`~tflite_train.contract.protocol_constants` (the default adaptation protocol's numbers for Java,
+read from ``tflite_train.runtime.protocol`` only when asked for),
 :mod:`~tflite_train.contract.rendering` (CONTRACT.md tables, Contract.java). Every public name is
 re-exported here and read as ``contract.NAME``.
 """
 
-from tflite_train.contract import checkpoint_format, errors, metadata_schema, rendering, signatures, validation
+from tflite_train.contract import (
+    checkpoint_format,
+    errors,
+    metadata_schema,
+    protocol_constants,
+    rendering,
+    signatures,
+    validation,
+)
 from tflite_train.contract.checkpoint_format import *  # noqa: F403 (names listed in its __all__)
 from tflite_train.contract.errors import *  # noqa: F403
 from tflite_train.contract.metadata_schema import *  # noqa: F403
+from tflite_train.contract.protocol_constants import *  # noqa: F403
 from tflite_train.contract.rendering import *  # noqa: F403
 from tflite_train.contract.signatures import *  # noqa: F403
 from tflite_train.contract.validation import *  # noqa: F403
 
 __all__ = [*signatures.__all__, *metadata_schema.__all__, *checkpoint_format.__all__, *errors.__all__,
-           *validation.__all__, *rendering.__all__]
+           *validation.__all__, *protocol_constants.__all__, *rendering.__all__]

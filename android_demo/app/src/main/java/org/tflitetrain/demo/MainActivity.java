@@ -33,6 +33,7 @@ import org.tflitetrain.core.adapt.Checkpoint;
 import org.tflitetrain.core.adapt.ConfiguredPolicy;
 import org.tflitetrain.core.adapt.SelectionPolicy;
 import org.tflitetrain.core.adapt.Tensor;
+import org.tflitetrain.core.model.Contract;
 import org.tflitetrain.core.model.ModelMetadata;
 import org.tflitetrain.core.model.ModelMetadataException;
 import org.tflitetrain.core.select.Budget;
@@ -51,14 +52,14 @@ public final class MainActivity extends Activity {
   private static final int REQUEST_CLASSIFY_CAMERA = 3;
   private static final int REQUEST_CLASSIFY_GALLERY = 4;
   /*
-   * B_mem per training sample: the library's default for the model, Budget.scaledMemoryBytes(table) (the
-   * paper's 1 MiB for MCUNet@128 scaled by the model's LastLayer backward memory); activation memory grows
-   * linearly with the batch, so the app allows that x the train batch size.
+   * Adaptation runs the library's default protocol (AdaptationConfig.Builder's defaults, the generated
+   * Contract.PROTOCOL_*: Python's DEFAULT_PROTOCOL, as `tflite-train adapt` and the demo): PROTOCOL_EPOCHS
+   * passes over the photos at batch PROTOCOL_BATCH_SIZE, B_compute PROTOCOL_COMPUTE_FRACTION of the full
+   * backward pass, the model's learning rate. B_mem per training sample: the library's default for the
+   * model, Budget.scaledMemoryBytes(table) (the paper's 1 MiB for MCUNet@128 scaled by the model's LastLayer
+   * backward memory); activation memory grows linearly with the batch, so the app allows that x the train
+   * batch size.
    */
-  /** B_compute: 15 % of the full backward pass (FullTrain's backward MACs per sample; TinyTrain's example budget). */
-  private static final double COMPUTE_FRACTION = 0.15;
-  /** Train batch size (capped by the number of photos). */
-  private static final int TRAIN_BATCH = 8;
   /**
    * TinyTrain's dynamic selection (Fisher potential -> Eq. 3 score -> greedy layers under the budget ->
    * top 25 % channels by Fisher); when nothing fits, no update instead of an error.
@@ -260,9 +261,10 @@ public final class MainActivity extends Activity {
     Tensor images = support.images();
     int[] labels = support.labels();
     SelectionPolicy policy = POLICY;
-    int batch = Math.min(TRAIN_BATCH, labels.length);
-    AdaptationConfig config = new AdaptationConfig.Builder().iterations(30).batchSize(batch).evalBatchSize(8)
-        .budget(Budget.withFraction(Budget.scaledMemoryBytes(metadata.table) * batch, COMPUTE_FRACTION)).build();
+    int batch = Math.min(Contract.PROTOCOL_BATCH_SIZE, labels.length);
+    AdaptationConfig config = new AdaptationConfig.Builder().evalBatchSize(8)
+        .budget(Budget.withFraction(Budget.scaledMemoryBytes(metadata.table) * batch, Contract.PROTOCOL_COMPUTE_FRACTION))
+        .build();
     cancel.set(false);
     setBusy(true);
     progress.setProgress(0);

@@ -1,12 +1,25 @@
 package org.tflitetrain.core.adapt;
 
+import java.util.OptionalInt;
 import java.util.OptionalLong;
+import org.tflitetrain.core.model.Contract;
 import org.tflitetrain.core.select.Budget;
 
-/** Settings of one adaptation run (immutable; build with {@link Builder}). */
+/**
+ * Settings of one adaptation run (immutable; build with {@link Builder}). The defaults are the default
+ * adaptation protocol, Python's {@code tflite_train.runtime.protocol.DEFAULT_PROTOCOL} (the generated
+ * {@code Contract.PROTOCOL_*}): {@link Contract#PROTOCOL_EPOCHS} passes over the support set at batch
+ * {@link Contract#PROTOCOL_BATCH_SIZE}, B_compute {@link Contract#PROTOCOL_COMPUTE_FRACTION} of the full
+ * backward pass, the model's learning rate; what Python's {@code AdaptConfig()} runs.
+ */
 public final class AdaptationConfig {
-  /** train_step iterations. */
-  public final int iterations;
+  /**
+   * Passes over the support set: the run takes {@code epochs * ceil(N / batchSize)} train_step calls
+   * ({@link #steps}); empty when {@link #iterations} is given.
+   */
+  public final OptionalInt epochs;
+  /** A fixed number of train_step calls instead of {@link #epochs}; empty = the epochs decide. */
+  public final OptionalInt iterations;
   /** Samples per train_step; 0 or >= N means the whole support set every step. */
   public final int batchSize;
   /** Samples per fisher/infer call (Fisher is combined exactly as a sample-weighted mean). */
@@ -31,6 +44,7 @@ public final class AdaptationConfig {
 
   private AdaptationConfig(Builder b) {
     iterations = b.iterations;
+    epochs = iterations.isPresent() ? OptionalInt.empty() : OptionalInt.of(b.epochs.orElse(Contract.PROTOCOL_EPOCHS));
     batchSize = b.batchSize;
     evalBatchSize = b.evalBatchSize;
     learningRate = b.learningRate;
@@ -43,26 +57,65 @@ public final class AdaptationConfig {
   }
 
   /**
-   * Builder with defaults: 20 iterations, batch 8, eval batch 16, model LR, seed 0, reset, refresh, cache on
-   * up to the support images' bytes.
+   * Optimizer steps (train_step calls) for {@code numSupport} support images, as Python's
+   * {@code AdaptConfig.num_steps}: {@link #iterations} when given, else
+   * {@code epochs * ceil(numSupport / batchSize)} (batch size 0 or at least {@code numSupport}: one step per
+   * pass). The protocol's 40 passes at batch 1 take 1,000 steps for 25 images.
+   *
+   * @throws IllegalArgumentException {@code numSupport} below 1, or more steps than an int holds
+   */
+  public int steps(int numSupport) {
+    if (numSupport < 1) {
+      throw new IllegalArgumentException("numSupport must be >= 1; got " + numSupport);
+    }
+    if (iterations.isPresent()) {
+      return iterations.getAsInt();
+    }
+    long perPass = batchSize == 0 ? 1 : (numSupport + (long) batchSize - 1) / batchSize;
+    long steps = epochs.getAsInt() * perPass;
+    if (steps > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException("epochs " + epochs.getAsInt() + " x " + perPass + " steps per pass = " + steps
+          + " steps; at most " + Integer.MAX_VALUE + " (give fewer epochs or fixed iterations)");
+    }
+    return (int) steps;
+  }
+
+  /**
+   * Builder with the protocol's defaults ({@link Contract#PROTOCOL_EPOCHS} epochs, batch
+   * {@link Contract#PROTOCOL_BATCH_SIZE}, a budget of B_compute {@link Contract#PROTOCOL_COMPUTE_FRACTION} and
+   * no memory bound, learning rate {@link Contract#PROTOCOL_LEARNING_RATE} = NaN: the model's), eval batch 16,
+   * seed 0, reset, refresh, cache on up to the support images' bytes. {@link #iterations(int)} replaces the
+   * epochs by a fixed number of steps; giving both {@link #epochs(int)} and {@link #iterations(int)} is refused
+   * by {@link #build()}.
    */
   public static final class Builder {
-    private int iterations = 20;
-    private int batchSize = 8;
+    private OptionalInt epochs = OptionalInt.empty();
+    private OptionalInt iterations = OptionalInt.empty();
+    private int batchSize = Contract.PROTOCOL_BATCH_SIZE;
     private int evalBatchSize = 16;
-    private float learningRate = Float.NaN;
+    private float learningRate = (float) Contract.PROTOCOL_LEARNING_RATE;
     private long seed = 0;
     private boolean resetFirst = true;
     private boolean refreshPrototypes = true;
-    private Budget budget = Budget.unlimited();
+    private Budget budget = Budget.withFraction(Double.POSITIVE_INFINITY, Contract.PROTOCOL_COMPUTE_FRACTION);
     private boolean cache = true;
     private OptionalLong cacheLimitBytes = OptionalLong.empty();
 
+    /** Passes over the support set (default {@link Contract#PROTOCOL_EPOCHS}); see {@link AdaptationConfig#steps}. */
+    public Builder epochs(int value) {
+      if (value < 1) {
+        throw new IllegalArgumentException("epochs must be >= 1; got " + value);
+      }
+      epochs = OptionalInt.of(value);
+      return this;
+    }
+
+    /** A fixed number of train_step calls instead of the epochs (0: no step). */
     public Builder iterations(int value) {
       if (value < 0) {
         throw new IllegalArgumentException("iterations must be >= 0; got " + value);
       }
-      iterations = value;
+      iterations = OptionalInt.of(value);
       return this;
     }
 
@@ -105,6 +158,11 @@ public final class AdaptationConfig {
       return this;
     }
 
+    /**
+     * The backward-pass budget, replacing the protocol's default (B_compute
+     * {@link Contract#PROTOCOL_COMPUTE_FRACTION} of the full backward pass, no memory bound); e.g.
+     * {@code Budget.withFraction(memoryBytes, Contract.PROTOCOL_COMPUTE_FRACTION)} adds a memory bound.
+     */
     public Builder budget(Budget value) {
       if (value == null) {
         throw new IllegalArgumentException("budget must not be null");
@@ -126,7 +184,12 @@ public final class AdaptationConfig {
       return this;
     }
 
+    /** @throws IllegalArgumentException both {@link #epochs(int)} and {@link #iterations(int)} were given */
     public AdaptationConfig build() {
+      if (epochs.isPresent() && iterations.isPresent()) {
+        throw new IllegalArgumentException("epochs (" + epochs.getAsInt() + ") and iterations (" + iterations.getAsInt()
+            + ") are two training lengths: give one (iterations replaces the protocol's epochs)");
+      }
       return new AdaptationConfig(this);
     }
   }

@@ -18,11 +18,13 @@ import org.tflitetrain.core.model.ModelMetadata;
 /**
  * Drives an on-device adaptation through the exported signatures (CONTRACT.md):
  * reset_state -> infer (class-mean prototypes) -> set_head -> fisher -> policy -> set_selection ->
- * [set_hparams] -> train_step x iterations -> [infer -> set_head] ; then {@link #classify} uses infer.
+ * [set_hparams] -> train_step x steps -> [infer -> set_head] ; then {@link #classify} uses infer. The steps are
+ * {@link AdaptationConfig#steps}: the config's fixed iterations, or its epochs (passes over the support set,
+ * by default the protocol's) x ceil(N / batch size).
  *
  * <p>With the frozen-prefix cache ({@link CachePlan}: the model has a cut at or below the deepest selected
  * layer, {@link AdaptationConfig#cache} is on and the cache fits its limit) the steps instead run
- * features_&lt;layer&gt; once over the support images, then train_step_from_&lt;layer&gt; x iterations on
+ * features_&lt;layer&gt; once over the support images, then train_step_from_&lt;layer&gt; x steps on
  * the cached activations, and the refresh runs infer_from_&lt;layer&gt; on them: the same losses and state
  * (nothing below the cut changes, and the driver does not augment, so the cached rows are exactly the
  * support images), with only the layers above the cut computed per step.
@@ -109,10 +111,10 @@ public final class AdaptationDriver {
 
     stage(listener, AdaptationListener.Stage.TRAINING, cancelled);
     // An empty selection is "no update" (policy none, or a budget that fits no layer): no train_step.
-    int iterations = selection.isEmpty() ? 0 : config.iterations;
+    int steps = selection.isEmpty() ? 0 : config.steps(n);
     CachePlan cache = CachePlan.decide(
         CachePlan.cutFor(metadata.cachedCuts, CachePlan.deepestSelected(metadata, selection)),
-        !metadata.cachedCuts.isEmpty(), config.cache, iterations, n, metadata.input.elementsPerImage(),
+        !metadata.cachedCuts.isEmpty(), config.cache, steps, n, metadata.input.elementsPerImage(),
         config.cacheLimitBytes, forwardMacs());
     // What every step reads: the activations at the cut (computed once) or the images.
     Tensor inputs = cache.used ? features(cache.cut, images, config.evalBatchSize, cancelled) : images;
@@ -123,7 +125,7 @@ public final class AdaptationDriver {
     int[] order = identity(n);
     Random random = new Random(config.seed);
     int cursor = n;
-    for (int step = 1; step <= iterations; step++) {
+    for (int step = 1; step <= steps; step++) {
       checkCancelled(cancelled);
       int[] batch;
       if (trainBatch == n) {
@@ -144,7 +146,7 @@ public final class AdaptationDriver {
       float accuracy = output(out, trainSignature, Contract.ACCURACY).floatValue();
       losses.add(loss);
       accuracies.add(accuracy);
-      listener.onStep(step, iterations, loss, accuracy);
+      listener.onStep(step, steps, loss, accuracy);
     }
     if (config.refreshPrototypes) {
       stage(listener, AdaptationListener.Stage.REFRESH, cancelled);

@@ -266,7 +266,8 @@ public class AdaptationDriverTest {
     ModelMetadata m = metadata();
     FakeRunner runner = new FakeRunner(m);
     AdaptationResult result = new AdaptationDriver(m, checked(runner)).adapt(images(m, 4), new int[] {0, 1, 0, 1}, 2,
-        ConfiguredPolicy.tinyTrain(), new AdaptationConfig.Builder().iterations(2).build(), AdaptationListener.NONE,
+        ConfiguredPolicy.tinyTrain(), new AdaptationConfig.Builder().iterations(2).budget(Budget.unlimited()).build(),
+        AdaptationListener.NONE,
         () -> false);
     // Unlimited budget: greedy keeps every candidate; the fake Fisher is non-zero only in channel 0, so the
     // top-K (ties -> lower index first) are channels 0..K-1 with K = ceil(C_out / 4).
