@@ -1,0 +1,88 @@
+"""Crafted files for the hostile-input tests: checkpoints with a rewritten header and a valid digest,
+models with rewritten metadata or self-test and a valid seal (TF-free; Pi env too)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import struct
+from typing import Any
+
+import numpy as np
+
+from runtime_fixtures import fixture_model
+from tflite_train import contract as C
+from tflite_train.runtime.checkpoint import CHECKPOINT_FORMAT_VERSION, CHECKPOINT_MAGIC, checkpoint_arrays, encode_checkpoint
+from tflite_train.runtime.integrity import seal
+from tflite_train.runtime.interpreter import TrainableModel
+from tflite_train.runtime.metadata import metadata_spans, read_metadata
+from tflite_train.sparse.selection import Selection
+
+PREFIX = struct.Struct("<8sII")
+MODEL = "tiny_adam_33"
+CLASS_NAMES = ("cat", "dog", "owl")
+
+
+def adapted_checkpoint(model: TrainableModel, names: tuple[str, ...] = CLASS_NAMES) -> bytes:
+    """A valid checkpoint of ``model`` with a 3-class head and 3 channels of its last candidate selected."""
+    rng = np.random.default_rng(25)
+    model.reset_state()
+    model.set_head(rng.normal(size=(len(names), model.feature_dim)).astype(np.float32))
+    layer = model.candidates[-1]
+    selection = Selection((layer,), {layer: (0, 3, 5)}, "fixed")
+    model.set_selection({layer: [0, 3, 5]})
+    data = encode_checkpoint(model.metadata[C.F_MODEL_ID], selection, checkpoint_arrays(model, selection), False, names)
+    model.reset_state()
+    return data
+
+
+def split_checkpoint(data: bytes) -> tuple[dict[str, Any], bytes]:
+    """(parsed header, payload) of checkpoint bytes."""
+    _, _, length = PREFIX.unpack_from(data)
+    return json.loads(data[PREFIX.size:PREFIX.size + length]), data[PREFIX.size + length:-32]
+
+
+def resealed_checkpoint(header: Any, payload: bytes, *, raw: bytes | None = None) -> bytes:
+    """A checkpoint of ``header`` (JSON-encoded; or the ``raw`` header bytes) and ``payload`` with a valid digest."""
+    head = raw if raw is not None else json.dumps(header).encode()
+    body = PREFIX.pack(CHECKPOINT_MAGIC, CHECKPOINT_FORMAT_VERSION, len(head)) + head + payload
+    return body + hashlib.sha256(body).digest()
+
+
+def model_bytes(name: str = MODEL) -> bytes:
+    return fixture_model(name).read_bytes()
+
+
+def with_metadata_text(data: bytes, text: bytes) -> bytes:
+    """``data`` with its metadata entry's bytes replaced in place by ``text`` (space-padded; ValueError if
+    longer) and re-sealed: the seal is valid, the metadata is whatever ``text`` says."""
+    start, n = metadata_spans(data)[C.METADATA_NAME]
+    if len(text) > n:
+        raise ValueError(f"metadata text of {len(text)} bytes does not fit the {n}-byte entry")
+    return seal(data[:start] + text.ljust(n) + data[start + n:])
+
+
+def with_metadata(data: bytes, meta: Any) -> bytes:
+    """``data`` with its metadata replaced by ``meta`` (JSON, without the informative ``config``), re-sealed."""
+    if isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if k != C.F_CONFIG}
+    return with_metadata_text(data, json.dumps(meta).encode())
+
+
+def with_selftest(data: bytes, archive: bytes, *, reseal: bool = True) -> bytes:
+    """``data`` with its self-test entry's bytes replaced in place by ``archive`` (zero-padded), optionally re-sealed."""
+    start, n = metadata_spans(data)[C.SELFTEST_NAME]
+    if len(archive) > n:
+        raise ValueError(f"self-test of {len(archive)} bytes does not fit the {n}-byte entry")
+    out = data[:start] + archive.ljust(n, b"\0") + data[start + n:]
+    return seal(out) if reseal else out
+
+
+def metadata_of(data: bytes) -> dict[str, Any]:
+    return read_metadata(data)
+
+
+def write(path: pathlib.Path, data: bytes) -> pathlib.Path:
+    path.write_bytes(data)
+    return path
