@@ -17,8 +17,9 @@ import os
 import struct
 from typing import Any
 
-from tflite_train.contract import F_FORMAT, F_INPUTS, F_OUTPUTS, FORMAT, METADATA_NAME, SELFTEST_NAME
+from tflite_train.contract import F_FORMAT, F_INPUTS, F_OUTPUTS, FORMAT, METADATA_NAME, SELFTEST_NAME, ContractError
 from tflite_train.runtime.builtin_ops import BUILTIN_OPS, CUSTOM_CODE
+from tflite_train.runtime.flatbuffer_verify import FlatbufferError
 
 __all__ = ["METADATA_NAME", "SELFTEST_NAME", "OperatorCode", "read_metadata", "read_metadata_buffers",
            "read_operator_codes", "read_signature_defs"]
@@ -45,7 +46,7 @@ class _Reader:
 
     def _check(self, pos: int, size: int) -> None:
         if pos < 0 or pos + size > len(self.data):
-            raise ValueError(f"truncated or foreign .tflite file: read of {size} bytes at {pos} beyond {len(self.data)}")
+            raise FlatbufferError(f"truncated or foreign .tflite file: read of {size} bytes at {pos} beyond {len(self.data)}")
 
     def u8(self, pos):
         self._check(pos, 1)
@@ -109,7 +110,7 @@ class _Reader:
             name = self.string(entry, name_field)
             index = self.u32_field(entry, index_field)
             if index >= len(targets):
-                raise ValueError(f"{what} {name!r} points to entry {index} of {len(targets)} (truncated or corrupt file)")
+                raise FlatbufferError(f"{what} {name!r} points to entry {index} of {len(targets)} (truncated or corrupt file)")
             yield entry, name, targets[index]
 
     def string(self, table: int, index: int) -> str | None:
@@ -129,7 +130,7 @@ def _load(model: str | os.PathLike | bytes | bytearray) -> _Reader:
     else:
         raise TypeError(f"model must be a path or bytes; got {type(model).__name__}")
     if len(data) < 8 or data[4:8] != b"TFL3":
-        raise ValueError("not a .tflite flatbuffer (missing 'TFL3' identifier or truncated)")
+        raise FlatbufferError("not a .tflite flatbuffer (missing 'TFL3' identifier or truncated)")
     return _Reader(data)
 
 
@@ -177,18 +178,19 @@ def read_metadata(model: str | os.PathLike | bytes) -> dict[str, Any]:
     """The ``tflite_train`` metadata JSON of an exported model (see CONTRACT.md).
 
     Raises:
-      ValueError: for a truncated or foreign file, or one without ``tflite_train`` metadata.
+      FlatbufferError: a truncated or foreign file.
+      ContractError: no ``tflite_train`` metadata, not JSON, or another format (both are ValueErrors).
     """
     entries = read_metadata_buffers(model)
     if METADATA_NAME not in entries:
-        raise ValueError(f"model has no {METADATA_NAME!r} metadata entry (found {sorted(entries)})")
+        raise ContractError(f"model has no {METADATA_NAME!r} metadata entry (found {sorted(entries)})")
     try:
         meta = json.loads(entries[METADATA_NAME].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{METADATA_NAME!r} metadata is not UTF-8 JSON: {exc}") from exc
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ContractError(f"{METADATA_NAME!r} metadata is not UTF-8 JSON: {str(exc)[:200]}") from None
     if not isinstance(meta, dict) or meta.get(F_FORMAT) != FORMAT:
         found = meta.get(F_FORMAT) if isinstance(meta, dict) else type(meta).__name__
-        raise ValueError(f"metadata field {F_FORMAT!r} must be {FORMAT!r}; got {found!r}")
+        raise ContractError(f"metadata field {F_FORMAT!r} must be {FORMAT!r}; got {str(repr(found))[:80]}")
     return meta
 
 
