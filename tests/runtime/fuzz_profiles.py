@@ -23,7 +23,7 @@ from tflite_train.runtime.flatbuffer_verify import FlatbufferError
 from tflite_train.runtime.integrity import ModelIntegrityError
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
-LONG_FACTOR = 40
+LONG_FACTOR = 20
 """How many times the CI example count a ``long`` run tries."""
 PROJECT_ERRORS = (UserError, ContractError, ModelIntegrityError, FlatbufferError)
 """The project's own error types (each a ``ValueError`` the command line turns into one line and exit 2)."""
