@@ -21,7 +21,12 @@ from tflite_train.runtime.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
+from tflite_train.runtime.checkpoint_schema import check_checkpoint_header
 from tflite_train.runtime.errors import ImageError, ImageFolderError, OutputError, UserError
+from tflite_train.runtime.header_schema import SchemaError, check_header
+from tflite_train.runtime.model_metadata_schema import check_model_metadata
+from tflite_train.runtime.output_names import check_output_name, sibling_stem
+from tflite_train.runtime.selftest_schema import SelftestError, check_selftest_vectors
 from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model
 from tflite_train.runtime.image_folder import ImageFolder, load_image_folder, scan_image_folder
 from tflite_train.runtime.images import ImageLimits, decode_image, read_image
@@ -68,12 +73,19 @@ __all__ = [
     "PhaseTimer",
     "Progress",
     "RUNTIMES",
+    "SchemaError",
+    "SelftestError",
     "TrainableModel",
     "UserError",
     "adapt",
     "adapt_record",
     "check_labelled_set",
+    "check_checkpoint_header",
+    "check_header",
     "check_metadata",
+    "check_model_metadata",
+    "check_output_name",
+    "check_selftest_vectors",
     "check_output_file",
     "class_logits",
     "class_prototypes",
@@ -108,6 +120,7 @@ __all__ = [
     "restore_checkpoint",
     "save_checkpoint",
     "scan_image_folder",
+    "sibling_stem",
     "support_fisher",
     "temp_files",
     "terminal_progress",
