@@ -18,10 +18,10 @@ TINYTL_NOTE = "TinyTL (lite residual modules) is not built in this project: no r
 
 
 def _method_config(config: BenchConfig, memory_bytes: float, **overrides) -> AdaptConfig:
-    fields = dict(policy="tinytrain", memory_bytes=memory_bytes,
+    length = dict(epochs=config.epochs) if config.epochs is not None else dict(iterations=config.iterations)
+    fields = dict(policy="tinytrain", memory_bytes=memory_bytes, compute_fraction=None,
                   compute_macs=compute_budget_macs(config.backbone, config.input_size, config.compute_fraction),
-                  channel_ratio=config.channel_ratio, iterations=config.iterations, epochs=config.epochs, batch_size=1,
-                  seed=config.seed, on_empty="empty")
+                  channel_ratio=config.channel_ratio, **length, batch_size=1, seed=config.seed, on_empty="empty")
     fields.update(overrides)
     return AdaptConfig(**fields)
 

@@ -106,7 +106,7 @@ def adapt_config(table, args):
     from tflite_train.sparse.cost_model import full_backward_macs
 
     memory = scaled_memory_budget(table) if args.mem_budget is None else args.mem_budget
-    return AdaptConfig(policy="tinytrain", memory_bytes=memory,
+    return AdaptConfig(policy="tinytrain", memory_bytes=memory, compute_fraction=None,
                        compute_macs=args.compute_fraction * full_backward_macs(table), iterations=args.steps,
                        batch_size=1, channel_ratio=0.25)
 

@@ -1,10 +1,10 @@
 """The README's main job: the end-to-end demo on the embedded default.
 
-1. Prepare (or confirm) the offline data cache.
-2. Export the shipped default -- EfficientNet-Lite0 at 128 px, ImageNet weights with meta-trained
+1. Export the shipped default -- EfficientNet-Lite0 at 128 px, ImageNet weights with meta-trained
    upper blocks -- to a trainable builtins-only ``.tflite`` (once; reused while its resolved export
    config is unchanged). The cache's images are mapped to the model's input size and range as a
    device does (``tflite_train.runtime.model_input.to_model_input``).
+2. Prepare (or confirm) the offline data cache at the model's input size.
 3. On the TFLite interpreter (no TensorFlow on this path): sample a task of a cross-domain target,
    classify its query set with prototypes only (the None policy), then adapt with TinyTrain —
    Fisher once, budgeted layer/channel selection, sparse fine-tuning — and classify again.
@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
+
 MIB = 2**20
 
 
@@ -33,7 +35,8 @@ class DemoConfig:
     Attributes:
       weights: Shipped weights (their ``.json`` sidecar sets backbone, input and head scale); default
         the meta-trained Lite0 (``weights/efficientnet_lite0/lite0_128_meta.weights.h5``).
-      cache: Data cache folder (built if missing).
+      cache: Data cache folder, built if missing at the exported model's input size (images prepared as the
+        device prepares them, never upscaled from a smaller cache).
       out: Output folder for the exported model and the report.
       target: Cross-domain data set of the cache to adapt on.
       candidate_blocks: Trailing blocks whose layers the device may update (Lite0: the 6 meta-trained ones).
@@ -43,9 +46,10 @@ class DemoConfig:
         layer table: the paper's 1 MiB for MCUNet@128 scaled by the model's LastLayer backward memory
         (4.005 MiB for Lite0@128, which needs 1.8 MB for its largest inference activation alone, so
         1 MiB unscaled admits no layer). The same default as ``adapt`` and the benchmark.
-      compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs).
-      epochs, batch_size: Passes over the augmented support set and images per step: the paper's
-        protocol, 40 passes at batch 1 (appendix A.2: "training using all the samples (e.g. 25) for
+      compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs);
+        the adaptation protocol's (``tflite_train.runtime.protocol.DEFAULT_PROTOCOL``), as ``adapt``.
+      epochs, batch_size: Passes over the augmented support set and images per step: the adaptation
+        protocol's, as ``adapt``: the paper's 40 passes at batch 1 (appendix A.2: "training using all the samples (e.g. 25) for
         ... 40 iterations"), i.e. 1,000 steps for a 5-way 5-shot task.
       ways, shots, queries: Each task (fixed ways-way shots-shot; queries per class).
       tasks: Number of tasks to adapt on (accuracy is reported per task and on average). Each Lite0
@@ -61,15 +65,15 @@ class DemoConfig:
     """
 
     weights: str = "weights/efficientnet_lite0/lite0_128_meta.weights.h5"
-    cache: str = "build/data_cache"
+    cache: str = "build/data_cache_128"
     out: str = "build/demo"
     target: str = "fashion_mnist"
     candidate_blocks: int = 6
     policy: str = "tinytrain"
     memory_bytes: float | None = None
-    compute_fraction: float = 0.15
-    epochs: int = 40
-    batch_size: int = 1
+    compute_fraction: float = DEFAULT_PROTOCOL.compute_fraction
+    epochs: int = DEFAULT_PROTOCOL.epochs
+    batch_size: int = DEFAULT_PROTOCOL.batch_size
     ways: int = 5
     shots: int = 5
     queries: int = 10
@@ -116,12 +120,12 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
     out = pathlib.Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "demo_config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2))
-    prepare_cache(config.cache)
     model_path = _export(config)
 
     start = time.perf_counter()
     model = TrainableModel(model_path)
     load_seconds = time.perf_counter() - start
+    prepare_cache(config.cache, image_size=int(model.input_shape[0]))
     data = load_split(config.cache, config.target, "test")
     episodes = sample_episodes(data.labels, config.tasks, config.seed,
                                EpisodeConfig(ways=config.ways, shots=config.shots, queries=config.queries))

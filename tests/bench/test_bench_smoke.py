@@ -165,7 +165,7 @@ def test_cache_use_is_recorded_per_task(smoke_run, tmp_path, monkeypatch):
     from bench.methods import accuracy_methods
     from bench.models import ensure_models
     from bench.policy_runs import Job, run_methods, scaled_memory_budget
-    from bench.report import _cost_cell
+    from bench.accuracy_report import _cost_cell
     from bench.task_store import open_cell, read_records, task_fingerprint
     from bench.tasks import target_tasks
     from tflite_train.runtime import TrainableModel
@@ -361,9 +361,16 @@ def test_published_memory_budgets_are_the_librarys():
     from tflite_train.sparse import scaled_memory_budget
 
     results = json.loads((pathlib.Path(__file__).resolve().parents[2] / "bench/results/results.json").read_text())
-    runs = results["sections"]["accuracy"]["runs"]
-    assert scaled_memory_budget(build_layer_table("mcunet", 64)) == pytest.approx(runs["mcunet_64"]["memory_budget_bytes"])
-    assert runs["lite0_128"]["memory_budget_bytes"] / 2**20 == pytest.approx(4.005, abs=5e-4)
+    runs = {k: r for k, r in results["sections"].get("accuracy", {}).get("runs", {}).items()
+            if "memory_budget_bytes" in r}
+    if not runs:  # a resumable run (results.json is rewritten as it goes) that has not reached its first model
+        pytest.skip("the committed results hold no accuracy run with a budget yet")
+    for run in runs.values():
+        if run["backbone"] == "mcunet":
+            assert scaled_memory_budget(build_layer_table("mcunet", run["input_size"])) == pytest.approx(
+                run["memory_budget_bytes"])
+        else:
+            assert run["input_size"] == 128 and run["memory_budget_bytes"] / 2**20 == pytest.approx(4.005, abs=5e-4)
 
 
 @pytest.mark.parametrize("field, value", [("tasks", 1), ("sections", ("nope",)), ("channel_ratio", 1.5),

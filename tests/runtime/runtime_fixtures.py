@@ -106,10 +106,12 @@ CLI_MODEL = "tiny_adam_33"
 
 
 def adapt_cli(support: pathlib.Path, out: pathlib.Path, *extra: str) -> int:
-    """Exit code of ``tflite-train adapt`` on the tiny fixture model: 3 iterations, no memory budget, quiet."""
+    """Exit code of ``tflite-train adapt`` on the tiny fixture model: 3 iterations (unless ``extra`` sets
+    --epochs), no memory budget, quiet."""
+    length = [] if "--epochs" in extra else ["--iterations", "3"]
     return run_cli(["adapt", "--mem-budget", "unlimited",
                     "--model", str(fixture_model(CLI_MODEL)), "--support", str(support), "--out", str(out),
-                    "--iterations", "3", "--quiet", *extra])
+                    *length, "--quiet", *extra])
 
 
 def assert_one_line_error(err: str, *fragments: str) -> None:

@@ -184,13 +184,14 @@ def test_bad_configs(kwargs, match):
         AdaptConfig(**kwargs)
 
 
-@pytest.mark.parametrize("epochs, batch_size, support, expected", [
-    (None, 1, 25, 40),   # iterations
-    (40, 1, 25, 1000),   # the paper's protocol: 40 passes over 25 samples at batch 1
-    (2, 4, 10, 6),       # 2 * ceil(10 / 4)
+@pytest.mark.parametrize("length, batch_size, support, expected", [
+    ({"iterations": 40}, 1, 25, 40),  # a fixed number of steps
+    ({"epochs": 40}, 1, 25, 1000),    # the paper's protocol: 40 passes over 25 samples at batch 1
+    ({}, 1, 25, 1000),                # the default protocol
+    ({"epochs": 2}, 4, 10, 6),        # 2 * ceil(10 / 4)
 ])
-def test_num_steps(epochs, batch_size, support, expected):
-    assert AdaptConfig(epochs=epochs, batch_size=batch_size).num_steps(support) == expected
+def test_num_steps(length, batch_size, support, expected):
+    assert AdaptConfig(**length, batch_size=batch_size).num_steps(support) == expected
 
 
 def test_epochs_run_passes_over_the_support_set(model, fashion):

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 from tflite_train.cli.flag_types import (MAX_BATCH, MAX_EPOCHS, MAX_ITERATIONS, MAX_SEED, MAX_STEPS, byte_budget,
                                          policy_name, ranged)
 from tflite_train.cli.parser import Command
+from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
 from tflite_train.runtime.text import printable
+
+if TYPE_CHECKING:
+    from tflite_train.runtime.adapt_config import AdaptConfig
 
 __all__ = ["register"]
 
@@ -23,11 +28,43 @@ on white, centre-cropped to the model's aspect ratio and resized (bilinear); at 
 64 MiB per file. Hidden files (.x, ._x) are skipped. Prints what was learned (--json: the full record)
 and writes ONE file, the checkpoint OUT, which also holds the run's config and report (print them
 with `tflite-train show OUT`). An earlier OUT stays untouched unless the run succeeds; while it
-runs, OUT.lock keeps a second adapt into the same OUT from starting (it stops with an error)."""
+runs, OUT.lock keeps a second adapt into the same OUT from starting (it stops with an error).
+
+Without flags it runs the default protocol: """ + DEFAULT_PROTOCOL.describe() + "."
 
 PREDICT_HELP = """\
 Classifies images with a model adapted by `adapt`; prints one row per image: file, class and the
 confidence (softmax over the classes of the adapted head), as a table, --json or --csv."""
+
+
+def adapt_config(args: argparse.Namespace) -> AdaptConfig:
+    """The ``AdaptConfig`` of parsed ``adapt`` flags: the default protocol (``DEFAULT_PROTOCOL``) where a flag
+    is not given."""
+    from tflite_train.runtime.adapt_config import AdaptConfig
+
+    layers = tuple(n.strip() for n in args.sparse_update_layers.split(",")) if args.sparse_update_layers else None
+    criterion = "l2" if args.policy == "sparse_update" and layers is None else "tinytrain"  # a static ranking
+    if args.compute_budget is not None and args.compute_macs is not None:
+        raise ValueError("--compute-budget and --compute-macs are two compute budgets: give one")
+    if args.iterations is not None and args.epochs is not None:
+        raise ValueError("--iterations and --epochs are two training lengths: give one")
+    from tflite_train.runtime.adapt_job import UNBUDGETED_POLICIES
+
+    protocol = DEFAULT_PROTOCOL
+    # the protocol's B_compute for the budgeted policies; the others ignore budgets (only given ones are said)
+    compute_fraction = args.compute_budget if args.compute_budget is not None else (
+        None if args.compute_macs is not None or args.policy in UNBUDGETED_POLICIES else protocol.compute_fraction)
+    return AdaptConfig(
+        policy=args.policy, memory_bytes=math.inf if args.mem_budget is None else float(args.mem_budget),
+        compute_fraction=compute_fraction, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,
+        criterion=criterion, sparse_update_layers=layers,
+        **(dict(iterations=args.iterations, epochs=None) if args.iterations is not None
+           else dict(epochs=args.epochs or protocol.epochs)),
+        batch_size=args.batch_size or protocol.batch_size,
+        learning_rate=args.learning_rate if args.learning_rate is not None else protocol.learning_rate, seed=args.seed, on_empty=args.on_empty,
+        augment_views=args.augment_views, cache=not args.no_cache,
+        cache_memory_bytes=None if args.cache_memory is None else float(args.cache_memory),
+    )
 
 
 def _cmd_adapt(args: argparse.Namespace) -> int:
@@ -35,23 +72,12 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
     from tflite_train.runtime.adapt_job import run_adaptation
     from tflite_train.runtime.progress import terminal_progress
     from tflite_train.runtime.summary import adapt_record, format_adapt_summary
-    from tflite_train.runtime.adapt_config import AdaptConfig
 
     if args.plot:
         from tflite_train.runtime.plots import require_matplotlib
 
         require_matplotlib()
-    layers = tuple(n.strip() for n in args.sparse_update_layers.split(",")) if args.sparse_update_layers else None
-    criterion = "l2" if args.policy == "sparse_update" and layers is None else "tinytrain"  # a static ranking
-    config = AdaptConfig(
-        policy=args.policy, memory_bytes=math.inf if args.mem_budget is None else float(args.mem_budget),
-        compute_fraction=args.compute_budget, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,
-        criterion=criterion, sparse_update_layers=layers,
-        iterations=args.iterations, epochs=args.epochs, batch_size=args.batch_size,
-        learning_rate=args.learning_rate, seed=args.seed, on_empty=args.on_empty,
-        augment_views=args.augment_views, cache=not args.no_cache,
-        cache_memory_bytes=None if args.cache_memory is None else float(args.cache_memory),
-    )
+    config = adapt_config(args)
     report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
                             include_optimizer=args.include_optimizer, runtime=args.runtime,
                             extra_outputs=(args.plot,) if args.plot else (), max_steps=MAX_STEPS,
@@ -115,19 +141,22 @@ def register(command: Command) -> None:
                         "tinytrain and sparse_update only)")
     p.add_argument("--compute-budget", type=ranged(float, 0, 100, low_open=True), metavar="FRACTION",
                    help="B_compute as a fraction of the full backward pass, i.e. of FullTrain's backward MACs per "
-                         "image (every layer updated); e.g. 0.15 = 15 %% of it, 1 = no compute limit (default: unlimited)")
+                         "image (every layer updated); e.g. 0.15 = 15 %% of it, 1 = no compute limit (default: the "
+                         f"protocol's {DEFAULT_PROTOCOL.compute_fraction:g}; tinytrain and sparse_update only)")
     p.add_argument("--compute-macs", type=ranged(float, 0, 1e18, low_open=True), metavar="MACS",
-                   help="B_compute in multiply-accumulates, instead of --compute-budget (default: unlimited)")
+                   help="B_compute in multiply-accumulates, instead of --compute-budget")
     p.add_argument("--channel-ratio", type=ranged(float, 0, 1, low_open=True), default=0.25, metavar="FRACTION",
                    help="fraction of each selected layer's output channels to update (sparse policies)")
     p.add_argument("--sparse-update-layers", metavar="L1,L2,...",
                    help="--policy sparse_update: layer priority list (default: rank by weight L2 norm)")
-    p.add_argument("--iterations", type=ranged(int, 0, MAX_ITERATIONS), default=40, metavar="STEPS",
-                   help="optimizer steps (ignored with --epochs)")
     p.add_argument("--epochs", type=ranged(int, 1, MAX_EPOCHS), metavar="PASSES",
-                   help="passes over the support set instead of --iterations; the paper: 40 at batch 1 (default: off)")
-    p.add_argument("--batch-size", type=ranged(int, 1, MAX_BATCH), default=1, metavar="IMAGES",
-                   help="images per optimizer step (at most the number of support images)")
+                   help="passes over the support set: each image is seen PASSES times, augmented (default: the "
+                        f"protocol's {DEFAULT_PROTOCOL.epochs}, the paper's appendix A.2)")
+    p.add_argument("--iterations", type=ranged(int, 0, MAX_ITERATIONS), metavar="STEPS",
+                   help="a fixed number of optimizer steps instead of --epochs")
+    p.add_argument("--batch-size", type=ranged(int, 1, MAX_BATCH), metavar="IMAGES",
+                   help="images per optimizer step, at most the number of support images (default: the protocol's "
+                        f"{DEFAULT_PROTOCOL.batch_size})")
     p.add_argument("--learning-rate", type=ranged(float, 0, 10, low_open=True), metavar="RATE", help="optimizer step size (default: the model's)")
     p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, metavar="INT", help="seed of batch order and augmentation")
     p.add_argument("--augment-views", type=ranged(int, 1, 10_000), default=4, metavar="V",

@@ -182,7 +182,8 @@ def register(command: Command) -> None:
     p.add_argument("--target", help="cross-domain data set of the cache (default: fashion_mnist)")
     p.add_argument("--policy", help="adaptation policy (default: tinytrain)")
     p.add_argument("--seed", type=int, help="random seed (default: the demo's)")
-    p.add_argument("--cache", help="data cache folder (default: build/data_cache)")
+    p.add_argument("--cache", help="data cache folder, prepared at the model's input size if missing "
+                   "(default: build/data_cache_128)")
     p.add_argument("--out", help="output folder (default: build/demo)")
     p.set_defaults(func=_cmd_demo)
 

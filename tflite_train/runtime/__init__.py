@@ -40,6 +40,7 @@ from tflite_train.runtime.runtimes import RUNTIMES, resolve_runtime
 from tflite_train.runtime.summary import adapt_record, format_adapt_summary, format_predictions
 from tflite_train.runtime.text import printable
 from tflite_train.runtime.timing import PhaseTimer
+from tflite_train.runtime.protocol import DEFAULT_PROTOCOL, Protocol
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.prediction import class_logits, evaluate, predict
 from tflite_train.runtime.trainer import (
@@ -59,6 +60,7 @@ __all__ = [
     "AdaptResult",
     "CachePlan",
     "CachedCut",
+    "DEFAULT_PROTOCOL",
     "CHECKPOINT_FORMAT_VERSION",
     "Checkpoint",
     "CheckpointError",
@@ -72,6 +74,7 @@ __all__ = [
     "OutputLockedError",
     "PhaseTimer",
     "Progress",
+    "Protocol",
     "RUNTIMES",
     "SchemaError",
     "SelftestError",

@@ -7,26 +7,31 @@ import dataclasses
 import math
 from typing import Any
 
+from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.policies import SelectionConfig, canonical_policy_name
 
 
 @dataclasses.dataclass(frozen=True)
 class AdaptConfig:
-    """How to adapt; written beside every run's outputs (``to_dict``).
+    """How to adapt; written beside every run's outputs (``to_dict``). The defaults are the adaptation
+    protocol (``tflite_train.runtime.protocol.DEFAULT_PROTOCOL``): 40 passes at batch 1, B_compute 15 %.
 
     Attributes:
       policy: "none", "last_layer", "full_train", "sparse_update" or "tinytrain" (aliases accepted).
       memory_bytes: B_mem in bytes (inf = unlimited).
       compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs
-        per sample at the model's input size; ``sparse.budget``), e.g. 0.15, or None.
-      compute_macs: B_compute in MACs, or None (at most one of the two compute bounds).
+        per sample at the model's input size; ``sparse.budget``); default the protocol's 0.15; None = no
+        compute bound. Budgeted policies only (tinytrain, sparse_update).
+      compute_macs: B_compute in MACs, or None. At most one of the two compute bounds: with
+        ``compute_macs``, pass ``compute_fraction=None``.
       channel_ratio: Fraction of output channels updated per selected layer (sparse policies).
       criterion, channel_method: Layer score and channel choice (``SelectionConfig``).
       sparse_update_layers: Fixed priority list for ``sparse_update`` when no meta-training Fisher
         tasks are given to ``adapt``.
-      iterations: Optimizer steps (when ``epochs`` is None).
-      epochs: None, or passes over the support set: then the run takes
+      iterations: None, or a fixed number of optimizer steps instead of ``epochs`` (given, it sets
+        ``epochs`` to None).
+      epochs: Passes over the support set (default the protocol's 40); the run takes
         epochs * ceil(N_support / batch_size) steps. The paper's protocol is 40 such passes at batch 1
         ("training using all the samples (e.g. 25) for ... 40 iterations", appendix A.2), i.e. 1,000
         steps for 25 support images.
@@ -53,16 +58,16 @@ class AdaptConfig:
 
     policy: str = "tinytrain"
     memory_bytes: float = math.inf
-    compute_fraction: float | None = None
+    compute_fraction: float | None = DEFAULT_PROTOCOL.compute_fraction
     compute_macs: float | None = None
     channel_ratio: float = 0.25
     criterion: str = "tinytrain"
     channel_method: str = "fisher"
     sparse_update_layers: tuple[str, ...] | None = None
-    iterations: int = 40
-    epochs: int | None = None
-    batch_size: int = 1
-    learning_rate: float | None = None
+    iterations: int | None = None
+    epochs: int | None = DEFAULT_PROTOCOL.epochs
+    batch_size: int = DEFAULT_PROTOCOL.batch_size
+    learning_rate: float | None = DEFAULT_PROTOCOL.learning_rate
     seed: int = 0
     augment: Any = None
     on_empty: str = "raise"
@@ -76,9 +81,17 @@ class AdaptConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", canonical_policy_name(self.policy))
+        if self.compute_macs is not None and self.compute_fraction is not None:
+            raise ValueError(f"compute_macs ({self.compute_macs!r}) and compute_fraction ({self.compute_fraction!r}) are "
+                             "two compute bounds: pass compute_fraction=None with compute_macs (compute_fraction "
+                             f"defaults to the protocol's {DEFAULT_PROTOCOL.compute_fraction})")
         if self.fisher_samples is not None and (isinstance(self.fisher_samples, bool)
                                                 or not isinstance(self.fisher_samples, int) or self.fisher_samples < 1):
             raise ValueError(f"fisher_samples must be None or an int >= 1; got {self.fisher_samples!r}")
+        if self.iterations is not None:
+            object.__setattr__(self, "epochs", None)  # a fixed number of steps instead of the protocol's passes
+        if self.epochs is None and self.iterations is None:
+            raise ValueError("give epochs (passes over the support set) or iterations (optimizer steps)")
         if self.epochs is not None and (isinstance(self.epochs, bool) or not isinstance(self.epochs, int)
                                         or self.epochs < 1):
             raise ValueError(f"epochs must be None or an int >= 1; got {self.epochs!r}")
@@ -91,6 +104,8 @@ class AdaptConfig:
             raise ValueError(f"cache_memory_bytes must be None or a number >= 0; got {self.cache_memory_bytes!r}")
         for name in ("iterations", "batch_size", "chunk_size", "fisher_chunk_size", "seed", "augment_views"):
             value, low = getattr(self, name), 0 if name in ("iterations", "seed") else 1
+            if name == "iterations" and value is None:
+                continue
             if name == "augment_views" and isinstance(value, int) and not isinstance(value, bool) and value > 10_000:
                 raise ValueError(f"augment_views must be at most 10000; got {value!r}")
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -107,9 +122,9 @@ class AdaptConfig:
         self.selection_config("adam")  # validates budget, ratio, criterion, channel method, on_empty
 
     def num_steps(self, num_support: int) -> int:
-        """Optimizer steps for ``num_support`` support images: ``iterations``, or
-        ``epochs * ceil(num_support / batch_size)`` when ``epochs`` is set."""
-        if self.epochs is None:
+        """Optimizer steps for ``num_support`` support images: ``epochs * ceil(num_support / batch_size)``,
+        or ``iterations`` when given."""
+        if self.iterations is not None:
             return self.iterations
         return self.epochs * -(-num_support // self.batch_size)
 
