@@ -10,6 +10,7 @@ import struct
 from typing import Any
 
 import numpy as np
+import pytest
 
 from runtime_fixtures import fixture_model
 from tflite_train import contract as C
@@ -86,3 +87,15 @@ def metadata_of(data: bytes) -> dict[str, Any]:
 def write(path: pathlib.Path, data: bytes) -> pathlib.Path:
     path.write_bytes(data)
     return path
+
+
+@pytest.fixture(scope="module")
+def model() -> TrainableModel:
+    """The tiny fixture model (import this fixture into a test module to use it)."""
+    return TrainableModel(fixture_model(MODEL))
+
+
+@pytest.fixture(scope="module")
+def parts(model: TrainableModel) -> tuple[dict[str, Any], bytes]:
+    """(header, payload) of a valid checkpoint of ``model`` (``adapted_checkpoint``)."""
+    return split_checkpoint(adapted_checkpoint(model))

@@ -9,14 +9,13 @@ and one line, never a traceback. The same cases as the Java ``CheckpointHeaderTe
 from __future__ import annotations
 
 import copy
-import re
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from crafted_files import (CLASS_NAMES, MODEL, adapted_checkpoint, metadata_of, model_bytes, resealed_checkpoint,
-                           split_checkpoint, with_metadata, write)
+from crafted_files import model, parts  # noqa: F401 (fixtures)
+from crafted_files import CLASS_NAMES, MODEL, metadata_of, model_bytes, resealed_checkpoint, with_metadata, write
 from runtime_fixtures import assert_one_line_error, fixture_model, run_cli
 from tflite_train import contract as C
 from tflite_train.runtime.adapt_job import run_prediction
@@ -30,19 +29,10 @@ from tflite_train.sparse.selection import Selection
 pytestmark = pytest.mark.pi
 
 
-@pytest.fixture(scope="module")
-def model():
-    return TrainableModel(fixture_model(MODEL))
-
-
-@pytest.fixture(scope="module")
-def parts(model):
-    return split_checkpoint(adapted_checkpoint(model))
-
-
 def _set(path: str, value):
-    """An edit setting the header member at dotted ``path`` ("selection.channels") to ``value``."""
-    def edit(header, layer):
+    """An edit setting the member at dotted ``path`` ("selection.channels") of a header or metadata to ``value``
+    (a callable: of the selected layer)."""
+    def edit(header, layer=None):
         *parents, last = path.split(".")
         node = header
         for key in parents:
@@ -183,35 +173,25 @@ def test_check_checkpoint_header_names_the_first_bad_field(parts):
         check_checkpoint_header(header, "y.ckpt")
 
 
-def _meta_set(path: str, value):
-    def edit(meta):
-        *parents, last = path.split(".")
-        node = meta
-        for key in parents:
-            node = node[int(key)] if isinstance(node, list) else node[key]
-        node[int(last) if isinstance(node, list) else last] = value(node) if callable(value) else value
-    return edit
-
-
 METADATA_CASES = {
-    "input height a string": (_meta_set("input.height", "33"), r"field input\.height: must be an integer; got a string '33'"),
-    "input std zero": (_meta_set("input.std", [0.0, 1.0, 1.0]), r"field input\.std: must be > 0"),
-    "input mean too short": (_meta_set("input.mean", [0.0]), r"field input\.mean: has 1 values for channels 3"),
-    "input range reversed": (_meta_set("input.range", [1.0, 0.0]), r"field input\.range: must be \[low, high\] with low < high"),
-    "input range a number": (_meta_set("input.range", 1), r"field input\.range: must be a list"),
-    "capacity negative": (_meta_set("class_capacity", -1), r"field class_capacity: must be in 1\.\."),
-    "feature dim a float": (_meta_set("feature_dim", 32.0), r"field feature_dim: must be an integer; got 32\.0"),
-    "layers null": (_meta_set("layers", None), r"field layers: must be a list"),
-    "layer out_channels a string": (_meta_set("layers.3.out_channels", "x"), r"field layers\[3\]\.out_channels: must be an integer"),
-    "layer index out of order": (_meta_set("layers.2.index", 5), r"field layers\[2\]\.index: is 5; indices must be 0\.\.n-1"),
-    "layer groups not dividing": (_meta_set("layers.3.groups", 3), r"field layers\[3\]\.groups: 3 must divide"),
-    "candidates not in layers": (_meta_set("candidates", ["nope"]), r"field candidates\[0\]: names 'nope', which is not in layers"),
-    "candidates empty": (_meta_set("candidates", []), r"field candidates: must have 1\.\."),
-    "signatures a list": (_meta_set("signatures", []), r"field signatures: must be an object"),
+    "input height a string": (_set("input.height", "33"), r"field input\.height: must be an integer; got a string '33'"),
+    "input std zero": (_set("input.std", [0.0, 1.0, 1.0]), r"field input\.std: must be > 0"),
+    "input mean too short": (_set("input.mean", [0.0]), r"field input\.mean: has 1 values for channels 3"),
+    "input range reversed": (_set("input.range", [1.0, 0.0]), r"field input\.range: must be \[low, high\] with low < high"),
+    "input range a number": (_set("input.range", 1), r"field input\.range: must be a list"),
+    "capacity negative": (_set("class_capacity", -1), r"field class_capacity: must be in 1\.\."),
+    "feature dim a float": (_set("feature_dim", 32.0), r"field feature_dim: must be an integer; got 32\.0"),
+    "layers null": (_set("layers", None), r"field layers: must be a list"),
+    "layer out_channels a string": (_set("layers.3.out_channels", "x"), r"field layers\[3\]\.out_channels: must be an integer"),
+    "layer index out of order": (_set("layers.2.index", 5), r"field layers\[2\]\.index: is 5; indices must be 0\.\.n-1"),
+    "layer groups not dividing": (_set("layers.3.groups", 3), r"field layers\[3\]\.groups: 3 must divide"),
+    "candidates not in layers": (_set("candidates", ["nope"]), r"field candidates\[0\]: names 'nope', which is not in layers"),
+    "candidates empty": (_set("candidates", []), r"field candidates: must have 1\.\."),
+    "signatures a list": (_set("signatures", []), r"field signatures: must be an object"),
     "head scale nan": (lambda m: m["head"].__setitem__("scale", float("nan")), r"field head\.scale: must be finite"),
-    "optimizer unknown": (_meta_set("optimizer.name", "rmsprop"), r"field optimizer\.name: must be one of adam, sgd_momentum"),
-    "cached cut index beyond": (_meta_set("cached_cuts.0.lowest_index", 9999), r"field cached_cuts\[0\]\.lowest_index: is 9999"),
-    "model id empty": (_meta_set("model_id", ""), r"field model_id: must have 1\.\."),
+    "optimizer unknown": (_set("optimizer.name", "rmsprop"), r"field optimizer\.name: must be one of adam, sgd_momentum"),
+    "cached cut index beyond": (_set("cached_cuts.0.lowest_index", 9999), r"field cached_cuts\[0\]\.lowest_index: is 9999"),
+    "model id empty": (_set("model_id", ""), r"field model_id: must have 1\.\."),
 }
 
 

@@ -10,7 +10,6 @@ another exception, never a signal. Example counts: ``fuzz_profiles``.
 
 from __future__ import annotations
 
-import argparse
 import io
 import math
 
@@ -73,30 +72,29 @@ def _check_accepted(value, low, high, flag):
         assert math.isfinite(v) and low <= v <= high, (flag, v)
 
 
-@examples(200)
-@given(flag=st.sampled_from(sorted(ADAPT_FLAGS)), text=NUMBER_TEXT)
-def test_fuzz_adapt_numeric_flags(capsys, flag, text):
-    argv = ["adapt", "--model", "m.tflite", "--support", "s", "--out", "o.ckpt", f"{flag}={text}"]
+def _flag_property(capsys, argv: list[str], flag: str, bounds: tuple[float, float]) -> None:
+    """The parser refuses ``argv`` with exit 2 and one line, or accepts a finite value of ``flag`` within ``bounds``."""
     capsys.readouterr()
     args, code = _parse(argv)
     err = capsys.readouterr().err
     if args is None:
         assert code == 2 and err.count("\n") == 1 and ": error: " in err, err
     else:
-        _check_accepted(getattr(args, flag[2:].replace("-", "_")), *ADAPT_FLAGS[flag], flag)
+        _check_accepted(getattr(args, flag[2:].replace("-", "_")), *bounds, flag)
+
+
+@examples(200)
+@given(flag=st.sampled_from(sorted(ADAPT_FLAGS)), text=NUMBER_TEXT)
+def test_fuzz_adapt_numeric_flags(capsys, flag, text):
+    argv = ["adapt", "--model", "m.tflite", "--support", "s", "--out", "o.ckpt", f"{flag}={text}"]
+    _flag_property(capsys, argv, flag, ADAPT_FLAGS[flag])
 
 
 @examples(200)
 @given(flag=st.sampled_from(sorted(EXPORT_FLAGS)), texts=st.lists(NUMBER_TEXT, min_size=1, max_size=3))
 def test_fuzz_export_numeric_flags(capsys, flag, texts):
     argv = ["export", "--out", "m.tflite", *[f"{flag}={t}" for t in texts[:1]], *texts[1:]]
-    capsys.readouterr()
-    args, code = _parse(argv)
-    err = capsys.readouterr().err
-    if args is None:
-        assert code == 2 and err.count("\n") == 1 and ": error: " in err, err
-    else:
-        _check_accepted(getattr(args, flag[2:].replace("-", "_")), *EXPORT_FLAGS[flag], flag)
+    _flag_property(capsys, argv, flag, EXPORT_FLAGS[flag])
 
 
 @examples(40)

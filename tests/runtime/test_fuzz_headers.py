@@ -21,7 +21,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from crafted_files import MODEL, adapted_checkpoint, metadata_of, model_bytes, resealed_checkpoint, split_checkpoint, with_metadata
+from crafted_files import model, parts  # noqa: F401 (fixtures)
+from crafted_files import MODEL, metadata_of, model_bytes, resealed_checkpoint, with_metadata
 from fuzz_profiles import PROJECT_ERRORS, examples
 from runtime_fixtures import fixture_model, run_cli
 from tflite_train import contract as C
@@ -134,16 +135,6 @@ def inconsistent(draw, header: dict, candidates: dict[str, int]) -> dict:
     if draw(st.booleans()):
         header["include_optimizer"] = not header["include_optimizer"]
     return header
-
-
-@pytest.fixture(scope="module")
-def model():
-    return TrainableModel(fixture_model(MODEL))
-
-
-@pytest.fixture(scope="module")
-def parts(model):
-    return split_checkpoint(adapted_checkpoint(model))
 
 
 def _api_property(model, data: bytes) -> None:
