@@ -267,10 +267,14 @@ public final class Checkpoint {
     }
   }
 
-  /** Writes {@code data} to {@code path} atomically: a temp file beside it, fsync'd, then moved over it. */
+  /**
+   * Writes {@code data} to {@code path} atomically: a temp file beside it, fsync'd, then moved over it. The
+   * temp file is named {@code .<name><random>.tmp}, with {@link #tempStem} of the name when the name is too
+   * long for that within the 255-byte file-name limit (as Python's {@code output_names.sibling_stem}).
+   */
   public static void writeAtomic(Path path, byte[] data) throws IOException {
     Path dir = path.toAbsolutePath().getParent();
-    Path tmp = Files.createTempFile(dir, "." + path.getFileName(), ".tmp");
+    Path tmp = Files.createTempFile(dir, "." + tempStem(path.getFileName().toString()), ".tmp");
     try {
       try (java.nio.channels.FileChannel channel = java.nio.channels.FileChannel.open(tmp,
           java.nio.file.StandardOpenOption.WRITE)) {
@@ -288,6 +292,41 @@ public final class Checkpoint {
     } finally {
       Files.deleteIfExists(tmp);
     }
+  }
+
+  /** Most bytes of a file name (Linux, macOS, Android: 255). */
+  static final int NAME_MAX = 255;
+  /** What a temp file adds to the stem: "." before it, up to 20 random digits and ".tmp" after it. */
+  static final int TEMP_TAIL_BYTES = 25;
+
+  /**
+   * {@code name} itself when a temp file's name built from it fits {@link #NAME_MAX} bytes, else its longest
+   * prefix that fits (cut at a character boundary) + "~" + 8 hex digits of the name's sha256.
+   */
+  static String tempStem(String name) {
+    byte[] utf8 = name.getBytes(StandardCharsets.UTF_8);
+    int room = NAME_MAX - TEMP_TAIL_BYTES;
+    if (utf8.length <= room) {
+      return name;
+    }
+    byte[] digest = sha256(utf8, utf8.length);
+    StringBuilder hex = new StringBuilder();
+    for (int i = 0; i < 4; i++) {
+      hex.append(String.format("%02x", digest[i] & 0xff));
+    }
+    StringBuilder prefix = new StringBuilder();
+    int used = 0;
+    for (int i = 0; i < name.length(); ) {
+      int cp = name.codePointAt(i);
+      int size = new String(Character.toChars(cp)).getBytes(StandardCharsets.UTF_8).length;
+      if (used + size > room - 9) {
+        break;
+      }
+      prefix.appendCodePoint(cp);
+      used += size;
+      i += Character.charCount(cp);
+    }
+    return prefix + "~" + hex;
   }
 
   private static Map<String, int[]> sortedSelection(ModelMetadata m, Selection selection) {

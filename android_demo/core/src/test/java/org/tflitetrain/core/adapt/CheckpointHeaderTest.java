@@ -137,6 +137,23 @@ public class CheckpointHeaderTest {
   }
 
   @Test
+  public void longNamesAreWrittenAtomically() throws Exception {
+    java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("ckpt");
+    for (String name : List.of("c".repeat(240), "c".repeat(255), "\u00e9".repeat(127), "short.ckpt")) {
+      java.nio.file.Path path = dir.resolve(name);
+      Checkpoint.writeAtomic(path, new byte[] {1, 2, 3});
+      assertEquals(3, java.nio.file.Files.size(path));
+      assertTrue(Checkpoint.tempStem(name).getBytes(StandardCharsets.UTF_8).length + Checkpoint.TEMP_TAIL_BYTES
+          <= Checkpoint.NAME_MAX);
+    }
+    try (java.util.stream.Stream<java.nio.file.Path> files = java.nio.file.Files.list(dir)) {
+      assertEquals("no temp file left", 4, files.count());
+    }
+    assertEquals("short.ckpt", Checkpoint.tempStem("short.ckpt"));
+    assertFalse(Checkpoint.tempStem("x".repeat(250) + "1").equals(Checkpoint.tempStem("x".repeat(250) + "2")));
+  }
+
+  @Test
   public void malformedJsonAndLengthsAreOneLine() throws Exception {
     Setup s = new Setup();
     refused(s, "{", "[", "malformed checkpoint header");
