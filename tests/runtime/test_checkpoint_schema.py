@@ -217,3 +217,31 @@ def test_every_fixture_model_passes_the_metadata_schema():
     for name in ("tiny_adam_33", "tiny_sgd_full_17", "tiny_nocache_17", "mcunet_adam_35", "byo_plain_cnn_23",
                  "byo_rescaling_20"):
         assert check_model_metadata(read_metadata(fixture_model(name)), name)[C.F_MODEL_ID]
+
+
+@pytest.mark.parametrize("edit, pattern", [
+    (lambda r: r.clear(), "run report field classes: is missing"),
+    (lambda r: r.update(classes=None), "run report field classes: must be a list"),
+    (lambda r: r.update(selection=5), "run report field selection: must be an object"),
+    (lambda r: r.update(losses="ab"), "run report field losses: must be a list"),
+    (lambda r: r.update(seconds={"load": "x"}), "run report field seconds.load: must be a number"),
+    (lambda r: r.__setitem__("cache", {"used": True}), "run report field cache.layer: is missing"),
+])
+def test_show_refuses_a_crafted_report(earlier_run, tmp_path, capsys, parts, edit, pattern):
+    """``show`` prints the stored report: a crafted one ended in KeyError/TypeError; now one line."""
+    from tflite_train.runtime.checkpoint import load_checkpoint
+
+    header = copy.deepcopy(parts[0])
+    header["report"] = dict(load_checkpoint(earlier_run[1] / "m.ckpt").report)
+    edit(header["report"])
+    ckpt = write(tmp_path / "r.ckpt", resealed_checkpoint(header, parts[1]))
+    capsys.readouterr()
+    assert run_cli(["show", str(ckpt)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "r.ckpt: " + pattern)
+
+
+def test_show_prints_a_real_report(earlier_run, capsys):
+    _, run = earlier_run
+    capsys.readouterr()
+    assert run_cli(["show", str(run / "m.ckpt")]) == 0
+    assert "adapted " in capsys.readouterr().out

@@ -251,3 +251,31 @@ def test_fuzz_model_metadata_well_typed(metadata, tmp_path_factory, data):
 @given(data=st.data())
 def test_fuzz_model_metadata_ill_typed(metadata, tmp_path_factory, data):
     _metadata_property(tmp_path_factory, data.draw(ill_typed(metadata)))
+
+
+@pytest.fixture(scope="module")
+def real_report(tmp_path_factory, fashion):
+    """The report of a real ``adapt`` run (3 steps on the tiny model)."""
+    from runtime_fixtures import adapt_cli, write_episode_folders
+
+    from tflite_train.runtime.checkpoint import load_checkpoint
+
+    root = tmp_path_factory.mktemp("report")
+    support, _ = write_episode_folders(fashion, root, ways=2, shots=2, queries=1)
+    assert adapt_cli(support, root / "m.ckpt") == 0
+    return load_checkpoint(root / "m.ckpt").report
+
+
+@examples(60)
+@given(data=st.data())
+def test_fuzz_show_with_generated_reports(parts, real_report, data, tmp_path_factory, capsys):
+    report = data.draw(well_typed(real_report) | ill_typed(real_report))
+    header = copy.deepcopy(parts[0])
+    header["report"] = report
+    path = tmp_path_factory.mktemp("show") / "r.ckpt"
+    path.write_bytes(resealed_checkpoint(header, parts[1]))
+    capsys.readouterr()
+    code = run_cli(["show", str(path)])
+    err = capsys.readouterr().err
+    assert code in (0, 2), (code, err)
+    assert code == 0 or (err.count("\n") == 1 and err.startswith("tflite-train show: error: ")), err

@@ -34,6 +34,7 @@ from tflite_train.runtime.model_contract import check_metadata, input_range, lay
 from tflite_train.runtime.output_lock import output_lock
 from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.progress import Progress, no_progress
+from tflite_train.runtime.report_schema import check_run_report
 from tflite_train.runtime.runtimes import resolve_runtime
 from tflite_train.runtime.text import printable
 from tflite_train.runtime.adapt_config import AdaptConfig
@@ -229,14 +230,15 @@ def run_record(checkpoint_path: str | os.PathLike) -> dict[str, Any]:
 
     Raises:
       UserError: the file is not a regular file, or holds no report (e.g. written by the Java core).
-      CheckpointError: the file is not a valid checkpoint.
+      CheckpointError: the file is not a valid checkpoint, or its report lacks a field ``show`` prints or
+        holds one of the wrong type (``report_schema``).
     """
     _require_regular_file(checkpoint_path, "checkpoint")
     checkpoint = load_checkpoint(checkpoint_path)
     if checkpoint.report is None:
         raise UserError(f"checkpoint {printable(os.fspath(checkpoint_path))} holds no run report "
                         "(not written by tflite-train adapt)")
-    report = dict(checkpoint.report)
+    report = check_run_report(checkpoint.report, printable(os.fspath(checkpoint_path)))
     report["losses"] = [math.nan if v is None else v for v in report.get("losses", [])]
     report["checkpoint"] = os.fspath(checkpoint_path)
     report["checkpoint_bytes"] = os.stat(checkpoint_path).st_size
