@@ -36,6 +36,7 @@ from tflite_train.runtime.output_lock import OutputLockedError, output_lock
 from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.plots import plot_adaptation
 from tflite_train.runtime.progress import Progress, no_progress, terminal_progress
+from tflite_train.runtime.report_schema import check_run_report
 from tflite_train.runtime.runtimes import RUNTIMES, resolve_runtime
 from tflite_train.runtime.summary import adapt_record, format_adapt_summary, format_predictions
 from tflite_train.runtime.text import printable
@@ -88,6 +89,7 @@ __all__ = [
     "check_metadata",
     "check_model_metadata",
     "check_output_name",
+    "check_run_report",
     "check_selftest_vectors",
     "check_output_file",
     "class_logits",
