@@ -9,27 +9,33 @@ is converted or written.
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import keras
 
+from converters.candidate_choice import AUTO, choose_candidates, describe, refusal
 from converters.export_config import ExportConfig
 from converters.graph.ir import Graph, InputSpec
 from converters.graph.keras_reader import GraphReadError, read_keras
 from converters.graph.layer_table import graph_layer_table
 from converters.graph.passes import prepare_graph
-from converters.graph.region import check_region, parse_candidates
+from converters.graph.region import RegionError, check_region, parse_candidates
 from converters.trainable_module import TrainableModule
 from tflite_train.models import build_backbone
 from tflite_train.sparse.layer_table import LayerTable
 
+LOG = logging.getLogger(__name__)
+
 
 @dataclasses.dataclass(frozen=True)
 class PreparedModel:
-    """A model ready to be assembled: its graph, layer table and candidate layers (table indices)."""
+    """A model ready to be assembled: its graph, layer table and candidate layers (table indices), and
+    the candidate spec that names them (``config.candidate_spec``, or the default choice for ``AUTO``)."""
 
     graph: Graph
     table: LayerTable
     candidates: tuple[int, ...]
+    candidate_spec: str
 
 
 def backbone_model(config: ExportConfig) -> keras.Model:
@@ -94,14 +100,23 @@ def prepare_model(model: keras.Model, config: ExportConfig) -> PreparedModel:
             graph = dataclasses.replace(graph, input_spec=dataclasses.replace(graph.input_spec,
                                                                                value_range=config.input_range))
     table = graph_layer_table(graph)
+    if config.candidates == AUTO:
+        choice = choose_candidates(graph, table, config.optimizer)
+        if choice is None:
+            raise RegionError(refusal(nodes, output, spec, graph, config.feature_layer))
+        (LOG.info if choice.fitting else LOG.warning)("%s", describe(choice, table))
+        return PreparedModel(graph, table, choice.candidates, choice.spec)
     candidates = parse_candidates(config.candidate_spec, graph, table)
     check_region(graph, table, candidates)
-    return PreparedModel(graph, table, candidates)
+    return PreparedModel(graph, table, candidates, config.candidate_spec)
 
 
 def module_from_keras(model: keras.Model, config: ExportConfig) -> TrainableModule:
-    """The ``TrainableModule`` of ``model`` (raises before building anything it cannot export)."""
+    """The ``TrainableModule`` of ``model`` (raises before building anything it cannot export). Its config
+    holds the resolved candidates: ``AUTO`` is replaced by the spec chosen (``converters.candidate_choice``)."""
     prepared = prepare_model(model, config)
+    if config.candidates == AUTO:
+        config = dataclasses.replace(config, candidates=prepared.candidate_spec)
     return TrainableModule(config, prepared.graph, prepared.table, prepared.candidates)
 
 

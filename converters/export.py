@@ -170,19 +170,22 @@ def export_keras(model: keras.Model, config: ExportConfig) -> ExportResult:
 
 def write_export(config: ExportConfig, out: str | pathlib.Path, model: keras.Model | None = None) -> ExportResult:
     """Exports (``model``, or the built-in backbone of ``config``) and writes ``out`` plus
-    ``<out>.config.json`` (the resolved config), each atomically; nothing is written on failure."""
+    ``<out>.config.json`` (the resolved config: default candidates, ``candidates="auto"``, are written as
+    the spec chosen, ``converters.candidate_choice``), each atomically; nothing is written on failure."""
     out = pathlib.Path(out)
     result = export_model(config) if model is None else export_keras(model, config)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, result.model)
-    write_atomic(out.with_suffix(out.suffix + ".config.json"), json.dumps(config.to_dict(), indent=2).encode())
+    write_atomic(out.with_suffix(out.suffix + ".config.json"),
+                 json.dumps(result.module.config.to_dict(), indent=2).encode())
     return result
 
 
 def export_is_current(config: ExportConfig, out: str | pathlib.Path) -> bool:
     """True when ``out`` exists, its ``.config.json`` holds ``config`` and its ``.stamp`` the current code
     stamp (``converters.export_stamp.code_stamp``: exporter sources, TensorFlow/Keras versions, weights
-    file). A file made by other code, or one without a stamp, is not current."""
+    file). A file made by other code, or one without a stamp, is not current; nor is any file for a
+    config with ``candidates="auto"`` (its sidecar holds the spec that was chosen, not "auto")."""
     out = pathlib.Path(out)
     sidecar = out.with_suffix(out.suffix + ".config.json")
     stamp_file = stamp_path(out)

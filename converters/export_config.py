@@ -31,7 +31,9 @@ class ExportConfig:
         layers of the last k blocks (plus the trailing layers) are candidates; k = num_blocks also
         makes the stem a candidate (FullTrain).
       candidates: Candidate layers (``converters.graph.region``): "blocks:K", "layers:K",
-        "from:LAYER" or "all"; "" = "blocks:{candidate_blocks}".
+        "from:LAYER" or "all"; "" = "blocks:{candidate_blocks}"; "auto" = the default choice of
+        ``converters.candidate_choice`` (what ``export --keras-model`` uses without ``--candidates``),
+        replaced by the spec chosen in the exported file's config.
       feature_layer: Layer whose output is the embedding; None = the global pooling (or Flatten)
         that feeds the model's classifier (``converters.graph.passes.select_embedding``).
       class_capacity: K_max, the most classes the head holds.

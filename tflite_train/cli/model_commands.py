@@ -14,6 +14,7 @@ __all__ = ["register"]
 
 def _cmd_export(args: argparse.Namespace) -> int:
     """Exports a trainable .tflite (needs TensorFlow: the converters package)."""
+    from converters.candidate_choice import AUTO
     from converters.export import write_export
     from converters.export_config import DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE, ExportConfig
     from converters.keras_io import load_keras_model
@@ -29,6 +30,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         if args.backbone or args.weights:
             raise ValueError("--keras-model cannot be combined with --backbone or --weights")
         model = load_keras_model(args.keras_model)
+        if not args.candidates and not args.candidate_blocks:  # the exporter chooses and says what it chose
+            common["candidates"] = AUTO
         config = ExportConfig(backbone="keras", input_size=size, keras_model=str(args.keras_model),
                               candidate_blocks=args.candidate_blocks or 2,
                               cosine_scale=args.cosine_scale or 10.0,
@@ -113,9 +116,11 @@ def register(command: Command) -> None:
                    "value; default: the model's own preprocessing layers, else 0 (identity)")
     p.add_argument("--std", type=positive_float, nargs="+", help="see --mean; > 0; default 1")
     p.add_argument("--candidates", help="layers the device may train: blocks:K (last K blocks), layers:K (last K "
-                   "layers with weights), from:LAYER (LAYER and everything after it) or all")
+                   "layers with weights), from:LAYER (LAYER and everything after it) or all (default for a Keras "
+                   "model: chosen and printed, blocks:2 or fewer blocks, else the trailing layers that export and "
+                   "that adapt's default budget can train)")
     p.add_argument("--candidate-blocks", type=ranged(int, 1, 10_000), help="shorthand for --candidates blocks:K (default 6 for lite0, "
-                   "4 for the other built-in backbones, 2 for a Keras model)")
+                   "4 for the other built-in backbones)")
     p.add_argument("--feature-layer", help="layer whose output is the embedding (default: the global pooling or "
                    "Flatten that feeds the model's classifier)")
     p.add_argument("--capacity", type=ranged(int, 2, 100_000), default=64, help="most classes the on-device head holds (default 64)")
