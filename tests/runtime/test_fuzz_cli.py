@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from PIL import Image
 
@@ -142,8 +142,18 @@ def image_bytes(draw) -> tuple[str, bytes]:
     return "." + kind.lower().replace("jpeg", "jpg"), bytes(data)
 
 
+_NPY_DAMAGED = (b"\x93NUMPY\x01\x00v\x00{'descr'[ '|u1', 'fortran_order': False, 'shape': (2, 3), }" + b" " * 58
+                + b"\n" + bytes(6))
+"""Found by the long run: a .npy header with one byte changed made numpy raise tokenize.TokenError."""
+TIFF_CORRUPT_EXIF = (".tiff", b"II*\x00\x08\x00\x00\x00")
+"""Found by the long run: Pillow printed a UserWarning to stderr beside predict's one-line error."""
+
+
 @examples(200)
 @given(image=image_bytes())
+@example(image=(".npy", _NPY_DAMAGED))
+@example(image=(".npy", _NPY_DAMAGED.replace(b"'descr'[", b"'descr':").replace(b"(2, 3)", b"(99999, 99999)")))
+@example(image=TIFF_CORRUPT_EXIF)
 def test_fuzz_image_bytes_api(tmp_path_factory, image):
     suffix, data = image
     path = tmp_path_factory.mktemp("img") / ("x" + suffix)
@@ -167,6 +177,8 @@ def checkpoint_file(tmp_path_factory):
 
 @examples(25)
 @given(images=st.lists(image_bytes(), min_size=1, max_size=3))
+@example(images=[TIFF_CORRUPT_EXIF])
+@example(images=[(".npy", _NPY_DAMAGED)])
 def test_fuzz_image_bytes_predict_cli(tmp_path_factory, capsys, checkpoint_file, images):
     folder = tmp_path_factory.mktemp("predict")
     paths = []

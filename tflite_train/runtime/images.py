@@ -30,8 +30,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
+import math
 import os
 import pathlib
+import re
 import stat
 import struct
 import warnings
@@ -140,7 +142,8 @@ def _pillow_to_array(data: bytes, source: str, limits: ImageLimits) -> np.ndarra
 def _pillow_decode(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
     from PIL import Image, ImageOps, UnidentifiedImageError
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(record=True) as caught:  # Pillow's warnings go to the log, not to stderr
+        warnings.simplefilter("always")
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
             with Image.open(io.BytesIO(data), formats=PILLOW_FORMATS) as image:
@@ -162,6 +165,9 @@ def _pillow_decode(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
             raise ImageError(f"image {source} is refused as a decompression bomb: {err}") from err
         except _DECODER_ERRORS as err:
             raise ImageError(f"image {source} is corrupt or truncated ({type(err).__name__}: {err})") from err
+        finally:
+            for warning in caught:
+                LOG.info("image %s: %s", source, printable(str(warning.message)))
 
 
 def _mode_to_uint8(image, source: str) -> np.ndarray:
@@ -201,13 +207,49 @@ def _to_numpy(image) -> np.ndarray:
     return out
 
 
-def _npy_to_array(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
-    if not data.startswith(b"\x93NUMPY"):
+_NPY_HEADER = re.compile(r"\{'descr': '([<>|=]?[a-zA-Z]\d*)', 'fortran_order': (?:True|False), "
+                         r"'shape': \(((?:\d{1,12}, ?)*\d{0,12})\), ?\} *\n?")
+"""The header ``np.save`` writes (keys sorted, a literal dict); anything else is refused before numpy parses it."""
+
+
+def _check_npy_header(data: bytes, source: str) -> None:
+    """Refuses a ``.npy`` file whose header is not the one ``np.save`` writes, or whose data size disagrees
+    with its shape, before ``np.load`` sees it (numpy parses the header with ``ast``/``tokenize``, whose
+    errors on a damaged header are not ValueErrors, and allocates the whole array before reading it)."""
+    if not data.startswith(b"\x93NUMPY") or len(data) < 10:
         raise ImageError(f"image {source} is not a .npy array file (bad magic)")
+    major = data[6]
+    if major not in (1, 2, 3):
+        raise ImageError(f"image {source} is a .npy file of unknown version {major}")
+    size_bytes = 2 if major == 1 else 4
+    start = 8 + size_bytes
+    length = int.from_bytes(data[8:start], "little")
+    if start + length > len(data):
+        raise ImageError(f"image {source} is a corrupt .npy file (header of {length} bytes beyond the file)")
+    try:
+        header = data[start:start + length].decode("utf-8" if major == 3 else "latin-1")
+    except UnicodeDecodeError as err:
+        raise ImageError(f"image {source} is a corrupt .npy file (header is not text)") from err
+    match = _NPY_HEADER.fullmatch(header)
+    if match is None:
+        raise ImageError(f"image {source} is a corrupt .npy file (header {printable(header[:60])!r} is not np.save's)")
+    try:
+        itemsize = np.dtype(match.group(1)).itemsize
+    except TypeError as err:
+        raise ImageError(f"image {source} is a .npy file of unknown dtype {match.group(1)!r}") from err
+    shape = [int(d) for d in match.group(2).replace(" ", "").split(",") if d]
+    expected = itemsize * math.prod(shape)
+    if expected != len(data) - start - length:
+        raise ImageError(f"image {source} is a corrupt .npy file (shape {tuple(shape)} needs {expected} bytes of "
+                         f"data; it has {len(data) - start - length})")
+
+
+def _npy_to_array(data: bytes, source: str, limits: ImageLimits) -> np.ndarray:
+    _check_npy_header(data, source)
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
-        raise ImageError(f"image {source} is a corrupt .npy file ({err})") from err
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as err:
+        raise ImageError(f"image {source} is a corrupt .npy file ({type(err).__name__}: {err})") from err
     if array.ndim == 2:
         array = array[..., None]
     if array.ndim != 3 or array.shape[2] not in (1, 2, 3, 4) or 0 in array.shape:
