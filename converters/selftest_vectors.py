@@ -47,7 +47,7 @@ def selftest_inputs(module: TrainableModule, seed: int, batch: int) -> dict[str,
     """
     shape, value_range = _image_spec(module, batch)
     images = selftest_images(seed, shape, value_range)
-    num_classes = min(3, batch)
+    num_classes = min(3, batch, module.config.class_capacity)  # the head holds at most class_capacity classes
     labels = (np.arange(batch) % num_classes).astype(np.int32)
     module.reset_state(NO_INPUT)
     emb = module.infer(tf.constant(images))[C.EMBEDDINGS].numpy()

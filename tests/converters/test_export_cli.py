@@ -81,3 +81,15 @@ def test_model_id_covers_weights_and_normalisation(tmp_path):
     for other in ("other_weights", "other_norm"):
         with pytest.raises(CheckpointError, match="model"):
             restore_checkpoint(models[other], ckpt)
+
+
+def test_the_smallest_head_exports_and_verifies(tmp_path):
+    """--capacity 2 (the CLI's minimum) with the default 3-image self-test: the self-test uses at most
+    ``class_capacity`` classes (it used 3 and the export crashed on the head's shape)."""
+    from tflite_train.runtime.selftest import verify
+
+    config = ExportConfig(backbone="tiny", input_size=(17, 17), candidate_blocks=1, class_capacity=2, train_variants=0)
+    path = tmp_path / "two.tflite"
+    path.write_bytes(export_model(config).model)
+    result = verify(path)
+    assert result.passed, result.format()
