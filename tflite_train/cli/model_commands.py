@@ -31,7 +31,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             raise ValueError("--keras-model cannot be combined with --backbone or --weights")
         model = load_keras_model(args.keras_model)
         if not args.candidates and not args.candidate_blocks:  # the exporter chooses and says what it chose
-            common["candidates"] = AUTO
+            common.update(candidates=AUTO)
         config = ExportConfig(backbone="keras", input_size=size, keras_model=str(args.keras_model),
                               candidate_blocks=args.candidate_blocks or 2,
                               cosine_scale=args.cosine_scale or 10.0,
