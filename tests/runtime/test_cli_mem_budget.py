@@ -11,7 +11,7 @@ from tflite_train.cli import main
 from tflite_train.runtime.checkpoint import load_checkpoint
 from tflite_train.runtime.metadata import read_metadata
 from tflite_train.runtime.model_contract import layer_table
-from tflite_train.sparse import scaled_memory_budget
+from tflite_train.sparse import format_bytes, scaled_memory_budget
 
 
 @pytest.fixture()
@@ -52,12 +52,27 @@ def test_unbudgeted_policies_get_no_default_budget(support, tmp_path, caplog):
     assert not [r for r in caplog.records if "ignores the memory and compute budgets" in r.getMessage()]
 
 
-def test_a_default_that_fits_no_layer_is_one_line_naming_the_budget(support, tmp_path, capsys):
-    """The toy model's default (0.49 x its LastLayer memory) is below its cheapest layer."""
-    assert _adapt("tiny_adam_33", support, tmp_path / "m.ckpt") == 2
+def test_a_default_that_fits_no_layer_adapts_the_head_and_warns_once(support, tmp_path, capsys, caplog):
+    """The toy model's default (0.49 x its LastLayer memory) is below its cheapest layer: with the default
+    budgets the run adapts the prototypes only and says so in one warning naming the flags."""
+    with caplog.at_level(logging.WARNING):
+        assert _adapt("tiny_adam_33", support, tmp_path / "m.ckpt") == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "\n" not in warnings[0]
+    budget = format_bytes(_default_budget("tiny_adam_33"))
+    assert f"the default budget (B_mem {budget}, B_compute 15% of the full backward pass) fits no candidate " \
+           "layer" in warnings[0] and "--mem-budget" in warnings[0] and "--compute-budget" in warnings[0]
+    checkpoint = load_checkpoint(tmp_path / "m.ckpt")
+    assert checkpoint.selection.layers == () and checkpoint.config["adapt"]["on_empty"] == "empty"
+
+
+@pytest.mark.parametrize("flags", [("--mem-budget", "20KiB"), ("--on-empty", "raise")])
+def test_a_budget_or_on_empty_given_that_fits_no_layer_is_one_line_in_readable_units(support, tmp_path, capsys, flags):
+    assert _adapt("tiny_adam_33", support, tmp_path / "m.ckpt", *flags) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "no candidate layer fits the budget" in err
-    assert f"memory_bytes={_default_budget('tiny_adam_33')!r}" in err
+    assert "\n" not in err and "no candidate layer fits the budget (B_mem " in err
+    budget = "20.0 KiB" if flags[0] == "--mem-budget" else format_bytes(_default_budget("tiny_adam_33"))
+    assert f"B_mem {budget}, B_compute " in err and "the cheapest single layer needs " in err and "KiB (" in err
     assert not (tmp_path / "m.ckpt").exists()
 
 

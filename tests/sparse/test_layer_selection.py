@@ -98,7 +98,7 @@ def test_budget_that_fits_nothing_raises(abc_table):
 
 
 def test_budget_that_fits_nothing_returns_empty(abc_table, caplog):
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         chosen = greedy_select_layers(
             abc_table, RANKING, Budget(compute_macs=15), channel_ratio=0.5, on_empty="empty", **SGD
         )

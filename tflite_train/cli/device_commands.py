@@ -61,7 +61,7 @@ def adapt_config(args: argparse.Namespace) -> AdaptConfig:
         **(dict(iterations=args.iterations, epochs=None) if args.iterations is not None
            else dict(epochs=args.epochs or protocol.epochs)),
         batch_size=args.batch_size or protocol.batch_size,
-        learning_rate=args.learning_rate if args.learning_rate is not None else protocol.learning_rate, seed=args.seed, on_empty=args.on_empty,
+        learning_rate=args.learning_rate if args.learning_rate is not None else protocol.learning_rate, seed=args.seed, on_empty=args.on_empty or "raise",
         augment_views=args.augment_views, cache=not args.no_cache,
         cache_memory_bytes=None if args.cache_memory is None else float(args.cache_memory),
     )
@@ -82,7 +82,9 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
                             include_optimizer=args.include_optimizer, runtime=args.runtime,
                             extra_outputs=(args.plot,) if args.plot else (), max_steps=MAX_STEPS,
                             progress=terminal_progress(not args.quiet and not args.json),
-                            default_memory_budget=args.mem_budget is None)
+                            default_memory_budget=args.mem_budget is None,
+                            head_only_fallback=args.mem_budget is None and args.compute_budget is None
+                            and args.compute_macs is None and args.on_empty is None)
     if args.plot:
         from tflite_train.runtime.plots import plot_adaptation
 
@@ -168,8 +170,9 @@ def register(command: Command) -> None:
     p.add_argument("--cache-memory", type=byte_budget, metavar="SIZE",
                    help="most memory the frozen-prefix cache may take, e.g. 8MiB (default: no more than the "
                         "augmented views as float32 images, which full steps read); over it, full steps")
-    p.add_argument("--on-empty", choices=("raise", "empty"), default="raise",
-                   help="when the budget fits no layer: stop with an error, or keep the prototypes only")
+    p.add_argument("--on-empty", choices=("raise", "empty"),
+                   help="when the budget fits no layer: stop with an error, or keep the prototypes only (default: "
+                        "with the default budgets, keep the prototypes only and warn; with a budget you give, stop)")
     p.add_argument("--include-optimizer", action="store_true", help="store the optimizer state too (3x larger checkpoint)")
     p.add_argument("--runtime", choices=("litert", "tflite-runtime", "tensorflow"),
                    help="TFLite interpreter (default: the first installed of litert, tflite-runtime, tensorflow)")

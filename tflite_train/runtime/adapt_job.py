@@ -42,6 +42,7 @@ from tflite_train.runtime.prediction import class_logits, evaluate
 from tflite_train.runtime.trainer import adapt, check_labelled_set, class_prototypes, embed
 from tflite_train.sparse.budget import scaled_memory_budget
 from tflite_train.sparse.cost_model import layer_cost
+from tflite_train.sparse.units import format_bytes
 
 DOCUMENT_RESERVE_BYTES = 2**20  # the config and report stored in the checkpoint, generously
 UNBUDGETED_POLICIES = ("none", "last_layer", "full_train")
@@ -134,6 +135,7 @@ def run_adaptation(
     max_steps: int | None = None,
     progress: Progress = no_progress,
     default_memory_budget: bool = False,
+    head_only_fallback: bool = False,
 ) -> dict[str, Any]:
     """Adapts the model to ``support_dir`` and saves the checkpoint ``out``; returns the report dict.
 
@@ -149,6 +151,10 @@ def run_adaptation(
       progress: Progress-bar factory (``progress.terminal_progress``).
       default_memory_budget: B_mem not given (``config.memory_bytes`` is inf): a budgeted policy gets
         the library's default B_mem for this model, ``sparse.scaled_memory_budget`` of its layer table.
+      head_only_fallback: When the budget fits no candidate layer, adapt the head alone (the prototypes)
+        and log one warning naming ``--mem-budget``/``--compute-budget``, instead of stopping
+        (``adapt`` sets it when the user gave neither a memory budget nor ``--on-empty``): the
+        default budget then never makes a run fail.
 
     Raises:
       UserError (a ValueError) or OSError: one-line reasons; nothing is written before the checkpoint
@@ -169,6 +175,9 @@ def run_adaptation(
         model = load_model(model_path, runtime)
         if default_memory_budget and math.isinf(config.memory_bytes) and config.policy not in UNBUDGETED_POLICIES:
             config = dataclasses.replace(config, memory_bytes=scaled_memory_budget(layer_table(model.metadata)))
+        fallback = head_only_fallback and config.policy not in UNBUDGETED_POLICIES
+        if fallback:
+            config = dataclasses.replace(config, on_empty="empty")
         outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
         if outside:
             raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "
@@ -199,6 +208,11 @@ def run_adaptation(
         read_seconds = time.perf_counter() - started - load_seconds
         before = prototype_accuracy(model, images, labels, config.chunk_size)
         result = adapt(model, images, labels, config, progress=progress)
+        if fallback and not result.selection.layers:
+            LOG.warning("the default budget (B_mem %s, B_compute %s of the full backward pass) fits no candidate layer "
+                        "of this model: only the head (the class prototypes) was adapted; give a larger --mem-budget "
+                        "or --compute-budget to train layers", format_bytes(config.memory_bytes),
+                        "unlimited" if config.compute_fraction is None else f"{config.compute_fraction:.0%}")
         report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
                   "shots": np.bincount(labels, minlength=len(names)).tolist(),
                   "support_size": int(images.shape[0]), **result.to_dict(),

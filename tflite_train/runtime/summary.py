@@ -14,24 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tflite_train.runtime.text import printable
+from tflite_train.sparse.units import format_bytes, format_count
 
 MAX_LISTED_CLASSES = 8
-
-
-def format_bytes(value: float) -> str:
-    """1536 -> "1.5 KiB" (binary units)."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value:.0f} B"
-
-
-def format_count(value: float) -> str:
-    """12_345_678 -> "12.35 M"."""
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if value >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value:.0f}"
 
 
 def _against(used: float, limit: float | None, fmt) -> str:

@@ -38,6 +38,7 @@ from tflite_train.sparse.fisher import (
     fisher_potentials,
     mean_fisher_potentials,
 )
+from tflite_train.sparse.units import format_bytes, format_count
 from tflite_train.sparse.layer_selection import ON_EMPTY, greedy_select_layers, layer_channel_counts
 from tflite_train.sparse.layer_table import LayerSpec, LayerTable, check_candidates, resolve_layers
 from tflite_train.sparse.policies import (
@@ -64,6 +65,8 @@ from tflite_train.sparse.scoring import (
 from tflite_train.sparse.selection import SELECTION_FORMAT, SELECTION_FORMAT_VERSION, Selection
 
 __all__ = [
+    "format_bytes",
+    "format_count",
     "BYTES_PER_FLOAT",
     "CHANNEL_METHODS",
     "CRITERIA",

@@ -18,7 +18,7 @@ one). The cost of a set is ``cost_model.backward_cost`` with K_i = channel_count
 channels per layer; both bounds are inclusive (``Budget.admits``).
 
 If no layer fits at all, ``on_empty`` decides: ``"raise"`` -> :class:`~tflite_train.sparse.budget.BudgetError`;
-``"empty"`` -> an empty selection ("no update"), logged at WARNING.
+``"empty"`` -> an empty selection ("no update"), logged at INFO (the caller chose it and reports it).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from tflite_train.sparse.budget import Budget, BudgetError
 from tflite_train.sparse.cost_model import backward_cost, channel_count
 from tflite_train.sparse.layer_table import LayerTable
+from tflite_train.sparse.units import format_bytes, format_count
 
 ON_EMPTY = ("raise", "empty")
 """What to do when a budget fits no layer: raise ``BudgetError`` or return no layers."""
@@ -105,13 +106,14 @@ def greedy_select_layers(
             logger.debug("layer %s skipped: %d B, %d MACs exceed the budget", name, cost.total_bytes, cost.backward_macs)
     if not selected and names:
         message = (
-            f"no candidate layer fits the budget (memory_bytes={budget.memory_bytes}, "
-            f"compute limit={budget.compute_limit(table)} MACs); cheapest single-layer cost: "
+            f"no candidate layer fits the budget (B_mem {format_bytes(budget.memory_bytes)}, B_compute "
+            f"{_macs(budget.compute_limit(table))}); the cheapest single layer needs "
             + _cheapest(table, names, counts, optimizer, batch_size, gradient_buffer)
         )
         if on_empty == "raise":
             raise BudgetError(message)
-        logger.warning("%s; returning an empty selection (no update)", message)
+        # the caller asked for an empty selection here and reports it (adapt's summary, its head-only warning)
+        logger.info("%s; returning an empty selection (no update)", message)
     return tuple(selected)
 
 
@@ -130,4 +132,9 @@ def _cheapest(
     ]
     memory, name_m = min((c.total_bytes, n) for c, n in costs)
     compute, name_c = min((c.backward_macs, n) for c, n in costs)
-    return f"{memory} B ({name_m}), {compute} MACs ({name_c})"
+    return f"{format_bytes(memory)} ({name_m}) and {_macs(compute)} ({name_c})"
+
+
+def _macs(value: float) -> str:
+    return "unlimited" if value == float("inf") else f"{format_count(value)} MACs"
+
