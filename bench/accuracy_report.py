@@ -63,7 +63,7 @@ def accuracy_section(config: BenchConfig, results: Mapping, lines: list[str]) ->
               f"{config.max_query} queries/class), **the same seeded tasks for every policy and both weight "
               "variants of a backbone**; each backbone reads its images from the data cache at its own input size "
               "(never upscaled; every cache is prepared by the device's own preprocessing, centre crop + bilinear, "
-              "`tflite_train.runtime.to_model_input`; the cache per run is named below its table). {batches}; each policy trains for its chosen number of "
+              f"`tflite_train.runtime.to_model_input`; the cache per run is named below its table). {batches}; each policy trains for its chosen number of "
               "passes (epochs) over the support set at its chosen learning rate, through the TFLite runtime "
               "(`TrainableModel` + `adapt` + `evaluate`; the sparse policies and LastLayer train from the "
               "frozen-prefix cache where the export has one). Every adaptation is stored as it finishes "
