@@ -40,7 +40,8 @@ def load_image_folder(root: str | pathlib.Path, image_size: int, *, min_per_clas
 
     Args:
       root: The folder holding one sub-folder per class.
-      image_size: Output side; images are padded to square with white and resized to it.
+      image_size: Output side; images are prepared as the device prepares them (centre crop, bilinear;
+        ``dataset.to_rgb_uint8``).
       min_per_class: Classes with fewer images are skipped (logged).
 
     Raises:
