@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bench.config import BenchConfig, preset_config, quick_config
+from bench.learning_rates import setting_key
 from bench.methods import NO_META
 from bench.run_cost import estimate_seconds
 from tflite_train import contract as C
@@ -241,7 +242,7 @@ def weights_decision(run: Mapping) -> list[str]:
         return []
 
     def best(entry: Mapping) -> float:
-        return float(entry["scores"][f"{entry['learning_rate']:g}/{entry['epochs']}"])
+        return float(entry["scores"][setting_key((entry["learning_rate"], entry["epochs"]))])
 
     a, b = best(meta), best(base)
     winner = f"the meta-trained weights (`{run['weights']}`)" if a > b else \

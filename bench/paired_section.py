@@ -74,6 +74,7 @@ class Runs:
         self._fingerprints: dict[Task, str] = {}
         self._fisher: dict[str, list | None] = {}
         self._source: dict[int, tuple[str, list[Task]]] = {}
+        self._input_size: dict[str, int] = {}
 
     def fingerprints(self, tasks: Sequence[Task]) -> list[str]:
         """``task_fingerprint`` of each task (memoised per task object)."""
@@ -90,10 +91,12 @@ class Runs:
         return self._identity[path]
 
     def input_size(self, model: str) -> int:
-        """The input height of model key ``model`` (its metadata)."""
+        """The input height of model key ``model`` (its metadata, read once)."""
         from tflite_train.runtime import read_metadata
 
-        return int(read_metadata(str(self.paths[model]))[C.F_INPUT][C.F_HEIGHT])
+        if model not in self._input_size:
+            self._input_size[model] = int(read_metadata(str(self.paths[model]))[C.F_INPUT][C.F_HEIGHT])
+        return self._input_size[model]
 
     def _source_tasks(self, model: str) -> tuple[str, list[Task]] | None:
         """The first source data set's meta-training tasks, from the cache for ``model``'s input size."""

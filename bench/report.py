@@ -242,7 +242,11 @@ def render_report(config: BenchConfig, results: Mapping) -> str:
              f"({', '.join(f'{k} {v / 60:.1f}' for k, v in results['section_seconds'].items())} min).", ""]
     if results.get("partial"):
         lines += ["**Unfinished run**: what has finished so far (rendered from `results.json` and `tasks/`); rerun "
-                  "the same command to finish it (finished adaptations are kept).", ""]
+                  "the same command to finish it (finished adaptations are kept). What it can show: the tuning "
+                  "scores rank settings on validation tasks only; the paired tables use the N test tasks done so "
+                  "far per cell (N = 0 while tuning: no accuracy claim at all), and a comparison is settled only at "
+                  f"N >= 60 per target (paired CI of the average about ±1 pp); this run asks for N = {config.tasks}.",
+                  ""]
     default = BenchConfig()
     if config.tasks < default.tasks:
         lines += [f"**A reduced run: N = {config.tasks} tasks per target, below the default N = {default.tasks}**, "

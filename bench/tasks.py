@@ -80,10 +80,10 @@ def cache_for_size(config: BenchConfig, input_size: int | None) -> str:
     """
     if input_size is None:
         return config.cache_dir
-    sizes = {config.cache_dir: int(read_manifest(config.cache_dir)["image_size"])}
+    sizes = {config.cache_dir: _image_size(config.cache_dir)}
     for folder in config.size_caches:
         if pathlib.Path(folder, MANIFEST).exists() and folder not in sizes:
-            sizes[folder] = int(read_manifest(folder)["image_size"])
+            sizes[folder] = _image_size(folder)
     fitting = sorted((size, folder) for folder, size in sizes.items() if size >= input_size)
     if not fitting:
         found = ", ".join(f"{folder} ({size} px)" for folder, size in sizes.items())
@@ -91,6 +91,11 @@ def cache_for_size(config: BenchConfig, input_size: int | None) -> str:
                          f"with `tflite-train data prepare --image-size {input_size} --out DIR` (`make data` makes "
                          "build/data_cache_128) and name it in size_caches")
     return fitting[0][1]
+
+
+@functools.lru_cache(maxsize=16)
+def _image_size(cache_dir: str) -> int:
+    return int(read_manifest(cache_dir)["image_size"])
 
 
 def cache_targets(config: BenchConfig) -> tuple[str, ...]:

@@ -9,18 +9,9 @@ import pytest
 
 from bench import BenchConfig, run_benchmarks
 from bench.config import BackboneRun
+from synthetic_images import patterns as _patterns
 from tflite_train.data import DatasetSpec, LabeledImages, prepare_cache
 from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, load_fashion_mnist
-
-
-def _patterns(size: int, seed: int, classes: int = 8, per_class: int = 8) -> LabeledImages:
-    """Class-structured images (a per-class random template + noise), uint8 RGB."""
-    rng = np.random.default_rng(seed)
-    templates = rng.integers(0, 256, (classes, size, size, 3))
-    noise = rng.normal(0, 30, (classes, per_class, size, size, 3))
-    images = np.clip(templates[:, None] + noise, 0, 255).astype(np.uint8).reshape(-1, size, size, 3)
-    return LabeledImages(images, np.repeat(np.arange(classes), per_class).astype(np.int32),
-                         tuple(f"c{i}" for i in range(classes)))
 
 
 def _target(size: int) -> LabeledImages:
@@ -434,34 +425,3 @@ def test_cli_refuses_missing_lite0_weights_before_any_work(tmp_path, capsys):
     assert "nope.weights.h5" in err and "not found" in err and "Traceback" not in err
     assert not out.exists()
 
-
-def test_each_backbone_reads_the_cache_at_its_size(tmp_path):
-    """``cache_for_size``: the smallest cache at or above the model's input size, never an upscaled one; the
-    same episodes (labels) with the larger cache's pixels."""
-    from PIL import Image
-
-    from bench.tasks import cache_for_size, target_tasks
-
-    def patterns(size):
-        # one seeded image per index at every size: the 48 px image is the 32 px one, resampled
-        small = _patterns(16, 3)
-        return LabeledImages(np.stack([np.asarray(Image.fromarray(im).resize((size, size))) for im in small.images]),
-                             small.labels, small.class_names)
-
-    for size in (32, 48):
-        prepare_cache(tmp_path / f"c{size}", image_size=size,
-                      datasets=(DatasetSpec("tgt", "target", "patterns", patterns),))
-    config = BenchConfig(cache_dir=str(tmp_path / "c32"), size_caches=(str(tmp_path / "c48"), str(tmp_path / "none")),
-                         out_dir=str(tmp_path / "out"), min_ways=2, max_ways=3, max_query=2,
-                         max_support_per_class=2, max_support_total=6)
-    assert cache_for_size(config, None) == str(tmp_path / "c32")
-    assert cache_for_size(config, 24) == str(tmp_path / "c32")
-    assert cache_for_size(config, 32) == str(tmp_path / "c32")
-    assert cache_for_size(config, 40) == str(tmp_path / "c48")
-    with pytest.raises(ValueError, match=r"no data cache at >= 64 px.*c48 \(48 px\).*--image-size 64"):
-        cache_for_size(config, 64)
-    small, large = target_tasks(config, "tgt", 3, "test", 32), target_tasks(config, "tgt", 3, "test", 40)
-    assert [t.support.shape[1] for t in small] == [32] * 3 and [t.support.shape[1] for t in large] == [48] * 3
-    for a, b in zip(small, large):
-        np.testing.assert_array_equal(a.support_labels, b.support_labels)
-        np.testing.assert_array_equal(a.query_labels, b.query_labels)
