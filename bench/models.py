@@ -56,6 +56,11 @@ FULL_TRAIN_ONLY = dict(train_variants=0, cache_signatures=False)
 always runs the general ``train_step`` (no depth-specific variant, no frozen prefix to cache)."""
 
 
+BENCH_CACHE_CUTS = 8
+"""Cuts with cache signatures in the bench's Lite0 exports, pinned so that a change of the exporter's default
+does not change the models (and so invalidate the stored cells) of a run in progress."""
+
+
 def _lite0_config(weights: str, input_size: int, candidates: str, train_variants: int, **fields):
     from converters.export_config import ExportConfig
     from converters.weights_spec import sidecar_path
@@ -68,7 +73,8 @@ def _lite0_config(weights: str, input_size: int, candidates: str, train_variants
             if "cosine_head" in spec:
                 scale = dict(cosine_scale=float(spec["cosine_head"]["scale"]))
     return ExportConfig(backbone="keras", input_size=(input_size, input_size), candidates=candidates,
-                        optimizer="adam", weights=weights, **{**dict(train_variants=train_variants), **scale, **fields})
+                        optimizer="adam", weights=weights,
+                        **{**dict(train_variants=train_variants, cache_cuts=BENCH_CACHE_CUTS), **scale, **fields})
 
 
 def lite0_model(weights: str, input_size: int):
