@@ -13,7 +13,7 @@ import logging
 
 import keras
 
-from converters.candidate_choice import AUTO, choose_candidates, describe, refusal
+from converters.candidate_choice import AUTO, choose_candidates, describe, feature_layer_flags, refusal
 from converters.export_config import ExportConfig
 from converters.graph.ir import Graph, InputSpec
 from converters.graph.keras_reader import GraphReadError, read_keras
@@ -107,7 +107,8 @@ def prepare_model(model: keras.Model, config: ExportConfig) -> PreparedModel:
         (LOG.info if choice.fitting else LOG.warning)("%s", describe(choice, table))
         return PreparedModel(graph, table, choice.candidates, choice.spec)
     candidates = parse_candidates(config.candidate_spec, graph, table)
-    check_region(graph, table, candidates)
+    check_region(graph, table, candidates,
+                 lambda: feature_layer_flags(nodes, output, spec, graph, config.feature_layer))
     return PreparedModel(graph, table, candidates, config.candidate_spec)
 
 

@@ -129,9 +129,10 @@ def choose_candidates(graph: Graph, table: LayerTable, optimizer: str) -> Candid
     return None
 
 
-def working_feature_layer(nodes: list[Node], output: str, spec: InputSpec, graph: Graph) -> str | None:
-    """A ``--feature-layer`` under which some layer could be a candidate: the output (after its fused
-    BatchNorm and activation) of the highest weighted layer of ``graph`` whose region then exports, or None.
+def working_feature_layer(nodes: list[Node], output: str, spec: InputSpec, graph: Graph) -> tuple[str, str] | None:
+    """A ``--feature-layer`` under which some layer could be a candidate: (the output, after its fused
+    BatchNorm and activation, of the highest weighted layer of ``graph`` whose region then exports; the
+    deepest cut under it, for ``--candidates from:CUT``), or None.
 
     Args:
       nodes, output, spec: The model as read (``converters.graph.read_keras``) and its input spec.
@@ -141,11 +142,22 @@ def working_feature_layer(nodes: list[Node], output: str, spec: InputSpec, graph
         name = node.attrs.get("keras_output", node.name)
         try:
             trial = prepare_graph(nodes, output, spec, name)
-            if deepest_cut(trial, graph_layer_table(trial)) is not None:
-                return name
+            cut = deepest_cut(trial, graph_layer_table(trial))
         except ValueError:  # EmbeddingError or a table without layers: not this one
             continue
+        if cut is not None:
+            return name, cut
     return None
+
+
+def feature_layer_flags(nodes: list[Node], output: str, spec: InputSpec, graph: Graph,
+                        feature_layer: str | None) -> str | None:
+    """The flags that would export a model whose explicit ``--candidates`` cannot (no layer has a
+    gradient path to the embedding): ``--feature-layer X --candidates from:CUT``, or None."""
+    working = working_feature_layer(nodes, output, spec, graph)
+    if working is None or working[0] == feature_layer:
+        return None
+    return f"--feature-layer {working[0]} --candidates from:{working[1]}"
 
 
 def refusal(nodes: list[Node], output: str, spec: InputSpec, graph: Graph, feature_layer: str | None) -> str:
@@ -155,8 +167,8 @@ def refusal(nodes: list[Node], output: str, spec: InputSpec, graph: Graph, featu
     where = f"the --feature-layer {feature_layer!r}" if feature_layer else "the embedding"
     first = (f"no layer can be a candidate: a layer without an on-device gradient lies between the last trainable "
              f"layer and {where}")
-    if working is not None and working != feature_layer:
-        return f"{first}; --feature-layer {working} would export"
+    if working is not None and working[0] != feature_layer:
+        return f"{first}; --feature-layer {working[0]} would export"
     return f"{first}, and no --feature-layer would export"
 
 

@@ -8,10 +8,13 @@ compiling (no optimizer or loss objects are restored).
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import re
 import stat
 import zipfile
+from collections.abc import Iterator
 
 import keras
 
@@ -68,8 +71,53 @@ def load_keras_model(path: str | os.PathLike) -> keras.Model:
     try:
         model = keras.saving.load_model(path, compile=False, safe_mode=True)
     except (ValueError, TypeError, OSError, KeyError) as err:
-        raise ModelFileError(f"--keras-model {str(path)!r} could not be loaded by Keras: "
-                             f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+        raise ModelFileError(_load_failure(path, err)) from None
     if not isinstance(model, keras.Model):
         raise ModelFileError(f"--keras-model {str(path)!r} holds a {type(model).__name__}, not a Keras model")
     return model
+
+
+FROM_PYTHON = ("export the model from Python instead, where your code is imported: "
+               "converters.export_keras(model, converters.ExportConfig(backbone='keras', ...))")
+"""What a CLI user can do about a layer whose code a model file cannot carry."""
+
+
+def _load_failure(path: pathlib.Path, err: Exception) -> str:
+    """One line for a file Keras cannot load; for a Lambda or a custom layer class (code the CLI never runs
+    from a file), what the user can do instead of Keras' advice (``safe_mode=False``, which no CLI flag reaches)."""
+    text = str(err)
+    where = f"--keras-model {str(path)!r}"
+    if "Lambda" in text and "safe_mode" in text:
+        names = _lambda_names(path)
+        which = f"layer {names[0]!r} is a Lambda" if len(names) == 1 else \
+            f"layers {', '.join(repr(n) for n in names)} are Lambdas" if names else "the model holds a Lambda layer"
+        return (f"{where}: {which}, whose Python code is not loaded from a file (it could run anything); replace it by "
+                f"built-in Keras layers and save the model again, or {FROM_PYTHON}")
+    custom = re.search(r"Could not locate (?:class|function) '([^']+)'", text)
+    if custom:
+        return (f"{where}: layer class {custom.group(1)!r} is not part of Keras, and the CLI does not import your "
+                f"code; replace it by built-in Keras layers and save the model again, or {FROM_PYTHON}")
+    return f"{where} could not be loaded by Keras: {text.splitlines()[0] if text else type(err).__name__}"
+
+
+def _lambda_names(path: pathlib.Path) -> list[str]:
+    """Names of the Lambda layers in a ``.keras`` archive's ``config.json`` (none for ``.h5`` or an unreadable config)."""
+    if path.suffix != ".keras":
+        return []
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return []
+    return [item.get("config", {}).get("name", "?") for item in _dicts(config) if item.get("class_name") == "Lambda"]
+
+
+def _dicts(value) -> Iterator[dict]:
+    """Every dict nested in a JSON value (depth first)."""
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from _dicts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _dicts(item)

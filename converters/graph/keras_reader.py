@@ -103,7 +103,7 @@ class _Reader:
             converted = self._operation(op, cls, inputs, shapes, node)
         if converted is not None:
             return [converted]
-        return [self._opaque(op, cls, inputs, shapes, node)]
+        return [self._opaque(op, _variant(op, cls), inputs, shapes, node)]
 
     # --------------------------------------------------------------- layers
     def _layer(self, layer, cls: str, inputs: list[str], shapes) -> str | None:
@@ -242,17 +242,69 @@ class _Reader:
         return None
 
     def _opaque(self, op, cls: str, inputs: list[str], shapes, node) -> str:
-        """A node the exporter runs through Keras itself (frozen part only)."""
-        in_shapes = [(None, *s) for s in shapes]
-        try:
-            out = op.compute_output_shape(in_shapes[0] if len(in_shapes) == 1 else in_shapes)
-        except Exception as err:  # noqa: BLE001 - any Keras failure means the same to the user
-            raise GraphReadError(f"layer {op.name!r} ({cls}) cannot be read: {err}") from err
-        if not isinstance(out, tuple) or (out and isinstance(out[0], (tuple, list))):
-            raise GraphReadError(f"layer {op.name!r} ({cls}) returns several tensors")
+        """A node the exporter runs through Keras itself (frozen part only).
+
+        Its output shape comes from Keras' symbolic call (``compute_output_spec`` on ``KerasTensor``
+        inputs, which traces the layer's ``call``), so a layer only needs to run: custom layers
+        without ``compute_output_shape`` are read like built-in ones.
+
+        Raises:
+          GraphReadError: the layer cannot be called on its inputs' shapes, or returns several tensors.
+        """
+        out = _output_shape(op, cls, node, shapes)
         call = _opaque_call(op, node, len(inputs))
         weights = tuple(np.array(v) for v in op.variables) if isinstance(op, keras.layers.Layer) else ()
-        return self.add(op.name, "opaque", inputs, tuple(out[1:]), cls, call=call, weights=weights)
+        return self.add(op.name, "opaque", inputs, out, cls, call=call, weights=weights)
+
+
+def _output_shape(op, cls: str, node, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """Output shape (without the batch axis) of ``op`` called symbolically on inputs of ``shapes``.
+
+    Raises:
+      GraphReadError: Keras cannot trace the call (the layer's own error, first line), or the call
+        returns several tensors or a tensor of unknown size.
+    """
+    specs = [keras.KerasTensor((None, *s), dtype="float32") for s in shapes]
+    if node is None:
+        args, kwargs = (specs[0] if len(specs) == 1 else specs,), {}
+    else:
+        args, kwargs = node.arguments.fill_in(dict(zip([id(t) for t in node.input_tensors], specs)))
+    try:
+        out = op.compute_output_spec(*args, **kwargs)
+    except Exception as err:  # noqa: BLE001 - any failure of the user's layer means the same to the user
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise GraphReadError(f"layer {op.name!r} ({cls}) cannot be called on input shape(s) "
+                             f"{', '.join(str(s) for s in shapes)}: {first}") from err
+    if not isinstance(out, keras.KerasTensor):
+        raise GraphReadError(f"layer {op.name!r} ({cls}) returns several tensors")
+    shape = tuple(out.shape[1:])
+    if any(v is None for v in shape):
+        raise GraphReadError(f"layer {op.name!r} ({cls}) returns a tensor of unknown shape {tuple(out.shape)} "
+                             f"for input shape(s) {', '.join(str(s) for s in shapes)}")
+    return tuple(int(v) for v in shape)
+
+
+def _variant(op, cls: str) -> str:
+    """The class name of a layer the exporter runs frozen, with the setting that keeps a built-in layer
+    from having a gradient here (e.g. ``Conv2D with groups=4``), for messages."""
+    if not isinstance(op, keras.layers.Layer):
+        return cls
+    settings = []
+    if getattr(op, "data_format", "channels_last") not in ("channels_last", None):
+        settings.append(f"data_format={op.data_format}")
+    if cls in ("Conv2D", "DepthwiseConv2D", "SeparableConv2D"):
+        if int(getattr(op, "groups", 1) or 1) != 1:
+            settings.append(f"groups={op.groups}")
+        if cls != "SeparableConv2D" and int(getattr(op, "depth_multiplier", 1) or 1) != 1:
+            settings.append(f"depth_multiplier={op.depth_multiplier}")
+        if _pair(op.dilation_rate) != (1, 1):
+            settings.append(f"dilation_rate={_pair(op.dilation_rate)}")
+        kernel, strides = _pair(op.kernel_size), _pair(op.strides)
+        if kernel[0] != kernel[1]:
+            settings.append(f"a {kernel[0]}x{kernel[1]} kernel")
+        if strides[0] != strides[1]:
+            settings.append(f"strides={strides}")
+    return f"{cls} with {', '.join(settings)}" if settings else cls
 
 
 def _relu_kind(layer) -> dict | None:

@@ -15,6 +15,8 @@ backward pass runs through it, so each of its nodes needs a builtin-op gradient.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from converters.graph.ir import Graph
 from tflite_train.sparse.layer_table import LayerTable
 
@@ -80,19 +82,31 @@ def deepest_cut(graph: Graph, table: LayerTable) -> str | None:
     return best
 
 
-def check_region(graph: Graph, table: LayerTable, candidates: tuple[int, ...]) -> set[str]:
+def check_region(graph: Graph, table: LayerTable, candidates: tuple[int, ...],
+                 way_out: Callable[[], str | None] | None = None) -> set[str]:
     """The gradient region of ``candidates``; refuses a region with a non-differentiable node.
 
+    Args:
+      graph, table: The prepared graph and its layer table.
+      candidates: Table indices of the candidate layers.
+      way_out: Called only when no ``--candidates`` would export (even the last layer's region holds a
+        node without a gradient): the flags that would, e.g. ``--feature-layer X --candidates from:Y``
+        (``converters.candidate_choice.feature_layer_flags``), or None when none would.
+
     Raises:
-      RegionError: one line naming the first offending layer, its class, and the deepest cut at
-        which the export would work (or that none would).
+      RegionError: one line naming the first offending layer, its class, and the flags with which the
+        export would work (the deepest cut, else a ``--feature-layer``), or that none would.
     """
     region = gradient_region(graph, [table.layers[i].name for i in candidates])
     bad = [n for n in graph.nodes if n.name in region and not n.differentiable]
     if bad:
         node = bad[0]
         cut = deepest_cut(graph, table)
-        hint = (f"candidates from {cut!r} upward would export (--candidates from:{cut})" if cut else
-                "no choice of candidates would export: it lies between the last trainable layer and the embedding")
+        if cut:
+            hint = f"candidates from {cut!r} upward would export (--candidates from:{cut})"
+        else:
+            flags = way_out() if way_out is not None else None
+            hint = ("no --candidates would export: it lies between the last trainable layer and the embedding" +
+                    (f"; {flags} would export" if flags else ", and no --feature-layer would export either"))
         raise RegionError(f"layer {node.name!r} ({node.keras_class}) has no on-device gradient; {hint}")
     return region

@@ -14,7 +14,7 @@ from tflite_train.cli.parser import build_parser
 
 __all__ = ["QUIET_COMMANDS", "Terminated", "main", "sigterm_raises"]
 
-QUIET_COMMANDS = ("adapt", "predict", "show")
+QUIET_COMMANDS = ("adapt", "predict", "show", "export")
 
 
 class Terminated(BaseException):
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     debug = args.debug
-    # adapt/predict show progress bars and a summary: their INFO logs only with -v; the long
+    # adapt/predict show progress bars and a summary, export a summary: their INFO logs only with -v; the long
     # workstation commands (pre-training, bench, ...) keep logging their progress
     level = logging.DEBUG if debug else logging.INFO if args.verbose or args.command not in QUIET_COMMANDS \
         else logging.WARNING

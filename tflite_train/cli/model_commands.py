@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 
 from tflite_train import contract as C
 from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
@@ -12,8 +14,24 @@ from tflite_train.cli.parser import Command
 __all__ = ["register"]
 
 
+TF_LOGGERS = ("tensorflow", "absl")
+"""Python loggers TensorFlow writes its INFO/WARNING lines to (e.g. the SavedModel's renamed inputs)."""
+
+
+def quiet_tensorflow(verbose: bool) -> None:
+    """Silences TensorFlow for a command that imports it, unless ``verbose`` (-v/--debug): its C++ logs
+    (``TF_CPP_MIN_LOG_LEVEL=3``, unless the user set it) and its Python loggers below ERROR. Call it
+    before TensorFlow is imported; only the CLI does (the library leaves global logging alone)."""
+    if verbose:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    for name in TF_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     """Exports a trainable .tflite (needs TensorFlow: the converters package)."""
+    quiet_tensorflow(args.verbose or args.debug)
     from converters.candidate_choice import AUTO
     from converters.export import write_export
     from converters.export_config import DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE, ExportConfig
@@ -62,7 +80,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None, **common,
             )
     result = write_export(config, args.out, model)
-    print(f"wrote {args.out} ({len(result.model)} bytes, candidates: {', '.join(result.metadata[C.F_CANDIDATES])})")
+    names = result.metadata[C.F_CANDIDATES]
+    print(f"wrote {args.out} ({len(result.model)} bytes; candidates {result.module.config.candidate_spec}: "
+          f"{', '.join(names)}; --candidates changes them)")
     return 0
 
 
