@@ -22,8 +22,9 @@ set_selection(mask), train_step x steps, get_state, reset_state.
 
 Checks, per group:
 * ``infer``, ``fisher``, ``train_step``, ``state``: deviation of a tensor
-  max |tflite - golden| / max(max |golden|, 1e-6) (relative to the tensor's scale); a group passes
-  when its largest deviation is <= its tolerance;
+  max |tflite - golden| / max |golden| (relative to the tensor's scale, see ``deviation``); a group
+  passes when its largest deviation is <= its tolerance (``converters.selftest_vectors``: a floor per
+  group, raised for a model whose procedure is sensitive to float rounding, measured at export);
 * ``frozen``: the channels the mask leaves unselected (kernels and biases of every candidate layer)
   must be bit-identical before and after the steps: deviation max |after - before|, tolerance 0.
 
@@ -72,15 +73,30 @@ class SelftestResult:
         return "\n".join(lines)
 
 
+ZERO_GOLDEN_SCALE = 1e-6
+"""The scale of an all-zero golden: its deviation is max |actual| / 1e-6 (an absolute check)."""
+TINY_SCALE = 1e-30
+"""The smallest scale of a nonzero golden (float32's normal range ends at 1.2e-38)."""
+
+
 def deviation(actual: np.ndarray, golden: np.ndarray) -> float:
-    """max |actual - golden| / max(max |golden|, 1e-6)."""
+    """max |actual - golden| / scale, scale = max |golden| (at least ``TINY_SCALE``), or
+    ``ZERO_GOLDEN_SCALE`` when the golden is all zero.
+
+    Purely relative for a nonzero golden: float32 rounding is relative to the magnitude at every scale
+    of its normal range, so an untrained network whose embeddings are 1e-17 and whose Fisher values
+    are 1e-23 is checked as strictly as a trained one (an absolute floor of 1e-6, as before, would
+    accept any value below it: a corrupted weight there went unnoticed).
+    """
     golden = np.asarray(golden, np.float64)
     actual = np.asarray(actual, np.float64)
     if actual.shape != golden.shape:
         return float("inf")
     if golden.size == 0:
         return 0.0
-    return float(np.max(np.abs(actual - golden)) / max(float(np.max(np.abs(golden))), 1e-6))
+    peak = float(np.max(np.abs(golden)))
+    scale = max(peak, TINY_SCALE) if peak > 0 else ZERO_GOLDEN_SCALE
+    return float(np.max(np.abs(actual - golden)) / scale)
 
 
 def selftest_images(seed: int, shape: tuple[int, ...], value_range: tuple[float, float]) -> np.ndarray:
