@@ -1,0 +1,151 @@
+"""``verify`` is right about the model: untrained Keras models (weights=None, BatchNorm statistics NOT
+calibrated) exported with no flags pass their embedded self-test on LiteRT (in process) and on
+tflite-runtime 2.14 (the Pi env, in a subprocess), and a corrupted weight or a wrong op still fails it.
+
+Before the self-test's labels/prototypes were chosen for gradients above float noise and its
+tolerances measured per model (``converters.selftest_vectors``), MobileNetV2(alpha 0.35) failed
+``state`` with deviation 1.98 (LiteRT) / 1.75 (tflite-runtime) against 1e-3.
+
+Exports are slow: each model once (module-scoped), 32 px, and without the optional signatures
+(``train_variants=0``, ``cache_signatures=False``: they do not change the self-test).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+
+import keras
+import numpy as np
+import pytest
+
+from converters import ExportConfig, write_export
+from converters.candidate_choice import AUTO
+from tflite_train.runtime import TrainableModel, read_metadata
+from tflite_train.runtime.integrity import seal
+from tflite_train.runtime.selftest import verify
+
+from test_candidate_choice import sequential_cnn
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PI_PYTHON = pathlib.Path(os.environ.get("TFLITE_TRAIN_PI_PYTHON", REPO / ".venv-pi" / "bin" / "python"))
+NO_FLAGS = dict(backbone="keras", input_size=None, candidates=AUTO, train_variants=0, cache_signatures=False)
+
+
+def residual_cnn(size: int = 32) -> keras.Model:
+    """A ResNet-style net: stem, three residual stages (conv/BN/ReLU, conv/BN, add, ReLU; a 1x1
+    stride-2 projection where the shape changes), global pooling, a classifier; BN uncalibrated."""
+    keras.utils.set_random_seed(0)
+    x = inputs = keras.Input((size, size, 3))
+    x = keras.layers.Conv2D(16, 3, padding="same", name="stem")(x)
+    x = keras.layers.BatchNormalization(name="stem_bn")(x)
+    x = keras.layers.ReLU(name="stem_relu")(x)
+    for k, (width, stride) in enumerate([(16, 1), (32, 2), (64, 2)]):
+        shortcut = x
+        y = keras.layers.Conv2D(width, 3, strides=stride, padding="same", name=f"s{k}_conv1")(x)
+        y = keras.layers.BatchNormalization(name=f"s{k}_bn1")(y)
+        y = keras.layers.ReLU(name=f"s{k}_relu1")(y)
+        y = keras.layers.Conv2D(width, 3, padding="same", name=f"s{k}_conv2")(y)
+        y = keras.layers.BatchNormalization(name=f"s{k}_bn2")(y)
+        if stride != 1 or shortcut.shape[-1] != width:
+            shortcut = keras.layers.Conv2D(width, 1, strides=stride, name=f"s{k}_proj")(shortcut)
+            shortcut = keras.layers.BatchNormalization(name=f"s{k}_proj_bn")(shortcut)
+        x = keras.layers.ReLU(name=f"s{k}_out")(keras.layers.Add(name=f"s{k}_add")([shortcut, y]))
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    return keras.Model(inputs, keras.layers.Dense(10, name="cls")(x))
+
+
+def _seeded(build):
+    def make() -> keras.Model:
+        keras.utils.set_random_seed(0)
+        return build()
+    return make
+
+
+ZOO = {
+    "mobilenet_v2_035": _seeded(lambda: keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35,
+                                                                       weights=None)),
+    "mobilenet_v1_025": _seeded(lambda: keras.applications.MobileNet(input_shape=(32, 32, 3), alpha=0.25,
+                                                                     weights=None)),
+    "residual_cnn": residual_cnn,
+    "sequential_cnn": sequential_cnn,
+}
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """name -> path of the no-flags export, made once per model."""
+    cache: dict[str, pathlib.Path] = {}
+
+    def export(name: str) -> pathlib.Path:
+        if name not in cache:
+            out = tmp_path_factory.mktemp(name) / "m.tflite"
+            write_export(ExportConfig(**NO_FLAGS), out, ZOO[name]())
+            cache[name] = out
+        return cache[name]
+
+    return export
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_untrained_zoo_model_verifies_on_litert(zoo, name):
+    result = verify(zoo(name))
+    assert result.passed, result.format()
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_untrained_zoo_model_verifies_on_tflite_runtime(zoo, name):
+    if not PI_PYTHON.exists():
+        pytest.skip(f"no Pi env at {PI_PYTHON} (make {REPO / '.venv-pi'}/.installed)")
+    proc = subprocess.run([str(PI_PYTHON), "-m", "tflite_train.cli", "verify", str(zoo(name))], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert "tflite_runtime" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "PASSED" in proc.stdout, proc.stdout + proc.stderr
+
+
+def _stored_kernel(data: bytes, kernel: np.ndarray) -> np.ndarray:
+    """The kernel as stored in the file: Keras layout or the forward op's (converters.transposed_initial_values)."""
+    perms = [(3, 0, 1, 2), (1, 0)]
+    layouts = [kernel] + [np.transpose(kernel, p) for p in perms if len(p) == kernel.ndim]
+    stored = [a for a in layouts if np.ascontiguousarray(a, np.float32).tobytes() in data]
+    assert stored, "kernel bytes not found in the file"
+    return np.ascontiguousarray(stored[0], np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_untrained_zoo_model_with_a_corrupted_weight_fails(zoo, name, tmp_path):
+    """One weight of the top candidate's kernel negated and tripled inside the (re-sealed) file."""
+    path = zoo(name)
+    top = read_metadata(path)["candidates"][-1]
+    kernel = TrainableModel(path).get_state()[f"{top}_kernel"]
+    data = path.read_bytes()
+    stored = _stored_kernel(data, kernel)
+    flat = stored.ravel().copy()
+    i = int(np.argmax(np.abs(flat)))
+    flat[i] = -3.0 * flat[i]
+    bad = tmp_path / "corrupted.tflite"
+    bad.write_bytes(seal(data.replace(stored.tobytes(), flat.tobytes())))
+    result = verify(bad)
+    assert not result.passed, result.format()
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v1_025", "mobilenet_v2_035"])
+@pytest.mark.parametrize("signature,group", [("infer", "infer"), ("fisher", "fisher"), ("train_step", "train_step")])
+def test_untrained_zoo_model_with_a_wrong_op_fails(zoo, name, signature, group, monkeypatch):
+    """A runtime whose signature output is off by 1 % (a wrong op's footprint) fails the group that reads
+    it, even where the untrained network's values are tiny (embeddings ~1e-17, Fisher ~1e-23)."""
+    path = zoo(name)
+    real_call = TrainableModel.call
+
+    def call(self, sig, **inputs):
+        out = real_call(self, sig, **inputs)
+        if sig.startswith(signature):
+            key = sorted(out)[-1]
+            out[key] = out[key] * np.float32(1.01)
+        return out
+
+    monkeypatch.setattr(TrainableModel, "call", call)
+    result = verify(path)
+    assert result.deviation[group] > result.tolerance[group], result.format()
+
