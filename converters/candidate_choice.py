@@ -31,7 +31,7 @@ import math
 from converters.graph.ir import Graph, InputSpec, Node
 from converters.graph.layer_table import graph_layer_table
 from converters.graph.passes import prepare_graph
-from converters.graph.region import RegionError, check_region, deepest_cut, parse_candidates
+from converters.graph.region import RegionError, check_region, deepest_cut, gradient_region, parse_candidates
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.sparse.budget import Budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import BackwardCost, backward_cost, channel_count
@@ -165,7 +165,10 @@ def refusal(nodes: list[Node], output: str, spec: InputSpec, graph: Graph, featu
     (``working_feature_layer``); no ``--candidates`` can help, since even the last layer's gradient is blocked."""
     working = working_feature_layer(nodes, output, spec, graph)
     where = f"the --feature-layer {feature_layer!r}" if feature_layer else "the embedding"
-    first = (f"no layer can be a candidate: a layer without an on-device gradient lies between the last trainable "
+    region = gradient_region(graph, [graph.weighted()[-1].name])
+    bad = next((n for n in graph.nodes if n.name in region and not n.differentiable), None)
+    what = "a layer" if bad is None else f"layer {bad.name!r} ({bad.keras_class})"
+    first = (f"no layer can be a candidate: {what}, without an on-device gradient, lies between the last trainable "
              f"layer and {where}")
     if working is not None and working[0] != feature_layer:
         return f"{first}; --feature-layer {working[0]} would export"

@@ -197,8 +197,9 @@ def test_no_candidate_at_all_is_refused_in_one_line_naming_a_feature_layer_that_
     out = tmp_path / "out" / "m.tflite"
     assert main(["export", "--keras-model", str(path), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["tflite-train export: error: no layer can be a candidate: a layer without an on-device gradient "
-                   "lies between the last trainable layer and the embedding; --feature-layer late_relu would export"]
+    assert err == ["tflite-train export: error: no layer can be a candidate: layer 'ln' (LayerNormalization), without "
+                   "an on-device gradient, lies between the last trainable layer and the embedding; --feature-layer "
+                   "late_relu would export"]
     assert not out.parent.exists()
     works = prepare_model(norm_on_top(), ExportConfig(**FAST, candidates=AUTO, feature_layer="late_relu"))
     assert [works.table.layers[i].name for i in works.candidates] == ["early", "late"]
