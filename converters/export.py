@@ -108,7 +108,8 @@ def _capturing_stderr(run: Callable[[], bytes], level: int) -> bytes:
 
 
 def unconverted_ops(report: str) -> list[str]:
-    """The TensorFlow ops a converter error ``report`` names as not legalised to builtins (e.g. ``tf.TensorListReserve``)."""
+    """The TensorFlow ops a converter error ``report`` names as not legalised to builtins
+    (e.g. ``tf.TensorListReserve``)."""
     return sorted(set(re.findall(r"'(tf\.\w+)' (?:op\b|that was)", report)) |
                   set(re.findall(r"failed to legalize operation '(tf\.\w+)'", report)))
 

@@ -101,7 +101,8 @@ def _load_failure(path: pathlib.Path, err: Exception) -> str:
 
 
 def _lambda_names(path: pathlib.Path) -> list[str]:
-    """Names of the Lambda layers in a ``.keras`` archive's ``config.json`` (none for ``.h5`` or an unreadable config)."""
+    """Names of the Lambda layers in a ``.keras`` archive's ``config.json`` (none for ``.h5`` or an unreadable
+    config)."""
     if path.suffix != ".keras":
         return []
     try:
