@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -13,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import keras
 import numpy as np
@@ -41,6 +43,9 @@ RNN_CLASSES = ("LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "ConvLSTM1D",
 """Keras recurrent layers: their loops convert to builtin ops when unrolled (``unroll=True``)."""
 
 
+T = TypeVar("T")
+
+
 class ConversionError(ValueError):
     """The TFLite converter cannot express the model with builtin ops (names the Keras layer when one is to blame)."""
 
@@ -55,7 +60,7 @@ class ExportResult:
     module: TrainableModule
 
 
-def convert(module: TrainableModule) -> bytes:
+def convert(module: TrainableModule, alongside: Callable[[], T] | None = None) -> tuple[bytes, T | None]:
     """Converts the module's signatures (via a SavedModel) with builtins only and resource variables,
     then rewrites the flatbuffer once: all-zero initial values are computed at run time
     (``converters.zero_fill``) and the candidate kernels' initial values are transposed at run time
@@ -66,16 +71,27 @@ def convert(module: TrainableModule) -> bytes:
     Identical IF branches of different sets of signatures are NOT merged: a subgraph shared by two
     signatures is re-prepared by whichever runs at a new batch size, and the other then invokes it
     with stale shapes (measured: wrong fisher outputs, then failures, on tflite-runtime 2.14 with the
-    explicit XNNPACK delegate)."""
-    try:
-        raw = convert_saved_module(module, module.signatures())
-    except ConverterError as err:
-        raise ConversionError(conversion_refusal(module.graph, str(err))) from err
+    explicit XNNPACK delegate).
+
+    ``alongside`` (e.g. the self-test's TensorFlow goldens) runs in a second thread while the converter
+    runs, after the SavedModel is written (so it may change the module's variables): TensorFlow's
+    kernels and most of the converter release the GIL, so on two cores the two overlap. Returns the
+    flatbuffer and ``alongside()``'s result (None without it); an exception of either is raised.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(alongside) if alongside is not None else None
+            try:
+                raw = convert_saved(tmp)
+            except ConverterError as err:
+                raise ConversionError(conversion_refusal(module.graph, str(err))) from err
+            extra = pending.result() if pending is not None else None
     obj = read_model(raw)
     fill_zero_initial_values_in(obj)
     transpose_initial_values_in(obj)
     dedupe_subgraphs_in(obj)
-    return write_model(obj, len(raw))
+    return write_model(obj, len(raw)), extra
 
 
 def convert_saved_module(module: tf.Module, signatures: dict) -> bytes:
@@ -83,10 +99,15 @@ def convert_saved_module(module: tf.Module, signatures: dict) -> bytes:
     builtin ops only (no Flex ops, so the Pi runtimes can run it)."""
     with tempfile.TemporaryDirectory() as tmp:
         tf.saved_model.save(module, tmp, signatures=signatures)
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
-        converter.experimental_enable_resource_variables = True
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        return _capturing_stderr(converter.convert, logging.INFO)
+        return convert_saved(tmp)
+
+
+def convert_saved(saved_model_dir: str) -> bytes:
+    """TFLite flatbuffer of a SavedModel folder (``convert_saved_module``'s settings)."""
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
+    converter.experimental_enable_resource_variables = True
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    return _capturing_stderr(converter.convert, logging.INFO)
 
 
 def _capturing_stderr(run: Callable[[], bytes], level: int) -> bytes:
@@ -238,9 +259,8 @@ def export_keras(model: keras.Model, config: ExportConfig) -> ExportResult:
     """
     t0 = time.time()
     module = module_from_keras(model, config)
-    selftest = build_selftest(module, config.seed, config.selftest_batch)
     LOG.info("converting %s (%d candidate layers)", model.name, len(module.candidates))
-    raw = convert(module)
+    raw, selftest = convert(module, lambda: build_selftest(module, config.seed, config.selftest_batch))
     metadata = build_metadata(module)
     data = seal(add_metadata(raw, {C.METADATA_NAME: json.dumps(metadata).encode(),
                                    C.SELFTEST_NAME: encode_selftest(selftest), CHECKSUM_NAME: PLACEHOLDER}))

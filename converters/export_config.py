@@ -57,8 +57,10 @@ class ExportConfig:
         is one tensor (``converters.frozen_prefix``); such a cut gets
         no ``train_step_<layer>`` (features + train_step_from compute it). False writes a file without
         them (as older exports: a ``train_step_<layer>`` per cut), which the runtime adapts with full steps.
-      cache_cuts: Most cuts with cache signatures: the lowest candidate and the first layer of each of the
-        highest ``cache_cuts - 1`` candidate blocks (each candidate layer when there are no blocks).
+      cache_cuts: Cuts with cache signatures (``converters.cut_choice``). None: the lowest candidate and
+        the block cuts that a selection within the default adaptation protocol's compute budget can start
+        from. An int N: the lowest candidate and the first layer of each of the highest N - 1 candidate
+        blocks (each candidate layer when there are no blocks).
     """
 
     backbone: str = "tiny"
@@ -84,7 +86,7 @@ class ExportConfig:
     selftest_batch: int = 3
     train_variants: int = 4
     cache_signatures: bool = True
-    cache_cuts: int = 8
+    cache_cuts: int | None = None
 
     def __post_init__(self) -> None:
         size = self.input_size
@@ -118,8 +120,9 @@ class ExportConfig:
             raise ValueError(f"candidates must be a string; got {self.candidates!r}")
         if not isinstance(self.train_variants, int) or self.train_variants < 0:
             raise ValueError(f"train_variants must be an int >= 0; got {self.train_variants!r}")
-        if isinstance(self.cache_cuts, bool) or not isinstance(self.cache_cuts, int) or self.cache_cuts < 1:
-            raise ValueError(f"cache_cuts must be an int >= 1; got {self.cache_cuts!r}")
+        if self.cache_cuts is not None and (isinstance(self.cache_cuts, bool) or not isinstance(self.cache_cuts, int)
+                                            or self.cache_cuts < 1):
+            raise ValueError(f"cache_cuts must be None or an int >= 1; got {self.cache_cuts!r}")
         if not isinstance(self.cache_signatures, bool):
             raise ValueError(f"cache_signatures must be a bool; got {self.cache_signatures!r}")
         if not 0 < self.learning_rate < math.inf:

@@ -26,12 +26,14 @@ import tensorflow as tf
 from converters.backward_pass import BackwardPass
 from converters.copy_on_write import DIRTY_SUFFIX, CopyOnWriteForward
 from converters.cosine_head import head_logits
+from converters.cut_choice import cache_cut_indices, train_cuts
 from converters.export_config import ExportConfig
 from converters.frozen_prefix import CacheCut, cache_cut
 from converters.graph.ir import Graph
 from converters.graph.region import gradient_region
 from tflite_train import contract as C
 from tflite_train.contract import state_names
+from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
 from tflite_train.sparse.layer_table import LayerTable
 
 signature = functools.partial(tf.function, autograph=False)
@@ -43,24 +45,12 @@ NO_INPUT = np.array(0, np.int32)
 """The contract's dummy input of ``get_state`` / ``reset_state`` (CONTRACT.md)."""
 
 
-__all__ = ["NO_INPUT", "TrainableModule", "state_names", "train_cuts", "train_variant_name"]
+__all__ = ["NO_INPUT", "TrainableModule", "state_names", "train_variant_name"]
 
 
 def train_variant_name(table: LayerTable, cut: int) -> str:
     """Signature name of the depth-specific train step whose backward stops at layer ``cut``."""
     return C.train_variant_name(table.layers[cut].name)
-
-
-def train_cuts(table: LayerTable, candidates: tuple[int, ...], variants: int) -> tuple[int, ...]:
-    """Lowest layers of the depth-specific train steps, ascending: the first candidate of each of
-    the last ``variants`` blocks holding candidates (each candidate layer when the candidates span
-    fewer than two blocks), the lowest candidate excluded (the general ``train_step`` stops there)."""
-    firsts: dict[int, int] = {}
-    for i in candidates:
-        firsts.setdefault(table.layers[i].block, i)
-    groups = list(firsts.values()) if len(firsts) > 1 else list(candidates)
-    cuts = sorted(i for i in groups if i != candidates[0])
-    return tuple(cuts[max(0, len(cuts) - variants):]) if variants > 0 else ()
 
 
 class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
@@ -111,9 +101,8 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         self._add_var(C.LEARNING_RATE, np.array(config.learning_rate, np.float32))
         self.names = state_names(self.candidate_names, config.optimizer)
         self.train_cuts = train_cuts(table, self.candidates, config.train_variants)
-        # cache cuts: the lowest candidate and the first candidate of each of the highest cache_cuts - 1
-        # candidate blocks (so that a selection starting in one of them steps from just below it)
-        cuts = (self.candidates[0], *train_cuts(table, self.candidates, config.cache_cuts - 1))
+        # cache cuts: the lowest candidate and the block cuts a selection can start from (converters.cut_choice)
+        cuts = cache_cut_indices(table, self.candidates, config.cache_cuts, DEFAULT_PROTOCOL.compute_fraction)
         self.cache_cuts: tuple[CacheCut, ...] = tuple(
             c for c in (cache_cut(graph, table, i) for i in cuts) if c is not None) if config.cache_signatures else ()
         cached = {c.index for c in self.cache_cuts}

@@ -13,7 +13,8 @@ from converters import ExportConfig, backbone_model, prepare_model
 from converters.example_models import mobilenet_v2, mobilenet_v3_small, plain_cnn, rescaling_net
 from converters.graph import RegionError, parse_candidates
 from converters.graph.keras_reader import GraphReadError
-from converters.trainable_module import state_names, train_cuts
+from converters.cut_choice import train_cuts
+from converters.trainable_module import state_names
 from tflite_train.architectures import build_layer_table
 
 

@@ -3,30 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 
 from tflite_train import contract as C
 from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
 from tflite_train.cli.flag_types import MAX_SEED, finite_float, positive_float, ranged
 from tflite_train.cli.parser import Command
+from tflite_train.cli.tf_logging import quiet_tensorflow
 
 __all__ = ["register"]
-
-
-TF_LOGGERS = ("tensorflow", "absl")
-"""Python loggers TensorFlow writes its INFO/WARNING lines to (e.g. the SavedModel's renamed inputs)."""
-
-
-def quiet_tensorflow(verbose: bool) -> None:
-    """Silences TensorFlow for a command that imports it, unless ``verbose`` (-v/--debug): its C++ logs
-    (``TF_CPP_MIN_LOG_LEVEL=3``, unless the user set it) and its Python loggers below ERROR. Call it
-    before TensorFlow is imported; only the CLI does (the library leaves global logging alone)."""
-    if verbose:
-        return
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    for name in TF_LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 
 from tflite_train.architectures import BACKBONES, PAPER_BACKBONES
 from tflite_train.cli.parser import Command
+from tflite_train.cli.tf_logging import quiet_tensorflow
 from tflite_train.cli.training_commands import setup_tf
 
 __all__ = ["register"]
@@ -29,6 +30,7 @@ def _cmd_cost_report(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The end-to-end demo: export the shipped weights, adapt on a cross-domain task via TFLite."""
+    quiet_tensorflow(args.verbose or args.debug)
     from tflite_train.demo import DemoConfig, run_demo
 
     overrides = {k: v for k, v in (("target", args.target), ("seed", args.seed), ("out", args.out),
