@@ -78,22 +78,23 @@ def test_tuning_passes_and_the_wall_time_estimate_by_hand():
     assert tuning_passes(BenchConfig(learning_rates=(1e-3,), epochs_grid=(3,))) == 0  # nothing to choose
     # rounds (1, 3, 6), eta 2: 1 x 260 + 2 x (6 largest: 4 x 40 + 2 x 20 = 200) + 3 x (3 largest: 120) = 1020
     assert tuning_passes(BenchConfig(tuning_tasks=6, halving_rounds=(1, 3), halving_eta=2)) == 1020
-    # TinyTrain measured 40 s per task at 20 passes (2 s per pass), None 0.5 s per task; powered preset, 4
-    # targets, 1 worker: tuning 4 x 1000 x 2 = 8000 s; tests 60 x 4 x (40 x 2 + 0.5) = 19320 s.
+    # TinyTrain measured 40 s per task at 20 passes (2 s per pass), None 0.5 s per task; powered preset (5
+    # rates: round 1 2 x 5 x 65 = 650 passes, round 2 the five 40s on 3 new tasks = 600), 4 targets, 1 worker:
+    # tuning 4 x 1250 x 2 = 10000 s; tests 60 x 4 x (40 x 2 + 0.5) = 19320 s.
     run = {"methods": {"None": {"adapt": {"policy": "none", "epochs": 40}},
                        "TinyTrain": {"adapt": {"policy": "tinytrain", "epochs": 20}}},
            "cost": {"None": {"seconds_per_task": 0.5}, "TinyTrain": {"seconds_per_task": 40.0}}}
     powered = preset_config("powered", workers=1)
     est = estimate_seconds(powered, {"lite0_128": run, "mcunet_64": run}, 4)
-    assert est == {"lite0_128": {"tuning": 8000.0, "tests": 19320.0, "total": 27320.0}}  # mcunet: not in the preset
+    assert est == {"lite0_128": {"tuning": 10000.0, "tests": 19320.0, "total": 29320.0}}  # mcunet: not in the preset
 
 
 def test_powered_preset():
     powered = preset_config("powered")
     assert powered.backbones == (LITE0_128,) and powered.targets is None  # every target of the cache
     assert powered.tasks >= 60 and powered.tuning_tasks >= 5 and powered.full_train_batch == 1
-    assert powered.learning_rates == (1e-4, 3e-4, 1e-3, 3e-3) and powered.epochs_grid == (5, 20, 40)
-    assert powered.tuning_schedule == (2, 5) and math.ceil(len(powered.tuning_grid) / powered.halving_eta) == 4
+    assert powered.learning_rates == (3e-5, 1e-4, 3e-4, 1e-3, 3e-3) and powered.epochs_grid == (5, 20, 40)
+    assert powered.tuning_schedule == (2, 5) and math.ceil(len(powered.tuning_grid) / powered.halving_eta) == 5
     assert "accuracy" in powered.sections
     assert preset_config("powered", tasks=2).tasks == 2
     assert BenchConfig(tuning_tasks=1).tuning_schedule == (1,)  # rounds at or above tuning_tasks are dropped
