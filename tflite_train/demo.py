@@ -53,8 +53,8 @@ class DemoConfig:
         ... 40 iterations"), i.e. 1,000 steps for a 5-way 5-shot task.
       ways, shots, queries: Each task (fixed ways-way shots-shot; queries per class).
       tasks: Number of tasks to adapt on (accuracy is reported per task and on average). Each Lite0
-        task is 1,000 sparse steps (14-45 ms each on 2 shared cores) after an 80-160 s export; 2 tasks
-        keep a cold ``make demo`` (export included) within 5 minutes on 2 cores.
+        task is 1,000 sparse steps (16 ms each from the frozen-prefix cache on 2 idle cores) after a
+        270 s export (README: a cold ``make demo`` takes 5 min 20 s).
       learning_rate: Step size of the sparse fine-tuning (overrides the export's default 1e-3), chosen on
         VALIDATION tasks only, never on the demo's target: the paired benchmark's validation picked 1e-4 for
         Lite0@128's TinyTrain on the previous weights (65.98 % vs 64.88 % at 1e-3), and at 1e-3 the demo's
