@@ -21,6 +21,7 @@ from tflite_train.cli import main
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse.budget import scaled_memory_budget
 from tflite_train.sparse.cost_model import backward_cost, channel_count
+from blocked_models import norm_on_top
 
 FAST = dict(backbone="keras", input_size=None, class_capacity=2, train_variants=0, cache_signatures=False,
             selftest_batch=1)
@@ -45,18 +46,6 @@ def one_block_net(size: int = 32) -> keras.Model:
     x = keras.layers.DepthwiseConv2D(3, strides=2, padding="same", activation="relu", name="dw")(x)
     x = keras.layers.Conv2D(16, 1, name="project")(x)
     x = keras.layers.Conv2D(128, 3, strides=2, padding="same", activation="relu", name="head")(x)
-    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, keras.layers.Dense(3, name="cls")(x))
-
-
-def norm_on_top() -> keras.Model:
-    """A LayerNormalization between the last conv and the embedding: no layer has a gradient path."""
-    x = inputs = keras.Input((32, 32, 3))
-    x = keras.layers.Conv2D(8, 3, strides=2, padding="same", activation="relu", name="early")(x)
-    x = keras.layers.Conv2D(8, 3, padding="same", name="late")(x)
-    x = keras.layers.BatchNormalization(name="late_bn")(x)
-    x = keras.layers.ReLU(name="late_relu")(x)
-    x = keras.layers.LayerNormalization(name="ln")(x)
     x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
     return keras.Model(inputs, keras.layers.Dense(3, name="cls")(x))
 

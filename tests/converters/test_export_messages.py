@@ -21,6 +21,7 @@ from converters.export import ConversionError
 from converters.keras_io import ModelFileError, load_keras_model
 from tflite_train.cli import main
 from tflite_train.runtime.selftest import verify
+from blocked_models import norm_on_top
 
 FAST = dict(backbone="keras", input_size=None, class_capacity=2, train_variants=0, cache_signatures=False,
             selftest_batch=1)
@@ -116,21 +117,9 @@ def test_grouped_conv_is_refused_naming_groups():
     assert str(err.value).startswith("layer 'grouped' (Conv2D with groups=4) has no on-device gradient")
 
 
-def _norm_on_top() -> keras.Model:
-    keras.utils.set_random_seed(0)
-    x = inputs = keras.Input((32, 32, 3))
-    x = keras.layers.Conv2D(8, 3, strides=2, padding="same", activation="relu", name="early")(x)
-    x = keras.layers.Conv2D(8, 3, padding="same", name="late")(x)
-    x = keras.layers.BatchNormalization(name="late_bn")(x)
-    x = keras.layers.ReLU(name="late_relu")(x)
-    x = keras.layers.LayerNormalization(name="ln")(x)
-    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, keras.layers.Dense(3, name="cls")(x))
-
-
 def test_no_candidates_would_export_names_flags_that_do(tmp_path, capsys):
     path = tmp_path / "m.keras"
-    _norm_on_top().save(path)
+    norm_on_top().save(path)
     out = tmp_path / "out" / "m.tflite"
     assert main(["export", "--keras-model", str(path), "--out", str(out), "--candidates", "all"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
