@@ -103,7 +103,9 @@ adapt-example: $(VENV)/.installed data-deps
 fixtures: data-deps $(if $(wildcard $(VENV)/.installed),,$(VENV)/.installed)
 	$(VENV)/bin/python -m converters.fixtures --out build/test-models
 
-test-main: $(VENV)/.installed data-deps fixtures
+# The Pi venv first: some workstation tests (tests/converters/test_selftest_zoo.py) verify their exports on
+# tflite-runtime 2.14 through it.
+test-main: $(VENV)/.installed $(PI_VENV)/.installed data-deps fixtures
 	$(VENV)/bin/python -m pytest tests
 
 # The on-device code, where a Pi would run it: numpy<2, tflite-runtime 2.14, no TensorFlow.

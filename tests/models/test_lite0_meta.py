@@ -116,7 +116,7 @@ def _captured_export(monkeypatch, argv):
 
     def fake_write_export(config, out, model=None):
         seen["config"] = config
-        return types.SimpleNamespace(model=b"", metadata={"candidates": []})
+        return types.SimpleNamespace(model=b"", metadata={"candidates": []}, module=types.SimpleNamespace(config=config))
 
     monkeypatch.setattr(converters.export, "write_export", fake_write_export)
     assert main(argv) == 0
