@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from converters.trainable_module import NO_INPUT, TrainableModule
 from tflite_train import contract as C
-from tflite_train.runtime.selftest import SELFTEST_FORMAT_VERSION, deviation, kernel_sketch, selftest_images
+from tflite_train.runtime.selftest import SELFTEST_FORMAT_VERSION, group_deviations, kernel_sketch, selftest_images
 
 LOG = logging.getLogger(__name__)
 
@@ -155,16 +155,6 @@ def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray],
     return out
 
 
-def group_deviations(actual: dict[str, np.ndarray], goldens: dict[str, np.ndarray]) -> dict[str, float]:
-    """Largest ``runtime.selftest.deviation`` per group (``infer``, ``fisher``, ``train_step``, ``state``)."""
-    out = {g: 0.0 for g in TOLERANCES if g != "frozen"}
-    for key, golden in goldens.items():
-        group = key.split("/", 1)[0]
-        if group in out:
-            out[group] = max(out[group], deviation(actual[key], golden))
-    return out
-
-
 def measured_tolerances(module: TrainableModule, vectors: dict[str, np.ndarray],
                         goldens: dict[str, np.ndarray]) -> tuple[dict[str, float], dict[str, float]]:
     """(tolerance per group, measured spread per group): the procedure rerun on images perturbed by
@@ -179,7 +169,7 @@ def measured_tolerances(module: TrainableModule, vectors: dict[str, np.ndarray],
     check, never a stricter one than before; a spread that makes a group weak (``WEAK_TOLERANCE``) is
     logged.
     """
-    spread = group_deviations(tf_procedure(module, vectors, PERTURBATION), goldens)
+    spread, _ = group_deviations(tf_procedure(module, vectors, PERTURBATION), goldens)
     tolerance = {g: max(floor, NOISE_FACTOR * spread.get(g, 0.0)) if g != "frozen" else 0.0
                  for g, floor in TOLERANCES.items()}
     for group, value in tolerance.items():

@@ -208,6 +208,23 @@ def run_procedure(model: TrainableModel, vectors: dict[str, np.ndarray]) -> dict
     return out
 
 
+def group_deviations(actual: Mapping[str, np.ndarray],
+                     goldens: Mapping[str, np.ndarray]) -> tuple[dict[str, float], dict[str, str]]:
+    """Largest ``deviation`` per compared group (``GROUPS`` but ``frozen``) over the golden keys
+    ``<group>/...``, and the key where it occurs ("-" for a group without keys); a golden missing from
+    ``actual`` deviates infinitely. Other keys of ``goldens`` (inputs, tolerances) are ignored."""
+    dev = {g: 0.0 for g in GROUPS if g != "frozen"}
+    worst = {g: "-" for g in dev}
+    for key, golden in goldens.items():
+        group = key.split("/", 1)[0]
+        if group not in dev:
+            continue
+        d = deviation(actual[key], golden) if key in actual else float("inf")
+        if d > dev[group] or worst[group] == "-":
+            dev[group], worst[group] = max(d, dev[group]), key
+    return dev, worst
+
+
 def verify(model_path: str | os.PathLike | bytes, runtime: str | None = None,
            vectors: dict[str, np.ndarray] | None = None, xnnpack: bool = False) -> SelftestResult:
     """Replays the embedded self-test (or ``vectors``) and compares with the goldens
@@ -219,15 +236,8 @@ def verify(model_path: str | os.PathLike | bytes, runtime: str | None = None,
                            capacity=model.capacity, mask_length=sum(model.candidate_channels.values()),
                            state_names=tuple(model.metadata[C.F_STATE]), source=source)
     actual = run_procedure(model, vectors)
-    dev = {g: 0.0 for g in GROUPS}
-    worst = {g: "-" for g in GROUPS}
-    for key, golden in vectors.items():
-        group = key.split("/", 1)[0]
-        if group not in GROUPS or group == "frozen":
-            continue
-        d = deviation(actual[key], golden) if key in actual else float("inf")
-        if d > dev[group] or worst[group] == "-":
-            dev[group], worst[group] = max(d, dev[group]), key
+    dev, worst = group_deviations(actual, vectors)
+    dev["frozen"], worst["frozen"] = 0.0, "-"
     for key, change in actual.items():
         if key.startswith("frozen/") and (change > dev["frozen"] or worst["frozen"] == "-"):
             dev["frozen"], worst["frozen"] = max(change, dev["frozen"]), key
