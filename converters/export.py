@@ -7,10 +7,7 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import pathlib
-import re
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,7 +23,7 @@ from converters.export_config import ExportConfig
 from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
 from converters.flatbuffer_rewrite import read_model, write_model
-from converters.graph.ir import Graph, Node
+from converters.conversion_refusal import ConversionError, capturing_stderr, conversion_refusal
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.subgraph_dedup import dedupe_subgraphs_in
 from converters.trainable_module import TrainableModule, train_variant_name
@@ -39,15 +36,7 @@ from tflite_train.sparse.cost_model import layer_cost
 
 LOG = logging.getLogger(__name__)
 
-RNN_CLASSES = ("LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")
-"""Keras recurrent layers: their loops convert to builtin ops when unrolled (``unroll=True``)."""
-
-
 T = TypeVar("T")
-
-
-class ConversionError(ValueError):
-    """The TFLite converter cannot express the model with builtin ops (names the Keras layer when one is to blame)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,71 +96,7 @@ def convert_saved(saved_model_dir: str) -> bytes:
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
     converter.experimental_enable_resource_variables = True
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    return _capturing_stderr(converter.convert, logging.INFO)
-
-
-def _capturing_stderr(run: Callable[[], bytes], level: int) -> bytes:
-    """``run()`` with file descriptor 2 captured: the converter's C++ diagnostics (written straight to
-    stderr, whatever the logging settings) are logged at ``level`` instead (logger ``converters.export``)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            return run()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            text = captured.read().decode(errors="replace").rstrip()
-            if text:
-                LOG.log(level, "TFLite converter:\n%s", text)
-
-
-def unconverted_ops(report: str) -> list[str]:
-    """The TensorFlow ops a converter error ``report`` names as not legalised to builtins
-    (e.g. ``tf.TensorListReserve``)."""
-    return sorted(set(re.findall(r"'(tf\.\w+)' (?:op\b|that was)", report)) |
-                  set(re.findall(r"failed to legalize operation '(tf\.\w+)'", report)))
-
-
-def _converts_alone(node: Node, graph: Graph) -> bool:
-    """True when the frozen ``node`` alone (its Keras call, any batch size as in the export) converts with builtin
-    ops only."""
-    by_name = graph.by_name
-    specs = [tf.TensorSpec((None, *by_name[i].shape), tf.float32) for i in node.inputs]
-    function = tf.function(lambda *xs: node.call(list(xs)), input_signature=specs)
-    holder = tf.Module()
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()], holder)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    try:
-        _capturing_stderr(converter.convert, logging.DEBUG)
-    except ConverterError as err:
-        LOG.debug("frozen layer %r does not convert alone: %s", node.name, err)
-        return False
-    return True
-
-
-def conversion_refusal(graph: Graph, report: str) -> str:
-    """One line for a failed conversion: the first frozen (``opaque``) layer of ``graph`` that does not
-    convert to builtin ops on its own, what it needs, and what the user can do -- never Flex / Select TF ops,
-    which the device runtimes do not have.
-
-    Args:
-      graph: The prepared graph whose module failed to convert.
-      report: The converter's error text.
-    """
-    ops = unconverted_ops(report)
-    needs = f" (it needs {', '.join(ops)})" if ops else ""
-    for node in graph.nodes:
-        if node.op != "opaque" or _converts_alone(node, graph):
-            continue
-        fix = ("rebuild it with unroll=True (an unrolled recurrent layer converts)" if node.keras_class in RNN_CLASSES
-               else "replace it by built-in Keras layers that TFLite converts")
-        return (f"layer {node.name!r} ({node.keras_class}) does not convert to TFLite builtin ops{needs}, the only "
-                f"ops the device runtimes have: {fix}, or give --feature-layer below it")
-    return (f"the TFLite converter cannot express the model with builtin ops{needs}, the only ops the device runtimes "
-            "have; no single layer is to blame (run with --debug for the converter's report)")
+    return capturing_stderr(converter.convert, logging.INFO)
 
 
 def model_id(module: TrainableModule) -> str:
