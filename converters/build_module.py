@@ -1,9 +1,10 @@
 """From a Keras model (a user's or a built-in backbone's) to the ``TrainableModule`` that is exported.
 
 One path for every model: read the Keras graph (``converters.graph.keras_reader``), prepare it
-(input preprocessing, embedding, BN folding, activation fusion), derive the layer table, resolve
-the candidate layers and check that their gradient region is differentiable -- all before anything
-is converted or written.
+(input preprocessing, embedding, BN folding, activation fusion), warn when a known
+``keras.applications`` family lacks the preprocessing it expects (``converters.preprocessing``), derive
+the layer table, resolve the candidate layers and check that their gradient region is differentiable
+-- all before anything is converted or written.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from converters.graph.keras_reader import GraphReadError, read_keras
 from converters.graph.layer_table import graph_layer_table
 from converters.graph.passes import prepare_graph
 from converters.graph.region import RegionError, check_region, parse_candidates
+from converters.preprocessing import warn_missing_preprocessing
 from converters.trainable_module import TrainableModule
+from tflite_train import contract as C
 from tflite_train.models import build_backbone
 from tflite_train.sparse.layer_table import LayerTable
 
@@ -90,12 +93,16 @@ def prepare_model(model: keras.Model, config: ExportConfig) -> PreparedModel:
         mean, std = mean * channels, std * channels
     if len(mean) != channels or len(std) != channels:
         raise ValueError(f"mean/std need {channels} values; got {config.mean!r} / {config.std!r}")
+    if config.channel_order != C.CHANNEL_ORDER_RGB and channels != 3:
+        raise ValueError(f"channel order {config.channel_order!r} needs a 3-channel input; model {model.name!r} "
+                         f"takes {channels}")
     spec = InputSpec(shape, config.input_range or (0.0, 1.0), tuple(mean), tuple(std))
     graph = prepare_graph(nodes, output, spec, config.feature_layer)
+    warn_missing_preprocessing(model.name, graph.input_spec.source != "config", config)
     if graph.input_spec.source != "config":
         if config.mean is not None:
             raise ValueError(f"the model normalises its input itself ({graph.input_spec.source}); "
-                             "do not give mean/std as well")
+                             "do not give mean/std (or --preprocessing) as well")
         if config.input_range is not None:
             graph = dataclasses.replace(graph, input_spec=dataclasses.replace(graph.input_spec,
                                                                                value_range=config.input_range))

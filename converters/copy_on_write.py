@@ -37,9 +37,10 @@ DIRTY_SUFFIX = "_dirty"
 class CopyOnWriteForward:
     """The forward pass, mixed into ``converters.trainable_module.TrainableModule``.
 
-    Reads the module's ``graph``, ``_frozen`` (frozen layer -> constant (kernel, bias)), ``_vars``
-    (state variables by name), ``_exported`` (candidate -> exported (kernel, bias)) and ``_dirty``
-    (candidate -> flag variable).
+    Reads the module's ``graph``, ``config`` (``channel_order``: a BGR network gets the fed RGB images'
+    channels reversed before the normalisation), ``_frozen`` (frozen layer -> constant (kernel, bias)),
+    ``_vars`` (state variables by name), ``_exported`` (candidate -> exported (kernel, bias)) and
+    ``_dirty`` (candidate -> flag variable).
     """
 
     def _params(self, name: str):
@@ -90,6 +91,8 @@ class CopyOnWriteForward:
             spec = self.graph.input_spec
             mean = tf.constant(np.array(spec.mean, np.float32))
             inv_std = tf.constant(1.0 / np.array(spec.std, np.float32))
+            if self.config.channel_order == C.CHANNEL_ORDER_BGR:  # RGB fed, BGR read: REVERSE_V2 on channels
+                images = tf.reverse(images, axis=[3])
             values = {self.graph.nodes[0].name: (images - mean) * inv_std}
             needed = self.graph.ancestors(stop) if stop is not None else None
             nodes = [n for n in self.graph.nodes[1:] if needed is None or n.name in needed]

@@ -103,14 +103,14 @@ def model_id(module: TrainableModule) -> str:
     """sha256 of everything that makes two exported models compute different things.
 
     Covered: the layer table, every node of the graph (op, inputs, shape, attributes) with every
-    weight, frozen or trainable, the input spec (range and normalisation), the head (capacity and
-    cosine scale), the candidate layers, the optimizer and the initial state.
+    weight, frozen or trainable, the input spec (range, normalisation and a BGR channel order), the
+    head (capacity and cosine scale), the candidate layers, the optimizer and the initial state.
     """
     spec = module.graph.input_spec
     header = {
         "table": module.table.to_list(),
         C.F_INPUT: {"shape": list(spec.shape), C.F_RANGE: list(spec.value_range), C.F_MEAN: list(spec.mean),
-                    C.F_STD: list(spec.std)},
+                    C.F_STD: list(spec.std), **_channel_order_entry(module)},
         C.F_HEAD: {"capacity": module.config.class_capacity, C.F_SCALE: module.config.cosine_scale},
         C.F_CANDIDATES: module.candidate_names,
         C.F_OPTIMIZER: module.config.optimizer,
@@ -125,6 +125,13 @@ def model_id(module: TrainableModule) -> str:
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(value).tobytes())
     return digest.hexdigest()
+
+
+def _channel_order_entry(module: TrainableModule) -> dict[str, str]:
+    """``{input.channel_order: "bgr"}`` for a BGR network, else {}: an RGB export's metadata and model id
+    stay as they were before the field existed (absent means RGB)."""
+    order = module.config.channel_order
+    return {} if order == C.CHANNEL_ORDER_RGB else {C.F_CHANNEL_ORDER: order}
 
 
 def build_metadata(module: TrainableModule) -> dict:
@@ -148,7 +155,7 @@ def build_metadata(module: TrainableModule) -> dict:
         C.F_MODEL_ID: model_id(module),
         C.F_INPUT: {C.F_HEIGHT: inp.shape[0], C.F_WIDTH: inp.shape[1], C.F_CHANNELS: inp.shape[2],
                     C.F_DTYPE: "float32", C.F_RANGE: list(inp.value_range), C.F_MEAN: list(inp.mean),
-                    C.F_STD: list(inp.std), C.F_NORMALISATION_SOURCE: inp.source},
+                    C.F_STD: list(inp.std), C.F_NORMALISATION_SOURCE: inp.source, **_channel_order_entry(module)},
         C.F_FEATURE_DIM: module.feature_dim,
         C.F_CLASS_CAPACITY: cfg.class_capacity,
         C.F_HEAD: {C.F_TYPE: C.HEAD_TYPE, C.F_SCALE: cfg.cosine_scale},

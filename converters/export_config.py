@@ -6,6 +6,10 @@ import dataclasses
 import math
 from typing import Any
 
+from tflite_train import contract as C
+
+__all__ = ["OPTIMIZERS", "DEFAULT_BACKBONE", "DEFAULT_INPUT_SIZE", "DEFAULT_CANDIDATE_BLOCKS", "ExportConfig"]
+
 OPTIMIZERS = ("adam", "sgd_momentum")
 
 DEFAULT_BACKBONE = "lite0"
@@ -16,6 +20,9 @@ DEFAULT_CANDIDATE_BLOCKS = {"lite0": 6}
 """Trailing blocks the device may update, per built-in backbone (others: 4). Lite0: the last 6 blocks
 (b10..b15, 8x8 and 4x4 maps at 128 px) plus the head conv: the blocks meta-training adapted; their
 backward pass stays within a Pi's memory (the selection's budget decides what is updated)."""
+_OMIT_AT_DEFAULT = "omit_at_default"
+"""Dataclass field metadata key: ``to_dict`` leaves the field out while it holds its default (fields added
+after exports were cached, whose config dicts -- and so their metadata and cache keys -- must not change)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +53,10 @@ class ExportConfig:
         model's input Rescaling/Normalization layers, or the identity when it has none.
       input_range: (low, high) of the pixels the device feeds; None = (0, 255) when the model's
         preprocessing layers were absorbed, else (0, 1).
+      channel_order: The channel order the network reads: ``contract.CHANNEL_ORDER_RGB`` (the images as
+        fed) or ``CHANNEL_ORDER_BGR`` (the graph reverses the channels of the RGB images the device
+        feeds, before the normalisation; ``mean`` and ``std`` are then in BGR order). Left out of
+        ``to_dict`` at its default, so configs that do not use it serialise as before it existed.
       seed: Seed of the backbone initialisers when no weights are given, and of the self-test inputs.
       weights: Path of Keras weights that were loaded (informational), or None.
       keras_model: Path of the user's ``.keras`` / ``.h5`` model (informational), or None.
@@ -80,6 +91,7 @@ class ExportConfig:
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
     input_range: tuple[float, float] | None = None
+    channel_order: str = dataclasses.field(default=C.CHANNEL_ORDER_RGB, metadata={_OMIT_AT_DEFAULT: True})
     seed: int = 0
     weights: str | None = None
     keras_model: str | None = None
@@ -116,6 +128,8 @@ class ExportConfig:
             if not low < high:
                 raise ValueError(f"input_range must be (low, high) with low < high; got {self.input_range!r}")
             object.__setattr__(self, "input_range", (low, high))
+        if self.channel_order not in C.CHANNEL_ORDERS:
+            raise ValueError(f"channel_order must be one of {C.CHANNEL_ORDERS}; got {self.channel_order!r}")
         if not isinstance(self.candidates, str):
             raise ValueError(f"candidates must be a string; got {self.candidates!r}")
         if not isinstance(self.train_variants, int) or self.train_variants < 0:
@@ -134,8 +148,11 @@ class ExportConfig:
         return self.candidates or f"blocks:{self.candidate_blocks}"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
+        """JSON-ready dict (fields marked omit-at-default left out while at their default)."""
         out = dataclasses.asdict(self)
         for key in ("input_size", "mean", "std", "input_range"):
             out[key] = None if getattr(self, key) is None else list(getattr(self, key))
+        for field in dataclasses.fields(self):
+            if field.metadata.get(_OMIT_AT_DEFAULT) and getattr(self, field.name) == field.default:
+                del out[field.name]
         return out

@@ -38,6 +38,8 @@ def keras_embedding(model: keras.Model, module: TrainableModule, images: np.ndar
     layer = node.attrs.get("keras_output", node.name)
     sub = keras.Model(model.inputs, model.get_layer(layer).output)
     spec = graph.input_spec
+    if module.config.channel_order == C.CHANNEL_ORDER_BGR:  # the export reverses the fed RGB channels
+        images = images[..., ::-1]
     x = images if spec.source != "config" else (images - np.float32(spec.mean)) / np.float32(spec.std)
     out = np.asarray(sub(x.astype(np.float32), training=False))
     if post == "global_pool":

@@ -10,7 +10,44 @@ from tflite_train.cli.flag_types import MAX_SEED, finite_float, positive_float, 
 from tflite_train.cli.parser import Command
 from tflite_train.cli.tf_logging import quiet_tensorflow
 
-__all__ = ["register"]
+__all__ = ["PREPROCESSING_PRESETS", "register"]
+
+PREPROCESSING_PRESETS = ("caffe", "tf", "torch")
+"""``export --preprocessing`` choices: the keys of ``converters.preprocessing.PRESETS`` (spelled here so that
+building the parser imports no TensorFlow; a test keeps the two equal)."""
+RANGE_LIMIT = 1e6
+"""Largest magnitude of an ``--input-range`` bound (what the runtime's metadata schema accepts)."""
+
+
+def _preprocessing_fields(args: argparse.Namespace) -> dict:
+    """The ``ExportConfig`` preprocessing fields of the export flags: ``--preprocessing``'s preset, or the
+    explicit --mean/--std, --input-range and --channel-order (only those given).
+
+    Raises:
+      ValueError: a preset combined with an explicit preprocessing flag, --mean without --std (or the
+        reverse), or an --input-range with LOW >= HIGH; one line naming the flags.
+    """
+    explicit = {"--mean": args.mean, "--std": args.std, "--input-range": args.input_range,
+                "--channel-order": args.channel_order}
+    given = [flag for flag, value in explicit.items() if value is not None]
+    if args.preprocessing:
+        if given:
+            raise ValueError(f"--preprocessing {args.preprocessing} sets the input range, mean, std and channel order; "
+                             f"it cannot be combined with {given[0]}")
+        from converters.preprocessing import preset_fields
+
+        return preset_fields(args.preprocessing)
+    if (args.mean is None) != (args.std is None):
+        raise ValueError("--mean and --std go together; give both (or --preprocessing)")
+    fields: dict = dict(mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None)
+    if args.input_range is not None:
+        low, high = args.input_range
+        if not low < high:
+            raise ValueError(f"--input-range LOW HIGH needs LOW < HIGH; got {low:g} {high:g}")
+        fields["input_range"] = (low, high)
+    if args.channel_order is not None:
+        fields.update(channel_order=args.channel_order)
+    return fields
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -27,7 +64,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise ValueError(f"--input-size takes H or H W; got {args.input_size}")
     optimizer = {"sgd": "sgd_momentum"}.get(args.optimizer, args.optimizer)
     common = dict(class_capacity=args.capacity, optimizer=optimizer, learning_rate=args.learning_rate,
-                  seed=args.seed, candidates=args.candidates or "", feature_layer=args.feature_layer)
+                  seed=args.seed, candidates=args.candidates or "", feature_layer=args.feature_layer,
+                  **_preprocessing_fields(args))
     if args.keras_model:
         if args.backbone or args.weights:
             raise ValueError("--keras-model cannot be combined with --backbone or --weights")
@@ -37,7 +75,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
         config = ExportConfig(backbone="keras", input_size=size, keras_model=str(args.keras_model),
                               candidate_blocks=args.candidate_blocks or 2,
                               cosine_scale=args.cosine_scale or 10.0,
-                              mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None,
                               **common)
     else:
         model = None
@@ -51,7 +88,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
                                   weights=str(META_WEIGHTS_PATH) if meta else None,
                                   candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS["lite0"],
                                   cosine_scale=args.cosine_scale or (sidecar()["cosine_head"]["scale"] if meta else 10.0),
-                                  mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None,
                                   **common)
         else:
             if args.weights is None:  # a paper backbone without weights: seeded initialisation at 128
@@ -60,8 +96,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             config = resolve_export_config(
                 args.weights, backbone=backbone, input_size=size, in_channels=args.in_channels,
                 candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS.get(backbone or sidecar_backbone, 4),
-                cosine_scale=args.cosine_scale,
-                mean=tuple(args.mean) if args.mean else None, std=tuple(args.std) if args.std else None, **common,
+                cosine_scale=args.cosine_scale, **common,
             )
     result = write_export(config, args.out, model)
     names = result.metadata[C.F_CANDIDATES]
@@ -119,6 +154,17 @@ def register(command: Command) -> None:
     p.add_argument("--mean", type=finite_float, nargs="+", help="input normalisation (x - mean) / std, per channel or one "
                    "value; default: the model's own preprocessing layers, else 0 (identity)")
     p.add_argument("--std", type=positive_float, nargs="+", help="see --mean; > 0; default 1")
+    p.add_argument("--input-range", type=ranged(float, -RANGE_LIMIT, RANGE_LIMIT), nargs=2, metavar=("LOW", "HIGH"),
+                   help="pixel range the device feeds, before the in-graph (x - mean) / std (default: 0 255 when the "
+                   "model normalises its input itself, else 0 1)")
+    p.add_argument("--channel-order", choices=C.CHANNEL_ORDERS, help=f"channel order the network reads (default "
+                   f"{C.CHANNEL_ORDER_RGB}); {C.CHANNEL_ORDER_BGR}: the graph reverses the RGB images the device feeds "
+                   "before normalising, and --mean/--std are in BGR order")
+    p.add_argument("--preprocessing", choices=PREPROCESSING_PRESETS, help="keras.applications preprocess_input mode "
+                   "the model expects, as input range, mean, std and channel order: caffe (ResNet, VGG: BGR, "
+                   "mean-subtracted 0..255), tf (MobileNet(V2), Xception, Inception, NASNet, ResNetV2: 0..255 to "
+                   "[-1, 1]), torch (DenseNet: 0..255 to [0, 1], then ImageNet mean/std); not with --mean, --std, "
+                   "--input-range or --channel-order")
     p.add_argument("--candidates", help="layers the device may train: blocks:K (last K blocks), layers:K (last K "
                    "layers with weights), from:LAYER (LAYER and everything after it) or all (default for a Keras "
                    "model: chosen and printed, blocks:2 or fewer blocks, else the trailing layers that export and "

@@ -18,7 +18,7 @@ __all__ = [
     "F_FORMAT", "F_FORMAT_VERSION", "F_BACKBONE", "F_MODEL_ID", "F_INPUT", "F_FEATURE_DIM", "F_CLASS_CAPACITY",
     "F_HEAD", "F_OPTIMIZER", "F_LAYERS", "F_CANDIDATES", "F_STATE", "F_SIGNATURES", "F_TRAIN_VARIANTS",
     "F_SELFTEST", "F_CONFIG", "F_HEIGHT", "F_WIDTH", "F_CHANNELS", "F_DTYPE", "F_RANGE", "F_MEAN", "F_STD",
-    "F_NORMALISATION_SOURCE", "F_TYPE", "F_SCALE", "F_NAME", "F_BETA1", "F_BETA2", "F_EPSILON", "F_MOMENTUM",
+    "F_NORMALISATION_SOURCE", "F_CHANNEL_ORDER", "CHANNEL_ORDER_RGB", "CHANNEL_ORDER_BGR", "CHANNEL_ORDERS", "F_TYPE", "F_SCALE", "F_NAME", "F_BETA1", "F_BETA2", "F_EPSILON", "F_MOMENTUM",
     "F_INDEX", "F_OUT_CHANNELS", "F_CANDIDATE", "F_PARAMS", "F_FORWARD_MACS", "F_IN_ACTIVATION",
     "F_OUT_ACTIVATION", "F_BLOCK", "F_ROLE", "F_KERNEL", "F_STRIDE", "F_IN_CHANNELS", "F_GROUPS", "F_IN_HW",
     "F_OUT_HW", "F_ACTIVATION", "F_INPUTS", "F_OUTPUTS", "F_SIGNATURE", "F_LOWEST_LAYER", "F_LOWEST_INDEX", "F_ENTRY",
@@ -58,6 +58,14 @@ F_CONFIG = "config"
 # nested keys
 F_HEIGHT, F_WIDTH, F_CHANNELS, F_DTYPE, F_RANGE, F_MEAN, F_STD = "height", "width", "channels", "dtype", "range", "mean", "std"
 F_NORMALISATION_SOURCE = "normalisation_source"
+F_CHANNEL_ORDER = "channel_order"
+CHANNEL_ORDER_RGB = "rgb"
+"""``input.channel_order`` of a network that reads the images as fed (the default; the field is then absent)."""
+CHANNEL_ORDER_BGR = "bgr"
+"""``input.channel_order`` of a network that reads BGR: the graph reverses the channels of the RGB images the
+caller feeds before the normalisation (keras' caffe-mode models: ResNet50, VGG)."""
+CHANNEL_ORDERS = (CHANNEL_ORDER_RGB, CHANNEL_ORDER_BGR)
+"""The values of ``input.channel_order``."""
 F_TYPE, F_SCALE, F_NAME = "type", "scale", "name"
 F_BETA1, F_BETA2, F_EPSILON, F_MOMENTUM = "beta1", "beta2", "epsilon", "momentum"
 F_INDEX, F_OUT_CHANNELS, F_CANDIDATE = "index", "out_channels", "candidate"
@@ -105,6 +113,9 @@ METADATA_FIELDS: tuple[MetadataField, ...] = (
     MetadataField(f"{F_INPUT}.{F_STD}", "[float] x C", "per-channel std divided inside the graph"),
     MetadataField(f"{F_INPUT}.{F_NORMALISATION_SOURCE}", "string", "where mean/std came from (config, model ...)",
                   False),
+    MetadataField(f"{F_INPUT}.{F_CHANNEL_ORDER}", "string", f'channel order the network reads: "{CHANNEL_ORDER_BGR}" = '
+                  "the graph reverses the channels of the images first (callers always feed RGB; mean and std "
+                  f'are in the reversed order); absent = "{CHANNEL_ORDER_RGB}"', False),
     MetadataField(F_FEATURE_DIM, "int", "D, the embedding width"),
     MetadataField(F_CLASS_CAPACITY, "int", "K, rows of the prototypes variable (most classes a head holds)"),
     MetadataField(F_HEAD, "object", f'{{"{F_TYPE}": "{HEAD_TYPE}", "{F_SCALE}": cosine scale s}}'),

@@ -7,7 +7,7 @@ this project, and a file re-sealed by anyone passes the digest. Checked field by
 and lengths of every field the runtime reads (``MODEL_METADATA``), then the cross-field rules: layer
 indices 0..n-1 in order and names unique, ``groups`` dividing the channels, every candidate a layer
 of the table, ``input.mean``/``input.std`` one value per input channel (std > 0), ``input.range``
-low < high, every train variant and cached cut naming a layer at its index. Fields the runtime does
+low < high, ``input.channel_order`` "rgb" or "bgr" (bgr only on 3 channels), every train variant and cached cut naming a layer at its index. Fields the runtime does
 not read (``config``, ``selftest``, a layer's ``params``...) are only type-checked when declared, and
 unknown fields are ignored (the version policy of CONTRACT.md).
 """
@@ -76,6 +76,9 @@ def _input_rules(inp: dict, path: str) -> None:
     if C.F_RANGE in inp:
         low, high = inp[C.F_RANGE]
         require(low < high, field_path(path, C.F_RANGE), f"must be [low, high] with low < high; got [{low}, {high}]")
+    order = inp.get(C.F_CHANNEL_ORDER, C.CHANNEL_ORDER_RGB)
+    require(order == C.CHANNEL_ORDER_RGB or channels == 3, field_path(path, C.F_CHANNEL_ORDER),
+            f"{order!r} needs {C.F_CHANNELS} 3; got {channels}")
 
 
 INPUT = Object({
@@ -87,6 +90,7 @@ INPUT = Object({
     C.F_MEAN: Field(ListOf(Float(-1e6, 1e6), 4, min_length=1)),
     C.F_STD: Field(ListOf(Float(-1e6, 1e6), 4, min_length=1)),
     C.F_NORMALISATION_SOURCE: Field(Str(), required=False),
+    C.F_CHANNEL_ORDER: Field(Str(choices=C.CHANNEL_ORDERS), required=False),
 }, extra=True, validator=_input_rules)
 
 TRAIN_VARIANT = Object({
