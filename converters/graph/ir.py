@@ -13,13 +13,14 @@ op             attrs                                                            
 ============== ==================================================================== ===============
 input          --                                                                   --
 conv2d         kernel (kh, kw), strides (sh, sw), padding "same"/"valid", activation yes
-depthwise      as conv2d                                                            yes
+depthwise      as conv2d; separable (the SeparableConv2D whose depthwise half it is)   yes
 dense          activation                                                           yes
 affine         -- (weights: scale [C], shift [C]; an unfolded BatchNormalization)   yes
 activation     fn (one of ``ACTIVATIONS``), alpha (leaky_relu)                      yes
 add            -- (n inputs, broadcasting)                                          yes
 add_const      value                                                                yes
 multiply       -- (2 inputs, broadcasting; squeeze-excite)                          yes
+concat         axis (non-batch axis of the IR shape; n inputs)                      yes
 scale          value (multiply by a constant)                                       yes
 zero_pad       pads ((top, bottom), (left, right))                                  yes
 avg_pool       pool (ph, pw), strides, padding                                      yes
@@ -41,7 +42,7 @@ import numpy as np
 
 WEIGHTED_OPS = ("conv2d", "depthwise", "dense")
 DIFFERENTIABLE_OPS = WEIGHTED_OPS + (
-    "affine", "activation", "add", "add_const", "multiply", "scale", "zero_pad", "avg_pool", "max_pool",
+    "affine", "activation", "add", "add_const", "multiply", "concat", "scale", "zero_pad", "avg_pool", "max_pool",
     "global_pool", "reshape", "identity",
 )
 ACTIVATIONS = ("linear", "relu", "relu6", "leaky_relu", "hard_swish", "hard_sigmoid", "swish", "sigmoid")

@@ -116,6 +116,9 @@ class _Reader:
         if cls == "DepthwiseConv2D" and layer.depth_multiplier == 1 and _pair(layer.dilation_rate) == (1, 1) \
                 and len(shape) == 3:
             return self._conv(layer, "depthwise", inputs[0], shape, shape[2])
+        if cls == "SeparableConv2D" and layer.depth_multiplier == 1 and _pair(layer.dilation_rate) == (1, 1) \
+                and len(shape) == 3:
+            return self._separable(layer, inputs[0], shape)
         if cls == "Dense" and len(shape) in (1, 3):
             kernel = _f32(layer.kernel)
             bias = _f32(layer.bias) if layer.use_bias else np.zeros(kernel.shape[1], np.float32)
@@ -142,6 +145,8 @@ class _Reader:
                 return None
             attrs = {"fn": fn, "alpha": 0.2} if fn == "leaky_relu" else {"fn": fn}
             return self.add(name, "identity" if fn == "linear" else "activation", inputs, shape, cls, attrs=attrs)
+        if cls == "Concatenate" and len(inputs) >= 2:
+            return self._concat(layer, inputs, shapes)
         if cls == "Add" and len(inputs) >= 2:
             return self.add(name, "add", inputs, _broadcast(shapes), cls)
         if cls == "Multiply" and len(inputs) == 2:
@@ -185,6 +190,45 @@ class _Reader:
                        attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding,
                               "activation": "linear", "keras_output": layer.name})
         return self._activation_after(layer, out)
+
+    def _separable(self, layer, x: str, shape) -> str | None:
+        """SeparableConv2D as two weighted nodes, both trainable: z = pointwise(depthwise(x, D), P) + b.
+
+        The depthwise half ``<layer>_depthwise`` (kernel D [kh, kw, C, 1], a zero bias, linear) computes
+        u = depthwise(x, D); the pointwise half, named like the layer, is a 1x1 conv2d (kernel P
+        [1, 1, C, C_out], the layer's bias and activation). The extra depthwise bias b_u adds nothing
+        the pointwise bias cannot express (P^T b_u) and starts at 0, so the pair computes the layer.
+        """
+        kernel_hw, strides = _pair(layer.kernel_size), _pair(layer.strides)
+        if kernel_hw[0] != kernel_hw[1] or strides[0] != strides[1]:
+            return None
+        out_hw = [pad_amounts(shape[a], kernel_hw[a], strides[a], layer.padding)[2] for a in (0, 1)]
+        channels, cls = shape[2], type(layer).__name__
+        depthwise = self.add(f"{layer.name}_depthwise", "depthwise", [x], (*out_hw, channels), cls,
+                             weights=(_f32(layer.depthwise_kernel), np.zeros(channels, np.float32)),
+                             attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding,
+                                    "activation": "linear", "separable": layer.name})
+        pointwise = _f32(layer.pointwise_kernel)
+        out_channels = pointwise.shape[-1]
+        bias = _f32(layer.bias) if layer.use_bias else np.zeros(out_channels, np.float32)
+        out = self.add(layer.name, "conv2d", [depthwise], (*out_hw, out_channels), cls, weights=(pointwise, bias),
+                       attrs={"kernel": (1, 1), "strides": (1, 1), "padding": "valid", "activation": "linear",
+                              "keras_output": layer.name})
+        return self._activation_after(layer, out)
+
+    def _concat(self, layer, inputs: list[str], shapes) -> str | None:
+        """Concatenate along a non-batch axis (inputs of one rank, equal sizes elsewhere)."""
+        rank = len(shapes[0])
+        axis = int(layer.axis)
+        axis = axis + rank if axis < 0 else axis - 1  # IR shapes have no batch axis
+        if not 0 <= axis < rank or any(len(s) != rank for s in shapes):
+            return None
+        if any(tuple(s[:axis]) + tuple(s[axis + 1:]) != tuple(shapes[0][:axis]) + tuple(shapes[0][axis + 1:])
+               for s in shapes):
+            return None
+        out = list(shapes[0])
+        out[axis] = sum(s[axis] for s in shapes)
+        return self.add(layer.name, "concat", inputs, out, type(layer).__name__, attrs={"axis": axis})
 
     def _activation_after(self, layer, out: str) -> str:
         """A weighted layer's built-in activation as its own node (fused again by the passes)."""
@@ -295,7 +339,7 @@ def _variant(op, cls: str) -> str:
     if cls in ("Conv2D", "DepthwiseConv2D", "SeparableConv2D"):
         if int(getattr(op, "groups", 1) or 1) != 1:
             settings.append(f"groups={op.groups}")
-        if cls != "SeparableConv2D" and int(getattr(op, "depth_multiplier", 1) or 1) != 1:
+        if int(getattr(op, "depth_multiplier", 1) or 1) != 1:
             settings.append(f"depth_multiplier={op.depth_multiplier}")
         if _pair(op.dilation_rate) != (1, 1):
             settings.append(f"dilation_rate={_pair(op.dilation_rate)}")

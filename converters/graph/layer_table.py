@@ -5,7 +5,7 @@ Layers are the weighted nodes in topological order. Blocks (for ``--candidates b
 * the first layer is the stem (block -1, role "stem");
 * a block ends at a layer with a linear activation whose output feeds another layer, a residual
   ``add`` or the embedding (the linear bottleneck of inverted-residual nets; a squeeze-excite conv,
-  whose output feeds a gate, does not end a block);
+  whose output feeds a gate, does not end a block, nor does the depthwise half of a SeparableConv2D);
 * layers after the last block end form the trailing group: block ``num_blocks``, role "final";
 * inside a block: "depthwise", the block's last layer "project", a 1x1 conv before the block's
   depthwise "expand", any other "conv" or "dense".
@@ -21,8 +21,8 @@ from tflite_train.sparse.layer_table import LayerSpec, LayerTable
 
 
 def _ends_block(node: Node, graph: Graph, readers: dict[str, list[str]]) -> bool:
-    if node.attrs.get("activation", "linear") != "linear":
-        return False
+    if node.attrs.get("activation", "linear") != "linear" or node.attrs.get("separable"):
+        return False  # the depthwise half of a SeparableConv2D is linear but no bottleneck
     by_name = graph.by_name
     outs = readers[node.name]
     if node.name == graph.output:

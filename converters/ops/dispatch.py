@@ -11,7 +11,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from converters.graph.ir import Node
-from converters.ops import activations, conv, elementwise, pooling, shape_ops
+from converters.ops import activations, concat, conv, elementwise, pooling, shape_ops
 
 
 def weighted_pre_activation(node: Node, x, kernel, bias, weights_are_variables: bool = False):
@@ -61,6 +61,8 @@ def forward(node: Node, xs: list, params=None):
         return None, xs[0] + a["value"]
     if node.op == "multiply":
         return None, elementwise.multiply_forward(*xs)
+    if node.op == "concat":
+        return None, concat.concat_forward(xs, a["axis"])
     if node.op == "scale":
         return None, xs[0] * a["value"]
     if node.op == "zero_pad":
@@ -95,6 +97,8 @@ def backward(node: Node, xs: list, z, y, g_y, in_shapes: list[tuple[int, ...]]) 
         return [g_y * a["value"]]
     if node.op == "multiply":
         return list(elementwise.multiply_backward(xs[0], xs[1], g_y, in_shapes, node.shape))
+    if node.op == "concat":
+        return concat.concat_backward(g_y, in_shapes, a["axis"])
     if node.op == "zero_pad":
         return [shape_ops.zero_pad_backward(g_y, a["pads"], in_shapes[0])]
     if node.op == "avg_pool":

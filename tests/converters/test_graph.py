@@ -16,6 +16,8 @@ from converters.graph.keras_reader import GraphReadError
 from converters.cut_choice import train_cuts
 from converters.trainable_module import state_names
 from tflite_train.architectures import build_layer_table
+from tflite_train.sparse.cost_model import layer_cost
+from byo_models import dense_cnn, separable_cnn
 
 
 def _prepare(model, **fields):
@@ -148,3 +150,21 @@ def test_state_names_and_train_cuts_by_hand():
     assert train_cuts(table, tuple(range(6, 13)), 3) == (9, 12)  # more variants than cuts: every cut
     # candidates within one block: every candidate layer is a cut
     assert train_cuts(table, (9, 10, 11), 5) == (10, 11)
+
+
+def test_separable_and_concat_in_the_layer_table_and_cost_model():
+    """A SeparableConv2D is two table layers (depthwise half: groups = C; pointwise half: a 1x1 conv) whose
+    costs add up to the layer's: MACs = H' W' (k^2 C + C C_out), weights k^2 C + C C_out (+ the depthwise
+    half's C zero-initialised biases); a conv after a Concatenate reads the concatenated channels."""
+    table = _prepare(separable_cnn(), candidates="all").table
+    dw, pw = table["head_sep_depthwise"], table["head_sep"]
+    assert (dw.kernel, dw.groups, dw.in_channels, dw.out_channels, dw.role) == (3, 32, 32, 32, "final")
+    assert (pw.kernel, pw.groups, pw.in_channels, pw.out_channels, pw.activation) == (1, 1, 32, 96, "relu")
+    h, w = pw.out_hw
+    cost_dw, cost_pw = layer_cost(dw), layer_cost(pw)
+    assert cost_dw.forward_macs + cost_pw.forward_macs == h * w * (9 * 32 + 32 * 96)
+    assert cost_dw.weights + cost_pw.weights == 9 * 32 + 32 * 96
+    assert cost_dw.input_grad_macs == cost_dw.forward_macs and cost_pw.input_grad_macs == cost_pw.forward_macs
+    assert table.num_blocks == 1 and "s0_sep1_depthwise" in table.names  # a separable half ends no block
+    dense = _prepare(dense_cnn(), candidates="all").table
+    assert dense["t_conv"].in_channels == 16 + 2 * 8 and dense["b1_l0_conv1"].in_channels == 16

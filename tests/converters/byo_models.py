@@ -1,0 +1,56 @@
+"""Small bring-your-own models whose trainable top holds SeparableConv2D or Concatenate layers (32 px,
+random weights, BatchNorm not calibrated), shared by the export tests."""
+
+from __future__ import annotations
+
+import keras
+
+
+def separable_cnn(size: int = 32, widths: tuple[int, ...] = (32,)) -> keras.Model:
+    """Xception-style: a conv stem, per width a stage of two SeparableConv2D/BN (ReLU between) and a max-pool added
+    to a 1x1 stride-2 projection, a separable head with ReLU, global pooling, a classifier."""
+    keras.utils.set_random_seed(0)
+    x = inputs = keras.Input((size, size, 3))
+    x = keras.layers.Conv2D(16, 3, strides=2, padding="same", name="stem")(x)
+    x = keras.layers.BatchNormalization(name="stem_bn")(x)
+    x = keras.layers.ReLU(name="stem_relu")(x)
+    for k, width in enumerate(widths):
+        shortcut = keras.layers.Conv2D(width, 1, strides=2, padding="same", name=f"s{k}_proj")(x)
+        shortcut = keras.layers.BatchNormalization(name=f"s{k}_proj_bn")(shortcut)
+        y = keras.layers.SeparableConv2D(width, 3, padding="same", name=f"s{k}_sep1")(x)
+        y = keras.layers.BatchNormalization(name=f"s{k}_sep1_bn")(y)
+        y = keras.layers.ReLU(name=f"s{k}_sep1_relu")(y)
+        y = keras.layers.SeparableConv2D(width, 3, padding="same", name=f"s{k}_sep2")(y)
+        y = keras.layers.BatchNormalization(name=f"s{k}_sep2_bn")(y)
+        y = keras.layers.MaxPooling2D(3, strides=2, padding="same", name=f"s{k}_pool")(y)
+        x = keras.layers.Add(name=f"s{k}_add")([shortcut, y])
+    x = keras.layers.SeparableConv2D(96, 3, padding="same", activation="relu", name="head_sep")(x)
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    return keras.Model(inputs, keras.layers.Dense(10, name="cls")(x))
+
+
+def dense_cnn(size: int = 32, growth: int = 8) -> keras.Model:
+    """DenseNet-style: a stem, two dense blocks (two layers, then one) of BN-ReLU-conv1x1-BN-ReLU-conv3x3
+    whose output is concatenated to its input, a BN-ReLU-conv1x1-avgpool transition, a final BN-ReLU."""
+    keras.utils.set_random_seed(0)
+    x = inputs = keras.Input((size, size, 3))
+    x = keras.layers.Conv2D(16, 3, strides=2, padding="same", use_bias=False, name="stem")(x)
+    for b, depth in enumerate((2, 1)):
+        for k in range(depth):
+            name = f"b{b}_l{k}"
+            y = keras.layers.BatchNormalization(name=f"{name}_bn0")(x)
+            y = keras.layers.ReLU(name=f"{name}_relu0")(y)
+            y = keras.layers.Conv2D(2 * growth, 1, use_bias=False, name=f"{name}_conv1")(y)
+            y = keras.layers.BatchNormalization(name=f"{name}_bn1")(y)
+            y = keras.layers.ReLU(name=f"{name}_relu1")(y)
+            y = keras.layers.Conv2D(growth, 3, padding="same", use_bias=False, name=f"{name}_conv2")(y)
+            x = keras.layers.Concatenate(name=f"{name}_concat")([x, y])
+        if b == 0:
+            x = keras.layers.BatchNormalization(name="t_bn")(x)
+            x = keras.layers.ReLU(name="t_relu")(x)
+            x = keras.layers.Conv2D(x.shape[-1] // 2, 1, use_bias=False, name="t_conv")(x)
+            x = keras.layers.AveragePooling2D(2, name="t_pool")(x)
+    x = keras.layers.BatchNormalization(name="final_bn")(x)
+    x = keras.layers.ReLU(name="final_relu")(x)
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    return keras.Model(inputs, keras.layers.Dense(10, name="cls")(x))

@@ -1,0 +1,83 @@
+"""SeparableConv2D and Concatenate train on device: a small Xception-style CNN and a small DenseNet-style
+CNN (32 px, random weights, BatchNorm not calibrated) export with no flags, their candidates include the
+separable layers (both halves) and their gradient region the concatenations, the file holds builtin
+ops only, and ``verify`` passes (LiteRT in process; tflite-runtime 2.14 in the Pi env when present).
+
+Exports are slow (30-60 s each on 2 busy cores): each model once (module-scoped), without the optional
+signatures (``train_variants=0``, ``cache_signatures=False``: they do not change the self-test).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+
+import pytest
+
+from converters import ExportConfig, write_export
+from converters.candidate_choice import AUTO
+from converters.graph.region import gradient_region
+from tflite_train.runtime import read_metadata
+from tflite_train.runtime.metadata import read_operator_codes
+from tflite_train.runtime.selftest import verify
+
+from byo_models import dense_cnn, separable_cnn
+from test_selftest_zoo import PI_PYTHON, REPO
+
+NO_FLAGS = dict(backbone="keras", input_size=None, candidates=AUTO, train_variants=0, cache_signatures=False)
+MODELS = {"separable_cnn": separable_cnn, "dense_cnn": dense_cnn}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """name -> (path, ExportResult) of the no-flags export, made once per model."""
+    cache: dict[str, tuple[pathlib.Path, object]] = {}
+
+    def export(name: str):
+        if name not in cache:
+            out = tmp_path_factory.mktemp(name) / "m.tflite"
+            cache[name] = out, write_export(ExportConfig(**NO_FLAGS), out, MODELS[name]())
+        return cache[name]
+
+    return export
+
+
+def test_separable_layers_are_candidates(exported):
+    path, result = exported("separable_cnn")
+    candidates = read_metadata(path)["candidates"]
+    for layer in ("s0_sep1", "s0_sep2", "head_sep"):  # both halves of every separable layer
+        assert {layer, f"{layer}_depthwise"} <= set(candidates), candidates
+    graph = result.module.graph
+    assert graph.by_name["head_sep_depthwise"].keras_class == "SeparableConv2D"
+    assert graph.by_name["head_sep"].attrs["activation"] == "relu"  # fused into the pointwise half
+
+
+def test_concatenations_lie_in_the_gradient_region(exported):
+    path, result = exported("dense_cnn")
+    candidates = read_metadata(path)["candidates"]
+    graph = result.module.graph
+    region = gradient_region(graph, candidates)
+    concats = {n.name for n in graph.nodes if n.op == "concat"}
+    assert {"b0_l1_concat", "b1_l0_concat"} <= concats & region
+    assert "b1_l0_conv2" in candidates  # its output reaches the embedding only through a concatenation
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_builtin_ops_only_and_verify_passes_on_litert(exported, name):
+    path, _ = exported(name)
+    codes = read_operator_codes(path)
+    assert not [c.name for c in codes if c.is_custom]
+    assert {"CONCATENATION", "SPLIT_V"} <= {c.name for c in codes}  # forward concat, backward split
+    result = verify(path)
+    assert result.passed, result.format()
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_verify_passes_on_tflite_runtime(exported, name):
+    if not PI_PYTHON.exists():
+        pytest.skip(f"no Pi env at {PI_PYTHON}")
+    path, _ = exported(name)
+    proc = subprocess.run([str(PI_PYTHON), "-m", "tflite_train.cli", "verify", str(path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert "tflite_runtime" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "PASSED" in proc.stdout, proc.stdout + proc.stderr
