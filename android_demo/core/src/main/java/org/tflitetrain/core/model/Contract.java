@@ -85,6 +85,9 @@ public final class Contract {
   public static final String F_MEAN = "mean";
   public static final String F_STD = "std";
   public static final String F_NORMALISATION_SOURCE = "normalisation_source";
+  public static final String F_CHANNEL_ORDER = "channel_order";
+  public static final String CHANNEL_ORDER_RGB = "rgb";
+  public static final String CHANNEL_ORDER_BGR = "bgr";
   public static final String F_TYPE = "type";
   public static final String F_SCALE = "scale";
   public static final String F_NAME = "name";
@@ -160,7 +163,7 @@ public final class Contract {
   /** Top-level metadata fields a model must have. */
   public static final List<String> REQUIRED_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures");
   /** Every documented metadata field path (nested fields dotted). */
-  public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "cached_cuts", "selftest", "config");
+  public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "input.channel_order", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "cached_cuts", "selftest", "config");
   /** Optimizer name -> slot names. */
   public static final Map<String, List<String>> OPTIMIZER_SLOTS = Map.of("adam", List.of("m", "v"), "sgd_momentum", List.of("mom"));
 

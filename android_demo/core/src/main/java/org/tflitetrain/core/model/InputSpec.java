@@ -13,9 +13,14 @@ public final class InputSpec {
   /** Per-channel normalisation, applied in-graph (informational here). */
   public final List<Double> mean;
   public final List<Double> std;
+  /**
+   * Channel order the network reads ({@link Contract#CHANNEL_ORDER_RGB} or {@link Contract#CHANNEL_ORDER_BGR}):
+   * informational, the graph reverses the channels itself; images are always fed RGB.
+   */
+  public final String channelOrder;
 
   InputSpec(int height, int width, int channels, String dtype, double rangeLow, double rangeHigh,
-      List<Double> mean, List<Double> std) {
+      List<Double> mean, List<Double> std, String channelOrder) {
     this.height = height;
     this.width = width;
     this.channels = channels;
@@ -24,6 +29,7 @@ public final class InputSpec {
     this.rangeHigh = rangeHigh;
     this.mean = List.copyOf(mean);
     this.std = List.copyOf(std);
+    this.channelOrder = channelOrder;
   }
 
   /** Elements of one image: H * W * C. */

@@ -454,7 +454,16 @@ public final class ModelMetadata {
         throw new ModelMetadataException(in.path(Contract.F_STD) + " entries must be > 0; got " + std);
       }
     }
-    return new InputSpec(height, width, channels, dtype, range.get(0), range.get(1), mean, std);
+    String order = in.has(Contract.F_CHANNEL_ORDER) ? in.string(Contract.F_CHANNEL_ORDER) : Contract.CHANNEL_ORDER_RGB;
+    if (!order.equals(Contract.CHANNEL_ORDER_RGB) && !order.equals(Contract.CHANNEL_ORDER_BGR)) {
+      throw new ModelMetadataException(in.path(Contract.F_CHANNEL_ORDER) + " must be \"" + Contract.CHANNEL_ORDER_RGB
+          + "\" or \"" + Contract.CHANNEL_ORDER_BGR + "\"; got " + JsonFields.describe(order));
+    }
+    if (order.equals(Contract.CHANNEL_ORDER_BGR) && channels != 3) {
+      throw new ModelMetadataException(in.path(Contract.F_CHANNEL_ORDER) + " \"" + order + "\" needs "
+          + in.path(Contract.F_CHANNELS) + " 3; got " + channels);
+    }
+    return new InputSpec(height, width, channels, dtype, range.get(0), range.get(1), mean, std, order);
   }
 
   private static OptimizerConfig parseOptimizer(JsonFields opt) throws ModelMetadataException {

@@ -77,6 +77,34 @@ public class ModelMetadataTest {
     assertRejected(GOLDEN.replace("\"role\": \"final\"", "\"role\": \"final\", \"role\": \"x\""), "duplicate key");
   }
 
+  /** The golden metadata with {@code input.channel_order} set to {@code order} (and channels to {@code channels}). */
+  private static String withChannelOrder(Object order, long channels) {
+    Map<String, Object> root = JsonText.mutable(Json.parse(GOLDEN));
+    Map<String, Object> input = JsonText.mutable(root.get(Contract.F_INPUT));
+    root.put(Contract.F_INPUT, input);
+    input.put(Contract.F_CHANNEL_ORDER, order);
+    input.put(Contract.F_CHANNELS, channels);
+    List<Double> one = new ArrayList<>();
+    for (long c = 0; c < channels; c++) {
+      one.add(1.0);
+    }
+    input.put(Contract.F_MEAN, one);
+    input.put(Contract.F_STD, one);
+    return JsonText.write(root);
+  }
+
+  @Test
+  public void channelOrderIsReadAndValidated() throws Exception {
+    assertFalse(GOLDEN.contains(Contract.F_CHANNEL_ORDER));
+    assertEquals(Contract.CHANNEL_ORDER_RGB, ModelMetadata.parse(GOLDEN).input.channelOrder);  // absent = rgb
+    assertEquals(Contract.CHANNEL_ORDER_BGR,
+        ModelMetadata.parse(withChannelOrder(Contract.CHANNEL_ORDER_BGR, 3)).input.channelOrder);
+    assertRejected(withChannelOrder("grb", 3), "input.channel_order must be \"rgb\" or \"bgr\"; got \"grb\"");
+    assertRejected(withChannelOrder(3L, 3), "input.channel_order must be a string");
+    assertRejected(withChannelOrder(Contract.CHANNEL_ORDER_BGR, 1),
+        "input.channel_order \"bgr\" needs input.channels 3; got 1");
+  }
+
   @Test
   public void candidatesMustMatchLayerFlags() throws Exception {
     ModelMetadata m = ModelMetadata.parse(GOLDEN);
