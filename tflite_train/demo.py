@@ -55,12 +55,8 @@ class DemoConfig:
       tasks: Number of tasks to adapt on (accuracy is reported per task and on average). Each Lite0
         task is 1,000 sparse steps (16 ms each from the frozen-prefix cache on 2 idle cores) after a
         270 s export (README: a cold ``make demo`` takes 5 min 20 s).
-      learning_rate: Step size of the sparse fine-tuning (overrides the export's default 1e-3), chosen on
-        VALIDATION tasks only, never on the demo's target: the paired benchmark's validation picked 1e-4 for
-        Lite0@128's TinyTrain on the previous weights (65.98 % vs 64.88 % at 1e-3), and at 1e-3 the demo's
-        loss rose over the 1,000 batch-1 steps (0.66 -> 1.79). On the current weights the quick
-        benchmark's 3-pass validation finds the two within 0.2 pp (``bench/results/results.json``
-        ``sections.accuracy.runs.lite0_128.tuning.TinyTrain``: 69.8 % at 1e-4, 70.0 % at 1e-3).
+      learning_rate: Step size of the sparse fine-tuning: the adaptation protocol's, as ``adapt``
+        (TinyTrain's rate chosen on validation tasks by the powered benchmark, never on the demo's target).
       seed: Seed of the task sampling and of the adaptation.
     """
 
@@ -78,7 +74,7 @@ class DemoConfig:
     shots: int = 5
     queries: int = 10
     tasks: int = 2
-    learning_rate: float = 1e-4
+    learning_rate: float = DEFAULT_PROTOCOL.learning_rate
     seed: int = 0
 
 

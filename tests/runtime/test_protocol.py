@@ -61,13 +61,14 @@ def test_demo_uses_the_protocol():
     from tflite_train.demo import DemoConfig
 
     demo = DemoConfig()
-    assert (demo.epochs, demo.batch_size, demo.compute_fraction) == (
-        DEFAULT_PROTOCOL.epochs, DEFAULT_PROTOCOL.batch_size, DEFAULT_PROTOCOL.compute_fraction)
+    assert (demo.epochs, demo.batch_size, demo.compute_fraction, demo.learning_rate) == (
+        DEFAULT_PROTOCOL.epochs, DEFAULT_PROTOCOL.batch_size, DEFAULT_PROTOCOL.compute_fraction,
+        DEFAULT_PROTOCOL.learning_rate)
 
 
 def test_protocol_is_the_powered_benchmarks_choice():
     """Once bench/results holds a powered run's tuning (>= 60 tasks, >= 5 tuning tasks per target), the
-    protocol's passes are TinyTrain's validated choice on the default backbone."""
+    protocol's passes and learning rate are TinyTrain's validated choice on the default backbone."""
     config_path, results_path = ROOT / "bench/results/config.json", ROOT / "bench/results/results.json"
     config = json.loads(config_path.read_text())
     if config.get("tasks", 0) < 60 or config.get("tuning_tasks", 0) < 5:
@@ -78,7 +79,7 @@ def test_protocol_is_the_powered_benchmarks_choice():
         pytest.skip("the powered run's tuning is not finished (resume it with `make bench-powered`)")
     chosen = run["tuning"]["TinyTrain"]
     assert DEFAULT_PROTOCOL.epochs == chosen["epochs"]
-    assert DEFAULT_PROTOCOL.learning_rate in (None, chosen["learning_rate"])
+    assert DEFAULT_PROTOCOL.learning_rate == chosen["learning_rate"]
 
 
 def test_cli_gives_the_protocols_compute_budget_to_budgeted_policies_only():

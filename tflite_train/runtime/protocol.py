@@ -44,8 +44,9 @@ class Protocol:
 
 
 DEFAULT_PROTOCOL = Protocol(
-    epochs=40, batch_size=1, compute_fraction=0.15, learning_rate=None,
-    provenance="the paper's on-device protocol, appendix A.2 and section 5; the benchmark's validation run "
-               "confirms or replaces it",
+    epochs=40, batch_size=1, compute_fraction=0.15, learning_rate=3e-3,
+    provenance="TinyTrain's choice on the default backbone in the powered benchmark's validation: 40 passes, "
+               "rate 3e-3 out of {3e-5 ... 3e-3} x {5, 20, 40} passes, 76.2 % mean validation accuracy over 5 "
+               "validation tasks on each of 4 targets; B_compute from the paper's section 5",
 )
 """The protocol ``AdaptConfig``'s defaults, ``adapt`` without flags and the demo use."""

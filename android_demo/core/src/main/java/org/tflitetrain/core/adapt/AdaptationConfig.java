@@ -83,7 +83,7 @@ public final class AdaptationConfig {
   /**
    * Builder with the protocol's defaults ({@link Contract#PROTOCOL_EPOCHS} epochs, batch
    * {@link Contract#PROTOCOL_BATCH_SIZE}, a budget of B_compute {@link Contract#PROTOCOL_COMPUTE_FRACTION} and
-   * no memory bound, learning rate {@link Contract#PROTOCOL_LEARNING_RATE} = NaN: the model's), eval batch 16,
+   * no memory bound, learning rate {@link Contract#PROTOCOL_LEARNING_RATE}; NaN would mean the model's own), eval batch 16,
    * seed 0, reset, refresh, cache on up to the support images' bytes. {@link #iterations(int)} replaces the
    * epochs by a fixed number of steps; giving both {@link #epochs(int)} and {@link #iterations(int)} is refused
    * by {@link #build()}.
