@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tflite_train.data import line_icons as li
+from tflite_train.data.line_icon_vendors import ScopedNpmPackage
 from tflite_train.data.cache import DEB_DOWNLOADS, DOWNLOADS, default_datasets
 from tflite_train.data.dataset import SourceUnavailable
 from tflite_train.data.icon_themes import THEMES
@@ -156,9 +157,9 @@ def synthetic(tmp_path, monkeypatch):
     for v in vendors:
         members = {paths[v.key].format(name): SHAPES[shape] for name, shape in files[v.key].items()}
         members["package/README.md"] = b"not an icon"
-        pkg = li.ScopedNpmPackage(f"@test/{v.key}", "1.0.0", "", "MIT", "MIT")
+        pkg = ScopedNpmPackage(f"@test/{v.key}", "1.0.0", "", "MIT", "MIT")
         integrity = _tarball(npm_dir / pkg.tarball, members)
-        packages[v.key] = li.ScopedNpmPackage(pkg.name, pkg.version, integrity, "MIT", "MIT")
+        packages[v.key] = ScopedNpmPackage(pkg.name, pkg.version, integrity, "MIT", "MIT")
     monkeypatch.setattr(li, "PACKAGES", packages)
     config = li.LineIconsConfig(vendors=vendors, exclude_source_words=False)
     return npm_dir, config
