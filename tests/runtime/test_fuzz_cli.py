@@ -50,7 +50,7 @@ ADAPT_FLAGS = {
 EXPORT_FLAGS = {
     "--mean": (-math.inf, math.inf), "--std": (0, math.inf), "--learning-rate": (0, 10), "--cosine-scale": (0, 1e6),
     "--capacity": (2, 100_000), "--input-size": (1, 4096), "--in-channels": (1, 4), "--candidate-blocks": (1, 10_000),
-    "--seed": (0, 2**32 - 1),
+    "--seed": (0, 2**32 - 1), "--input-range": (-math.inf, math.inf),
 }
 UNLIMITED = ("--mem-budget", "--cache-memory")
 
