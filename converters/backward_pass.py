@@ -136,7 +136,7 @@ class BackwardPass:
         name = node.name
         grads = dispatch.weighted_weight_grad(node, x, g_z, self._shapes[node.inputs[0]])
         mask = tf.cast(self._vars[name + C.MASK_SUFFIX] > 0.5, tf.float32)
-        kernel_mask = tf.reshape(mask, [-1, 1]) if node.op == "depthwise" else mask  # [kh, kw, C, 1]
+        kernel_mask = dispatch.kernel_mask(node, mask)  # depthwise [kh, kw, C, 1]: [C, 1]
         writes = []
         for param, grad, where in zip(("kernel", "bias"), grads, (kernel_mask, mask)):
             variables = [self._vars[nm] for nm in [f"{name}_{param}"] + [f"{name}_{param}_{s}" for s in self._slots]]

@@ -6,30 +6,32 @@ input. Every node has one output tensor, named like the node. Weighted nodes (``
 (conv [kh, kw, C_in, C_out], depthwise [kh, kw, C, 1], dense [D_in, D_out]) and an ``activation``
 attribute (fused by :func:`converters.graph.passes.fuse_activations`).
 
-Op kinds and their attributes:
+Op kinds and their attributes (forward, gradient and cost of each: ``converters.ops.registry``):
 
-============== ==================================================================== ===============
-op             attrs                                                                differentiable
-============== ==================================================================== ===============
-input          --                                                                   --
-conv2d         kernel (kh, kw), strides (sh, sw), padding "same"/"valid", activation yes
-depthwise      as conv2d; separable (the SeparableConv2D whose depthwise half it is)   yes
-dense          activation                                                           yes
-affine         -- (weights: scale [C], shift [C]; an unfolded BatchNormalization)   yes
-activation     fn (one of ``ACTIVATIONS``), alpha (leaky_relu)                      yes
-add            -- (n inputs, broadcasting)                                          yes
-add_const      value                                                                yes
-multiply       -- (2 inputs, broadcasting; squeeze-excite)                          yes
-concat         axis (non-batch axis of the IR shape; n inputs)                      yes
-scale          value (multiply by a constant)                                       yes
-zero_pad       pads ((top, bottom), (left, right))                                  yes
-avg_pool       pool (ph, pw), strides, padding                                      yes
-max_pool       pool, strides, padding                                               yes
-global_pool    keepdims (global average pooling)                                    yes
-reshape        -- (Flatten and Reshape: output shape = ``shape``)                   yes
-identity       -- (Dropout and other inference-time identities)                     yes
-opaque         -- (``call`` runs the Keras layer on constant copies of its weights)   no (frozen only)
-============== ==================================================================== ===============
+============== ====================================================================
+op             attrs
+============== ====================================================================
+input          --
+conv2d         kernel (kh, kw), strides (sh, sw), padding "same"/"valid", activation
+depthwise      as conv2d; separable: the SeparableConv2D whose depthwise half it is
+dense          activation
+affine         -- (weights: scale [C], shift [C]; an unfolded BatchNormalization)
+activation     fn (one of ``ACTIVATIONS``), alpha (leaky_relu)
+add            -- (n inputs, broadcasting)
+add_const      value
+multiply       -- (2 inputs, broadcasting; squeeze-excite)
+concat         axis (non-batch axis of the IR shape; n inputs)
+scale          value (multiply by a constant)
+zero_pad       pads ((top, bottom), (left, right))
+avg_pool       pool (ph, pw), strides, padding
+max_pool       pool, strides, padding
+global_pool    keepdims (global average pooling)
+reshape        -- (Flatten and Reshape: output shape = ``shape``)
+identity       -- (Dropout and other inference-time identities)
+opaque         -- (``call`` runs the Keras layer on constant copies of its weights)
+============== ====================================================================
+
+Every kind but ``input`` and ``opaque`` (frozen only) is differentiable (``DIFFERENTIABLE_OPS``).
 """
 
 from __future__ import annotations
@@ -40,12 +42,15 @@ from typing import Any
 
 import numpy as np
 
-WEIGHTED_OPS = ("conv2d", "depthwise", "dense")
-DIFFERENTIABLE_OPS = WEIGHTED_OPS + (
-    "affine", "activation", "add", "add_const", "multiply", "concat", "scale", "zero_pad", "avg_pool", "max_pool",
-    "global_pool", "reshape", "identity",
-)
-ACTIVATIONS = ("linear", "relu", "relu6", "leaky_relu", "hard_swish", "hard_sigmoid", "swish", "sigmoid")
+from converters.ops.activations import ACTIVATIONS
+from converters.ops.registry import DIFFERENTIABLE_KINDS, WEIGHTED_KINDS
+
+__all__ = ["ACTIVATIONS", "DIFFERENTIABLE_OPS", "WEIGHTED_OPS", "Graph", "InputSpec", "Node"]
+
+WEIGHTED_OPS = WEIGHTED_KINDS
+"""IR kinds with a kernel and a bias (the registry's weighted kinds)."""
+DIFFERENTIABLE_OPS = DIFFERENTIABLE_KINDS
+"""IR kinds with a builtin-op gradient (every registered kind)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -17,6 +17,7 @@ A graph without linear bottlenecks (a plain CNN) has no blocks: candidates are t
 from __future__ import annotations
 
 from converters.graph.ir import Graph, Node
+from converters.ops import registry
 from tflite_train.sparse.layer_table import LayerSpec, LayerTable
 
 
@@ -55,10 +56,8 @@ def graph_layer_table(graph: Graph) -> LayerTable:
 
     def add(node: Node, block: int, role: str) -> None:
         in_shape = by_name[node.inputs[0]].shape
-        kernel = node.attrs.get("kernel", (1, 1))[0]
-        stride = node.attrs.get("strides", (1, 1))[0]
+        kernel, stride, groups = registry.weighted_kind(node.op).geometry(node, in_shape)
         cin, cout = in_shape[-1], node.shape[-1]
-        groups = cin if node.op == "depthwise" else 1
         layers.append(LayerSpec(len(layers), node.name, block, role, int(kernel), int(stride), int(cin), int(cout),
                                 int(groups), _spatial(in_shape), _spatial(node.shape),
                                 node.attrs.get("activation", "linear")))

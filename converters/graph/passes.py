@@ -6,8 +6,8 @@ drop inference identities (Dropout) -> fold BatchNorm into the preceding conv/de
 weighted layer with the activation that alone reads it.
 
 BN folding: an affine y = s * z + t after z = conv(x, W) + b, where the conv output is read by the
-affine alone, becomes the conv with W'[..., o] = s_o W[..., o] (output-channel axis: 3 for conv
-[kh, kw, C_in, C_out], 2 for depthwise [kh, kw, C, 1], 1 for dense [D_in, D_out]) and
+affine alone, becomes the conv with W'[..., o] = s_o W[..., o] (the kind's output-channel axis in the
+op registry: 3 for conv [kh, kw, C_in, C_out], 2 for depthwise [kh, kw, C, 1], 1 for dense [D_in, D_out]) and
 b'_o = s_o b_o + t_o. An affine after anything else stays (a per-channel op with a gradient).
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from converters.graph.ir import Graph, InputSpec, Node
+from converters.ops import registry
 
 
 class EmbeddingError(ValueError):
@@ -132,10 +133,6 @@ def drop_identities(nodes: list[Node], output: str) -> tuple[list[Node], str]:
     return nodes, output
 
 
-def _out_axis(node: Node) -> int:
-    return {"conv2d": 3, "depthwise": 2, "dense": 1}[node.op]
-
-
 def fold_batchnorm(nodes: list[Node], output: str) -> tuple[list[Node], str]:
     """Folds every affine that alone reads a linear weighted node into it (module docstring)."""
     changed = True
@@ -152,7 +149,7 @@ def fold_batchnorm(nodes: list[Node], output: str) -> tuple[list[Node], str]:
             scale, shift = node.weights
             kernel, bias = src.weights
             shape = [1] * kernel.ndim
-            shape[_out_axis(src)] = -1
+            shape[registry.weighted_kind(src.op).out_axis] = -1
             folded = src.replace(weights=((kernel * scale.reshape(shape)).astype(np.float32),
                                           (bias * scale + shift).astype(np.float32)),
                                  attrs={**src.attrs, "keras_output": node.name})

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from converters.graph.ir import Graph
+from converters.ops import registry
 from tflite_train.sparse.layer_table import LayerTable
 
 
@@ -108,5 +109,5 @@ def check_region(graph: Graph, table: LayerTable, candidates: tuple[int, ...],
             flags = way_out() if way_out is not None else None
             hint = ("no --candidates would export: it lies between the last trainable layer and the embedding" +
                     (f"; {flags} would export" if flags else ", and no --feature-layer would export either"))
-        raise RegionError(f"layer {node.name!r} ({node.keras_class}) has no on-device gradient; {hint}")
+        raise RegionError(f"{registry.gradient_refusal(node)}; {hint}")
     return region

@@ -1,5 +1,6 @@
-"""Differentiable op families in TFLite builtin ops: forward and backward, one module per family."""
+"""Differentiable op families in TFLite builtin ops, one module per family (Keras layer rules, forward,
+builtin-op backward, cost), gathered in one table by ``registry`` and looked up by ``dispatch``."""
 
-from converters.ops import activations, concat, conv, dispatch, elementwise, pooling, shape_ops
+from converters.ops import activations, concat, conv, dispatch, elementwise, pooling, registry, shape_ops, spec
 
-__all__ = ["activations", "concat", "conv", "dispatch", "elementwise", "pooling", "shape_ops"]
+__all__ = ["activations", "concat", "conv", "dispatch", "elementwise", "pooling", "registry", "shape_ops", "spec"]

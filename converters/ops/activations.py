@@ -1,4 +1,5 @@
-"""Activations: forward and builtin-op backward g_z = f'(z) * g_y.
+"""Activations: forward and builtin-op backward g_z = f'(z) * g_y; the family's registry entry
+(``FAMILY``: ReLU, LeakyReLU, Activation -> activation).
 
 With y = f(z):
 
@@ -14,9 +15,19 @@ With y = f(z):
 
 from __future__ import annotations
 
+import keras
 import tensorflow as tf
 
-from converters.graph.ir import ACTIVATIONS
+from converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, per_output_element
+
+ACTIVATIONS = ("linear", "relu", "relu6", "leaky_relu", "hard_swish", "hard_sigmoid", "swish", "sigmoid")
+"""The activation functions with a builtin-op gradient (IR attribute ``fn``)."""
+KERAS_ACTIVATIONS = {
+    "linear": "linear", "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "hard_sigmoid": "hard_sigmoid",
+    "silu": "swish", "swish": "swish", "hard_silu": "hard_swish", "hard_swish": "hard_swish",
+    "leaky_relu": "leaky_relu",
+}
+"""Keras activation names -> IR activation functions."""
 
 NEEDS_PREACTIVATION = ("hard_sigmoid", "swish", "hard_swish")
 """Activations whose derivative is computed from z (the others use y)."""
@@ -65,3 +76,59 @@ def activation_backward(z, y, g_y, fn: str, alpha: float = 0.0):
         above = tf.cast(z >= 3.0, tf.float32)
         return g_y * (inside * (2.0 * z + 3.0) * (1.0 / 6.0) + above)
     raise ValueError(f"activation must be one of {ACTIVATIONS}; got {fn!r}")
+
+
+# ------------------------------------------------------------------ the family's registry entry
+def activation_attrs(fn: str) -> dict:
+    """IR attributes of activation ``fn`` (Keras' leaky_relu activation has slope 0.2)."""
+    return {"fn": fn, "alpha": 0.2} if fn == "leaky_relu" else {"fn": fn}
+
+
+def relu_attrs(layer) -> dict | None:
+    """IR attrs of a keras ReLU layer, or None for a variant without a gradient here."""
+    if float(layer.threshold or 0.0) != 0.0:
+        return None
+    slope = float(layer.negative_slope or 0.0)
+    top = layer.max_value
+    if top is None:
+        return {"fn": "leaky_relu", "alpha": slope} if slope else {"fn": "relu"}
+    if float(top) == 6.0 and not slope:
+        return {"fn": "relu6"}
+    return None
+
+
+def read_relu(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """ReLU (threshold 0; max_value None or 6) -> activation relu / relu6 / leaky_relu."""
+    attrs = relu_attrs(layer)
+    return None if attrs is None else ctx.add(layer.name, "activation", inputs, shapes[0], "ReLU", attrs=attrs)
+
+
+def read_leaky_relu(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """LeakyReLU -> activation leaky_relu."""
+    return ctx.add(layer.name, "activation", inputs, shapes[0], "LeakyReLU",
+                   attrs={"fn": "leaky_relu", "alpha": float(layer.negative_slope)})
+
+
+def read_activation(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """Activation(f) for f in ``KERAS_ACTIVATIONS`` -> activation (linear: identity)."""
+    fn = KERAS_ACTIVATIONS.get(keras.activations.serialize(layer.activation))
+    if fn is None:
+        return None
+    return ctx.add(layer.name, "identity" if fn == "linear" else "activation", inputs, shapes[0], "Activation",
+                   attrs=activation_attrs(fn))
+
+
+FAMILY = OpFamily(
+    __name__,
+    kinds=(OpKind("activation",
+                  lambda node, xs: (xs[0], activation_forward(xs[0], node.attrs["fn"], node.attrs.get("alpha", 0.0))),
+                  lambda node, xs, z, y, g_y, in_shapes: [activation_backward(z, y, g_y, node.attrs["fn"],
+                                                                              node.attrs.get("alpha", 0.0))],
+                  per_output_element),),
+    layers=(
+        LayerRule("ReLU", read_relu, ("activation",), "threshold 0, max_value none or 6"),
+        LayerRule("LeakyReLU", read_leaky_relu, ("activation",)),
+        LayerRule("Activation", read_activation, ("activation", "identity"),
+                  ", ".join(k for k in KERAS_ACTIVATIONS)),
+    ),
+)

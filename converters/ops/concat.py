@@ -1,4 +1,5 @@
-"""Concatenate: forward and builtin-op backward.
+"""Concatenate: forward and builtin-op backward; the family's registry entry (``FAMILY``: Concatenate ->
+concat).
 
 y = concat(x_1, ..., x_n) along a non-batch axis a (sizes c_1, ..., c_n on that axis). Each input
 is a slice of the output, so the backward is the split of the upstream gradient at the same
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, no_macs
+
 
 def concat_forward(inputs, axis: int):
     """y = concat(inputs) along IR axis ``axis`` (batch excluded; one CONCATENATION)."""
@@ -18,3 +21,28 @@ def concat_forward(inputs, axis: int):
 def concat_backward(g_y, in_shapes: list[tuple[int, ...]], axis: int) -> list:
     """One gradient per input: ``g_y`` split along ``axis`` into the inputs' sizes."""
     return list(tf.split(g_y, [int(s[axis]) for s in in_shapes], axis=axis + 1))
+
+
+# ------------------------------------------------------------------ the family's registry entry
+def read_concatenate(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """Concatenate of two or more tensors of one rank, equal sizes off the axis, along a non-batch axis."""
+    rank = len(shapes[0])
+    axis = int(layer.axis)
+    axis = axis + rank if axis < 0 else axis - 1  # IR shapes have no batch axis
+    if len(inputs) < 2 or not 0 <= axis < rank or any(len(s) != rank for s in shapes):
+        return None
+    rest = [tuple(s[:axis]) + tuple(s[axis + 1:]) for s in shapes]
+    if any(r != rest[0] for r in rest):
+        return None
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    return ctx.add(layer.name, "concat", inputs, out, "Concatenate", attrs={"axis": axis})
+
+
+FAMILY = OpFamily(
+    __name__,
+    kinds=(OpKind("concat", lambda node, xs: (None, concat_forward(xs, node.attrs["axis"])),
+                  lambda node, xs, z, y, g_y, in_shapes: concat_backward(g_y, in_shapes, node.attrs["axis"]),
+                  no_macs),),
+    layers=(LayerRule("Concatenate", read_concatenate, ("concat",), "any non-batch axis"),),
+)

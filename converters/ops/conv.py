@@ -1,4 +1,5 @@
-"""Convolutions and Dense: forward, input gradient and channel-sparse weight gradient in builtin ops.
+"""Convolutions and Dense: forward, input gradient and weight gradient in builtin ops; the family's
+registry entry (``FAMILY``: Conv2D, DepthwiseConv2D, SeparableConv2D and Dense -> conv2d, depthwise, dense).
 
 Notation (one spatial axis; both axes alike): input x of size H, kernel k, stride s, padding
 (p_b, p_a), output size H'. Forward: z[i] = sum_t x_pad[s i + t] W[t] + b with x_pad = pad(x).
@@ -19,8 +20,15 @@ Notation (one spatial axis; both axes alike): input x of size H, kernel k, strid
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
+import numpy as np
 import tensorflow as tf
+
+from converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, elements, f32, pair
+
+if TYPE_CHECKING:
+    from converters.graph.ir import Node
 
 
 def pad_amounts(size: int, kernel: int, stride: int, padding: str) -> tuple[int, int, int]:
@@ -217,3 +225,148 @@ def dense_weight_grad(x, g_z, kernel_shape):
     din, dout = kernel_shape
     g_mat = tf.reshape(g_z, [-1, dout])
     return tf.matmul(tf.reshape(x, [-1, din]), g_mat, transpose_a=True), tf.reduce_sum(g_mat, axis=0)
+
+
+# ------------------------------------------------------------------ the family's registry entry
+def _pre_activation(node: Node, x, kernel, bias, variables: bool = False):
+    """z of a conv2d node; a 1x1 stride-1 conv whose kernel is read from a variable runs as one
+    BATCH_MATMUL (``pointwise_matmul_forward``)."""
+    a = node.attrs
+    if variables and tuple(a["kernel"]) == (1, 1) and tuple(a["strides"]) == (1, 1):
+        return pointwise_matmul_forward(x, kernel, bias)
+    return conv2d_forward(x, kernel, bias, a["strides"], a["padding"])
+
+
+def _conv_input_grad(node: Node, g_z, kernel, in_shape, kernel_is_variable: bool = False):
+    a = node.attrs
+    return conv2d_input_grad(g_z, kernel, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"],
+                             kernel_is_variable=kernel_is_variable)
+
+
+def _conv_weight_grad(node: Node, x, g_z, in_shape):
+    a = node.attrs
+    return conv2d_weight_grad(x, g_z, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"])
+
+
+def _depthwise_input_grad(node: Node, g_z, kernel, in_shape, kernel_is_variable: bool = False):
+    a = node.attrs
+    return depthwise_input_grad(g_z, kernel, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"])
+
+
+def _depthwise_weight_grad(node: Node, x, g_z, in_shape):
+    a = node.attrs
+    return depthwise_weight_grad(x, g_z, in_shape[:2], node.shape[:2], a["kernel"], a["strides"], a["padding"])
+
+
+def _depthwise_layout(node: Node, kernel):
+    kh, kw, c, m = kernel.shape
+    return tf.reshape(kernel, [1, kh, kw, c * m])  # DEPTHWISE_CONV_2D [1, kh, kw, C]: the same bytes
+
+
+def _geometry(node: Node, in_shape) -> tuple[int, int, int]:
+    groups = in_shape[-1] if node.op == "depthwise" else 1
+    return int(node.attrs.get("kernel", (1, 1))[0]), int(node.attrs.get("strides", (1, 1))[0]), int(groups)
+
+
+def _macs(node: Node, in_shapes) -> int:
+    """M = H' W' k^2 (C_in / g) C_out (a dense layer: D_in D_out per position)."""
+    kernel, _, groups = _geometry(node, in_shapes[0])
+    positions = elements(node.shape[:-1])
+    return positions * kernel * kernel * (in_shapes[0][-1] // groups) * node.shape[-1]
+
+
+def _read_conv(ctx: ReadContext, layer, op: str, x: str, shape, out_channels: int) -> str | None:
+    kernel_hw, strides = pair(layer.kernel_size), pair(layer.strides)
+    if kernel_hw[0] != kernel_hw[1] or strides[0] != strides[1]:
+        return None  # the layer table holds square kernels and strides; the layer stays frozen
+    out_hw = [pad_amounts(shape[a], kernel_hw[a], strides[a], layer.padding)[2] for a in (0, 1)]
+    kernel = f32(layer.kernel)
+    bias = f32(layer.bias) if layer.use_bias else np.zeros(out_channels, np.float32)
+    out = ctx.add(layer.name, op, [x], (*out_hw, out_channels), type(layer).__name__, weights=(kernel, bias),
+                  attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding, "activation": "linear",
+                         "keras_output": layer.name})
+    return ctx.activation_after(layer, out)
+
+
+def read_conv2d(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """Conv2D (groups 1, dilation 1, square kernel and stride) -> conv2d."""
+    if layer.groups != 1 or pair(layer.dilation_rate) != (1, 1) or len(shapes[0]) != 3:
+        return None
+    return _read_conv(ctx, layer, "conv2d", inputs[0], shapes[0], int(layer.filters))
+
+
+def read_depthwise(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """DepthwiseConv2D (depth multiplier 1, dilation 1, square kernel and stride) -> depthwise."""
+    if layer.depth_multiplier != 1 or pair(layer.dilation_rate) != (1, 1) or len(shapes[0]) != 3:
+        return None
+    return _read_conv(ctx, layer, "depthwise", inputs[0], shapes[0], shapes[0][2])
+
+
+def read_separable(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """SeparableConv2D as two weighted nodes, both trainable: z = pointwise(depthwise(x, D), P) + b.
+
+    The depthwise half ``<layer>_depthwise`` (kernel D [kh, kw, C, 1], a zero bias, linear, attribute
+    ``separable``) computes u = depthwise(x, D); the pointwise half, named like the layer, is a 1x1
+    conv2d (kernel P [1, 1, C, C_out], the layer's bias and activation). The extra depthwise bias b_u
+    adds nothing the pointwise bias cannot express (P^T b_u) and starts at 0, so the pair computes the
+    layer.
+    """
+    shape = shapes[0]
+    if layer.depth_multiplier != 1 or pair(layer.dilation_rate) != (1, 1) or len(shape) != 3:
+        return None
+    kernel_hw, strides = pair(layer.kernel_size), pair(layer.strides)
+    if kernel_hw[0] != kernel_hw[1] or strides[0] != strides[1]:
+        return None
+    out_hw = [pad_amounts(shape[a], kernel_hw[a], strides[a], layer.padding)[2] for a in (0, 1)]
+    channels, cls = shape[2], type(layer).__name__
+    depthwise = ctx.add(f"{layer.name}_depthwise", "depthwise", [inputs[0]], (*out_hw, channels), cls,
+                        weights=(f32(layer.depthwise_kernel), np.zeros(channels, np.float32)),
+                        attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding,
+                               "activation": "linear", "separable": layer.name})
+    pointwise = f32(layer.pointwise_kernel)
+    out_channels = pointwise.shape[-1]
+    bias = f32(layer.bias) if layer.use_bias else np.zeros(out_channels, np.float32)
+    out = ctx.add(layer.name, "conv2d", [depthwise], (*out_hw, out_channels), cls, weights=(pointwise, bias),
+                  attrs={"kernel": (1, 1), "strides": (1, 1), "padding": "valid", "activation": "linear",
+                         "keras_output": layer.name})
+    return ctx.activation_after(layer, out)
+
+
+def read_dense(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """Dense on a vector or an [H, W, C] map (over the last axis) -> dense."""
+    shape = shapes[0]
+    if len(shape) not in (1, 3):
+        return None
+    kernel = f32(layer.kernel)
+    bias = f32(layer.bias) if layer.use_bias else np.zeros(kernel.shape[1], np.float32)
+    out = ctx.add(layer.name, "dense", inputs, (*shape[:-1], kernel.shape[1]), type(layer).__name__,
+                  weights=(kernel, bias), attrs={"activation": "linear", "keras_output": layer.name})
+    return ctx.activation_after(layer, out)
+
+
+SQUARE = "square kernel and stride, `same` (asymmetric at stride 2, as Keras pads) or `valid`"
+FAMILY = OpFamily(
+    __name__,
+    kinds=(
+        WeightedKind("conv2d", _pre_activation, _conv_input_grad, _conv_weight_grad, _macs, out_axis=3,
+                     filter_layout=lambda node, kernel: tf.transpose(kernel, [3, 0, 1, 2]),  # CONV_2D OHWI
+                     kernel_mask=lambda mask: mask, geometry=_geometry),
+        WeightedKind("depthwise", lambda node, x, kernel, bias, variables=False: depthwise_forward(
+                         x, kernel, bias, node.attrs["strides"], node.attrs["padding"]),
+                     _depthwise_input_grad, _depthwise_weight_grad, _macs, out_axis=2,
+                     filter_layout=_depthwise_layout, kernel_mask=lambda mask: tf.reshape(mask, [-1, 1]),
+                     geometry=_geometry),
+        WeightedKind("dense", lambda node, x, kernel, bias, variables=False: dense_forward(x, kernel, bias),
+                     lambda node, g_z, kernel, in_shape, kernel_is_variable=False: dense_input_grad(g_z, kernel),
+                     lambda node, x, g_z, in_shape: dense_weight_grad(x, g_z, tuple(node.weights[0].shape)),
+                     _macs, out_axis=1, filter_layout=lambda node, kernel: tf.transpose(kernel),  # [D_out, D_in]
+                     kernel_mask=lambda mask: mask, geometry=_geometry),
+    ),
+    layers=(
+        LayerRule("Conv2D", read_conv2d, ("conv2d",), f"groups 1, dilation 1, {SQUARE}"),
+        LayerRule("DepthwiseConv2D", read_depthwise, ("depthwise",), f"depth multiplier 1, dilation 1, {SQUARE}"),
+        LayerRule("SeparableConv2D", read_separable, ("depthwise", "conv2d"),
+                  f"depthwise and pointwise kernels both trainable; depth multiplier 1, dilation 1, {SQUARE}"),
+        LayerRule("Dense", read_dense, ("dense",), "on a vector or over the channels of a feature map"),
+    ),
+)

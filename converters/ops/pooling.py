@@ -1,4 +1,5 @@
-"""Pooling: average, max and global average pooling, forward and builtin-op backward.
+"""Pooling: average, max and global average pooling, forward and builtin-op backward; the family's
+registry entry (``FAMILY``: AveragePooling2D, MaxPooling2D, GlobalAveragePooling2D).
 
 * avg_pool: y[i] = 1/c_i sum_{t in window i} x_pad[s i + t], where c_i counts the window's real
   (non-padding) elements (TF excludes padding). Backward: the adjoint of that sum, i.e. the
@@ -16,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from converters.ops.conv import _dilate, depthwise_input_grad, pad_amounts, window_taps
+from converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, elements, pair
 
 POOL_PAD_VALUE = -3.0e38
 """Padding value of max pooling's recomputation: below any finite activation."""
@@ -81,3 +83,57 @@ def global_pool_backward(g_y, in_shape):
     h, w, c = in_shape
     g = tf.reshape(g_y, [-1, 1, 1, c]) * (1.0 / float(h * w))
     return g + tf.zeros([1, h, w, c], tf.float32)
+
+
+# ------------------------------------------------------------------ the family's registry entry
+def read_pool(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """AveragePooling2D / MaxPooling2D on an [H, W, C] map -> avg_pool / max_pool."""
+    shape, cls = shapes[0], type(layer).__name__
+    if len(shape) != 3:
+        return None
+    pool, strides = pair(layer.pool_size), pair(layer.strides)
+    out = [pad_amounts(shape[a], pool[a], strides[a], layer.padding)[2] for a in (0, 1)]
+    return ctx.add(layer.name, "avg_pool" if cls == "AveragePooling2D" else "max_pool", inputs, (*out, shape[2]),
+                   cls, attrs={"pool": pool, "strides": strides, "padding": layer.padding})
+
+
+def read_global_pool(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """GlobalAveragePooling2D (keepdims or not) -> global_pool."""
+    shape = shapes[0]
+    if len(shape) != 3:
+        return None
+    keep = bool(layer.keepdims)
+    return ctx.add(layer.name, "global_pool", inputs, (1, 1, shape[2]) if keep else (shape[2],),
+                   "GlobalAveragePooling2D", attrs={"keepdims": keep})
+
+
+def _window_macs(node, in_shapes) -> int:
+    return elements(node.shape) * node.attrs["pool"][0] * node.attrs["pool"][1]
+
+
+def _pool_backward(node, xs, z, y, g_y, in_shapes):
+    a = node.attrs
+    if node.op == "avg_pool":
+        return [avg_pool_backward(g_y, in_shapes[0][:2], node.shape[:2], a["pool"], a["strides"], a["padding"])]
+    return [max_pool_backward(xs[0], y, g_y, in_shapes[0][:2], node.shape[:2], a["pool"], a["strides"], a["padding"])]
+
+
+FAMILY = OpFamily(
+    __name__,
+    kinds=(
+        OpKind("avg_pool", lambda node, xs: (None, avg_pool_forward(xs[0], node.attrs["pool"], node.attrs["strides"],
+                                                                    node.attrs["padding"])),
+               _pool_backward, _window_macs),
+        OpKind("max_pool", lambda node, xs: (None, max_pool_forward(xs[0], node.attrs["pool"], node.attrs["strides"],
+                                                                    node.attrs["padding"])),
+               _pool_backward, _window_macs),
+        OpKind("global_pool", lambda node, xs: (None, global_pool_forward(xs[0], node.attrs["keepdims"])),
+               lambda node, xs, z, y, g_y, in_shapes: [global_pool_backward(g_y, in_shapes[0])],
+               lambda node, in_shapes: elements(in_shapes[0])),
+    ),
+    layers=(
+        LayerRule("AveragePooling2D", read_pool, ("avg_pool",), "any window and stride, `same` or `valid`"),
+        LayerRule("MaxPooling2D", read_pool, ("max_pool",), "any window and stride, `same` or `valid`"),
+        LayerRule("GlobalAveragePooling2D", read_global_pool, ("global_pool",), "keepdims or not"),
+    ),
+)

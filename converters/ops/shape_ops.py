@@ -1,4 +1,5 @@
-"""Shape ops: ZeroPadding2D, Flatten/Reshape, Dropout (inference identity).
+"""Shape ops: ZeroPadding2D, Flatten/Reshape, Dropout (inference identity); the family's registry entry
+(``FAMILY``).
 
 * zero_pad:  y = pad(x, ((t, b), (l, r))),  g_x = g_y[:, t:t + H, l:l + W, :]
 * reshape:   y = reshape(x, shape),         g_x = reshape(g_y, shape(x))
@@ -7,7 +8,15 @@
 
 from __future__ import annotations
 
+import math
+
 import tensorflow as tf
+
+from converters.ops.spec import GraphReadError, LayerRule, OpFamily, OpKind, ReadContext, no_macs
+
+IDENTITY_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "GaussianDropout", "GaussianNoise",
+                   "AlphaDropout", "ActivityRegularization", "Identity")
+"""Keras layers that are identities at inference."""
 
 
 def zero_pad_forward(x, pads):
@@ -30,3 +39,59 @@ def reshape_forward(x, shape):
 def reshape_backward(g_y, in_shape):
     """Reshape back to batch + ``in_shape``."""
     return tf.reshape(g_y, [-1, *in_shape])
+
+
+# ------------------------------------------------------------------ the family's registry entry
+def read_zero_pad(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """ZeroPadding2D of an [H, W, C] map -> zero_pad."""
+    shape = shapes[0]
+    if len(shape) != 3:
+        return None
+    (t, b), (lft, r) = layer.padding
+    return ctx.add(layer.name, "zero_pad", inputs, (shape[0] + t + b, shape[1] + lft + r, shape[2]), "ZeroPadding2D",
+                   attrs={"pads": ((int(t), int(b)), (int(lft), int(r)))})
+
+
+def read_flatten(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """Flatten -> reshape to one axis."""
+    return ctx.add(layer.name, "reshape", inputs, (math.prod(shapes[0]),), "Flatten")
+
+
+def read_reshape(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """Reshape (one -1 allowed) -> reshape.
+
+    Raises:
+      GraphReadError: the target does not hold the input's elements.
+    """
+    shape = shapes[0]
+    target = list(layer.target_shape)
+    if -1 in target:
+        known = math.prod(v for v in target if v != -1)
+        target[target.index(-1)] = math.prod(shape) // known
+    if math.prod(target) != math.prod(shape):
+        raise GraphReadError(f"layer {layer.name!r} (Reshape) cannot reshape {shape} to {tuple(layer.target_shape)}")
+    return ctx.add(layer.name, "reshape", inputs, tuple(target), "Reshape")
+
+
+def read_identity(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """Dropout and other inference identities -> identity (dropped by the passes)."""
+    return ctx.add(layer.name, "identity", inputs, shapes[0], type(layer).__name__)
+
+
+FAMILY = OpFamily(
+    __name__,
+    kinds=(
+        OpKind("zero_pad", lambda node, xs: (None, zero_pad_forward(xs[0], node.attrs["pads"])),
+               lambda node, xs, z, y, g_y, in_shapes: [zero_pad_backward(g_y, node.attrs["pads"], in_shapes[0])],
+               no_macs),
+        OpKind("reshape", lambda node, xs: (None, reshape_forward(xs[0], node.shape)),
+               lambda node, xs, z, y, g_y, in_shapes: [reshape_backward(g_y, in_shapes[0])], no_macs),
+        OpKind("identity", lambda node, xs: (None, xs[0]), lambda node, xs, z, y, g_y, in_shapes: [g_y], no_macs),
+    ),
+    layers=(
+        LayerRule("ZeroPadding2D", read_zero_pad, ("zero_pad",)),
+        LayerRule("Flatten", read_flatten, ("reshape",)),
+        LayerRule("Reshape", read_reshape, ("reshape",)),
+        *(LayerRule(cls, read_identity, ("identity",), "an identity at inference") for cls in IDENTITY_LAYERS),
+    ),
+)

@@ -1,0 +1,159 @@
+"""The op registry: every op family's IR kinds and Keras layer rules in one table.
+
+The graph reader (``converters.graph.keras_reader``) asks it how a Keras layer or functional op maps to
+IR nodes (:func:`read_layer`, :func:`read_operation`); the IR (``converters.graph.ir``), the passes and
+the layer table ask it which kinds are weighted or differentiable and how a weighted kind lays out its
+kernel (:func:`weighted_kind`); the dispatcher (``converters.ops.dispatch``) and the backward pass ask
+it for forward and gradient (:func:`kind`). Adding an op family is one module declaring a ``FAMILY``
+(``converters.ops.spec``) plus its line in :data:`FAMILIES`.
+
+Two IR kinds belong to no family: ``input`` (the image) and ``opaque`` (any other Keras layer, run
+frozen through Keras itself; refused in the gradient region with :func:`gradient_refusal`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from converters.ops import activations, concat, conv, elementwise, pooling, shape_ops
+from converters.ops.spec import LayerRule, OperationRule, OpFamily, OpKind, ReadContext, WeightedKind
+
+if TYPE_CHECKING:
+    from converters.graph.ir import Node
+
+FAMILIES: tuple[OpFamily, ...] = (conv.FAMILY, activations.FAMILY, elementwise.FAMILY, concat.FAMILY,
+                                  pooling.FAMILY, shape_ops.FAMILY)
+STRUCTURAL_KINDS = ("input", "opaque")
+"""IR kinds of no family: the image input and a frozen-only Keras layer."""
+
+
+def _index(items, key, what: str) -> dict:
+    out = {}
+    for item in items:
+        name = key(item)
+        if name in out:
+            raise ValueError(f"op registry: {what} {name!r} is declared twice")
+        out[name] = item
+    return out
+
+
+KINDS: dict[str, OpKind | WeightedKind] = _index([k for f in FAMILIES for k in f.kinds], lambda k: k.name, "IR kind")
+LAYERS: dict[str, LayerRule] = _index([r for f in FAMILIES for r in f.layers], lambda r: r.keras_class, "layer")
+OPERATIONS: dict[str, OperationRule] = _index([r for f in FAMILIES for r in f.operations], lambda r: r.keras_class,
+                                              "operation")
+WEIGHTED_KINDS: tuple[str, ...] = tuple(k for k, v in KINDS.items() if isinstance(v, WeightedKind))
+DIFFERENTIABLE_KINDS: tuple[str, ...] = WEIGHTED_KINDS + tuple(k for k in KINDS if k not in WEIGHTED_KINDS)
+FAMILY_OF: dict[str, str] = {k.name: f.name for f in FAMILIES for k in f.kinds}
+
+
+def _check_rules() -> None:
+    known = set(KINDS) | set(STRUCTURAL_KINDS)
+    for rule in [*LAYERS.values(), *OPERATIONS.values()]:
+        unknown = [k for k in rule.kinds if k not in known]
+        if unknown:
+            raise ValueError(f"op registry: {rule.keras_class} maps to unknown IR kinds {unknown}")
+
+
+_check_rules()
+
+
+def kind(name: str) -> OpKind | WeightedKind:
+    """The registered IR kind ``name``.
+
+    Raises:
+      ValueError: no family declares it (``input``, ``opaque`` or a typo).
+    """
+    if name not in KINDS:
+        raise ValueError(f"IR kind {name!r} has no forward/gradient in the op registry")
+    return KINDS[name]
+
+
+def weighted_kind(name: str) -> WeightedKind:
+    """The weighted IR kind ``name`` (conv2d, depthwise, dense).
+
+    Raises:
+      ValueError: ``name`` is not a weighted kind.
+    """
+    spec = kind(name)
+    if not isinstance(spec, WeightedKind):
+        raise ValueError(f"IR kind {name!r} has no weights")
+    return spec
+
+
+def gradient_refusal(node: "Node") -> str:
+    """The one-line refusal of a node without an on-device gradient, naming its Keras layer and class."""
+    return f"layer {node.name!r} ({node.keras_class or node.op}) has no on-device gradient"
+
+
+def require_gradient(node: "Node") -> OpKind | WeightedKind:
+    """The kind of ``node`` when it has a gradient.
+
+    Raises:
+      ValueError: :func:`gradient_refusal` (an opaque node: a Keras layer the registry does not map).
+    """
+    if node.op not in KINDS:
+        raise ValueError(gradient_refusal(node))
+    return KINDS[node.op]
+
+
+def layer_rule(keras_class: str) -> LayerRule | None:
+    """The rule of a Keras layer class, or None: the layer only runs frozen."""
+    return LAYERS.get(keras_class)
+
+
+def read_layer(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """The IR output of Keras ``layer`` read through its rule, or None when it only runs frozen (no rule,
+    a variant without a gradient, channels-first data)."""
+    if getattr(layer, "data_format", "channels_last") not in ("channels_last", None):
+        return None
+    rule = LAYERS.get(type(layer).__name__)
+    return None if rule is None else rule.read(ctx, layer, inputs, shapes)
+
+
+def read_operation(ctx: ReadContext, op, inputs: list[str], shapes, node) -> str | None:
+    """The IR output of a functional Keras op (``x + 3.0``) through its rule, or None (runs frozen)."""
+    rule = OPERATIONS.get(type(op).__name__)
+    return None if rule is None or node is None else rule.read(ctx, op, inputs, shapes, node)
+
+
+def trainable_layers() -> tuple[str, ...]:
+    """Keras layer classes read as weighted kinds: candidates, their weights updated on the device."""
+    return tuple(c for c, r in LAYERS.items() if any(k in WEIGHTED_KINDS for k in r.kinds))
+
+
+def differentiable_layers() -> tuple[str, ...]:
+    """Keras layer classes without trainable weights that have a gradient (may lie above candidates)."""
+    trainable = set(trainable_layers())
+    return tuple(c for c in LAYERS if c not in trainable)
+
+
+README_BEGIN = "<!-- op-registry: generated by converters.ops.registry.readme_section(); do not edit -->"
+README_END = "<!-- /op-registry -->"
+
+
+def _bullets(classes: tuple[str, ...]) -> list[str]:
+    """One bullet per run of layer rules sharing a family and a ``supports`` text, in declaration order."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    family = {r.keras_class: f.name for f in FAMILIES for r in f.layers}
+    for cls in classes:
+        groups.setdefault((family[cls], LAYERS[cls].supports), []).append(cls)
+    lines = []
+    for (_, supports), members in groups.items():
+        names = ", ".join(f"`{c}`" for c in members)
+        lines.append(f"- {names}: {supports}" if supports else f"- {names}")
+    return lines
+
+
+def readme_section() -> str:
+    """The README's list of what is trainable, what has a gradient and what only runs frozen (between
+    :data:`README_BEGIN` and :data:`README_END`)."""
+    spellings = dict.fromkeys(e.strip() for r in OPERATIONS.values() for e in r.supports.split(",") if e.strip())
+    operations = ", ".join(f"`{e}`" for e in spellings)
+    lines = [README_BEGIN, "", "**Trainable** (can be candidates: their weights are updated on the device):", ""]
+    lines += _bullets(trainable_layers())
+    lines += ["", "**With a gradient** (may lie anywhere between the candidates and the embedding):", ""]
+    lines += _bullets(differentiable_layers())
+    lines += [f"- functional ops: {operations}", ""]
+    lines += ["**Only run frozen** (below the deepest candidate): every other layer, and every variant not "
+              "listed above, that TFLite converts to builtin ops.", "", README_END]
+    return "\n".join(lines)

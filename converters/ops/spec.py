@@ -1,0 +1,144 @@
+"""What an op family declares to the registry (``converters.ops.registry``): its IR kinds, each with
+forward, gradient and cost, and the Keras layers (and functional Keras ops) that map to them.
+
+An IR kind is one of
+
+* :class:`OpKind` -- a node without weights: ``forward(node, xs) -> (z, y)`` (z the pre-activation of
+  an activation node, else None), ``backward(node, xs, z, y, g_y, in_shapes) -> [g_x for each input]``;
+* :class:`WeightedKind` -- a layer with a kernel W and a bias b (a candidate the device may train):
+  ``forward(node, x, W, b, variables) -> z`` (the activation is applied by the caller),
+  ``input_grad(node, g_z, W, in_shape, kernel_is_variable) -> g_x`` and
+  ``weight_grad(node, x, g_z, in_shape) -> (dW, db)`` of every output channel in the kernel's layout,
+  and what the layer table and cost model need (``geometry``: kernel, stride, groups).
+
+Every kind declares ``cost(node, in_shapes) -> forward MACs per sample``; for a weighted kind it is
+the cost model's M = H' W' k^2 (C_in / g) C_out (``tflite_train.sparse.cost_model``).
+
+A :class:`LayerRule` maps one Keras layer class: ``read(ctx, layer, inputs, shapes)`` adds the IR
+node(s) through the reader's :class:`ReadContext` and returns the output name, or None for a variant
+without a gradient (the layer then runs frozen, as an opaque node). ``supports`` says, for the README,
+which variants have a gradient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import keras
+import numpy as np
+
+if TYPE_CHECKING:  # the IR imports the registry; the families need its Node for type hints only
+    from converters.graph.ir import Node
+
+Shape = tuple[int, ...]
+
+
+class GraphReadError(ValueError):
+    """A Keras model the exporter cannot read (names the layer and what is wrong)."""
+
+
+class ReadContext(Protocol):
+    """The graph reader as the layer rules see it."""
+
+    shapes: dict[str, Shape]
+
+    def add(self, name: str, op: str, inputs: list[str], shape, keras_class: str, **fields: Any) -> str:
+        """Appends a node (name made unique) and returns its name."""
+
+    def activation_after(self, layer, out: str) -> str:
+        """Appends ``layer``'s built-in activation after node ``out`` (if not linear); returns the output."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OpKind:
+    """An IR kind without weights (module docstring)."""
+
+    name: str
+    forward: Callable[..., tuple[Any, Any]]
+    backward: Callable[..., list]
+    cost: Callable[["Node", list[Shape]], int]
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedKind:
+    """An IR kind with a kernel and a bias (module docstring).
+
+    Attributes:
+      out_axis: The kernel's output-channel axis (BatchNorm folding scales it).
+      filter_layout: (node, W) -> W in the layout of the forward op's filter (what a constant stores).
+      kernel_mask: (mask [C_out]) -> the mask broadcastable to the kernel (the masked optimizer step).
+      geometry: (node, in_shape) -> (kernel, stride, groups) of the layer table's ``LayerSpec``.
+    """
+
+    name: str
+    forward: Callable[..., Any]
+    input_grad: Callable[..., Any]
+    weight_grad: Callable[..., tuple[Any, Any]]
+    cost: Callable[["Node", list[Shape]], int]
+    out_axis: int
+    filter_layout: Callable[["Node", Any], Any]
+    kernel_mask: Callable[[Any], Any]
+    geometry: Callable[["Node", Shape], tuple[int, int, int]]
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerRule:
+    """One Keras layer class and how it is read (module docstring)."""
+
+    keras_class: str
+    read: Callable[..., str | None]
+    kinds: tuple[str, ...]
+    supports: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class OperationRule:
+    """A Keras op used functionally (``x + 3.0``): ``read(ctx, op, inputs, shapes, node)``; ``supports``:
+    the expressions it reads, comma-separated (for the README)."""
+
+    keras_class: str
+    read: Callable[..., str | None]
+    kinds: tuple[str, ...]
+    supports: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class OpFamily:
+    """One op family (named by its module): its IR kinds, Keras layer rules and functional-op rules."""
+
+    name: str
+    kinds: tuple[OpKind | WeightedKind, ...]
+    layers: tuple[LayerRule, ...] = ()
+    operations: tuple[OperationRule, ...] = ()
+
+
+def pair(value) -> tuple[int, int]:
+    """(a, a) for an int, else the first two entries as ints."""
+    return (int(value), int(value)) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
+def f32(value) -> np.ndarray:
+    """A Keras variable or tensor as a float32 numpy array."""
+    return np.asarray(keras.ops.convert_to_numpy(value), np.float32)
+
+
+def broadcast(shapes: list[Shape]) -> Shape:
+    """The NumPy broadcast of ``shapes``."""
+    return tuple(int(v) for v in np.broadcast_shapes(*shapes))
+
+
+def elements(shape: Shape) -> int:
+    """Number of elements of a shape (per sample)."""
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def no_macs(node: "Node", in_shapes: list[Shape]) -> int:
+    """Cost of a pure data movement (reshape, pad, concatenation, identity): 0 MACs."""
+    return 0
+
+
+def per_output_element(node: "Node", in_shapes: list[Shape]) -> int:
+    """Cost of an element-wise op: one MAC per output element."""
+    return elements(node.shape)
