@@ -1,7 +1,7 @@
 """The exporter's graph IR: a Keras CNN as plain data (no Keras objects except opaque frozen ops).
 
 A :class:`Graph` is a tuple of :class:`Node` in topological order, starting with the single image
-input. Every node has one output tensor, named like the node. Weighted nodes (``conv2d``,
+input. Every node has one output tensor, named like the node. Weighted nodes (``conv2d``, ``grouped_conv2d``,
 ``depthwise``, ``dense``) carry their kernel and bias as float32 numpy arrays in Keras layouts
 (conv [kh, kw, C_in, C_out], depthwise [kh, kw, C, 1], dense [D_in, D_out]) and an ``activation``
 attribute (fused by :func:`converters.graph.passes.fuse_activations`).
@@ -14,6 +14,7 @@ op             attrs
 input          --
 conv2d         kernel (kh, kw), strides (sh, sw), padding "same"/"valid", activation
 depthwise      as conv2d; separable: the SeparableConv2D whose depthwise half it is
+grouped_conv2d as conv2d; groups g > 1 (kernel [kh, kw, C_in / g, C_out])
 dense          activation
 affine         -- (weights: scale [C], shift [C]; an unfolded BatchNormalization)
 activation     fn (one of ``ACTIVATIONS``), alpha (leaky_relu)
@@ -83,7 +84,7 @@ class Node:
 
     @property
     def is_weighted(self) -> bool:
-        """True for conv2d, depthwise and dense."""
+        """True for the weighted kinds (conv2d, grouped_conv2d, depthwise, dense)."""
         return self.op in WEIGHTED_OPS
 
     @property

@@ -54,3 +54,26 @@ def dense_cnn(size: int = 32, growth: int = 8) -> keras.Model:
     x = keras.layers.ReLU(name="final_relu")(x)
     x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
     return keras.Model(inputs, keras.layers.Dense(10, name="cls")(x))
+
+
+def grouped_cnn(size: int = 32, groups: int = 4) -> keras.Model:
+    """ResNeXt-style: a stem, two bottleneck blocks (1x1 conv, 3x3 grouped conv with ``groups`` groups,
+    1x1 conv, each with BN; a residual add, ReLU after it), global pooling, a classifier."""
+    keras.utils.set_random_seed(0)
+    x = inputs = keras.Input((size, size, 3))
+    x = keras.layers.Conv2D(32, 3, strides=2, padding="same", name="stem")(x)
+    x = keras.layers.BatchNormalization(name="stem_bn")(x)
+    x = keras.layers.ReLU(name="stem_relu")(x)
+    for k, stride in enumerate((1, 2)):
+        y = keras.layers.Conv2D(32, 1, name=f"b{k}_reduce")(x)
+        y = keras.layers.BatchNormalization(name=f"b{k}_reduce_bn")(y)
+        y = keras.layers.ReLU(name=f"b{k}_reduce_relu")(y)
+        y = keras.layers.Conv2D(32, 3, strides=stride, padding="same", groups=groups, name=f"b{k}_grouped")(y)
+        y = keras.layers.BatchNormalization(name=f"b{k}_grouped_bn")(y)
+        y = keras.layers.ReLU(name=f"b{k}_grouped_relu")(y)
+        y = keras.layers.Conv2D(32, 1, name=f"b{k}_expand")(y)
+        y = keras.layers.BatchNormalization(name=f"b{k}_expand_bn")(y)
+        shortcut = x if stride == 1 else keras.layers.AveragePooling2D(2, name=f"b{k}_down")(x)
+        x = keras.layers.ReLU(name=f"b{k}_out")(keras.layers.Add(name=f"b{k}_add")([shortcut, y]))
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    return keras.Model(inputs, keras.layers.Dense(10, name="cls")(x))

@@ -1,7 +1,8 @@
-"""SeparableConv2D and Concatenate train on device: a small Xception-style CNN and a small DenseNet-style
-CNN (32 px, random weights, BatchNorm not calibrated) export with no flags, their candidates include the
-separable layers (both halves) and their gradient region the concatenations, the file holds builtin
-ops only, and ``verify`` passes (LiteRT in process; tflite-runtime 2.14 in the Pi env when present).
+"""SeparableConv2D, Concatenate and grouped Conv2D train on device: a small Xception-style, DenseNet-style
+and ResNeXt-style CNN (32 px, random weights, BatchNorm not calibrated) export with no flags, their
+candidates include the separable layers (both halves) and the grouped convs and their gradient region
+the concatenations, the file holds builtin ops only, and ``verify`` passes (LiteRT in process;
+tflite-runtime 2.14 in the Pi env when present).
 
 Exports are slow (30-60 s each on 2 busy cores): each model once (module-scoped), without the optional
 signatures (``train_variants=0``, ``cache_signatures=False``: they do not change the self-test).
@@ -21,11 +22,11 @@ from tflite_train.runtime import read_metadata
 from tflite_train.runtime.metadata import read_operator_codes
 from tflite_train.runtime.selftest import verify
 
-from byo_models import dense_cnn, separable_cnn
+from byo_models import dense_cnn, grouped_cnn, separable_cnn
 from test_selftest_zoo import PI_PYTHON, REPO
 
 NO_FLAGS = dict(backbone="keras", input_size=None, candidates=AUTO, train_variants=0, cache_signatures=False)
-MODELS = {"separable_cnn": separable_cnn, "dense_cnn": dense_cnn}
+MODELS = {"separable_cnn": separable_cnn, "dense_cnn": dense_cnn, "grouped_cnn": grouped_cnn}
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +63,22 @@ def test_concatenations_lie_in_the_gradient_region(exported):
     assert "b1_l0_conv2" in candidates  # its output reaches the embedding only through a concatenation
 
 
+def test_grouped_convs_are_candidates(exported):
+    path, result = exported("grouped_cnn")
+    candidates = read_metadata(path)["candidates"]
+    assert {"b0_grouped", "b1_grouped"} <= set(candidates), candidates
+    node = result.module.graph.by_name["b1_grouped"]
+    assert (node.op, node.attrs["groups"], node.attrs["activation"]) == ("grouped_conv2d", 4, "relu")
+    assert result.module.table["b1_grouped"].groups == 4  # the cost model counts k^2 (C_in / 4) C_out
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_builtin_ops_only_and_verify_passes_on_litert(exported, name):
     path, _ = exported(name)
     codes = read_operator_codes(path)
     assert not [c.name for c in codes if c.is_custom]
-    assert {"CONCATENATION", "SPLIT_V"} <= {c.name for c in codes}  # forward concat, backward split
+    if name == "dense_cnn":
+        assert {"CONCATENATION", "SPLIT_V"} <= {c.name for c in codes}  # forward concat, backward split
     result = verify(path)
     assert result.passed, result.format()
 

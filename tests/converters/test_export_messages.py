@@ -111,10 +111,12 @@ def test_lambda_and_custom_class_files_get_advice_a_cli_user_can_follow(tmp_path
 
 
 def test_grouped_conv_is_refused_naming_groups():
-    model = _cnn([keras.layers.Conv2D(8, 3, padding="same", groups=4, name="grouped")])
+    """A grouped conv trains (``converters.ops.grouped_conv``); a dilated one is refused naming its settings."""
+    model = _cnn([keras.layers.Conv2D(8, 3, padding="same", groups=4, dilation_rate=2, name="grouped")])
     with pytest.raises(RegionError) as err:
         prepare_model(model, ExportConfig(candidates="all", **FAST))
-    assert str(err.value).startswith("layer 'grouped' (Conv2D with groups=4) has no on-device gradient")
+    assert str(err.value).startswith("layer 'grouped' (Conv2D with groups=4, dilation_rate=(2, 2)) has no on-device "
+                                     "gradient")
 
 
 def test_no_candidates_would_export_names_flags_that_do(tmp_path, capsys):

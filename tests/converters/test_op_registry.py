@@ -18,7 +18,7 @@ from converters.ops import dispatch, registry
 from converters.ops.spec import OpKind, WeightedKind
 from tflite_train.sparse.cost_model import layer_cost
 
-from byo_models import dense_cnn, separable_cnn
+from byo_models import dense_cnn, grouped_cnn, separable_cnn
 from test_graph import _prepare
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
@@ -37,14 +37,14 @@ def test_every_kind_has_forward_gradient_and_cost():
 
 
 def test_every_layer_rule_maps_to_registered_kinds_and_each_kind_is_reached():
-    reached = {k for rule in [*registry.LAYERS.values(), *registry.OPERATIONS.values()] for k in rule.kinds}
+    reached = {k for rule in [*registry.LAYER_RULES, *registry.OPERATIONS.values()] for k in rule.kinds}
     assert reached == set(registry.KINDS)  # no kind without a Keras layer or op that produces it
     assert set(registry.trainable_layers()) == {"Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Dense"}
     assert {"Concatenate", "BatchNormalization", "Add", "ReLU"} <= set(registry.differentiable_layers())
     assert not set(registry.trainable_layers()) & set(registry.differentiable_layers())
 
 
-@pytest.mark.parametrize("build", [separable_cnn, dense_cnn])
+@pytest.mark.parametrize("build", [separable_cnn, dense_cnn, grouped_cnn])
 def test_weighted_cost_is_the_cost_models(build):
     """Each weighted kind's declared cost equals the cost model's forward MACs of its layer-table row."""
     prepared = _prepare(build(), candidates="all")
@@ -85,7 +85,7 @@ def test_unknown_layer_runs_frozen_and_is_refused_with_the_one_line_message():
     x = keras.layers.LayerNormalization(name="ln")(inputs)
     nodes, _ = read_keras(keras.Model(inputs, x), (8, 8, 3))
     node = nodes[-1]
-    assert registry.layer_rule("LayerNormalization") is None
+    assert registry.layer_rules("LayerNormalization") == ()
     assert node.op == "opaque" and not node.differentiable
     with pytest.raises(ValueError) as err:
         dispatch.backward(node, [], None, None, None, [(8, 8, 3)])
