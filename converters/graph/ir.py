@@ -17,7 +17,8 @@ depthwise      as conv2d; separable: the SeparableConv2D whose depthwise half it
 grouped_conv2d as conv2d; groups g > 1 (kernel [kh, kw, C_in / g, C_out])
 dense          activation
 affine         -- (weights: scale [C], shift [C]; an unfolded BatchNormalization)
-activation     fn (one of ``ACTIVATIONS``), alpha (leaky_relu)
+layer_norm     epsilon (weights: gamma [C], beta [C]; LayerNormalization over the channels)
+activation     fn (``ACTIVATIONS``, or GELU: ``NODE_ACTIVATIONS``), alpha (leaky_relu)
 add            -- (n inputs, broadcasting)
 add_const      value
 multiply       -- (2 inputs, broadcasting; squeeze-excite)

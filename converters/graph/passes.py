@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from converters.graph.ir import Graph, InputSpec, Node
+from converters.graph.ir import ACTIVATIONS, Graph, InputSpec, Node
 from converters.ops import registry
 
 
@@ -163,14 +163,14 @@ def fold_batchnorm(nodes: list[Node], output: str) -> tuple[list[Node], str]:
 
 
 def fuse_activations(nodes: list[Node], output: str) -> tuple[list[Node], str]:
-    """Moves an activation into the weighted node it alone reads (the layer's y = f(z))."""
+    """Moves an activation of ``ACTIVATIONS`` into the weighted node it alone reads (the layer's y = f(z))."""
     for name in [n.name for n in nodes if n.op == "activation"]:
         by_name = {n.name: n for n in nodes}
         node = by_name[name]
         src = by_name[node.inputs[0]]
         if not src.is_weighted or src.attrs.get("activation", "linear") != "linear" or \
-                _consumers(nodes)[src.name] != [node.name]:
-            continue
+                node.attrs["fn"] not in ACTIVATIONS or _consumers(nodes)[src.name] != [node.name]:
+            continue  # GELU (activations.NODE_ACTIVATIONS) stays a node: the layer table has no such activation
         fused = src.replace(attrs={**src.attrs, "activation": node.attrs["fn"], "alpha": node.attrs.get("alpha", 0.0),
                                    "keras_output": node.attrs.get("keras_output", node.name)})
         nodes = _rewire([fused if n.name == src.name else n for n in nodes], node.name, src.name)

@@ -11,6 +11,10 @@ With y = f(z):
 * hard_sigmoid: f = relu6(z + 3) / 6 (Keras 3), f' = [-3 < z < 3] / 6
 * swish:        f = z sigma(z), f' = sigma(z) (1 + z (1 - sigma(z)))
 * hard_swish:   f = z relu6(z + 3) / 6, f' = 0 (z <= -3), (2 z + 3) / 6 (-3 < z < 3), 1 (z >= 3)
+* gelu (exact): f = z Phi(z) (one GELU), f' = Phi(z) + z phi(z) with phi(z) = exp(-z^2 / 2) / sqrt(2 pi)
+  and Phi(z) = y / z read off the forward's output (TFLite has no ERF builtin); for |z| < 1e-3,
+  Phi(z) = 1/2 + z phi(0) (error below 1e-10). GELU is never fused into a weighted layer (the layer
+  table's activations are ``ACTIVATIONS``): it stays an activation node after it.
 """
 
 from __future__ import annotations
@@ -21,15 +25,17 @@ import tensorflow as tf
 from converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, per_output_element
 
 ACTIVATIONS = ("linear", "relu", "relu6", "leaky_relu", "hard_swish", "hard_sigmoid", "swish", "sigmoid")
-"""The activation functions with a builtin-op gradient (IR attribute ``fn``)."""
+"""The activation functions a weighted layer may fuse (the layer table's ``LayerSpec.activation``)."""
+NODE_ACTIVATIONS = ("gelu",)
+"""Activation functions with a builtin-op gradient that stay activation nodes (never fused)."""
 KERAS_ACTIVATIONS = {
     "linear": "linear", "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "hard_sigmoid": "hard_sigmoid",
     "silu": "swish", "swish": "swish", "hard_silu": "hard_swish", "hard_swish": "hard_swish",
-    "leaky_relu": "leaky_relu",
+    "leaky_relu": "leaky_relu", "gelu": "gelu",
 }
 """Keras activation names -> IR activation functions."""
 
-NEEDS_PREACTIVATION = ("hard_sigmoid", "swish", "hard_swish")
+NEEDS_PREACTIVATION = ("hard_sigmoid", "swish", "hard_swish", "gelu")
 """Activations whose derivative is computed from z (the others use y)."""
 
 
@@ -51,7 +57,9 @@ def activation_forward(z, fn: str, alpha: float = 0.0):
         return z * tf.sigmoid(z)
     if fn == "hard_swish":
         return z * tf.clip_by_value(z + 3.0, 0.0, 6.0) * (1.0 / 6.0)
-    raise ValueError(f"activation must be one of {ACTIVATIONS}; got {fn!r}")
+    if fn == "gelu":
+        return tf.nn.gelu(z, approximate=False)
+    raise ValueError(f"activation must be one of {ACTIVATIONS + NODE_ACTIVATIONS}; got {fn!r}")
 
 
 def activation_backward(z, y, g_y, fn: str, alpha: float = 0.0):
@@ -75,7 +83,22 @@ def activation_backward(z, y, g_y, fn: str, alpha: float = 0.0):
         inside = tf.cast((z > -3.0) & (z < 3.0), tf.float32)
         above = tf.cast(z >= 3.0, tf.float32)
         return g_y * (inside * (2.0 * z + 3.0) * (1.0 / 6.0) + above)
-    raise ValueError(f"activation must be one of {ACTIVATIONS}; got {fn!r}")
+    if fn == "gelu":
+        return g_y * gelu_derivative(z, y)
+    raise ValueError(f"activation must be one of {ACTIVATIONS + NODE_ACTIVATIONS}; got {fn!r}")
+
+
+GELU_SMALL = 1e-3
+"""|z| below which GELU's Phi(z) is its first-order expansion instead of y / z."""
+
+
+def gelu_derivative(z, y):
+    """f'(z) = Phi(z) + z phi(z) of the exact GELU from z and y = GELU(z) (module docstring)."""
+    inv_sqrt_2pi = 0.3989422804014327
+    small = tf.abs(z) < GELU_SMALL
+    safe_z = tf.where(small, tf.ones_like(z), z)
+    cdf = tf.where(small, 0.5 + inv_sqrt_2pi * z, y / safe_z)
+    return cdf + z * (inv_sqrt_2pi * tf.exp(-0.5 * z * z))
 
 
 # ------------------------------------------------------------------ the family's registry entry

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from converters.ops import activations, concat, conv, elementwise, grouped_conv, pooling, shape_ops
+from converters.ops import (activations, concat, conv, elementwise, grouped_conv, normalization, pooling,
+                            shape_ops)
 from converters.ops.spec import LayerRule, OperationRule, OpFamily, OpKind, ReadContext, WeightedKind
 
 if TYPE_CHECKING:
     from converters.graph.ir import Node
 
 FAMILIES: tuple[OpFamily, ...] = (conv.FAMILY, grouped_conv.FAMILY, activations.FAMILY, elementwise.FAMILY,
-                                  concat.FAMILY, pooling.FAMILY, shape_ops.FAMILY)
+                                  normalization.FAMILY, concat.FAMILY, pooling.FAMILY, shape_ops.FAMILY)
 STRUCTURAL_KINDS = ("input", "opaque")
 """IR kinds of no family: the image input and a frozen-only Keras layer."""
 

@@ -77,3 +77,23 @@ def grouped_cnn(size: int = 32, groups: int = 4) -> keras.Model:
         x = keras.layers.ReLU(name=f"b{k}_out")(keras.layers.Add(name=f"b{k}_add")([shortcut, y]))
     x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
     return keras.Model(inputs, keras.layers.Dense(10, name="cls")(x))
+
+
+def convnext_cnn(size: int = 32, width: int = 32, depth: int = 2) -> keras.Model:
+    """ConvNeXt-style: a 4x4 stride-4 patchify stem with LayerNormalization, ``depth`` blocks of
+    7x7 depthwise conv, LayerNormalization, Dense 4x (GELU), Dense back, residual add; global pooling,
+    LayerNormalization, a classifier (the head's LayerNormalization is dropped with it)."""
+    keras.utils.set_random_seed(0)
+    x = inputs = keras.Input((size, size, 3))
+    x = keras.layers.Conv2D(width, 4, strides=4, name="stem")(x)
+    x = keras.layers.LayerNormalization(epsilon=1e-6, name="stem_ln")(x)
+    for k in range(depth):
+        y = keras.layers.DepthwiseConv2D(7, padding="same", name=f"b{k}_dw")(x)
+        y = keras.layers.LayerNormalization(epsilon=1e-6, name=f"b{k}_ln")(y)
+        y = keras.layers.Dense(4 * width, name=f"b{k}_pw1")(y)
+        y = keras.layers.Activation("gelu", name=f"b{k}_gelu")(y)
+        y = keras.layers.Dense(width, name=f"b{k}_pw2")(y)
+        x = keras.layers.Add(name=f"b{k}_add")([x, y])
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    x = keras.layers.LayerNormalization(epsilon=1e-6, name="head_ln")(x)
+    return keras.Model(inputs, keras.layers.Dense(10, name="cls")(x))

@@ -1,10 +1,11 @@
-"""SeparableConv2D, Concatenate and grouped Conv2D train on device: a small Xception-style, DenseNet-style
-and ResNeXt-style CNN (32 px, random weights, BatchNorm not calibrated) export with no flags, their
-candidates include the separable layers (both halves) and the grouped convs and their gradient region
-the concatenations, the file holds builtin ops only, and ``verify`` passes (LiteRT in process;
-tflite-runtime 2.14 in the Pi env when present).
+"""SeparableConv2D, Concatenate, grouped Conv2D, LayerNormalization and GELU train on device: a small
+Xception-style, DenseNet-style, ResNeXt-style and ConvNeXt-style CNN (32 px, random weights, BatchNorm
+not calibrated) export with no flags, their candidates include the separable layers (both halves), the
+grouped convs and the layers below the LayerNormalizations and their gradient region the
+concatenations, LayerNormalizations and GELUs, the file holds builtin ops only, and ``verify`` passes
+(LiteRT in process; tflite-runtime 2.14 in the Pi env when present).
 
-Exports are slow (30-60 s each on 2 busy cores): each model once (module-scoped), without the optional
+Exports are slow (30-55 s each on 2 busy cores): each model once (module-scoped), without the optional
 signatures (``train_variants=0``, ``cache_signatures=False``: they do not change the self-test).
 """
 
@@ -22,11 +23,12 @@ from tflite_train.runtime import read_metadata
 from tflite_train.runtime.metadata import read_operator_codes
 from tflite_train.runtime.selftest import verify
 
-from byo_models import dense_cnn, grouped_cnn, separable_cnn
+from byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
 from test_selftest_zoo import PI_PYTHON, REPO
 
 NO_FLAGS = dict(backbone="keras", input_size=None, candidates=AUTO, train_variants=0, cache_signatures=False)
-MODELS = {"separable_cnn": separable_cnn, "dense_cnn": dense_cnn, "grouped_cnn": grouped_cnn}
+MODELS = {"separable_cnn": separable_cnn, "dense_cnn": dense_cnn, "grouped_cnn": grouped_cnn,
+          "convnext_cnn": convnext_cnn}
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +74,16 @@ def test_grouped_convs_are_candidates(exported):
     assert result.module.table["b1_grouped"].groups == 4  # the cost model counts k^2 (C_in / 4) C_out
 
 
+def test_layer_norm_and_gelu_lie_in_the_gradient_region(exported):
+    path, result = exported("convnext_cnn")
+    candidates = read_metadata(path)["candidates"]
+    graph = result.module.graph
+    region = gradient_region(graph, candidates)
+    assert {"b0_dw", "b1_dw", "b1_pw1"} <= set(candidates), candidates  # below a LayerNormalization / a GELU
+    assert {"b0_ln", "b1_ln", "b0_gelu", "b1_gelu"} <= region
+    assert graph.by_name["b1_gelu"].attrs["fn"] == "gelu" and graph.by_name["b1_pw1"].attrs["activation"] == "linear"
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_builtin_ops_only_and_verify_passes_on_litert(exported, name):
     path, _ = exported(name)
@@ -79,6 +91,8 @@ def test_builtin_ops_only_and_verify_passes_on_litert(exported, name):
     assert not [c.name for c in codes if c.is_custom]
     if name == "dense_cnn":
         assert {"CONCATENATION", "SPLIT_V"} <= {c.name for c in codes}  # forward concat, backward split
+    if name == "convnext_cnn":
+        assert "GELU" in {c.name for c in codes}
     result = verify(path)
     assert result.passed, result.format()
 

@@ -51,12 +51,12 @@ def one_block_net(size: int = 32) -> keras.Model:
 
 
 def norm_in_the_middle(with_blocks: bool) -> keras.Model:
-    """A LayerNormalization below the last two layers; with blocks: inside the first of two blocks."""
+    """A GroupNormalization below the last two layers; with blocks: inside the first of two blocks."""
     x = inputs = keras.Input((32, 32, 3))
     x = keras.layers.Conv2D(16, 3, strides=2, padding="same", activation="relu", name="a")(x)
     if with_blocks:
         x = keras.layers.DepthwiseConv2D(3, padding="same", activation="relu", name="b1_dw")(x)
-    x = keras.layers.LayerNormalization(name="ln")(x)
+    x = keras.layers.GroupNormalization(groups=2, name="ln")(x)
     if with_blocks:
         x = keras.layers.Conv2D(16, 1, name="b1_project")(x)
         x = keras.layers.DepthwiseConv2D(3, padding="same", activation="relu", name="b2_dw")(x)
@@ -186,7 +186,7 @@ def test_no_candidate_at_all_is_refused_in_one_line_naming_a_feature_layer_that_
     out = tmp_path / "out" / "m.tflite"
     assert main(["export", "--keras-model", str(path), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["tflite-train export: error: no layer can be a candidate: layer 'ln' (LayerNormalization), without "
+    assert err == ["tflite-train export: error: no layer can be a candidate: layer 'ln' (GroupNormalization), without "
                    "an on-device gradient, lies between the last trainable layer and the embedding; --feature-layer "
                    "late_relu would export"]
     assert not out.parent.exists()

@@ -19,7 +19,7 @@ from tflite_train.sparse.selection import Selection
 def _model_with_layer_norm():
     x = inputs = keras.Input((16, 16, 3))
     x = keras.layers.Conv2D(8, 3, strides=2, padding="same", activation="relu", name="early")(x)
-    x = keras.layers.LayerNormalization(name="ln_3")(x)
+    x = keras.layers.GroupNormalization(groups=2, name="ln_3")(x)
     x = keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="late")(x)
     x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
     return keras.Model(inputs, keras.layers.Dense(2, name="cls")(x))
@@ -33,12 +33,12 @@ def test_unsupported_layer_refused_then_suggested_cut_exports(tmp_path, capsys):
     out = out_dir / "m.tflite"
     assert main(["export", "--keras-model", str(path), "--out", str(out), "--candidates", "all"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["tflite-train export: error: layer 'ln_3' (LayerNormalization) has no on-device gradient; "
+    assert err == ["tflite-train export: error: layer 'ln_3' (GroupNormalization) has no on-device gradient; "
                    "candidates from 'late' upward would export (--candidates from:late)"]
     assert list(out_dir.iterdir()) == []  # nothing written
     assert main(["export", "--keras-model", str(path), "--out", str(out), "--candidates", "from:late",
                  "--capacity", "4", "--optimizer", "sgd"]) == 0
-    assert verify(out).passed  # the frozen LayerNormalization runs as TFLite converts it
+    assert verify(out).passed  # the frozen GroupNormalization runs as TFLite converts it
     model = TrainableModel(out)
     assert model.candidates == ["late"] and model.metadata["optimizer"]["name"] == "sgd_momentum"
     assert model.metadata["config"]["keras_model"] == str(path)

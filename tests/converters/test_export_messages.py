@@ -126,7 +126,7 @@ def test_no_candidates_would_export_names_flags_that_do(tmp_path, capsys):
     assert main(["export", "--keras-model", str(path), "--out", str(out), "--candidates", "all"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     flags = "--feature-layer late_relu --candidates from:early"
-    assert err == ["tflite-train export: error: layer 'ln' (LayerNormalization) has no on-device gradient; no "
+    assert err == ["tflite-train export: error: layer 'ln' (GroupNormalization) has no on-device gradient; no "
                    "--candidates would export: it lies between the last trainable layer and the embedding; "
                    f"{flags} would export"]
     assert not out.parent.exists()

@@ -111,7 +111,7 @@ def test_candidate_specs():
 def _with_layer_norm():
     x = inputs = keras.Input((16, 16, 3))
     x = keras.layers.Conv2D(8, 3, strides=2, padding="same", activation="relu", name="early")(x)
-    x = keras.layers.LayerNormalization(name="ln_3")(x)
+    x = keras.layers.GroupNormalization(groups=2, name="ln_3")(x)
     x = keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="late")(x)
     x = keras.layers.Conv2D(8, 1, name="last")(x)
     x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
@@ -121,7 +121,7 @@ def _with_layer_norm():
 def test_unsupported_layer_in_region_names_layer_and_cut():
     with pytest.raises(RegionError) as err:
         _prepare(_with_layer_norm(), candidates="all")
-    assert str(err.value) == ("layer 'ln_3' (LayerNormalization) has no on-device gradient; candidates from 'late' "
+    assert str(err.value) == ("layer 'ln_3' (GroupNormalization) has no on-device gradient; candidates from 'late' "
                               "upward would export (--candidates from:late)")
     prepared = _prepare(_with_layer_norm(), candidates="from:late")  # frozen part: anything TFLite converts
     assert [prepared.table.layers[i].name for i in prepared.candidates] == ["late", "last"]

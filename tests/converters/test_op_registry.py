@@ -18,7 +18,7 @@ from converters.ops import dispatch, registry
 from converters.ops.spec import OpKind, WeightedKind
 from tflite_train.sparse.cost_model import layer_cost
 
-from byo_models import dense_cnn, grouped_cnn, separable_cnn
+from byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
 from test_graph import _prepare
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
@@ -44,7 +44,7 @@ def test_every_layer_rule_maps_to_registered_kinds_and_each_kind_is_reached():
     assert not set(registry.trainable_layers()) & set(registry.differentiable_layers())
 
 
-@pytest.mark.parametrize("build", [separable_cnn, dense_cnn, grouped_cnn])
+@pytest.mark.parametrize("build", [separable_cnn, dense_cnn, grouped_cnn, convnext_cnn])
 def test_weighted_cost_is_the_cost_models(build):
     """Each weighted kind's declared cost equals the cost model's forward MACs of its layer-table row."""
     prepared = _prepare(build(), candidates="all")
@@ -59,11 +59,12 @@ def test_weighted_cost_is_the_cost_models(build):
         assert isinstance(cost, int) and cost >= 0, node.name
 
 
-def test_dispatch_runs_every_non_weighted_kind_of_a_model_through_the_registry():
-    """Forward and backward of each non-weighted node of the DenseNet-style model via the registry: the
-    backward is the adjoint of the forward, <g_y, J v> = <J^T g_y, v> (checked against TF autodiff)."""
+@pytest.mark.parametrize("build", [dense_cnn, convnext_cnn])
+def test_dispatch_runs_every_non_weighted_kind_of_a_model_through_the_registry(build):
+    """Forward and backward of each non-weighted node of the DenseNet- and ConvNeXt-style models via the
+    registry: the backward is the adjoint of the forward, <g_y, J v> = <J^T g_y, v> (TF autodiff)."""
     rng = np.random.default_rng(0)
-    graph = _prepare(dense_cnn(), candidates="all").graph
+    graph = _prepare(build(), candidates="all").graph
     by_name = graph.by_name
     for node in graph.nodes[1:]:
         if node.is_weighted:
@@ -81,15 +82,15 @@ def test_dispatch_runs_every_non_weighted_kind_of_a_model_through_the_registry()
 
 
 def test_unknown_layer_runs_frozen_and_is_refused_with_the_one_line_message():
-    inputs = keras.Input((8, 8, 3))
-    x = keras.layers.LayerNormalization(name="ln")(inputs)
-    nodes, _ = read_keras(keras.Model(inputs, x), (8, 8, 3))
+    inputs = keras.Input((8, 8, 4))
+    x = keras.layers.GroupNormalization(groups=2, name="ln")(inputs)
+    nodes, _ = read_keras(keras.Model(inputs, x), (8, 8, 4))
     node = nodes[-1]
-    assert registry.layer_rules("LayerNormalization") == ()
+    assert registry.layer_rules("GroupNormalization") == ()
     assert node.op == "opaque" and not node.differentiable
     with pytest.raises(ValueError) as err:
-        dispatch.backward(node, [], None, None, None, [(8, 8, 3)])
-    assert str(err.value) == "layer 'ln' (LayerNormalization) has no on-device gradient"
+        dispatch.backward(node, [], None, None, None, [(8, 8, 4)])
+    assert str(err.value) == "layer 'ln' (GroupNormalization) has no on-device gradient"
     with pytest.raises(ValueError, match="no forward/gradient in the op registry"):
         registry.kind("opaque")
     grouped = Node("g", "opaque", ("image",), (8, 8, 4), keras_class="Conv2D with groups=4")

@@ -8,10 +8,10 @@ import tensorflow as tf
 
 from op_parity import autodiff, rel
 from converters.graph.ir import ACTIVATIONS
-from converters.ops.activations import activation_backward, activation_forward
+from converters.ops.activations import NODE_ACTIVATIONS, activation_backward, activation_forward
 
 
-@pytest.mark.parametrize("fn", ACTIVATIONS)
+@pytest.mark.parametrize("fn", ACTIVATIONS + NODE_ACTIVATIONS)
 def test_activation_backward_matches_autodiff(rng, fn):
     # values away from the kinks at -3, 0, 3, 6 (where the derivative is a convention)
     z = rng.uniform(-8, 9, size=(3, 5, 5, 4)).astype(np.float32)
@@ -28,3 +28,18 @@ def test_hard_swish_by_hand():
     expected = [0.0, 0.0, 0.5, 1.0, 1.0]
     got = activation_backward(z, None, tf.ones(5), "hard_swish").numpy()
     np.testing.assert_allclose(got, expected, atol=1e-7)
+
+
+def test_gelu_is_keras_gelu_and_its_derivative_holds_near_zero_and_in_the_tails():
+    """GELU's derivative reads Phi(z) = y / z off the forward; near 0 (|z| < 1e-3) and far in the tails it
+    still equals TF autodiff of the exact GELU (absolute 1e-6: f' lies in [-0.17, 1.13])."""
+    import keras
+
+    z = np.concatenate([np.linspace(-1e-3, 1e-3, 41), [0.0, 1e-8, -1e-8], np.linspace(-12, 12, 97)]).astype(np.float32)
+    y = activation_forward(tf.constant(z), "gelu")
+    np.testing.assert_allclose(y.numpy(), keras.activations.gelu(z).numpy(), rtol=1e-6, atol=1e-7)
+    g = np.ones_like(z)
+    (ref,) = autodiff(lambda x: activation_forward(x, "gelu"), [z], g)
+    got = activation_backward(tf.constant(z), y, tf.constant(g), "gelu").numpy()
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, ref, atol=1e-6)
