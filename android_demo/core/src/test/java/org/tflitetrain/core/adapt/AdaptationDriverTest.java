@@ -203,7 +203,8 @@ public class AdaptationDriverTest {
     new AdaptationDriver(m, checked(runner)).adapt(images(m, 2), new int[] {0, 1}, 2, ConfiguredPolicy.baseline(PolicyKind.FULL_TRAIN),
         new AdaptationConfig.Builder().iterations(0).resetFirst(false).refreshPrototypes(false).build(),
         AdaptationListener.NONE, () -> false);
-    assertEquals(List.of("infer", "set_head", "fisher", "set_selection"), runner.calls);
+    // the protocol's learning rate (Contract.PROTOCOL_LEARNING_RATE, not NaN) is written by set_hparams
+    assertEquals(List.of("infer", "set_head", "fisher", "set_selection", "set_hparams"), runner.calls);
     for (float v : runner.inputs.get(3).get("channel_mask").floats()) {
       assertEquals(1f, v, 0);
     }
