@@ -94,14 +94,9 @@ class LayerRule:
 
 
 @dataclasses.dataclass(frozen=True)
-class OperationRule:
-    """A Keras op used functionally (``x + 3.0``): ``read(ctx, op, inputs, shapes, node)``; ``supports``:
-    the expressions it reads, comma-separated (for the README)."""
-
-    keras_class: str
-    read: Callable[..., str | None]
-    kinds: tuple[str, ...]
-    supports: str = ""
+class OperationRule(LayerRule):
+    """A Keras op used functionally (``x + 3.0``): the fields of ``LayerRule``, with ``read(ctx, op,
+    inputs, shapes, node)`` and ``supports`` the expressions it reads, comma-separated (for the README)."""
 
 
 @dataclasses.dataclass(frozen=True)

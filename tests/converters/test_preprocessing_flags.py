@@ -184,30 +184,31 @@ def _warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "preprocessing" in r.getMessage()]
 
 
-def test_warning_for_a_resnet50_named_model_without_flags_and_not_with_them(caplog):
-    model = small_cnn("resnet50")
-    with caplog.at_level(logging.WARNING):
-        prepare_model(model, ExportConfig(**FAST))
-    assert _warnings(caplog) == ["keras ResNet50 expects caffe preprocessing (BGR, mean-subtracted 0..255) outside "
-                                 "the model; pass --preprocessing caffe"]
+def _prepare_warnings(caplog, model, *field_sets: dict) -> list[str]:
+    """The preprocessing warnings of ``prepare_model`` on ``model`` under each of ``field_sets`` (ExportConfig fields)."""
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        prepare_model(model, ExportConfig(**FAST, **preset_fields("caffe")))
-        prepare_model(model, ExportConfig(**FAST, input_range=(0, 255)))  # any stated preprocessing silences it
-    assert _warnings(caplog) == []
+        for fields in field_sets:
+            prepare_model(model, ExportConfig(**FAST, **fields))
+    return _warnings(caplog)
+
+
+def test_warning_for_a_resnet50_named_model_without_flags_and_not_with_them(caplog):
+    model = small_cnn("resnet50")
+    assert _prepare_warnings(caplog, model, {}) == [
+        "keras ResNet50 expects caffe preprocessing (BGR, mean-subtracted 0..255) outside the model; pass "
+        "--preprocessing caffe"]
+    # any stated preprocessing silences it
+    assert _prepare_warnings(caplog, model, preset_fields("caffe"), {"input_range": (0, 255)}) == []
 
 
 def test_warning_for_keras_mobilenet_v2_without_flags_and_not_with_them(caplog):
     keras.utils.set_random_seed(0)
     model = keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35, weights=None)
-    with caplog.at_level(logging.WARNING):
-        prepare_model(model, ExportConfig(**FAST))
-    assert _warnings(caplog) == ["keras MobileNetV2 expects tf preprocessing (0..255 scaled to [-1, 1]) outside the "
-                                 "model; pass --preprocessing tf"]
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
-        prepare_model(model, ExportConfig(**FAST, **preset_fields("tf")))
-    assert _warnings(caplog) == []
+    assert _prepare_warnings(caplog, model, {}) == [
+        "keras MobileNetV2 expects tf preprocessing (0..255 scaled to [-1, 1]) outside the model; pass "
+        "--preprocessing tf"]
+    assert _prepare_warnings(caplog, model, preset_fields("tf")) == []
 
 
 def test_no_warning_when_the_model_contains_its_preprocessing_or_is_not_a_keras_family(caplog):
