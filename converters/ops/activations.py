@@ -4,8 +4,8 @@
 With y = f(z):
 
 * linear:       f' = 1
-* relu:         f' = [y > 0]
-* relu6:        f' = [0 < y < 6]
+* relu:         f' = [y > 0] = ceil(min(y, 1))                (y >= 0)
+* relu6:        f' = [0 < y < 6] = ceil(min(y (6 - y), 1))    (0 <= y <= 6)
 * leaky_relu:   f' = 1 if y > 0 else alpha (alpha > 0, so y > 0 iff z > 0)
 * sigmoid:      f' = y (1 - y)
 * hard_sigmoid: f = relu6(z + 3) / 6 (Keras 3), f' = [-3 < z < 3] / 6
@@ -15,6 +15,12 @@ With y = f(z):
   and Phi(z) = y / z read off the forward's output (TFLite has no ERF builtin); for |z| < 1e-3,
   Phi(z) = 1/2 + z phi(0) (error below 1e-10). GELU is never fused into a weighted layer (the layer
   table's activations are ``ACTIVATIONS``): it stays an activation node after it.
+
+The ReLU masks are written in float arithmetic (MUL, SUB, MINIMUM, CEIL), not as comparisons and a
+LOGICAL_AND: the delegate takes the float ops, while GREATER/LESS/LOGICAL_AND/CAST run on TFLite's
+reference kernels (~5 % of an EfficientNet-Lite0 train step, perf profile of issue 26). They are exact:
+on the output's range the product is 0 exactly at the boundaries and positive inside (a denormal y
+flushed to zero is the only difference, and a gradient through it is negligible).
 """
 
 from __future__ import annotations
@@ -67,9 +73,9 @@ def activation_backward(z, y, g_y, fn: str, alpha: float = 0.0):
     if fn == "linear":
         return g_y
     if fn == "relu":
-        return g_y * tf.cast(y > 0.0, tf.float32)
+        return g_y * tf.math.ceil(tf.minimum(y, 1.0))
     if fn == "relu6":
-        return g_y * tf.cast((y > 0.0) & (y < 6.0), tf.float32)
+        return g_y * tf.math.ceil(tf.minimum(y * (6.0 - y), 1.0))
     if fn == "leaky_relu":
         return tf.where(y > 0.0, g_y, alpha * g_y)
     if fn == "sigmoid":
