@@ -43,3 +43,17 @@ def test_gelu_is_keras_gelu_and_its_derivative_holds_near_zero_and_in_the_tails(
     got = activation_backward(tf.constant(z), y, tf.constant(g), "gelu").numpy()
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn,lo,hi", [("relu", 0.0, np.inf), ("relu6", 0.0, 6.0)])
+def test_relu_masks_are_exact_at_and_next_to_the_kinks(fn, lo, hi):
+    """The float-arithmetic masks (module docstring) equal [lo < y < hi] exactly, at the kinks, one ulp
+    inside them, on tiny normal values and in the middle: g_z is g_y or 0, never a fraction."""
+    z = np.array([-1.0, 0.0, np.float32(1e-37), np.nextafter(np.float32(0), np.float32(1)) * 2 ** 23, 1e-7, 0.5,
+                  3.0, np.nextafter(np.float32(6), np.float32(0)), 6.0, np.nextafter(np.float32(6), np.float32(7)),
+                  100.0], np.float32)
+    y = activation_forward(tf.constant(z), fn)
+    g = np.linspace(1.0, 2.0, z.size, dtype=np.float32)
+    expected = np.where((y.numpy() > lo) & (y.numpy() < hi), g, 0.0)
+    got = activation_backward(None, y, tf.constant(g), fn).numpy()
+    np.testing.assert_array_equal(got, expected)
