@@ -14,6 +14,7 @@ import logging
 
 import keras
 
+from converters.calibration_images import calibration_images
 from converters.candidate_choice import AUTO, choose_candidates, describe, feature_layer_flags, refusal
 from converters.export_config import ExportConfig
 from converters.graph.ir import Graph, InputSpec
@@ -125,7 +126,12 @@ def module_from_keras(model: keras.Model, config: ExportConfig) -> TrainableModu
     prepared = prepare_model(model, config)
     if config.candidates == AUTO:
         config = dataclasses.replace(config, candidates=prepared.candidate_spec)
-    return TrainableModule(config, prepared.graph, prepared.table, prepared.candidates)
+    calibration = None
+    if config.quantize:
+        spec = prepared.graph.input_spec
+        calibration = calibration_images(config.calibration, tuple(spec.shape), tuple(spec.value_range), config.seed)
+        LOG.info("int8: calibrating the frozen prefix on %d images", len(calibration))
+    return TrainableModule(config, prepared.graph, prepared.table, prepared.candidates, calibration)
 
 
 def module_from_config(config: ExportConfig) -> TrainableModule:

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from converters.frozen_prefix import CacheCut
 from converters.graph.ir import Node
+from converters.int8_prefix import fake_quant_kernel, fake_quant_value
 from converters.ops import dispatch
 from tflite_train import contract as C
 
@@ -40,8 +41,11 @@ class CopyOnWriteForward:
     Reads the module's ``graph``, ``config`` (``channel_order``: a BGR network gets the fed RGB images'
     channels reversed before the normalisation), ``_frozen`` (frozen layer -> constant (kernel, bias)),
     ``_vars`` (state variables by name), ``_exported`` (candidate -> exported (kernel, bias)) and
-    ``_dirty`` (candidate -> flag variable).
+    ``_dirty`` (candidate -> flag variable) and ``_int8_prefix`` (``converters.int8_prefix.PrefixQuantization``
+    or None: with it, the frozen prefix's values and kernels pass through int8 fake quantization).
     """
+
+    _int8_prefix = None
 
     def _params(self, name: str):
         if name in self._frozen:
@@ -93,13 +97,24 @@ class CopyOnWriteForward:
             inv_std = tf.constant(1.0 / np.array(spec.std, np.float32))
             if self.config.channel_order == C.CHANNEL_ORDER_BGR:  # RGB fed, BGR read: REVERSE_V2 on channels
                 images = tf.reverse(images, axis=[3])
-            values = {self.graph.nodes[0].name: (images - mean) * inv_std}
+            x0 = (images - mean) * inv_std
+            if self._int8_prefix is not None:
+                x0 = fake_quant_value(x0, self._int8_prefix.ranges[self.graph.nodes[0].name])
+            values = {self.graph.nodes[0].name: x0}
             needed = self.graph.ancestors(stop) if stop is not None else None
             nodes = [n for n in self.graph.nodes[1:] if needed is None or n.name in needed]
         saved = {}
+        quantized = self._int8_prefix.nodes if self._int8_prefix is not None and start is None else frozenset()
         for node in nodes:
             xs = [values[i] for i in node.inputs]
-            if node.is_weighted:
+            if node.name in quantized:
+                params = None
+                if node.is_weighted:
+                    kernel, bias = self._frozen[node.name]
+                    params = (fake_quant_kernel(node, kernel), bias)
+                z, y = dispatch.forward(node, xs, params)
+                y = fake_quant_value(y, self._int8_prefix.ranges[node.name])
+            elif node.is_weighted:
                 z = self._pre_activation(node, xs[0], from_variables)
                 y = dispatch.weighted_activation(node, z)
             else:

@@ -23,6 +23,7 @@ from converters.export_config import ExportConfig
 from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
 from converters.flatbuffer_rewrite import read_model, write_model
+from converters.int8_weights import store_int8_kernels_in
 from converters.conversion_refusal import ConversionError, capturing_stderr, conversion_refusal
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.subgraph_dedup import dedupe_subgraphs_in
@@ -55,7 +56,9 @@ def convert(module: TrainableModule, alongside: Callable[[], T] | None = None) -
     (``converters.zero_fill``) and the candidate kernels' initial values are transposed at run time
     from the forward's constants (``converters.transposed_initial_values``), so each weight is stored once;
     last, identical control-flow subgraphs reached from the same signatures are merged
-    (``converters.subgraph_dedup``).
+    (``converters.subgraph_dedup``). An int8 export (``config.quantize``) is converted with the converter's
+    quantization-aware path (``converters.int8_prefix``) and its candidate kernels are then stored int8
+    (``converters.int8_weights``).
 
     Identical IF branches of different sets of signatures are NOT merged: a subgraph shared by two
     signatures is re-prepared by whichever runs at a new batch size, and the other then invokes it
@@ -72,13 +75,16 @@ def convert(module: TrainableModule, alongside: Callable[[], T] | None = None) -
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             pending = pool.submit(alongside) if alongside is not None else None
             try:
-                raw = convert_saved(tmp)
+                raw = convert_saved(tmp, quantized=module.int8_prefix is not None)
             except ConverterError as err:
                 raise ConversionError(conversion_refusal(module.graph, str(err))) from err
             extra = pending.result() if pending is not None else None
     obj = read_model(raw)
     fill_zero_initial_values_in(obj)
     transpose_initial_values_in(obj)
+    if module.int8_kernels:
+        LOG.info("int8: %d candidate kernel buffers stored as int8",
+                 store_int8_kernels_in(obj, module.int8_kernels))
     dedupe_subgraphs_in(obj)
     return write_model(obj, len(raw)), extra
 
@@ -91,11 +97,14 @@ def convert_saved_module(module: tf.Module, signatures: dict) -> bytes:
         return convert_saved(tmp)
 
 
-def convert_saved(saved_model_dir: str) -> bytes:
-    """TFLite flatbuffer of a SavedModel folder (``convert_saved_module``'s settings)."""
+def convert_saved(saved_model_dir: str, quantized: bool = False) -> bytes:
+    """TFLite flatbuffer of a SavedModel folder (``convert_saved_module``'s settings); ``quantized``: the
+    graph holds fake-quant ops (``converters.int8_prefix``), converted to int8 kernels."""
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
     converter.experimental_enable_resource_variables = True
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantized:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
     return capturing_stderr(converter.convert, logging.INFO)
 
 
@@ -124,6 +133,8 @@ def model_id(module: TrainableModule) -> str:
     for name, value in sorted(module.initial_state.items()):
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(value).tobytes())
+    if module.int8_prefix is not None:
+        digest.update(json.dumps(sorted(module.int8_prefix.ranges.items())).encode())
     return digest.hexdigest()
 
 

@@ -8,9 +8,11 @@ from typing import Any
 
 from tflite_train import contract as C
 
-__all__ = ["OPTIMIZERS", "DEFAULT_BACKBONE", "DEFAULT_INPUT_SIZE", "DEFAULT_CANDIDATE_BLOCKS", "ExportConfig"]
+__all__ = ["OPTIMIZERS", "QUANTIZE_MODES", "DEFAULT_BACKBONE", "DEFAULT_INPUT_SIZE", "DEFAULT_CANDIDATE_BLOCKS", "ExportConfig"]
 
 OPTIMIZERS = ("adam", "sgd_momentum")
+QUANTIZE_MODES = ("", "int8")
+"""``ExportConfig.quantize``: "" = float32 everywhere; "int8" = int8 where nothing trains (``docs/int8.md``)."""
 
 DEFAULT_BACKBONE = "lite0"
 """What ``export`` builds when given no backbone, weights or Keras model: EfficientNet-Lite0 at
@@ -72,6 +74,12 @@ class ExportConfig:
         the block cuts that a selection within the default adaptation protocol's compute budget can start
         from. An int N: the lowest candidate and the first layer of each of the highest N - 1 candidate
         blocks (each candidate layer when there are no blocks).
+      quantize: "" (float32) or "int8": the frozen prefix runs as int8 kernels (``converters.int8_prefix``)
+        and the candidate kernels are stored int8 with per-channel scales, dequantized into the float32
+        variables (``converters.int8_weights``). Left out of ``to_dict`` at its default.
+      calibration: Images that calibrate the int8 prefix (``converters.calibration_images``): "" = the
+        data cache's meta-training sources, "synthetic:N" = N seeded random images (tests), else an image
+        folder. Left out of ``to_dict`` at its default.
     """
 
     backbone: str = "tiny"
@@ -99,6 +107,8 @@ class ExportConfig:
     train_variants: int = 4
     cache_signatures: bool = True
     cache_cuts: int | None = None
+    quantize: str = dataclasses.field(default="", metadata={_OMIT_AT_DEFAULT: True})
+    calibration: str = dataclasses.field(default="", metadata={_OMIT_AT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         size = self.input_size
@@ -139,6 +149,8 @@ class ExportConfig:
             raise ValueError(f"cache_cuts must be None or an int >= 1; got {self.cache_cuts!r}")
         if not isinstance(self.cache_signatures, bool):
             raise ValueError(f"cache_signatures must be a bool; got {self.cache_signatures!r}")
+        if self.quantize not in QUANTIZE_MODES:
+            raise ValueError(f"quantize must be one of {QUANTIZE_MODES}; got {self.quantize!r}")
         if not 0 < self.learning_rate < math.inf:
             raise ValueError(f"learning_rate must be finite and positive; got {self.learning_rate!r}")
 

@@ -31,6 +31,8 @@ from converters.export_config import ExportConfig
 from converters.frozen_prefix import CacheCut, cache_cut
 from converters.graph.ir import Graph
 from converters.graph.region import gradient_region
+from converters.int8_prefix import PrefixQuantization, calibrate, prefix_nodes
+from converters.int8_weights import Int8Kernel, int8_kernel
 from tflite_train import contract as C
 from tflite_train.contract import state_names
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
@@ -61,9 +63,15 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
       graph: The prepared graph (``converters.graph.passes.prepare_graph``).
       table: Its layer table (``converters.graph.layer_table.graph_layer_table``).
       candidates: Table indices of the candidate layers (``converters.graph.region``), ascending.
+      calibration: With ``config.quantize == "int8"``: float32 images [N, H, W, C] in the input range that
+        calibrate the int8 prefix (``converters.int8_prefix``); ignored otherwise.
+
+    Raises:
+      ValueError: ``config.quantize == "int8"`` without calibration images.
     """
 
-    def __init__(self, config: ExportConfig, graph: Graph, table: LayerTable, candidates: tuple[int, ...]) -> None:
+    def __init__(self, config: ExportConfig, graph: Graph, table: LayerTable, candidates: tuple[int, ...],
+                 calibration: np.ndarray | None = None) -> None:
         super().__init__(name="tflite_train")
         self.config = config
         self.graph = graph
@@ -80,9 +88,17 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         self._initial: dict[str, np.ndarray] = {}
         self._exported: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # candidate -> initial (kernel, bias)
         self._dirty: dict[str, tf.Variable] = {}
+        self.int8_kernels: dict[str, Int8Kernel] = {}  # candidate -> its int8 initial kernel (quantize int8)
+        self.int8_prefix: PrefixQuantization | None = None
+        quantized = config.quantize == "int8"
+        if quantized and calibration is None:
+            raise ValueError("quantize='int8' needs calibration images")
         for node in graph.weighted():
             kernel, bias = node.weights
             if node.name in self.candidate_names:
+                if quantized:  # stored int8, dequantized into the float32 variables (converters.int8_weights)
+                    self.int8_kernels[node.name] = int8_kernel(kernel, depthwise=node.op == "depthwise")
+                    kernel = self.int8_kernels[node.name].dequantize()
                 self._add_var(node.name + C.KERNEL_SUFFIX, kernel)
                 self._add_var(node.name + C.BIAS_SUFFIX, bias)
                 for slot in self._slots:
@@ -115,6 +131,11 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         self._upstream = {n.name: [c for c in self.candidate_names if c in graph.ancestors(n.inputs[0])]
                           for n in graph.weighted() if n.inputs}
         self.variables_list = [self._vars[n] for n in self.names]
+        if quantized:  # ranges of the float prefix, then the forward runs it fake-quantized (int8 in TFLite)
+            nodes = prefix_nodes(graph, table, self.candidates[0])
+            self.int8_prefix = calibrate(self._forward, graph, nodes, calibration,
+                                         reverse_channels=config.channel_order == C.CHANNEL_ORDER_BGR)
+            self._int8_prefix = self.int8_prefix
         self._build_functions()
 
     def _add_var(self, name: str, value: np.ndarray) -> None:
