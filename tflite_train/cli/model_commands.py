@@ -65,7 +65,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     optimizer = {"sgd": "sgd_momentum"}.get(args.optimizer, args.optimizer)
     common = dict(class_capacity=args.capacity, optimizer=optimizer, learning_rate=args.learning_rate,
                   seed=args.seed, candidates=args.candidates or "", feature_layer=args.feature_layer,
-                  **_preprocessing_fields(args))
+                  quantize=args.quantize or "", calibration=args.calibration or "", **_preprocessing_fields(args))
+    if args.calibration and not args.quantize:
+        raise ValueError("--calibration calibrates --quantize int8; give both")
     if args.keras_model:
         if args.backbone or args.weights:
             raise ValueError("--keras-model cannot be combined with --backbone or --weights")
@@ -181,6 +183,11 @@ def register(command: Command) -> None:
                    "meta-trained scale, else 10)")
     p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, help="seed of a built-in backbone's initialisation and of the "
                    "self-test inputs")
+    p.add_argument("--quantize", choices=("int8",), help="int8 where nothing trains: the frozen prefix runs as int8 "
+                   "kernels and the candidate layers' initial weights are stored int8 (dequantized into the float32 "
+                   "variables); training and all state stay float32 (docs/int8.md)")
+    p.add_argument("--calibration", metavar="SOURCE", help="images that calibrate --quantize int8: an image folder, or "
+                   "synthetic:N (default: the data cache's meta-training sources, build/data_cache_128)")
     p.set_defaults(func=_cmd_export)
 
     p = command("verify", "check that this device's interpreter computes what the exporter recorded (self-test)")
