@@ -18,8 +18,8 @@ import numpy as np
 __all__ = ["DEFAULT_CACHE", "DEFAULT_COUNT", "calibration_images"]
 
 DEFAULT_CACHE = pathlib.Path("build/data_cache_128")
-DEFAULT_COUNT = 128
-"""Calibration images taken from the cache or a folder (TFLite's PTQ examples use 100-500)."""
+DEFAULT_COUNT = 512
+"""Calibration images taken from the cache or a folder: on Lite0 @128 the embedding cosine to float over 50 real images was mean 0.9904 / min 0.929 with 128 (min/max ranges), 0.9925 / 0.974 with 512 (docs/int8.md)."""
 SYNTHETIC = "synthetic:"
 
 

@@ -1,5 +1,11 @@
 """Building blocks of the passes that rewrite an exported TFLite flatbuffer (``schema.ModelT``).
 
+``write_model`` stores identical tensor quantization tables once: the converter gives every tensor its own
+``QuantizationParameters`` (per-channel scales and int64 zero points), and a quantized frozen prefix is
+repeated in every signature that runs it (Lite0 @128 int8: 1 146 tables, 4.06 MB, of which 102 distinct,
+0.40 MB). A flatbuffer may reference one table from many tensors (the schema's verifier checks only that
+each offset is in bounds).
+
 Both initial-value passes (``converters.zero_fill``, ``converters.transposed_initial_values``) turn a
 stored constant input into the output of an operator computed at run time: ``produce_before_first_use``
 inserts each producer right before the first operator that reads the tensor and detaches the tensor from
@@ -15,7 +21,7 @@ import flatbuffers
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
-__all__ = ["constant_tensor", "free_unread_buffers", "opcode_index", "operator", "produce_before_first_use", "read_model",
+__all__ = ["constant_tensor", "share_quantization_tables", "free_unread_buffers", "opcode_index", "operator", "produce_before_first_use", "read_model",
            "write_model"]
 
 
@@ -25,10 +31,50 @@ def read_model(raw: bytes) -> schema.ModelT:
 
 
 def write_model(model: schema.ModelT, size_hint: int = 0) -> bytes:
-    """Serialises an edited model (file identifier TFL3); ``size_hint``: the expected size in bytes."""
+    """Serialises an edited model (file identifier TFL3), each distinct quantization table once
+    (``share_quantization_tables``); ``size_hint``: the expected size in bytes."""
+    share_quantization_tables(model)
     builder = flatbuffers.Builder(size_hint + 1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
+
+
+class _SharedQuantization(schema.QuantizationParametersT):
+    """A quantization table packed once per builder; later ``Pack`` calls return the first offset."""
+
+    def Pack(self, builder: flatbuffers.Builder) -> int:  # noqa: N802 - the generated API's name
+        packed = getattr(self, "_packed", None)
+        if packed is not None and packed[0] is builder:
+            return packed[1]
+        offset = super().Pack(builder)
+        self._packed = (builder, offset)
+        return offset
+
+
+def _quantization_key(params: schema.QuantizationParametersT) -> tuple | None:
+    if params.details is not None:  # custom quantization details: left as they are
+        return None
+    arrays = tuple(None if a is None else np.asarray(a).tobytes() + str(np.asarray(a).dtype).encode()
+                   for a in (params.min, params.max, params.scale, params.zeroPoint))
+    return arrays, int(params.quantizedDimension or 0), params.detailsType
+
+
+def share_quantization_tables(model: schema.ModelT) -> int:
+    """Makes tensors with equal quantization parameters share one table object (packed once). Returns the
+    number of distinct shared tables."""
+    shared: dict[tuple, _SharedQuantization] = {}
+    for subgraph in model.subgraphs:
+        for tensor in subgraph.tensors or []:
+            params = tensor.quantization
+            key = None if params is None else _quantization_key(params)
+            if key is None:
+                continue
+            if key not in shared:
+                table = _SharedQuantization()
+                table.__dict__.update({k: v for k, v in vars(params).items() if k != "_packed"})
+                shared[key] = table
+            tensor.quantization = shared[key]
+    return len(shared)
 
 
 def opcode_index(model: schema.ModelT, code: int) -> int:
