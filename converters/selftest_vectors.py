@@ -46,6 +46,12 @@ NOISE_FACTOR = 30.0
 Jacobians), so its deviation is of the order of the spread under a 16-ulp input perturbation (measured
 0.3-2x on keras MobileNetV2/V1, Sequential CNNs, both runtimes); 30x leaves margin for deeper nets and
 other kernels while a wrong op or weight deviates by >= 1e-2."""
+INT8_NOISE_FACTOR = 3.0
+"""Tolerance / measured spread of an int8 export (``converters.int8_prefix``). Its TensorFlow goldens run the
+prefix through fake quantization, and the 1e-6 input perturbation flips roundings of the int8 grid as a
+runtime's int8 kernels do: on Lite0 @128 the deviations of LiteRT and tflite-runtime 2.14 (builtin kernels)
+were 0.6-1.3x the spread in every group (``docs/int8.md``), so the float factor would accept errors 30x
+beyond the int8 rounding itself."""
 WEAK_TOLERANCE = 0.05
 """A measured tolerance above this is logged as a warning: the group then detects only gross errors."""
 
@@ -158,7 +164,8 @@ def tf_procedure(module: TrainableModule, vectors: dict[str, np.ndarray],
 def measured_tolerances(module: TrainableModule, vectors: dict[str, np.ndarray],
                         goldens: dict[str, np.ndarray]) -> tuple[dict[str, float], dict[str, float]]:
     """(tolerance per group, measured spread per group): the procedure rerun on images perturbed by
-    ``PERTURBATION``; tolerance = max(floor ``TOLERANCES[g]``, ``NOISE_FACTOR`` * spread), ``frozen`` 0.
+    ``PERTURBATION``; tolerance = max(floor ``TOLERANCES[g]``, ``NOISE_FACTOR`` * spread), ``frozen`` 0
+    (an int8 export: ``INT8_NOISE_FACTOR``).
 
     Why: the device's deviation is rounding error propagated through the model's own procedure, e
     ~ J delta with J the procedure's Jacobian and delta a few ulps per op. A 16-ulp input perturbation
@@ -170,7 +177,8 @@ def measured_tolerances(module: TrainableModule, vectors: dict[str, np.ndarray],
     logged.
     """
     spread, _ = group_deviations(tf_procedure(module, vectors, PERTURBATION), goldens)
-    tolerance = {g: max(floor, NOISE_FACTOR * spread.get(g, 0.0)) if g != "frozen" else 0.0
+    factor = INT8_NOISE_FACTOR if getattr(module, "int8_prefix", None) is not None else NOISE_FACTOR
+    tolerance = {g: max(floor, factor * spread.get(g, 0.0)) if g != "frozen" else 0.0
                  for g, floor in TOLERANCES.items()}
     for group, value in tolerance.items():
         if value > WEAK_TOLERANCE:
