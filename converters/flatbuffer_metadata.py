@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import flatbuffers
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
+
+from converters.flatbuffer_rewrite import write_model
 
 
 def add_metadata(model: bytes, entries: Mapping[str, bytes]) -> bytes:
@@ -31,9 +32,7 @@ def add_metadata(model: bytes, entries: Mapping[str, bytes]) -> bytes:
         entry.name = name
         entry.buffer = len(obj.buffers) - 1
         obj.metadata.append(entry)
-    builder = flatbuffers.Builder(len(model) + sum(len(d) for d in entries.values()) + 1024)
-    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return write_model(obj, len(model) + sum(len(d) for d in entries.values()))
 
 
 def _name(value) -> str:
