@@ -76,6 +76,7 @@ def adaptation_check(model: TrainableModel, images: np.ndarray, labels: np.ndarr
     prototypes = np.stack([emb[relabel == c].mean(0) for c in range(len(classes))])
     model.set_head(prototypes)
     model.set_selection({name: list(range(c)) for name, c in model.candidate_channels.items()})
+    model.set_learning_rate(1e-4)
     losses = [float(model.train_step(images, relabel)["loss"]) for _ in range(steps)]
     state = model.get_state()
     return {"losses": losses, "classes": int(len(classes)), "images": int(len(images)),
