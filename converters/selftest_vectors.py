@@ -46,12 +46,12 @@ NOISE_FACTOR = 30.0
 Jacobians), so its deviation is of the order of the spread under a 16-ulp input perturbation (measured
 0.3-2x on keras MobileNetV2/V1, Sequential CNNs, both runtimes); 30x leaves margin for deeper nets and
 other kernels while a wrong op or weight deviates by >= 1e-2."""
-INT8_NOISE_FACTOR = 3.0
+INT8_NOISE_FACTOR = 10.0
 """Tolerance / measured spread of an int8 export (``converters.int8_prefix``). Its TensorFlow goldens run the
 prefix through fake quantization, and the 1e-6 input perturbation flips roundings of the int8 grid as a
-runtime's int8 kernels do: on Lite0 @128 the deviations of LiteRT and tflite-runtime 2.14 (builtin kernels)
-were 0.6-1.3x the spread in every group (``docs/int8.md``), so the float factor would accept errors 30x
-beyond the int8 rounding itself."""
+runtime's int8 kernels do. Measured on Lite0 @128 (deviation / spread): LiteRT 1.1-1.5x in every group,
+tflite-runtime 2.14's builtin int8 kernels up to 4.7x (train_step loss), so 3x failed there; 10x leaves
+margin and is still 3x tighter than the float factor (``docs/int8.md``)."""
 WEAK_TOLERANCE = 0.05
 """A measured tolerance above this is logged as a warning: the group then detects only gross errors."""
 
