@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from converters.frozen_prefix import CacheCut
 from converters.graph.ir import Node
-from converters.int8_prefix import fake_quant_kernel, fake_quant_value
+from converters.int8_prefix import PRE_ACTIVATION, fake_quant_kernel, fake_quant_value, needs_pre_activation_range
 from converters.ops import dispatch
 from tflite_train import contract as C
 
@@ -108,12 +108,16 @@ class CopyOnWriteForward:
         for node in nodes:
             xs = [values[i] for i in node.inputs]
             if node.name in quantized:
-                params = None
+                ranges = self._int8_prefix.ranges
                 if node.is_weighted:
                     kernel, bias = self._frozen[node.name]
-                    params = (fake_quant_kernel(node, kernel), bias)
-                z, y = dispatch.forward(node, xs, params)
-                y = fake_quant_value(y, self._int8_prefix.ranges[node.name])
+                    z = dispatch.weighted_pre_activation(node, xs[0], fake_quant_kernel(node, kernel), bias)
+                    if needs_pre_activation_range(node):
+                        z = fake_quant_value(z, ranges[node.name + PRE_ACTIVATION])
+                    y = dispatch.weighted_activation(node, z)
+                else:
+                    z, y = dispatch.forward(node, xs)
+                y = fake_quant_value(y, ranges[node.name])
             elif node.is_weighted:
                 z = self._pre_activation(node, xs[0], from_variables)
                 y = dispatch.weighted_activation(node, z)

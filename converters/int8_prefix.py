@@ -30,9 +30,20 @@ from converters.graph.ir import Graph, Node
 from converters.frozen_prefix import suffix_nodes
 from tflite_train.sparse.layer_table import LayerTable
 
-__all__ = ["PrefixQuantization", "calibrate", "fake_quant_kernel", "fake_quant_value", "prefix_nodes"]
+__all__ = ["PRE_ACTIVATION", "PrefixQuantization", "calibrate", "fake_quant_kernel", "fake_quant_value",
+           "needs_pre_activation_range", "prefix_nodes"]
 
 NUM_BITS = 8
+FUSED_ACTIVATIONS = ("linear", "relu", "relu6")
+"""Activations the converter fuses into an int8 convolution; any other (e.g. leaky_relu, hard_swish) runs as
+its own int8 op and needs the range of the convolution's output too (``needs_pre_activation_range``)."""
+PRE_ACTIVATION = "/pre_activation"
+"""Key suffix, in ``PrefixQuantization.ranges``, of a weighted node's pre-activation range."""
+
+
+def needs_pre_activation_range(node: Node) -> bool:
+    """True for a weighted node whose activation is not fused into the int8 kernel (``FUSED_ACTIVATIONS``)."""
+    return node.is_weighted and node.attrs.get("activation", "linear") not in FUSED_ACTIVATIONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +53,8 @@ class PrefixQuantization:
     Attributes:
       nodes: Names of the prefix nodes (the graph's input node included).
       ranges: Node name -> (min, max) of its output over the calibration images (the input node: of the
-        normalised images).
+        normalised images); ``<name>/pre_activation``: of a weighted node's convolution output when its
+        activation is not fused (``needs_pre_activation_range``).
       images: Number of calibration images.
     """
 
@@ -92,6 +104,8 @@ def calibrate(forward, graph: Graph, nodes: frozenset[str], images: np.ndarray, 
         chunk = images[start:start + batch]
         _, saved = forward(tf.constant(chunk))
         found = {name: np.asarray(y) for name, (_, _, y) in saved.items() if name in nodes}
+        found.update({name + PRE_ACTIVATION: np.asarray(z) for name, (_, z, _) in saved.items()
+                      if name in nodes and needs_pre_activation_range(graph.by_name[name])})
         normalised = saved_input(chunk[..., ::-1] if reverse_channels else chunk, spec)
         for name, value in [(first, normalised), *found.items()]:
             low, high = _range(value)

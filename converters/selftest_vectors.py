@@ -52,6 +52,11 @@ prefix through fake quantization, and the 1e-6 input perturbation flips rounding
 runtime's int8 kernels do. Measured on Lite0 @128 (deviation / spread): LiteRT 1.1-1.5x in every group,
 tflite-runtime 2.14's builtin int8 kernels up to 4.7x (train_step loss), so 3x failed there; 10x leaves
 margin and is still 3x tighter than the float factor (``docs/int8.md``)."""
+INT8_TOLERANCES = {C.INFER: 2e-2, C.FISHER: 1e-1, C.TRAIN_STEP: 2e-2, "state": 2e-2, "frozen": 0.0}
+"""Floors of an int8 export's groups: the 1e-6 perturbation may flip no rounding at all on a small model
+(spread 0), while a runtime's int8 kernels still differ from TensorFlow's fake quantization by an LSB here
+and there (measured on a LeakyReLU Keras CNN at 23 px, LiteRT: infer 8.9e-3, fisher 1.0e-2, train_step
+3.7e-3, state 7.7e-4)."""
 WEAK_TOLERANCE = 0.05
 """A measured tolerance above this is logged as a warning: the group then detects only gross errors."""
 
@@ -165,7 +170,7 @@ def measured_tolerances(module: TrainableModule, vectors: dict[str, np.ndarray],
                         goldens: dict[str, np.ndarray]) -> tuple[dict[str, float], dict[str, float]]:
     """(tolerance per group, measured spread per group): the procedure rerun on images perturbed by
     ``PERTURBATION``; tolerance = max(floor ``TOLERANCES[g]``, ``NOISE_FACTOR`` * spread), ``frozen`` 0
-    (an int8 export: ``INT8_NOISE_FACTOR``).
+    (an int8 export: ``INT8_TOLERANCES`` and ``INT8_NOISE_FACTOR``).
 
     Why: the device's deviation is rounding error propagated through the model's own procedure, e
     ~ J delta with J the procedure's Jacobian and delta a few ulps per op. A 16-ulp input perturbation
@@ -177,9 +182,10 @@ def measured_tolerances(module: TrainableModule, vectors: dict[str, np.ndarray],
     logged.
     """
     spread, _ = group_deviations(tf_procedure(module, vectors, PERTURBATION), goldens)
-    factor = INT8_NOISE_FACTOR if getattr(module, "int8_prefix", None) is not None else NOISE_FACTOR
+    int8 = getattr(module, "int8_prefix", None) is not None
+    factor, floors = (INT8_NOISE_FACTOR, INT8_TOLERANCES) if int8 else (NOISE_FACTOR, TOLERANCES)
     tolerance = {g: max(floor, factor * spread.get(g, 0.0)) if g != "frozen" else 0.0
-                 for g, floor in TOLERANCES.items()}
+                 for g, floor in floors.items()}
     for group, value in tolerance.items():
         if value > WEAK_TOLERANCE:
             LOG.warning("self-test group %r: the model is sensitive to float rounding (spread %.2e under a %.0e input "

@@ -168,3 +168,19 @@ def test_quantize_mode_is_checked():
     with pytest.raises(ValueError, match="quantize"):
         ExportConfig(quantize="int4")
     assert "quantize" not in ExportConfig().to_dict() and CONFIG.to_dict()["quantize"] == "int8"
+
+
+def test_a_bring_your_own_model_exports_int8_and_verifies():
+    """A user's Keras CNN (LeakyReLU, asymmetric padding, pooling): its frozen conv runs int8, the self-test passes."""
+    from converters.example_models import EXAMPLE_MODELS
+    from converters.export import export_keras
+
+    config = ExportConfig(backbone="keras", input_size=None, candidates="layers:2", feature_layer="features",
+                          class_capacity=4, train_variants=0, cache_cuts=1, quantize="int8",
+                          calibration="synthetic:16")
+    result = export_keras(EXAMPLE_MODELS["plain_cnn"](), config)
+    model = read_model(result.model)
+    assert _conv_types(model, _signature_subgraph(model, C.INFER))[schema.TensorType.INT8] == 1  # conv1
+    assert result.metadata[C.F_CONFIG]["quantize"] == "int8"
+    outcome = verify(result.model, runtime="litert")
+    assert outcome.passed, outcome.format()
