@@ -8,12 +8,14 @@ on axis 2) is quantized symmetrically per output channel,
 and the exported module uses W' (``dequantized``) everywhere it used W: the variables' initial values, the
 copy-on-write constants, the model id and the self-test's TensorFlow goldens. After conversion, the
 flatbuffer pass ``store_int8_kernels_in`` replaces every float32 buffer holding the bytes of a W' (in the
-Keras layout or the forward op's filter layout, ``converters.transposed_initial_values``) by the int8 q and
-makes each tensor that read it the output of a ``DEQUANTIZE`` of an int8 tensor with the per-channel
-scales (``quantized_dimension`` = the output-channel axis of that tensor's layout), placed before its
-first use. TFLite's per-channel ``DEQUANTIZE`` computes ``scale[o] * (q - 0)`` in float32: the same bits as
-W', so ``reset_state`` writes exactly the dequantized stored weights and the constant forward path reads
-them. Training, optimizer slots and every state variable stay float32.
+Keras layout or the forward op's filter layout, ``converters.transposed_initial_values``) by the int8 q.
+In each subgraph, the convolutions that read it as their filter read a ``DEQUANTIZE`` of an int8 tensor with
+the per-channel scales (``quantized_dimension`` = the output-channel axis of that layout; XNNPACK packs it
+as a static weight), and every other reader (the initialiser's and ``reset_state``'s TRANSPOSE or
+ASSIGN_VARIABLE, ``set_state``'s comparison, an IF handing the kernel to a backward branch) reads
+``CAST(q) * scales`` (``FILTER_READERS``). Both compute ``scale[o] * q`` in float32: the same bits as W', so
+``reset_state`` writes exactly the dequantized stored weights and the constant forward path reads them.
+Training, optimizer slots and every state variable stay float32.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def _digest(data: np.ndarray) -> bytes:
 
 
 def store_int8_kernels_in(obj: schema.ModelT, kernels: dict[str, Int8Kernel]) -> int:
-    """Replaces the float32 buffers holding a dequantized kernel by int8 + ``DEQUANTIZE`` (module docstring).
+    """Replaces the float32 buffers holding a dequantized kernel by int8 (module docstring).
 
     Args:
       obj: The converted model (edited in place).
@@ -134,20 +136,21 @@ def store_int8_kernels_in(obj: schema.ModelT, kernels: dict[str, Int8Kernel]) ->
                 matches[index] = found
     if not matches:
         return 0
-    dequantize = opcode_index(obj, schema.BuiltinOperator.DEQUANTIZE)
+    codes = _Codes(obj)
     int8_buffers: dict[int, int] = {}  # float buffer -> its int8 buffer (shared by every layout's tensor)
+    scale_buffers: dict[tuple[int, tuple[int, ...]], int] = {}  # (float buffer, shape) -> broadcast scales
 
-    def int8_buffer(float_buffer: int, q: np.ndarray) -> int:
-        if float_buffer not in int8_buffers:
+    def shared_buffer(cache: dict, key, value: np.ndarray) -> int:
+        if key not in cache:
             buffer = schema.BufferT()
-            buffer.data = np.frombuffer(np.ascontiguousarray(q).tobytes(), np.uint8)
+            buffer.data = np.frombuffer(np.ascontiguousarray(value).tobytes(), np.uint8)
             obj.buffers.append(buffer)
-            int8_buffers[float_buffer] = len(obj.buffers) - 1
-        return int8_buffers[float_buffer]
+            cache[key] = len(obj.buffers) - 1
+        return cache[key]
 
     freed: set[int] = set()
     for subgraph in obj.subgraphs:
-        producers = {}
+        targets = {}
         for t, tensor in enumerate(subgraph.tensors):
             if tensor.type != schema.TensorType.FLOAT32 or tensor.buffer not in matches:
                 continue
@@ -157,26 +160,91 @@ def store_int8_kernels_in(obj: schema.ModelT, kernels: dict[str, Int8Kernel]) ->
                 LOG.warning("tensor %s holds a quantized kernel's bytes in an unknown shape %s; left float32",
                             tensor.name, shape)
                 continue
-
-            def produce(t: int, subgraph: schema.SubGraphT = subgraph, entry: tuple = entry) -> schema.OperatorT:
-                target = subgraph.tensors[t]
-                _, q, axis, scales = entry
-                source = schema.TensorT()
-                source.shape = np.array(q.shape, np.int32)
-                source.type = schema.TensorType.INT8
-                source.buffer = int8_buffer(target.buffer, q)
-                name = target.name.decode() if isinstance(target.name, bytes) else str(target.name)
-                source.name = f"{name}/int8"
-                params = schema.QuantizationParametersT()
-                params.scale = scales.astype(np.float32)
-                params.zeroPoint = np.zeros(len(scales), np.int64)
-                params.quantizedDimension = axis
-                source.quantization = params
-                subgraph.tensors.append(source)
-                return operator(dequantize, [len(subgraph.tensors) - 1], [t])
-
-            producers[t] = produce
-        if producers:
-            freed |= produce_before_first_use(subgraph, producers)
+            targets[t] = entry
+        if targets:
+            freed |= _rewrite_readers(obj, subgraph, targets, codes, lambda b, q: shared_buffer(int8_buffers, b, q),
+                                      lambda b, s: shared_buffer(scale_buffers, (b, s.shape), s))
     free_unread_buffers(obj, freed)
     return len(freed)
+
+
+class _Codes:
+    """Operator-code indices of the ops the pass inserts (added on first use)."""
+
+    def __init__(self, obj: schema.ModelT) -> None:
+        self._obj = obj
+        self._index: dict[int, int] = {}
+
+    def __getitem__(self, code: int) -> int:
+        if code not in self._index:
+            self._index[code] = opcode_index(self._obj, code)
+        return self._index[code]
+
+
+FILTER_READERS = {schema.BuiltinOperator.CONV_2D, schema.BuiltinOperator.DEPTHWISE_CONV_2D,
+                  schema.BuiltinOperator.FULLY_CONNECTED}
+"""Operators whose input 1 (the filter) reads a kernel through ``DEQUANTIZE``; every other reader gets
+``CAST`` + ``MUL`` (the same float32 product). tflite-runtime 2.14's XNNPACK delegate takes a ``DEQUANTIZE`` of
+a static int8 tensor into the delegate as a static weight and never writes its output tensor, so an operator
+outside the delegate that reads it (an IF handing the kernel to a backward branch, a TRANSPOSE) read garbage:
+the Fisher potentials of the layers below went wrong (``docs/int8.md``)."""
+
+
+def _tensor(subgraph: schema.SubGraphT, shape, dtype: int, buffer: int, name: str) -> int:
+    tensor = schema.TensorT()
+    tensor.shape = np.array(shape, np.int32)
+    tensor.type = dtype
+    tensor.buffer = buffer
+    tensor.name = name
+    subgraph.tensors.append(tensor)
+    return len(subgraph.tensors) - 1
+
+
+def _rewrite_readers(obj: schema.ModelT, subgraph: schema.SubGraphT, targets: dict, codes: _Codes,
+                     int8_buffer, scale_buffer) -> set[int]:
+    """Makes every reader of a target tensor read a value computed from its int8 kernel (``FILTER_READERS``):
+    one ``DEQUANTIZE`` output for the filter readers and one ``CAST`` * scales output for the others, each
+    produced right before its first reader. Returns the float buffers detached."""
+    made: dict[tuple[int, bool], int] = {}
+    operators = []
+    for op in subgraph.operators:
+        inputs = [int(i) for i in op.inputs]
+        code = obj.operatorCodes[op.opcodeIndex]
+        is_filter_reader = max(code.builtinCode, code.deprecatedBuiltinCode) in FILTER_READERS
+        for position, t in enumerate(inputs):
+            if t not in targets:
+                continue
+            as_filter = is_filter_reader and position == 1
+            if (t, as_filter) not in made:
+                target = subgraph.tensors[t]
+                _, q, axis, scales = targets[t]
+                name = target.name.decode() if isinstance(target.name, bytes) else str(target.name)
+                source = _tensor(subgraph, q.shape, schema.TensorType.INT8, int8_buffer(target.buffer, q),
+                                 f"{name}/int8")
+                out = _tensor(subgraph, target.shape, schema.TensorType.FLOAT32, 0,
+                              f"{name}/{'dequantized' if as_filter else 'scaled'}")
+                if as_filter:
+                    params = schema.QuantizationParametersT()
+                    params.scale = scales.astype(np.float32)
+                    params.zeroPoint = np.zeros(len(scales), np.int64)
+                    params.quantizedDimension = axis
+                    subgraph.tensors[source].quantization = params
+                    operators.append(operator(codes[schema.BuiltinOperator.DEQUANTIZE], [source], [out]))
+                else:
+                    shape = [1] * q.ndim
+                    shape[axis] = -1
+                    broadcast = scales.astype(np.float32).reshape(shape)
+                    cast = _tensor(subgraph, q.shape, schema.TensorType.FLOAT32, 0, f"{name}/cast")
+                    scale = _tensor(subgraph, broadcast.shape, schema.TensorType.FLOAT32,
+                                    scale_buffer(target.buffer, broadcast), f"{name}/scales")
+                    operators.append(operator(codes[schema.BuiltinOperator.CAST], [source], [cast]))
+                    operators.append(operator(codes[schema.BuiltinOperator.MUL], [cast, scale], [out]))
+                made[(t, as_filter)] = out
+            inputs[position] = made[(t, as_filter)]
+        op.inputs = np.array(inputs, np.int32)
+        operators.append(op)
+    subgraph.operators = operators
+    detached = {subgraph.tensors[t].buffer for t in targets}
+    for t in targets:
+        subgraph.tensors[t].buffer = 0
+    return detached
