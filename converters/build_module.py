@@ -127,7 +127,7 @@ def module_from_keras(model: keras.Model, config: ExportConfig) -> TrainableModu
     if config.candidates == AUTO:
         config = dataclasses.replace(config, candidates=prepared.candidate_spec)
     calibration = None
-    if config.quantize:
+    if config.quantize == "int8":
         spec = prepared.graph.input_spec
         calibration = calibration_images(config.calibration, tuple(spec.shape), tuple(spec.value_range), config.seed)
         LOG.info("int8: calibrating the frozen prefix on %d images", len(calibration))

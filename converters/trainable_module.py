@@ -90,8 +90,8 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         self._dirty: dict[str, tf.Variable] = {}
         self.int8_kernels: dict[str, Int8Kernel] = {}  # candidate -> its int8 initial kernel (quantize int8)
         self.int8_prefix: PrefixQuantization | None = None
-        quantized = config.quantize == "int8"
-        if quantized and calibration is None:
+        quantized = bool(config.quantize)  # candidate kernels stored int8 (both modes)
+        if config.quantize == "int8" and calibration is None:
             raise ValueError("quantize='int8' needs calibration images")
         for node in graph.weighted():
             kernel, bias = node.weights
@@ -109,6 +109,9 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
                 self._dirty[node.name] = tf.Variable(np.zeros([1], np.float32), name=node.name + DIRTY_SUFFIX,
                                                      trainable=False)
             else:
+                if config.quantize == "int8-weights":  # stored int8, read through DEQUANTIZE by the conv
+                    self.int8_kernels[node.name] = int8_kernel(kernel, depthwise=node.op == "depthwise")
+                    kernel = self.int8_kernels[node.name].dequantize()
                 self._frozen[node.name] = (tf.constant(kernel), tf.constant(bias))
         k = config.class_capacity
         self._add_var(C.PROTOTYPES, np.zeros([k, self.feature_dim], np.float32))
@@ -131,7 +134,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         self._upstream = {n.name: [c for c in self.candidate_names if c in graph.ancestors(n.inputs[0])]
                           for n in graph.weighted() if n.inputs}
         self.variables_list = [self._vars[n] for n in self.names]
-        if quantized:  # ranges of the float prefix, then the forward runs it fake-quantized (int8 in TFLite)
+        if config.quantize == "int8":  # ranges of the float prefix, then the forward runs it fake-quantized
             nodes = prefix_nodes(graph, table, self.candidates[0])
             self.int8_prefix = calibrate(self._forward, graph, nodes, calibration,
                                          reverse_channels=config.channel_order == C.CHANNEL_ORDER_BGR)

@@ -184,3 +184,19 @@ def test_a_bring_your_own_model_exports_int8_and_verifies():
     assert result.metadata[C.F_CONFIG]["quantize"] == "int8"
     outcome = verify(result.model, runtime="litert")
     assert outcome.passed, outcome.format()
+
+
+def test_int8_weights_stores_every_kernel_int8_and_computes_float():
+    """``quantize="int8-weights"``: no int8 arithmetic, every convolution filter read through DEQUANTIZE, the
+    self-test passes with the float tolerances (the goldens use the dequantized weights)."""
+    result = export_model(ExportConfig(backbone="tiny", input_size=(32, 32), candidate_blocks=2, class_capacity=4,
+                                       train_variants=0, cache_cuts=1, quantize="int8-weights"))
+    model = read_model(result.model)
+    infer = _signature_subgraph(model, C.INFER)
+    ops = collections.Counter(_op_name(model, op) for op in infer.operators)
+    assert not ops[schema.BuiltinOperator.QUANTIZE]
+    assert not _conv_types(model, infer)[schema.TensorType.INT8]
+    assert len(result.module.int8_kernels) == len(list(result.module.graph.weighted()))
+    outcome = verify(result.model, runtime="litert")
+    assert outcome.passed, outcome.format()
+    assert max(outcome.deviation.values()) < 1e-3

@@ -66,7 +66,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     common = dict(class_capacity=args.capacity, optimizer=optimizer, learning_rate=args.learning_rate,
                   seed=args.seed, candidates=args.candidates or "", feature_layer=args.feature_layer,
                   quantize=args.quantize or "", calibration=args.calibration or "", **_preprocessing_fields(args))
-    if args.calibration and not args.quantize:
+    if args.calibration and args.quantize != "int8":
         raise ValueError("--calibration calibrates --quantize int8; give both")
     if args.keras_model:
         if args.backbone or args.weights:
@@ -183,9 +183,10 @@ def register(command: Command) -> None:
                    "meta-trained scale, else 10)")
     p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, help="seed of a built-in backbone's initialisation and of the "
                    "self-test inputs")
-    p.add_argument("--quantize", choices=("int8",), help="int8 where nothing trains: the frozen prefix runs as int8 "
+    p.add_argument("--quantize", choices=("int8", "int8-weights"), help="int8: the frozen prefix runs as int8 "
                    "kernels and the candidate layers' initial weights are stored int8 (dequantized into the float32 "
-                   "variables); training and all state stay float32 (docs/int8.md)")
+                   "variables); int8-weights: every kernel stored int8, all arithmetic float32; training and all "
+                   "state stay float32 (docs/int8.md)")
     p.add_argument("--calibration", metavar="SOURCE", help="images that calibrate --quantize int8: an image folder, or "
                    "synthetic:N (default: the data cache's meta-training sources, build/data_cache_128)")
     p.set_defaults(func=_cmd_export)

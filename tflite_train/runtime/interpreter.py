@@ -117,7 +117,9 @@ class TrainableModel:
         package = EXPLICIT_XNNPACK_MODULES.get(self.runtime)
         if xnnpack and package:
             try:
-                delegate = XnnpackDelegate(num_threads, package)
+                # no shared weights cache for int8 weights (tflite_train.runtime.xnnpack)
+                quantized = bool(self.metadata.get(C.F_CONFIG, {}).get("quantize"))
+                delegate = XnnpackDelegate(num_threads, package, weights_cache=not quantized)
                 interpreter = interpreter_cls(model_content=content, num_threads=num_threads,
                                               experimental_delegates=[delegate])
                 delegate.finalize()

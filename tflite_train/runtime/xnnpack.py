@@ -56,13 +56,16 @@ class XnnpackDelegate:
     Args:
       num_threads: Threads of the delegate (the interpreter's ``num_threads``).
       package: The interpreter package whose native wrapper holds XNNPACK.
+      weights_cache: Share one packed-weights cache between the delegated subgraphs (``_weights_cache``).
+        False for a model with int8 weights: tflite-runtime 2.14 corrupts its heap when such a cache is
+        deleted ("free(): invalid next size" when the interpreter goes away; ``docs/int8.md``).
 
     Raises:
       OSError: the library cannot be loaded or lacks the XNNPACK symbols.
       RuntimeError: the library returned no delegate.
     """
 
-    def __init__(self, num_threads: int = 1, package: str = "tflite_runtime") -> None:
+    def __init__(self, num_threads: int = 1, package: str = "tflite_runtime", weights_cache: bool = True) -> None:
         wrapper = importlib.import_module(f"{package}._pywrap_tensorflow_interpreter_wrapper")
         lib = ctypes.CDLL(wrapper.__file__)
         try:
@@ -77,7 +80,7 @@ class XnnpackDelegate:
         options = default()
         options.num_threads = int(num_threads)
         options.flags |= FLAG_QS8
-        self._cache, self._finalize, self._delete_cache = self._weights_cache(lib)
+        self._cache, self._finalize, self._delete_cache = self._weights_cache(lib) if weights_cache else (None,) * 3
         options.weights_cache = self._cache
         with _native_stderr_silenced():
             pointer = create(ctypes.byref(options))
