@@ -83,7 +83,7 @@ def convert(module: TrainableModule, alongside: Callable[[], T] | None = None) -
     fill_zero_initial_values_in(obj)
     transpose_initial_values_in(obj)
     if module.int8_kernels:
-        LOG.info("int8: %d candidate kernel buffers stored as int8",
+        LOG.info("int8: %d kernel buffers stored as int8",
                  store_int8_kernels_in(obj, module.int8_kernels))
     dedupe_subgraphs_in(obj)
     return write_model(obj, len(raw)), extra
