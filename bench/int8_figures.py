@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from tflite_train import contract as C
 from tflite_train.runtime.interpreter import TrainableModel
 
 LOG = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def real_images(cache: pathlib.Path, dataset: str, count: int, seed: int = 0) ->
 
 
 def _scaled(model: TrainableModel, images: np.ndarray) -> np.ndarray:
-    low, high = model.metadata["input"]["range"]
+    low, high = model.metadata[C.F_INPUT][C.F_RANGE]
     return (low + (high - low) * images.astype(np.float32) / 255.0).astype(np.float32)
 
 
@@ -72,7 +73,7 @@ def adaptation_check(model: TrainableModel, images: np.ndarray, labels: np.ndarr
     model.reset_state()
     classes = np.unique(labels)
     relabel = np.searchsorted(classes, labels).astype(np.int32)
-    emb = model.infer(images)["embeddings"]
+    emb = model.infer(images)[C.EMBEDDINGS]
     prototypes = np.stack([emb[relabel == c].mean(0) for c in range(len(classes))])
     model.set_head(prototypes)
     model.set_selection({name: list(range(c)) for name, c in model.candidate_channels.items()})
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     report["infer_speedup"] = report["infer_ms"]["float"] / report["infer_ms"]["int8"]
     # batch 1 throughout on the timed (explicit XNNPACK) models: tflite-runtime 2.14's delegate does not
     # follow batch-size changes (TrainableModel.infer)
-    emb = {name: np.concatenate([m.infer(images[i:i + 1])["embeddings"] for i in range(len(images))])
+    emb = {name: np.concatenate([m.infer(images[i:i + 1])[C.EMBEDDINGS] for i in range(len(images))])
            for name, m in models.items()}
     cos = cosines(emb["float"], emb["int8"])
     report["embedding_cosine"] = {"images": int(len(cos)), "dataset": args.dataset, "mean": float(cos.mean()),
