@@ -30,7 +30,7 @@ from converters.graph.ir import Graph, Node
 from converters.frozen_prefix import suffix_nodes
 from tflite_train.sparse.layer_table import LayerTable
 
-__all__ = ["PRE_ACTIVATION", "PrefixQuantization", "calibrate", "fake_quant_kernel", "fake_quant_value",
+__all__ = ["PRE_ACTIVATION", "PrefixQuantization", "calibrate", "fake_quant_kernel", "fake_quant_value", "saved_input",
            "needs_pre_activation_range", "prefix_nodes"]
 
 NUM_BITS = 8

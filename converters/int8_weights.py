@@ -31,7 +31,7 @@ from converters.flatbuffer_rewrite import free_unread_buffers, opcode_index, ope
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["Int8Kernel", "dequantized", "int8_kernel", "store_int8_kernels_in"]
+__all__ = ["FILTER_READERS", "Int8Kernel", "dequantized", "int8_kernel", "store_int8_kernels_in"]
 
 QMAX = 127
 """Symmetric narrow range [-127, 127] (TFLite's per-channel weight convention)."""
