@@ -11,9 +11,10 @@ from tflite_train import contract as C
 __all__ = ["OPTIMIZERS", "QUANTIZE_MODES", "DEFAULT_BACKBONE", "DEFAULT_INPUT_SIZE", "DEFAULT_CANDIDATE_BLOCKS", "ExportConfig"]
 
 OPTIMIZERS = ("adam", "sgd_momentum")
-QUANTIZE_MODES = ("", "int8", "int8-weights")
+QUANTIZE_MODES = ("", "int8", "int8-weights", "int8-candidates")
 """``ExportConfig.quantize``: "" = float32 everywhere; "int8" = int8 where nothing trains (``docs/int8.md``);
-"int8-weights" = every kernel stored int8 (per-channel), all arithmetic float32."""
+"int8-weights" = every kernel stored int8 (per-channel), all arithmetic float32; "int8-candidates" = only the
+candidate layers' kernels stored int8, all arithmetic float32 (Lite0 @128: the best accuracy of the three)."""
 
 DEFAULT_BACKBONE = "lite0"
 """What ``export`` builds when given no backbone, weights or Keras model: EfficientNet-Lite0 at
@@ -77,8 +78,9 @@ class ExportConfig:
         blocks (each candidate layer when there are no blocks).
       quantize: "" (float32), "int8": the frozen prefix runs as int8 kernels (``converters.int8_prefix``)
         and the candidate kernels are stored int8 with per-channel scales, dequantized into the float32
-        variables (``converters.int8_weights``); or "int8-weights": the prefix's kernels are stored int8 too
-        and every activation stays float32. Left out of ``to_dict`` at its default.
+        variables (``converters.int8_weights``); "int8-weights": the prefix's kernels are stored int8 too
+        and every activation stays float32; "int8-candidates": only the candidate kernels are stored int8,
+        all arithmetic float32. Left out of ``to_dict`` at its default.
       calibration: Images that calibrate the int8 prefix (``converters.calibration_images``): "" = the
         data cache's meta-training sources, "synthetic:N" = N seeded random images (tests), else an image
         folder. Left out of ``to_dict`` at its default.

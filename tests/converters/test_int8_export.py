@@ -200,3 +200,11 @@ def test_int8_weights_stores_every_kernel_int8_and_computes_float():
     outcome = verify(result.model, runtime="litert")
     assert outcome.passed, outcome.format()
     assert max(outcome.deviation.values()) < 1e-3
+
+
+def test_int8_candidates_stores_only_the_candidate_kernels_int8():
+    result = export_model(ExportConfig(backbone="tiny", input_size=(32, 32), candidate_blocks=2, class_capacity=4,
+                                       train_variants=0, cache_cuts=1, quantize="int8-candidates"))
+    assert set(result.module.int8_kernels) == set(result.module.candidate_names)
+    outcome = verify(result.model, runtime="litert")
+    assert outcome.passed and max(outcome.deviation.values()) < 1e-3, outcome.format()

@@ -183,10 +183,11 @@ def register(command: Command) -> None:
                    "meta-trained scale, else 10)")
     p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, help="seed of a built-in backbone's initialisation and of the "
                    "self-test inputs")
-    p.add_argument("--quantize", choices=("int8", "int8-weights"), help="int8: the frozen prefix runs as int8 "
-                   "kernels and the candidate layers' initial weights are stored int8 (dequantized into the float32 "
-                   "variables); int8-weights: every kernel stored int8, all arithmetic float32; training and all "
-                   "state stay float32 (docs/int8.md)")
+    p.add_argument("--quantize", choices=("int8", "int8-weights", "int8-candidates"), help="int8: the frozen "
+                   "prefix runs as int8 kernels and the candidate layers' initial weights are stored int8 (dequantized "
+                   "into the float32 variables); int8-weights: every kernel stored int8, all arithmetic float32; "
+                   "int8-candidates: only the candidate layers' kernels stored int8, all arithmetic float32; training "
+                   "and all state stay float32 (docs/int8.md)")
     p.add_argument("--calibration", metavar="SOURCE", help="images that calibrate --quantize int8: an image folder, or "
                    "synthetic:N (default: the data cache's meta-training sources, build/data_cache_128)")
     p.set_defaults(func=_cmd_export)
