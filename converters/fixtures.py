@@ -64,6 +64,12 @@ FIXTURES: dict[str, ExportConfig] = {
     # odd input, SGD with momentum
     "proxyless_sgd_33": ExportConfig(backbone="proxyless", input_size=(33, 33), candidate_blocks=2, class_capacity=4,
                                      optimizer="sgd_momentum", learning_rate=0.01, train_variants=2),
+    # issue 27 (docs/int8.md), tiny_adam_33's shape: the recommended mode, candidate kernels stored int8 ...
+    "tiny_int8c_33": ExportConfig(backbone="tiny", input_size=(33, 33), candidate_blocks=2, class_capacity=8,
+                                  quantize="int8-candidates"),
+    # ... and int8 arithmetic in the frozen prefix (calibrated on synthetic images: no data cache needed)
+    "tiny_int8_33": ExportConfig(backbone="tiny", input_size=(33, 33), candidate_blocks=2, class_capacity=8,
+                                 quantize="int8", calibration="synthetic:16"),
 }
 
 KERAS_FIXTURES: dict[str, tuple[str, ExportConfig]] = {

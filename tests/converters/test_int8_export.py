@@ -9,11 +9,17 @@ One export (module scope, synthetic calibration images) is read back from the fl
 * the candidate kernels are stored once as int8 with one scale per output channel, and the state after
   ``reset_state`` equals those int8 values times their scales, bit for bit;
 * the embedded self-test passes with its stored tolerances.
+
+Also: a Keras model exported ``int8``; ``int8-weights`` (its own export); ``int8-candidates`` on the fixture
+``tiny_int8c_33`` and through ``tflite-train export --keras-model ... --quantize int8-candidates``;
+``--calibration`` refused in one line without ``--quantize int8``.
 """
 
 from __future__ import annotations
 
 import collections
+import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -25,9 +31,14 @@ from converters.export_config import ExportConfig
 from converters.flatbuffer_rewrite import read_model
 from converters.int8_weights import dequantized, int8_kernel
 from tflite_train import contract as C
+from tflite_train.runtime import read_metadata
 from tflite_train.runtime.selftest import verify
 
 pytestmark = pytest.mark.slow
+
+FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS",
+                                          pathlib.Path(__file__).resolve().parents[2] / "build" / "test-models"))
+"""The exported test models (``python -m converters.fixtures``), as ``tests/runtime`` reads them."""
 
 CONFIG = ExportConfig(backbone="tiny", input_size=(32, 32), candidate_blocks=2, class_capacity=4, train_variants=0,
                       cache_cuts=1, quantize="int8", calibration="synthetic:16")
@@ -202,9 +213,60 @@ def test_int8_weights_stores_every_kernel_int8_and_computes_float():
     assert max(outcome.deviation.values()) < 1e-3
 
 
-def test_int8_candidates_stores_only_the_candidate_kernels_int8():
-    result = export_model(ExportConfig(backbone="tiny", input_size=(32, 32), candidate_blocks=2, class_capacity=4,
-                                       train_variants=0, cache_cuts=1, quantize="int8-candidates"))
-    assert set(result.module.int8_kernels) == set(result.module.candidate_names)
-    outcome = verify(result.model, runtime="litert")
+def _int8_kernel_owners(path: pathlib.Path) -> tuple[set[str], list[list[str]]]:
+    """(candidates, for each per-channel int8 constant of the file the candidates whose kernel it is) after
+    ``reset_state``: a constant matches a kernel when its dequantized value, in the variable's layout, equals the
+    state bit for bit."""
+    meta = read_metadata(path)
+    interpreter = Interpreter(model_path=str(path))
+    interpreter.get_signature_runner(C.RESET_STATE)(dummy=np.array(0, np.int32))
+    state = interpreter.get_signature_runner(C.GET_STATE)(dummy=np.array(0, np.int32))
+    kernels = {n: state[n + C.KERNEL_SUFFIX] for n in meta["candidates"]}
+    owners = [[n for n, k in kernels.items() if np.array_equal(_keras_layout(value, axis, k.shape), k)]
+              for value, _, axis in _stored_int8_kernels(read_model(path.read_bytes()))]
+    return set(kernels), owners
+
+
+def test_int8_candidates_fixture_stores_only_the_candidate_kernels_int8():
+    """The fixture ``tiny_int8c_33`` (``converters.fixtures``, ``--quantize int8-candidates``): each int8 constant
+    is a candidate kernel as ``reset_state`` writes it, each candidate kernel is stored int8, and the self-test
+    passes with the float tolerances."""
+    path = FIXTURE_DIR / "tiny_int8c_33.tflite"
+    if not path.exists():
+        pytest.fail(f"missing {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` (make fixtures)")
+    assert read_metadata(path)["config"]["quantize"] == "int8-candidates"
+    candidates, owners = _int8_kernel_owners(path)
+    assert owners and all(owners), "every int8 constant is a candidate kernel"
+    assert {n for names in owners for n in names} == candidates, "every candidate kernel is stored int8"
+    outcome = verify(path, runtime="litert")
     assert outcome.passed and max(outcome.deviation.values()) < 1e-3, outcome.format()
+
+
+def test_cli_exports_a_keras_model_with_quantize_int8_candidates(tmp_path, capsys):
+    """``tflite-train export --keras-model ... --quantize int8-candidates``: the flag reaches the config (recorded
+    in the metadata), both candidate kernels are stored int8 and nothing else is, and the file verifies."""
+    from converters.example_models import EXAMPLE_MODELS
+    from tflite_train.cli import main
+
+    path, out = tmp_path / "m.keras", tmp_path / "m.tflite"
+    EXAMPLE_MODELS["plain_cnn"]().save(path)
+    assert main(["export", "--keras-model", str(path), "--out", str(out), "--candidates", "layers:2",
+                 "--feature-layer", "features", "--capacity", "4", "--quantize", "int8-candidates"]) == 0
+    meta = read_metadata(out)
+    assert meta["config"]["quantize"] == "int8-candidates" and "calibration" not in meta["config"]
+    candidates, owners = _int8_kernel_owners(out)
+    assert len(candidates) == 2 and owners and all(owners), "every int8 constant is a candidate kernel"
+    assert {n for names in owners for n in names} == candidates, "every candidate kernel is stored int8"
+    outcome = verify(out, runtime="litert")
+    assert outcome.passed and max(outcome.deviation.values()) < 1e-3, outcome.format()
+
+
+def test_cli_refuses_calibration_without_quantize_int8(tmp_path, capsys):
+    from tflite_train.cli import main
+
+    out = tmp_path / "m.tflite"
+    assert main(["export", "--backbone", "tiny", "--out", str(out), "--quantize", "int8-candidates",
+                 "--calibration", "synthetic:4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--calibration" in err and "--quantize int8" in err, err
+    assert not out.exists()

@@ -115,11 +115,14 @@ class TrainableModel:
 
     def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool):
         package = EXPLICIT_XNNPACK_MODULES.get(self.runtime)
-        if xnnpack and package:
+        quantized = self.metadata.get(C.F_CONFIG, {}).get("quantize")
+        if xnnpack and package and quantized:
+            LOG.warning("%s: no explicit XNNPACK delegate for a --quantize %s file (tflite-runtime 2.14's delegate "
+                        "corrupts the heap once reset_state follows train_step: a crash when the interpreter is "
+                        "freed; docs/int8.md); running on the builtin kernels", self.runtime, quantized)
+        elif xnnpack and package:
             try:
-                # no shared weights cache for int8 weights (tflite_train.runtime.xnnpack)
-                quantized = bool(self.metadata.get(C.F_CONFIG, {}).get("quantize"))
-                delegate = XnnpackDelegate(num_threads, package, weights_cache=not quantized)
+                delegate = XnnpackDelegate(num_threads, package)
                 interpreter = interpreter_cls(model_content=content, num_threads=num_threads,
                                               experimental_delegates=[delegate])
                 delegate.finalize()

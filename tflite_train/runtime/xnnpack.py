@@ -16,12 +16,7 @@ import importlib
 import os
 import sys
 
-__all__ = ["FLAG_QS8", "XnnpackDelegate", "delegated_node_count"]
-
-FLAG_QS8 = 0x1
-"""``TFLITE_XNNPACK_DELEGATE_FLAG_QS8``: delegate signed int8 ops (per-channel weights included). tflite-runtime
-2.14's default options leave it off, and an int8 export's frozen prefix then runs on the builtin int8 kernels
-(Lite0 @128 ``features_b10_expand``: 51 ms instead of 4.8 ms; ``docs/int8.md``). It changes nothing for float ops."""
+__all__ = ["XnnpackDelegate", "delegated_node_count"]
 
 
 class _Options(ctypes.Structure):
@@ -56,16 +51,13 @@ class XnnpackDelegate:
     Args:
       num_threads: Threads of the delegate (the interpreter's ``num_threads``).
       package: The interpreter package whose native wrapper holds XNNPACK.
-      weights_cache: Share one packed-weights cache between the delegated subgraphs (``_weights_cache``).
-        False for a model with int8 weights: tflite-runtime 2.14 corrupts its heap when such a cache is
-        deleted ("free(): invalid next size" when the interpreter goes away; ``docs/int8.md``).
 
     Raises:
       OSError: the library cannot be loaded or lacks the XNNPACK symbols.
       RuntimeError: the library returned no delegate.
     """
 
-    def __init__(self, num_threads: int = 1, package: str = "tflite_runtime", weights_cache: bool = True) -> None:
+    def __init__(self, num_threads: int = 1, package: str = "tflite_runtime") -> None:
         wrapper = importlib.import_module(f"{package}._pywrap_tensorflow_interpreter_wrapper")
         lib = ctypes.CDLL(wrapper.__file__)
         try:
@@ -79,8 +71,7 @@ class XnnpackDelegate:
         delete.argtypes = [ctypes.c_void_p]
         options = default()
         options.num_threads = int(num_threads)
-        options.flags |= FLAG_QS8
-        self._cache, self._finalize, self._delete_cache = self._weights_cache(lib) if weights_cache else (None,) * 3
+        self._cache, self._finalize, self._delete_cache = self._weights_cache(lib)
         options.weights_cache = self._cache
         with _native_stderr_silenced():
             pointer = create(ctypes.byref(options))

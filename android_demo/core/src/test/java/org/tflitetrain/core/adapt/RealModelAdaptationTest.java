@@ -12,6 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -19,6 +20,8 @@ import org.junit.Assume;
 import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
+import org.junit.runner.RunWith;
+import org.junit.runners.Parameterized;
 import org.tflitetrain.core.model.GraphSignature;
 import org.tflitetrain.core.model.ModelMetadata;
 import org.tflitetrain.core.model.TfliteMetadataReader;
@@ -29,18 +32,34 @@ import org.tflitetrain.core.model.TfliteMetadataReader;
  * query predictions and frozen-prefix cache decision (used, cut layer) equal those of the Python
  * {@code Trainer} ({@code tflite_train.runtime.trainer.adapt}) on the same inputs; a checkpoint written by Java restores in Python with identical predictions and the
  * reverse; and its state survives a {@link StateFile} round trip.
+ *
+ * <p>Also on the int8 exports of the same shape (issue 27, {@code docs/int8.md}): {@code tiny_int8c_33}
+ * ({@code --quantize int8-candidates}: candidate kernels stored int8, dequantized into float state) and
+ * {@code tiny_int8_33} ({@code --quantize int8}: the frozen prefix runs int8 kernels too). The Java core
+ * treats them like any export: the contract, the state and the checkpoints are float32.
  */
+@RunWith(Parameterized.class)
 public class RealModelAdaptationTest {
-  private static final String FIXTURE = "tiny_adam_33";
   private static final int ITERATIONS = 5;
+
+  @Parameterized.Parameters(name = "{0}")
+  public static Collection<Object[]> fixtures() {
+    return List.of(new Object[] {"tiny_adam_33"}, new Object[] {"tiny_int8c_33"}, new Object[] {"tiny_int8_33"});
+  }
+
+  private final String fixtureName;
+
+  public RealModelAdaptationTest(String fixtureName) {
+    this.fixtureName = fixtureName;
+  }
 
   @Rule
   public TemporaryFolder tmp = new TemporaryFolder();
 
-  private static Path fixture() {
+  private Path fixture() {
     String dir = System.getProperty("tflitetrain.fixtures");
     Assume.assumeTrue("system property tflitetrain.fixtures not set", dir != null);
-    return Paths.get(dir, FIXTURE + ".tflite");
+    return Paths.get(dir, fixtureName + ".tflite");
   }
 
   @Test
