@@ -61,7 +61,13 @@ def _quantization_key(params: schema.QuantizationParametersT) -> tuple | None:
 
 def share_quantization_tables(model: schema.ModelT) -> int:
     """Makes tensors with equal quantization parameters share one table object (packed once). Returns the
-    number of distinct shared tables."""
+    number of distinct shared tables. A model without a quantized tensor (no table holding scales) is left as
+    it is: every float tensor of the converter's output has an empty table, and float exports stay byte for
+    byte what they were before this pass."""
+    tensors = [t for subgraph in model.subgraphs for t in subgraph.tensors or []]
+    if not any(t.quantization is not None and t.quantization.scale is not None and np.size(t.quantization.scale)
+               for t in tensors):
+        return 0
     shared: dict[tuple, _SharedQuantization] = {}
     for subgraph in model.subgraphs:
         for tensor in subgraph.tensors or []:

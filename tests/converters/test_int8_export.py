@@ -28,7 +28,7 @@ from tensorflow.lite.python import schema_py_generated as schema
 
 from converters.export import export_model
 from converters.export_config import ExportConfig
-from converters.flatbuffer_rewrite import read_model
+from converters.flatbuffer_rewrite import read_model, share_quantization_tables, write_model
 from converters.int8_weights import dequantized, int8_kernel
 from tflite_train import contract as C
 from tflite_train.runtime import read_metadata
@@ -270,3 +270,18 @@ def test_cli_refuses_calibration_without_quantize_int8(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--calibration" in err and "--quantize int8" in err, err
     assert not out.exists()
+
+
+def test_quantization_tables_are_shared_in_int8_files_only():
+    """``write_model`` packs each distinct quantization table once in a file with int8 tensors (read back
+    unchanged), and leaves a float file byte for byte (its tensors' empty tables are not merged)."""
+    for name, quantized in (("tiny_adam_33", False), ("tiny_int8_33", True)):
+        path = FIXTURE_DIR / f"{name}.tflite"
+        if not path.exists():
+            pytest.fail(f"missing {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` (make fixtures)")
+        raw = path.read_bytes()
+        model = read_model(raw)
+        tables = sum(t.quantization is not None for g in model.subgraphs for t in g.tensors or [])
+        shared = share_quantization_tables(model)
+        assert (0 < shared < tables) if quantized else shared == 0, (name, shared, tables)
+        assert write_model(read_model(raw), len(raw)) == raw, name
