@@ -6,7 +6,7 @@ to the float file on real images of the data cache; and a short adaptation on th
 from a support set, every candidate channel selected, a few ``train_step`` calls on it: loss before and
 after, the dtypes of the state).
 
-    python -m bench.int8_figures --float F.tflite --int8 Q.tflite [--runtime litert|tflite-runtime] --out R.json
+    python -m bench.int8_figures --float F.tflite --int8 Q.tflite [--runtime litert|tflite-runtime] [--no-xnnpack] --out R.json
 """
 
 from __future__ import annotations
@@ -95,13 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--no-xnnpack", dest="xnnpack", action="store_false",
+                        help="builtin kernels for both files (default: the explicit XNNPACK delegate where the runtime "
+                             "needs one; tflite-runtime 2.14 refuses it for int8 files, docs/int8.md)")
     parser.add_argument("--out", type=pathlib.Path)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     runtime = RUNTIME_MODULES.get(args.runtime) if args.runtime else None
     paths = {"float": args.float_model, "int8": args.int8_model}
-    models = {name: TrainableModel(path, runtime=runtime, num_threads=1, xnnpack=True) for name, path in paths.items()}
-    report: dict = {"runtime": models["float"].runtime,
+    models = {name: TrainableModel(path, runtime=runtime, num_threads=1, xnnpack=args.xnnpack)
+              for name, path in paths.items()}
+    report: dict = {"runtime": models["float"].runtime, "xnnpack_requested": args.xnnpack,
                     "delegated": {name: m.delegated for name, m in models.items()},
                     "bytes": {name: os.path.getsize(path) for name, path in paths.items()}}
     report["size_ratio"] = report["bytes"]["int8"] / report["bytes"]["float"]
