@@ -8,7 +8,8 @@ weighted layer with the activation that alone reads it.
 BN folding: a BatchNormalization affine y = s * z + t after z = conv(x, W) + b, where the conv output is read by the
 affine alone, becomes the conv with W'[..., o] = s_o W[..., o] (the kind's output-channel axis in the
 op registry: 3 for conv [kh, kw, C_in, C_out], 2 for depthwise [kh, kw, C, 1], 1 for dense [D_in, D_out]) and
-b'_o = s_o b_o + t_o. An affine after anything else, and any other affine (a LayerScale), stays (a per-channel op with a gradient).
+b'_o = s_o b_o + t_o. An affine after anything else, and any other affine (a LayerScale), stays (a per-channel
+op with a gradient).
 """
 
 from __future__ import annotations

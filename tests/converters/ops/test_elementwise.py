@@ -1,4 +1,5 @@
-"""Add, Multiply (with squeeze-excite broadcasting), constants, the BN affine and ConvNeXt's LayerScale vs TF autodiff."""
+"""Add, Multiply (with squeeze-excite broadcasting), constants, the BN affine and ConvNeXt's LayerScale vs TF
+autodiff."""
 
 from __future__ import annotations
 
