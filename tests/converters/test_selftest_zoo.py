@@ -96,7 +96,9 @@ ZOO = {
     "residual_cnn": residual_cnn,
     "sequential_cnn": sequential_cnn,
     "separable_cnn": separable_cnn,
-    "unknown_size_mobilenet_v2": _application("MobileNetV2", size=None, alpha=0.35),
+    # keras.applications needs a static input size for its classifier: the embedding is then its pooling
+    "unknown_size_mobilenet_v2": _application("MobileNetV2", size=None, alpha=0.35, include_top=False,
+                                              pooling="avg"),
 }
 CLI_EXPORTED = {"unknown_size_mobilenet_v2": ["--input-size", "32"]}
 """Models saved as ``.keras`` and exported by ``tflite-train export`` with only these flags."""
@@ -152,8 +154,9 @@ def support(tmp_path_factory) -> pathlib.Path:
 
 @pytest.mark.parametrize("name", sorted(ZOO))
 def test_untrained_zoo_model_adapts_on_tflite_runtime_with_the_default_budgets(zoo, support, name, tmp_path):
-    """``adapt`` in the Pi env with no budget flags (a few steps: the protocol's passes add nothing here) selects
-    at least one candidate layer within the default budgets, trains it, and writes its checkpoint."""
+    """``adapt`` in the Pi env with no budget flags (a few steps: the protocol's passes add nothing here) trains
+    candidate layers selected within the default budgets and writes its checkpoint -- or, on a model so small
+    that no layer fits the default B_mem, adapts the head alone and says so in one warning naming the flag."""
     if not PI_PYTHON.exists():
         pytest.skip(f"no Pi env at {PI_PYTHON} (make {REPO / '.venv-pi'}/.installed)")
     out = tmp_path / "m.ckpt"
@@ -163,8 +166,12 @@ def test_untrained_zoo_model_adapts_on_tflite_runtime_with_the_default_budgets(z
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "tflite_runtime" in proc.stdout, proc.stdout
     report = load_checkpoint(out).report
-    assert report["selection"]["layers"], f"nothing selected within the default budgets: {proc.stdout}"
-    assert set(report["selection"]["layers"]) <= set(read_metadata(zoo(name))["candidates"])
+    selected = report["selection"]["layers"]
+    if not selected:  # the head-only fallback
+        warnings = [line for line in proc.stderr.splitlines() if "--mem-budget" in line]
+        assert len(warnings) == 1, proc.stderr
+        return
+    assert set(selected) <= set(read_metadata(zoo(name))["candidates"])
     assert len(report["losses"]) == 4 and all(np.isfinite(report["losses"])), report["losses"]
 
 
