@@ -3,7 +3,8 @@
 Layers are the weighted nodes in topological order. Blocks (for ``--candidates blocks:K``):
 
 * the first layer is the stem (block -1, role "stem");
-* a block ends at a layer with a linear activation whose output feeds another layer, a residual
+* a block ends at a layer with a linear activation whose output feeds (through per-channel affines, e.g.
+  ConvNeXt's LayerScale) another layer, a residual
   ``add`` or the embedding (the linear bottleneck of inverted-residual nets; a squeeze-excite conv,
   whose output feeds a gate, does not end a block, nor does the depthwise half of a SeparableConv2D);
 * layers after the last block end form the trailing group: block ``num_blocks``, role "final";
@@ -25,9 +26,11 @@ def _ends_block(node: Node, graph: Graph, readers: dict[str, list[str]]) -> bool
     if node.attrs.get("activation", "linear") != "linear" or node.attrs.get("separable"):
         return False  # the depthwise half of a SeparableConv2D is linear but no bottleneck
     by_name = graph.by_name
-    outs = readers[node.name]
     if node.name == graph.output:
         return True
+    outs = readers[node.name]
+    while len(outs) == 1 and by_name[outs[0]].op == "affine" and outs[0] != graph.output:
+        outs = readers[outs[0]]  # a per-channel scale between the projection and the add (ConvNeXt's LayerScale)
     return bool(outs) and all(by_name[r].is_weighted or by_name[r].op == "add" or r == graph.output for r in outs)
 
 

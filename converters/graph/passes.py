@@ -5,10 +5,11 @@ the embedding (dropping the user's classifier head) -> prune what the embedding 
 drop inference identities (Dropout) -> fold BatchNorm into the preceding conv/dense -> fuse each
 weighted layer with the activation that alone reads it.
 
-BN folding: an affine y = s * z + t after z = conv(x, W) + b, where the conv output is read by the
+BN folding: a BatchNormalization affine y = s * z + t after z = conv(x, W) + b, where the conv output is read by the
 affine alone, becomes the conv with W'[..., o] = s_o W[..., o] (the kind's output-channel axis in the
 op registry: 3 for conv [kh, kw, C_in, C_out], 2 for depthwise [kh, kw, C, 1], 1 for dense [D_in, D_out]) and
-b'_o = s_o b_o + t_o. An affine after anything else stays (a per-channel op with a gradient).
+b'_o = s_o b_o + t_o. An affine after anything else, and any other affine (a LayerScale), stays (a per-channel
+op with a gradient).
 """
 
 from __future__ import annotations
@@ -134,14 +135,15 @@ def drop_identities(nodes: list[Node], output: str) -> tuple[list[Node], str]:
 
 
 def fold_batchnorm(nodes: list[Node], output: str) -> tuple[list[Node], str]:
-    """Folds every affine that alone reads a linear weighted node into it (module docstring)."""
+    """Folds every BatchNormalization affine that alone reads a linear weighted node into it (module docstring;
+    a LayerScale or preprocessing affine stays)."""
     changed = True
     while changed:
         changed = False
         readers = _consumers(nodes)
         by_name = {n.name: n for n in nodes}
         for node in nodes:
-            if node.op != "affine" or node.attrs.get("preprocessing"):
+            if node.op != "affine" or node.keras_class != "BatchNormalization":
                 continue
             src = by_name[node.inputs[0]]
             if not src.is_weighted or src.attrs.get("activation", "linear") != "linear" or readers[src.name] != [node.name]:

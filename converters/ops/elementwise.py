@@ -1,6 +1,6 @@
 """Element-wise ops with broadcasting (residual Add, squeeze-excite Multiply, constants, BN affine); the
-family's registry entry (``FAMILY``: BatchNormalization, Rescaling, Normalization, Add, Multiply and the
-functional ``x + c``, ``x - c``, ``x * c``, ``x / c``, ``a + b``, ``a * b``).
+family's registry entry (``FAMILY``: BatchNormalization, Rescaling, Normalization, ConvNeXt's LayerScale, Add,
+Multiply and the functional ``x + c``, ``x - c``, ``x * c``, ``x / c``, ``a + b``, ``a * b``).
 
 For y = a + b (or a * b) with NumPy broadcasting, the gradient of an input is the output gradient
 (times the other factor for Multiply) summed over the axes the input was broadcast along:
@@ -9,7 +9,7 @@ and the output does not (keepdims), then drops leading axes the input lacks.
 
 * add_const:  y = x + c,           g_x = g_y
 * scale:      y = c x,             g_x = c g_y
-* affine:     y = x * s + t (per channel, an unfolded BatchNormalization), g_x = g_y * s
+* affine:     y = x * s + t (per channel: an unfolded BatchNormalization, a LayerScale), g_x = g_y * s
 """
 
 from __future__ import annotations
@@ -100,6 +100,17 @@ def read_preprocessing(ctx: ReadContext, layer, inputs: list[str], shapes) -> st
                    weights=(np.array(scale, np.float32), np.array(shift, np.float32)))
 
 
+def read_layer_scale(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """keras.applications ConvNeXt's LayerScale (y = x * gamma over the channels) -> affine with t = 0, gamma
+    frozen; never folded into the layer before it (``fold_batchnorm`` folds BatchNormalization only), so the
+    device trains that layer's own kernel, as Keras would with gamma frozen. A user's class of the same name
+    only runs frozen (its ``call`` is unknown)."""
+    gamma = f32(getattr(layer, "gamma", np.zeros(0)))
+    if not type(layer).__module__.startswith("keras.") or gamma.shape != (shapes[0][-1],):
+        return None
+    return ctx.add(layer.name, "affine", inputs, shapes[0], "LayerScale", weights=(gamma, np.zeros_like(gamma)))
+
+
 def read_add(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
     """Add of two or more tensors (broadcasting) -> add."""
     return ctx.add(layer.name, "add", inputs, broadcast(shapes), "Add") if len(inputs) >= 2 else None
@@ -157,6 +168,8 @@ FAMILY = OpFamily(
                   "affine"),
         LayerRule("Rescaling", read_preprocessing, ("affine",), "a per-channel affine; right after the input, the input spec"),
         LayerRule("Normalization", read_preprocessing, ("affine",), "a per-channel affine; right after the input, the input spec"),
+        LayerRule("LayerScale", read_layer_scale, ("affine",), "keras.applications ConvNeXt's: a per-channel "
+                  "scale, gamma frozen"),
         LayerRule("Add", read_add, ("add",), "broadcasting"),
         LayerRule("Multiply", read_multiply, ("multiply",), "two inputs, broadcasting (squeeze-excite)"),
     ),

@@ -81,7 +81,9 @@ def _macs(node: Node, in_shapes) -> int:
 
 
 def read_grouped_conv2d(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
-    """Conv2D with groups > 1 (dilation 1, square kernel and stride) -> grouped_conv2d."""
+    """Conv2D with groups > 1 (dilation 1, square kernel and stride) -> grouped_conv2d; with groups = input =
+    output channels (a depthwise conv written as Conv2D, e.g. ConvNeXt's) -> depthwise, whose gradients are one op
+    each instead of one per group."""
     shape, groups = shapes[0], int(layer.groups)
     if groups == 1 or pair(layer.dilation_rate) != (1, 1) or len(shape) != 3:
         return None
@@ -91,6 +93,12 @@ def read_grouped_conv2d(ctx: ReadContext, layer, inputs: list[str], shapes) -> s
     out_hw = [pad_amounts(shape[a], kernel_hw[a], strides[a], layer.padding)[2] for a in (0, 1)]
     filters = int(layer.filters)
     bias = f32(layer.bias) if layer.use_bias else np.zeros(filters, np.float32)
+    if groups == shape[2] == filters:  # a depthwise conv (ConvNeXt's): one DEPTHWISE_CONV_2D, not g tiny convs
+        out = ctx.add(layer.name, "depthwise", inputs, (*out_hw, filters), "Conv2D",
+                      weights=(np.transpose(f32(layer.kernel), (0, 1, 3, 2)), bias),  # [kh, kw, 1, C] -> [kh, kw, C, 1]
+                      attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding,
+                             "activation": "linear", "keras_output": layer.name})
+        return ctx.activation_after(layer, out)
     out = ctx.add(layer.name, "grouped_conv2d", inputs, (*out_hw, filters), "Conv2D",
                   weights=(f32(layer.kernel), bias),
                   attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding, "groups": groups,
@@ -103,6 +111,7 @@ FAMILY = OpFamily(
     kinds=(WeightedKind("grouped_conv2d", _forward, _input_grad, _weight_grad, _macs, out_axis=3,
                         filter_layout=lambda node, kernel: tf.transpose(kernel, [3, 0, 1, 2]),  # [C_out, kh, kw, c]
                         kernel_mask=lambda mask: mask, geometry=_geometry),),
-    layers=(LayerRule("Conv2D", read_grouped_conv2d, ("grouped_conv2d",),
-                      "groups > 1, dilation 1, square kernel and stride, `same` or `valid`"),),
+    layers=(LayerRule("Conv2D", read_grouped_conv2d, ("grouped_conv2d", "depthwise"),
+                      "groups > 1, dilation 1, square kernel and stride, `same` or `valid`; groups = channels "
+                      "as a DepthwiseConv2D"),),
 )

@@ -1,13 +1,20 @@
-"""``verify`` is right about the model: untrained Keras models (weights=None, BatchNorm statistics NOT
-calibrated) exported with no flags pass their embedded self-test on LiteRT (in process) and on
-tflite-runtime 2.14 (the Pi env, in a subprocess), and a corrupted weight or a wrong op still fails it.
+"""The Keras zoo (issue 24): untrained models (weights=None, BatchNorm statistics NOT calibrated) exported
+with no flags pass their embedded self-test on LiteRT (in process) and on tflite-runtime 2.14 (the Pi env, in a
+subprocess) and adapt there with the default budgets; a corrupted weight or a wrong op still fails ``verify``.
+
+The zoo: keras.applications MobileNetV2(alpha 0.35), MobileNetV3Small/Large, EfficientNetB0, EfficientNetV2B0,
+MobileNet(alpha 0.25), ResNet50, DenseNet121, NASNetMobile, Xception (71 px, its smallest input), ConvNeXtTiny,
+a residual CNN, a Sequential CNN, a SeparableConv2D CNN, and a MobileNetV2 with an unknown input size saved as
+``.keras`` and exported through the CLI with only ``--input-size`` (all of the CLI's defaults, the optional
+signatures included).
 
 Before the self-test's labels/prototypes were chosen for gradients above float noise and its
 tolerances measured per model (``converters.selftest_vectors``), MobileNetV2(alpha 0.35) failed
 ``state`` with deviation 1.98 (LiteRT) / 1.75 (tflite-runtime) against 1e-3.
 
-Exports are slow: each model once (module-scoped), 32 px, and without the optional signatures
-(``train_variants=0``, ``cache_signatures=False``: they do not change the self-test).
+Exports are slow: each model once (module-scoped), at its smallest input, and, but for the CLI one, without the
+optional signatures (``train_variants=0``, ``cache_signatures=False``: they change neither the self-test nor
+what ``adapt`` can select; without them it runs full steps).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -22,11 +30,16 @@ import pytest
 
 from converters import ExportConfig, write_export
 from converters.candidate_choice import AUTO
-from tflite_train.runtime import TrainableModel, read_metadata
+from tflite_train.runtime import TrainableModel, load_checkpoint, read_metadata
 from tflite_train.runtime.integrity import seal
 from tflite_train.runtime.selftest import verify
 
+from byo_models import separable_cnn
 from test_candidate_choice import sequential_cnn
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "runtime"))
+
+from runtime_fixtures import load_fashion, write_episode_folders  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PI_PYTHON = pathlib.Path(os.environ.get("TFLITE_TRAIN_PI_PYTHON", REPO / ".venv-pi" / "bin" / "python"))
@@ -63,14 +76,32 @@ def _seeded(build):
     return make
 
 
+def _application(name: str, size: int | None = 32, **kwargs):
+    """A seeded builder of ``keras.applications.<name>`` at ``size`` px (None: unknown input size), weights=None."""
+    return _seeded(lambda: getattr(keras.applications, name)(input_shape=(size, size, 3), weights=None, **kwargs))
+
+
 ZOO = {
-    "mobilenet_v2_035": _seeded(lambda: keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35,
-                                                                       weights=None)),
-    "mobilenet_v1_025": _seeded(lambda: keras.applications.MobileNet(input_shape=(32, 32, 3), alpha=0.25,
-                                                                     weights=None)),
+    "mobilenet_v2_035": _application("MobileNetV2", alpha=0.35),
+    "mobilenet_v3_small": _application("MobileNetV3Small"),
+    "mobilenet_v3_large": _application("MobileNetV3Large"),
+    "efficientnet_b0": _application("EfficientNetB0"),
+    "efficientnet_v2_b0": _application("EfficientNetV2B0"),
+    "mobilenet_v1_025": _application("MobileNet", alpha=0.25),
+    "resnet50": _application("ResNet50"),
+    "densenet121": _application("DenseNet121"),
+    "nasnet_mobile": _application("NASNetMobile"),
+    "xception": _application("Xception", size=71),
+    "convnext_tiny": _application("ConvNeXtTiny"),
     "residual_cnn": residual_cnn,
     "sequential_cnn": sequential_cnn,
+    "separable_cnn": separable_cnn,
+    # keras.applications needs a static input size for its classifier: the embedding is then its pooling
+    "unknown_size_mobilenet_v2": _application("MobileNetV2", size=None, alpha=0.35, include_top=False,
+                                              pooling="avg"),
 }
+CLI_EXPORTED = {"unknown_size_mobilenet_v2": ["--input-size", "32"]}
+"""Models saved as ``.keras`` and exported by ``tflite-train export`` with only these flags."""
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +112,16 @@ def zoo(tmp_path_factory):
     def export(name: str) -> pathlib.Path:
         if name not in cache:
             out = tmp_path_factory.mktemp(name) / "m.tflite"
-            write_export(ExportConfig(**NO_FLAGS), out, ZOO[name]())
+            if name in CLI_EXPORTED:
+                saved = out.with_suffix(".keras")
+                ZOO[name]().save(saved)
+                proc = subprocess.run([sys.executable, "-m", "tflite_train.cli", "export", "--keras-model", str(saved),
+                                       "--out", str(out), *CLI_EXPORTED[name]], cwd=REPO, capture_output=True,
+                                      text=True, timeout=1800)
+                assert proc.returncode == 0, proc.stdout + proc.stderr
+            else:
+                write_export(ExportConfig(**NO_FLAGS), out, ZOO[name]())
+            keras.backend.clear_session()
             cache[name] = out
         return cache[name]
 
@@ -102,6 +142,37 @@ def test_untrained_zoo_model_verifies_on_tflite_runtime(zoo, name):
                           capture_output=True, text=True, timeout=600)
     assert "tflite_runtime" in proc.stdout, proc.stdout + proc.stderr
     assert proc.returncode == 0 and "PASSED" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def support(tmp_path_factory) -> pathlib.Path:
+    """A labelled image folder of 3 classes x 2 real Fashion-MNIST images."""
+    folder, _ = write_episode_folders(load_fashion(), tmp_path_factory.mktemp("data"), ways=3, shots=2, queries=1,
+                                      seed=1)
+    return folder
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_untrained_zoo_model_adapts_on_tflite_runtime_with_the_default_budgets(zoo, support, name, tmp_path):
+    """``adapt`` in the Pi env with no budget flags (a few steps: the protocol's passes add nothing here) trains
+    candidate layers selected within the default budgets and writes its checkpoint -- or, on a model so small
+    that no layer fits the default B_mem, adapts the head alone and says so in one warning naming the flag."""
+    if not PI_PYTHON.exists():
+        pytest.skip(f"no Pi env at {PI_PYTHON} (make {REPO / '.venv-pi'}/.installed)")
+    out = tmp_path / "m.ckpt"
+    proc = subprocess.run([str(PI_PYTHON), "-m", "tflite_train.cli", "adapt", "--model", str(zoo(name)), "--support",
+                           str(support), "--out", str(out), "--iterations", "4"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "tflite_runtime" in proc.stdout, proc.stdout
+    report = load_checkpoint(out).report
+    selected = report["selection"]["layers"]
+    if not selected:  # the head-only fallback
+        warnings = [line for line in proc.stderr.splitlines() if "--mem-budget" in line]
+        assert len(warnings) == 1, proc.stderr
+        return
+    assert set(selected) <= set(read_metadata(zoo(name))["candidates"])
+    assert len(report["losses"]) == 4 and all(np.isfinite(report["losses"])), report["losses"]
 
 
 def _stored_kernel(data: bytes, kernel: np.ndarray) -> np.ndarray:

@@ -60,3 +60,30 @@ def test_grouped_variants_without_a_gradient_stay_frozen_and_are_named():
     x = keras.layers.Conv2D(4, 3, padding="same", groups=2, dilation_rate=2, name="dilated")(inputs)
     nodes, _ = read_keras(keras.Model(inputs, x), (8, 8, 4))
     assert nodes[-1].op == "opaque" and nodes[-1].keras_class == "Conv2D with groups=2, dilation_rate=(2, 2)"
+
+
+@pytest.mark.parametrize("s,padding", [(1, "same"), (2, "valid")])
+def test_conv2d_with_one_group_per_channel_reads_as_a_depthwise_conv(rng, s, padding):
+    """Conv2D(groups = channels = filters), ConvNeXt's depthwise conv, becomes one depthwise node (kernel
+    [kh, kw, C, 1]) whose forward and gradients equal the per-group reference."""
+    c, k = 6, 3
+    inputs = keras.Input((7, 7, c))
+    layer = keras.layers.Conv2D(c, k, strides=s, padding=padding, groups=c, name="dw")
+    model = keras.Model(inputs, layer(inputs))
+    kernel = rng.normal(size=(k, k, 1, c)).astype(np.float32)
+    bias = rng.normal(size=c).astype(np.float32)
+    layer.set_weights([kernel, bias])
+    nodes, _ = read_keras(model, (7, 7, c))
+    node = nodes[1]
+    assert (node.op, node.keras_class) == ("depthwise", "Conv2D")
+    stored = node.weights[0]
+    assert stored.shape == (k, k, c, 1)
+    x = rng.normal(size=(2, 7, 7, c)).astype(np.float32)
+    z = dispatch.weighted_pre_activation(node, tf.constant(x), stored, bias)
+    assert rel(z, layer(x)) < 1e-5
+    g = rng.normal(size=z.shape).astype(np.float32)
+    gx_ref, gk_ref, gb_ref = autodiff(lambda a, b, d: _per_group(a, b, d, c, s, padding), [x, kernel, bias], g)
+    gx = dispatch.weighted_input_grad(node, tf.constant(g), stored, (7, 7, c))
+    assert rel(gx, gx_ref) < 1e-5
+    dw, db = dispatch.weighted_weight_grad(node, tf.constant(x), tf.constant(g), (7, 7, c))
+    assert rel(np.transpose(np.asarray(dw), (0, 1, 3, 2)), gk_ref) < 1e-5 and rel(db, gb_ref) < 1e-5
