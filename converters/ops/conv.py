@@ -275,12 +275,15 @@ def _macs(node: Node, in_shapes) -> int:
     return positions * kernel * kernel * (in_shapes[0][-1] // groups) * node.shape[-1]
 
 
-def _read_conv(ctx: ReadContext, layer, op: str, x: str, shape, out_channels: int) -> str | None:
+def add_conv_node(ctx: ReadContext, layer, op: str, x: str, shape, out_channels: int,
+                  kernel: np.ndarray | None = None) -> str | None:
+    """A conv-like Keras layer as one weighted IR node of kind ``op`` (and its activation); ``kernel``: the
+    kernel in the kind's layout when the layer's own differs (e.g. a groups = channels Conv2D as depthwise)."""
     kernel_hw, strides = pair(layer.kernel_size), pair(layer.strides)
     if kernel_hw[0] != kernel_hw[1] or strides[0] != strides[1]:
         return None  # the layer table holds square kernels and strides; the layer stays frozen
     out_hw = [pad_amounts(shape[a], kernel_hw[a], strides[a], layer.padding)[2] for a in (0, 1)]
-    kernel = f32(layer.kernel)
+    kernel = f32(layer.kernel) if kernel is None else kernel
     bias = f32(layer.bias) if layer.use_bias else np.zeros(out_channels, np.float32)
     out = ctx.add(layer.name, op, [x], (*out_hw, out_channels), type(layer).__name__, weights=(kernel, bias),
                   attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding, "activation": "linear",
@@ -292,14 +295,14 @@ def read_conv2d(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | Non
     """Conv2D (groups 1, dilation 1, square kernel and stride) -> conv2d."""
     if layer.groups != 1 or pair(layer.dilation_rate) != (1, 1) or len(shapes[0]) != 3:
         return None
-    return _read_conv(ctx, layer, "conv2d", inputs[0], shapes[0], int(layer.filters))
+    return add_conv_node(ctx, layer, "conv2d", inputs[0], shapes[0], int(layer.filters))
 
 
 def read_depthwise(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
     """DepthwiseConv2D (depth multiplier 1, dilation 1, square kernel and stride) -> depthwise."""
     if layer.depth_multiplier != 1 or pair(layer.dilation_rate) != (1, 1) or len(shapes[0]) != 3:
         return None
-    return _read_conv(ctx, layer, "depthwise", inputs[0], shapes[0], shapes[0][2])
+    return add_conv_node(ctx, layer, "depthwise", inputs[0], shapes[0], shapes[0][2])
 
 
 def read_separable(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:

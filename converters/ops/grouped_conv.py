@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from converters.ops.conv import (_flip, _full_correlation_input, conv2d_forward, conv2d_weight_grad, pad_amounts)
+from converters.ops.conv import (_flip, _full_correlation_input, add_conv_node, conv2d_forward, conv2d_weight_grad,
+                                 pad_amounts)
 from converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, elements, f32, pair
 
 if TYPE_CHECKING:
@@ -94,11 +95,8 @@ def read_grouped_conv2d(ctx: ReadContext, layer, inputs: list[str], shapes) -> s
     filters = int(layer.filters)
     bias = f32(layer.bias) if layer.use_bias else np.zeros(filters, np.float32)
     if groups == shape[2] == filters:  # a depthwise conv (ConvNeXt's): one DEPTHWISE_CONV_2D, not g tiny convs
-        out = ctx.add(layer.name, "depthwise", inputs, (*out_hw, filters), "Conv2D",
-                      weights=(np.transpose(f32(layer.kernel), (0, 1, 3, 2)), bias),  # [kh, kw, 1, C] -> [kh, kw, C, 1]
-                      attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding,
-                             "activation": "linear", "keras_output": layer.name})
-        return ctx.activation_after(layer, out)
+        return add_conv_node(ctx, layer, "depthwise", inputs[0], shape, filters,
+                             kernel=np.transpose(f32(layer.kernel), (0, 1, 3, 2)))  # [kh, kw, 1, C] -> [kh, kw, C, 1]
     out = ctx.add(layer.name, "grouped_conv2d", inputs, (*out_hw, filters), "Conv2D",
                   weights=(f32(layer.kernel), bias),
                   attrs={"kernel": kernel_hw, "strides": strides, "padding": layer.padding, "groups": groups,
