@@ -9,6 +9,7 @@ from bench.config import BenchConfig, preset_config, quick_config
 from bench.learning_rates import setting_key
 from bench.methods import NO_META
 from bench.run_cost import estimate_seconds
+from bench.successive_halving import NO_OP_SHARE
 from tflite_train import contract as C
 
 __all__ = ["accuracy_section"]
@@ -42,7 +43,9 @@ def _halving_words(config: BenchConfig) -> str:
                   "whose results are reused)")
     return (f"Each training policy's learning rate ({rates}) and passes over the support set ({passes}) are chosen "
             f"per backbone from the {grid} settings on validation tasks only: {search}. Score = the mean over targets "
-            "of the per-target mean validation accuracy; ties go to fewer passes, then the smaller rate.")
+            "of the per-target mean validation accuracy; a setting whose accuracy equals the untrained row's on more "
+            f"than {NO_OP_SHARE:.0%} of the round's validation tasks (it changed almost no prediction) ranks below "
+            "every setting that trains; ties go to fewer passes, then the smaller rate.")
 
 
 def accuracy_section(config: BenchConfig, results: Mapping, lines: list[str]) -> dict:
@@ -217,16 +220,18 @@ def _tuning_table(run: Mapping, lines: list[str]) -> None:
     keys = list(dict.fromkeys(k for t in tuning.values()
                               for r in (t.get("rounds") or [{"scores": t["scores"]}]) for k in r["scores"]))
     lines += ["Validation accuracy (%, mean over targets of the validation-pool task means) per learning rate / "
-              "passes and round (tasks per target); bold = chosen, - = not run (dropped in an earlier round):", "",
+              "passes and round (tasks per target); bold = chosen, - = not run (dropped in an earlier round), "
+              f"† = no-op (accuracy equal to the untrained row's on more than {NO_OP_SHARE:.0%} of the tasks):", "",
               "| policy | round | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
     for label, t in tuning.items():
         best = f"{t['learning_rate']:g}/{t['epochs']}"
         rounds = t.get("rounds") or [{"tasks": None, "scores": t["scores"]}]
         for k, r in enumerate(rounds):
             last = k == len(rounds) - 1
+            noop = {key for key, share in r.get("unchanged", {}).items() if share > NO_OP_SHARE}
             cells = ["-" if key not in r["scores"] else
-                     f"**{r['scores'][key]:.1f}**" if last and key == best else f"{r['scores'][key]:.1f}"
-                     for key in keys]
+                     (f"**{r['scores'][key]:.1f}**" if last and key == best else f"{r['scores'][key]:.1f}")
+                     + ("†" if key in noop else "") for key in keys]
             name = label if k == 0 else ""
             lines.append(f"| {name} | {k + 1} ({r['tasks'] or '?'}) | " + " | ".join(cells) + " |")
     lines.append("")

@@ -26,7 +26,7 @@ from bench.methods import no_update_row, paired_methods
 from bench.models import SPARSE, ensure_models, export_configs, model_key
 from bench.paired_accuracy import summarize
 from bench.policy_runs import Job, Method, MethodResult, memory_budget_bytes, run_records, source_fisher_tasks
-from bench.successive_halving import successive_halving
+from bench.successive_halving import NO_OP_SHARE, TUNING_RULE, ValidationScore, successive_halving
 from bench.task_store import TaskRecord, model_identity, open_cell, read_records, task_fingerprint
 from bench.tasks import Task, cache_for_size, source_tasks, target_pools, target_tasks
 from bench.validation_split import TEST, VALIDATION
@@ -39,8 +39,6 @@ __all__ = ["Request", "Runs", "assemble_run", "paired_section", "refresh_partial
 LOG = logging.getLogger(__name__)
 SOURCE_FISHER_TASKS = 8
 """Source meta-training tasks of SparseUpdate's static Fisher ranking."""
-NO_OP_SHARE = 0.5
-"""A training policy that scores exactly None's accuracy on more than this share of a target's tasks is flagged."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -209,16 +207,28 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
             "model_ids": {m.model: runs.identity(m.model)[C.F_MODEL_ID] for m in methods}, "stage": "tuning"}
         save(out)
 
-        def mean_accuracies(trials: list[Method], n: int) -> list[float]:
+        by_label = {m.label: m for m in methods}
+
+        def mean_accuracies(trials: list[Method], n: int) -> list[ValidationScore]:
+            # the untrained rows on the same tasks: the reference of each trial's no-op share
+            references = list(dict.fromkeys(no_update_row(m.label) for m in trials))
             requests = [Request(m, t, VALIDATION, validation[t][:n], f"{run.key} validation/{t}")
-                        for m in trials for t in targets]
+                        for m in [*trials, *(by_label[r] for r in references)] for t in targets]
             entry["tuning_progress"] = {"tasks": n, "cells": [runs.relative(runs.cell(r)) for r in requests]}
             save(out)
-            cells = runs.run_many(requests)
-            return [float(np.mean([np.mean([r.accuracy for r in cell]) for cell in trial]))  # mean of target means
-                    for trial in split_sizes(cells, [len(targets)] * len(trials))]
+            cells = split_sizes(runs.run_many(requests), [len(targets)] * (len(trials) + len(references)))
+            untrained = dict(zip(references, cells[len(trials):]))
+            scores = []
+            for m, trial in zip(trials, cells):
+                pairs = [(a.accuracy, b.accuracy) for cell, ref in zip(trial, untrained[no_update_row(m.label)])
+                         for a, b in zip(cell, ref)]
+                scores.append(ValidationScore(
+                    accuracy=float(np.mean([np.mean([r.accuracy for r in cell]) for cell in trial])),  # of target means
+                    unchanged=sum(a == b for a, b in pairs) / len(pairs)))
+            return scores
 
-        kept = (previous or {}).get("runs", {}).get(run.key, {}).get("tuning")
+        saved = (previous or {}).get("runs", {}).get(run.key, {})
+        kept = saved.get("tuning") if saved.get("tuning_rule") == TUNING_RULE else None
         tuning = kept if kept is not None else successive_halving(
             methods, config.tuning_grid, config.tuning_schedule, config.halving_eta, mean_accuracies)
         entry.pop("tuning_progress", None)
@@ -226,7 +236,7 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
         LOG.info("%s settings: %s", run.key, {k: (v["learning_rate"], v["epochs"]) for k, v in tuning.items()})
         requests = {t: {m.label: Request(m, t, TEST, tests[t], f"{run.key} {t}") for m in methods} for t in targets}
         entry.update({
-            "tuning": tuning, "methods": {m.label: {"model": m.model, "adapt": m.adapt.to_dict()} for m in methods},
+            "tuning": tuning, "tuning_rule": TUNING_RULE, "methods": {m.label: {"model": m.model, "adapt": m.adapt.to_dict()} for m in methods},
             "cells": {t: {label: runs.relative(runs.cell(r)) for label, r in rows.items()}
                       for t, rows in requests.items()},
             "stage": "tests", "seconds": {"tuning": time.time() - t0}})

@@ -11,7 +11,12 @@ most of that goes to settings that are clearly worse after a couple of tasks. Su
 
 "Best" is the highest mean validation accuracy (the mean over targets of the per-target task means),
 ties broken towards the cheaper setting: fewer passes first, then the smaller learning rate
-(``bench.learning_rates.best_setting``'s order). Each round's tasks begin with the previous round's
+(``bench.learning_rates.best_setting``'s order) -- among the settings that *train*. A setting whose
+accuracy equals the untrained row's (``bench.methods.no_update_row``) on more than ``NO_OP_SHARE`` of
+the round's validation tasks changed (almost) no prediction: it ranks below every setting that did,
+whatever its score. Without this rule a policy whose updates hurt on validation picks its smallest rate
+and is reported as a copy of None (SparseUpdate on Lite0 chose 3e-5 and equalled None on 48 of 60 Tux
+Paint test tasks); the benchmark compares training policies, so each one is measured training. Each round's tasks begin with the previous round's
 (the validation episodes are one seeded list per target), so a setting that survives reuses its earlier
 results and runs only the new tasks (``bench.task_store``). With R = 1 this is the plain grid search.
 
@@ -21,24 +26,46 @@ score it saw.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 
 from bench.learning_rates import Setting, best_setting, setting_key, with_setting
 from bench.policy_runs import Method
 
-__all__ = ["ranked", "successive_halving"]
+__all__ = ["NO_OP_SHARE", "TUNING_RULE", "ValidationScore", "ranked", "successive_halving"]
+
+NO_OP_SHARE = 0.5
+"""A training setting or policy that scores exactly the untrained row's accuracy on more than this share
+of its tasks is a no-op: ranked last by the tuning, flagged in the report."""
+TUNING_RULE = "no-ops last"
+"""Recorded beside a run's tuning choices: a saved run's choices are kept only if made by this rule."""
 
 
-def ranked(scores: Mapping[Setting, float]) -> list[Setting]:
-    """The settings of ``scores``, best first (``best_setting``'s order: higher score, fewer passes,
-    smaller rate).
+@dataclasses.dataclass(frozen=True)
+class ValidationScore:
+    """One setting's result on a round's validation tasks.
+
+    Attributes:
+      accuracy: Mean accuracy (%), the mean over targets of the per-target task means.
+      unchanged: Share of the tasks (all targets pooled) whose accuracy equals the untrained row's.
+    """
+
+    accuracy: float
+    unchanged: float = 0.0
+
+
+def ranked(scores: Mapping[Setting, float], unchanged: Mapping[Setting, float] | None = None) -> list[Setting]:
+    """The settings of ``scores``, best first: settings that train before no-ops (``unchanged`` share >
+    ``NO_OP_SHARE``; none without ``unchanged``), then ``best_setting``'s order (higher score, fewer
+    passes, smaller rate).
 
     Raises:
       ValueError: empty ``scores`` or a non-finite score (from ``best_setting``).
     """
     best_setting(scores)  # validates
-    return sorted(scores, key=lambda k: (-scores[k], k[1], k[0]))
+    unchanged = unchanged or {}
+    return sorted(scores, key=lambda k: (unchanged.get(k, 0.0) > NO_OP_SHARE, -scores[k], k[1], k[0]))
 
 
 def successive_halving(
@@ -46,7 +73,7 @@ def successive_halving(
     grid: Sequence[Setting],
     rounds: Sequence[int],
     eta: int,
-    mean_accuracies: Callable[[list[Method], int], Sequence[float]],
+    mean_accuracies: Callable[[list[Method], int], Sequence[ValidationScore]],
 ) -> dict[str, dict]:
     """Per method label: the chosen setting and the validation scores of every round (module docstring).
 
@@ -61,11 +88,11 @@ def successive_halving(
       eta: Each round but the last keeps ceil(k / eta) of its k settings per method.
       mean_accuracies: ``(trials, n) -> scores``: runs every method of ``trials`` on the first ``n``
         validation tasks of every target (in one batch, so that it can run them in parallel) and
-        returns each one's mean accuracy (%), in order.
+        returns each one's ``ValidationScore``, in order.
 
     Returns:
       ``{label: {"learning_rate", "epochs", "scores": {"lr/epochs": score of the last round},
-      "rounds": [{"tasks": n_r, "scores": {"lr/epochs": score}}, ...]}}``.
+      "rounds": [{"tasks": n_r, "scores": {"lr/epochs": score}, "unchanged": {"lr/epochs": share}}, ...]}}``.
 
     Raises:
       ValueError: an empty grid or ``rounds``, ``rounds`` not increasing, ``eta`` < 2, or a callback
@@ -90,10 +117,13 @@ def successive_halving(
         if len(scores) != len(trials):
             raise ValueError(f"mean_accuracies returned {len(scores)} values for {len(trials)} methods")
         for m in trained:
-            seen = {s: float(a) for (n, s), a in zip(trials, scores) if n is m}
-            history[m.label].append({"tasks": int(tasks), "scores": {setting_key(s): a for s, a in seen.items()}})
+            mine = [(s, score) for (n, s), score in zip(trials, scores) if n is m]
+            seen = {s: float(score.accuracy) for s, score in mine}
+            unchanged = {s: float(score.unchanged) for s, score in mine}
+            history[m.label].append({"tasks": int(tasks), "scores": {setting_key(s): a for s, a in seen.items()},
+                                     "unchanged": {setting_key(s): u for s, u in unchanged.items()}})
             keep = 1 if r == len(rounds) - 1 else math.ceil(len(seen) / eta)
-            alive[m.label] = ranked(seen)[:keep]
+            alive[m.label] = ranked(seen, unchanged)[:keep]
     out = {}
     for m in trained:
         lr, epochs = alive[m.label][0]

@@ -48,6 +48,19 @@ def smoke_run(tmp_path_factory):
     return config, report
 
 
+def _ranked_keys(round_: dict) -> list[str]:
+    """A tuning round's "lr/passes" keys in ``successive_halving.ranked`` order."""
+    from bench.successive_halving import ranked
+
+    def setting(key):
+        lr, passes = key.split("/")
+        return float(lr), int(passes)
+
+    order = ranked({setting(k): v for k, v in round_["scores"].items()},
+                   {setting(k): v for k, v in round_["unchanged"].items()})
+    return [f"{lr:g}/{passes}" for lr, passes in order]
+
+
 def test_every_section_and_png_written(smoke_run):
     config, report = smoke_run
     out = pathlib.Path(config.out_dir)
@@ -79,9 +92,10 @@ def test_every_section_and_png_written(smoke_run):
         assert set(first["scores"]) == {"0.001/1", "0.001/2", "0.003/1", "0.003/2"}
         assert len(last["scores"]) == 2 and set(last["scores"]) <= set(first["scores"])
         assert c["scores"] == last["scores"]
-        assert min(first["scores"][k] for k in last["scores"]) >= max(
-            v for k, v in first["scores"].items() if k not in last["scores"])
-        assert c["scores"][f"{c['learning_rate']:g}/{c['epochs']}"] == max(c["scores"].values())
+        for r in (first, last):  # each setting's share of tasks left at the untrained row's accuracy
+            assert set(r["unchanged"]) == set(r["scores"]) and all(0 <= u <= 1 for u in r["unchanged"].values())
+        assert set(last["scores"]) == set(_ranked_keys(first)[:2])  # the best 2 (no-ops last)
+        assert f"{c['learning_rate']:g}/{c['epochs']}" == _ranked_keys(last)[0]
         adapt = run["methods"][label]["adapt"]
         assert (adapt["learning_rate"], adapt["epochs"]) == (c["learning_rate"], c["epochs"])
         assert adapt["cache"] is True
@@ -252,20 +266,21 @@ def test_interrupted_run_resumes_to_the_same_results(smoke_run, tmp_path, monkey
             return real(*args, **kwargs)
         return adapt
 
-    # Tuning: round 1 = 5 trained policies x 4 settings x 1 task; round 2 = 5 x 2 survivors x 2 new tasks.
-    # Tests: 7 policies x 2 tasks. 40 + 14 = 54 adaptations in all.
+    # Tuning: round 1 = 5 trained policies x 4 settings x 1 task + the 2 untrained rows (the no-op
+    # reference) x 1 task; round 2 = 5 x 2 survivors x 2 new tasks + 2 x 2. Tests: 7 policies x 2 tasks.
+    # 22 + 24 + 14 = 60 adaptations in all.
     monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(10))
     with pytest.raises(Stop):
         run_benchmarks(resumed, command="pytest smoke")
     partial = json.loads((out / "results.json").read_text())
     assert partial["partial"] and partial["sections"]["accuracy"]["runs"]["tiny_32"]["stage"] == "tuning"
     text = render_saved(out).read_text()
-    assert "**Unfinished run**" in text and "the current round has 10 of 20 validation adaptations stored" in text
+    assert "**Unfinished run**" in text and "the current round has 10 of 22 validation adaptations stored" in text
 
-    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(45))
+    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(51))
     with pytest.raises(Stop):
         run_benchmarks(resumed, command="pytest smoke")
-    assert len(calls) == 45
+    assert len(calls) == 51
     text = render_saved(out).read_text()
     section = json.loads((out / "results.json").read_text())["sections"]["accuracy"]
     assert section["runs"]["tiny_32"]["stage"] == "tests" and "per_target" not in section["runs"]["tiny_32"]
@@ -277,7 +292,7 @@ def test_interrupted_run_resumes_to_the_same_results(smoke_run, tmp_path, monkey
 
     monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(10**6))
     run_benchmarks(resumed, command="pytest smoke")
-    assert len(calls) == 54  # nothing stored ran again
+    assert len(calls) == 60  # nothing stored ran again
     after = json.loads((out / "results.json").read_text())
     before = json.loads((pathlib.Path(config.out_dir) / "results.json").read_text())
     assert "partial" not in after
@@ -285,10 +300,10 @@ def test_interrupted_run_resumes_to_the_same_results(smoke_run, tmp_path, monkey
     tuning = [r["sections"]["accuracy"]["runs"]["tiny_32"]["tuning"] for r in (after, before)]
     assert tuning[0] == tuning[1] and all(len(t["rounds"]) == 2 for t in tuning[0].values())
     # a changed config never reads stored tasks: TinyTrain at another channel ratio has to run
-    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(55))
+    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(61))
     with pytest.raises(Stop):
         run_benchmarks(dataclasses.replace(resumed, channel_ratio=0.5), command="pytest smoke")
-    assert len(calls) == 55
+    assert len(calls) == 61
 
 
 def test_update_reruns_some_sections_and_keeps_the_others(smoke_run, tmp_path):

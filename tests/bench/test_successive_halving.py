@@ -8,7 +8,7 @@ import pytest
 from bench.config import LITE0_128, BenchConfig, preset_config
 from bench.policy_runs import Method
 from bench.run_cost import estimate_seconds, tuning_passes
-from bench.successive_halving import ranked, successive_halving
+from bench.successive_halving import ValidationScore, ranked, successive_halving
 from tflite_train.runtime import AdaptConfig
 
 GRID = BenchConfig().tuning_grid  # {1e-4, 3e-4, 1e-3, 3e-3} x {5, 20, 40}, rate-major
@@ -38,7 +38,7 @@ def test_successive_halving_by_hand():
 
     def mean_accuracies(trials, tasks):
         calls.append((tasks, [(m.label, m.adapt.learning_rate, m.adapt.epochs) for m in trials]))
-        return [SCORES[m.label, tasks][f"{m.adapt.learning_rate:g}/{m.adapt.epochs}"] for m in trials]
+        return [ValidationScore(SCORES[m.label, tasks][f"{m.adapt.learning_rate:g}/{m.adapt.epochs}"]) for m in trials]
 
     chosen = successive_halving(_methods(), GRID, rounds=(2, 5), eta=3, mean_accuracies=mean_accuracies)
     assert {k: (v["learning_rate"], v["epochs"]) for k, v in chosen.items()} == {"A": (3e-4, 20), "B": (1e-4, 5)}
@@ -59,15 +59,45 @@ def test_one_setting_needs_no_run_and_bad_arguments_are_refused():
 
     chosen = successive_halving(_methods(), [(1e-3, 3)], rounds=(1,), eta=3, mean_accuracies=never)
     assert chosen == {label: {"learning_rate": 1e-3, "epochs": 3, "scores": {}, "rounds": []} for label in ("A", "B")}
-    ok = lambda trials, tasks: [50.0] * len(trials)  # noqa: E731
+    ok = lambda trials, tasks: [ValidationScore(50.0)] * len(trials)  # noqa: E731
     with pytest.raises(ValueError, match="rounds"):
         successive_halving(_methods(), GRID, rounds=(5, 2), eta=3, mean_accuracies=ok)
     with pytest.raises(ValueError, match="eta"):
         successive_halving(_methods(), GRID, rounds=(2, 5), eta=1, mean_accuracies=ok)
     with pytest.raises(ValueError, match="returned 1 values"):
-        successive_halving(_methods(), GRID, rounds=(2,), eta=3, mean_accuracies=lambda trials, tasks: [1.0])
+        successive_halving(_methods(), GRID, rounds=(2,), eta=3, mean_accuracies=lambda trials, tasks: [ValidationScore(1.0)])
     assert ranked({(1e-3, 40): 50.0, (3e-3, 5): 50.0, (1e-4, 5): 50.0, (1e-3, 20): 51.0}) == [
         (1e-3, 20), (1e-4, 5), (3e-3, 5), (1e-3, 40)]
+
+
+def test_no_op_settings_rank_below_every_setting_that_trains():
+    """B's scores as above, but its 1e-4 and 3e-4 settings leave None's accuracy unchanged on 3 of 4 tasks
+    (share 0.75 > 0.5) and 1e-3/5 on exactly half (0.5: not a no-op). Round 1 keeps 3e-3/40 (70), then
+    the best that train: 1e-3/5, 3e-3/5, 1e-3/20 (50 each; fewer passes, then the smaller rate); the
+    no-op 1e-4/5 (50) is out. Round 2: 50 for the three, 49 for 3e-3/40 -> 1e-3/5. Without the rule B
+    chose the no-op 1e-4/5."""
+    def mean_accuracies(trials, tasks):
+        out = []
+        for m in trials:
+            key = f"{m.adapt.learning_rate:g}/{m.adapt.epochs}"
+            score = SCORES[m.label, tasks].get(key, 50.0 if m.label == "B" else None)
+            unchanged = 0.75 if m.label == "B" and m.adapt.learning_rate < 1e-3 else 0.0
+            if m.label == "B" and key == "0.001/5":
+                unchanged = 0.5
+            out.append(ValidationScore(score, unchanged))
+        return out
+
+    chosen = successive_halving(_methods(), GRID, rounds=(2, 5), eta=3, mean_accuracies=mean_accuracies)
+    assert (chosen["B"]["learning_rate"], chosen["B"]["epochs"]) == (1e-3, 5)
+    assert (chosen["A"]["learning_rate"], chosen["A"]["epochs"]) == (3e-4, 20)  # no no-op: unchanged choice
+    assert set(chosen["B"]["scores"]) == {"0.003/40", "0.001/5", "0.003/5", "0.001/20"}
+    assert chosen["B"]["rounds"][0]["unchanged"]["0.0001/5"] == 0.75
+    # ranked: a no-op scoring 90 still comes after a setting that trains scoring 10; without shares, by score
+    scores = {(1e-4, 5): 90.0, (1e-3, 5): 10.0}
+    assert ranked(scores, {(1e-4, 5): 0.6, (1e-3, 5): 0.0}) == [(1e-3, 5), (1e-4, 5)]
+    assert ranked(scores) == [(1e-4, 5), (1e-3, 5)]
+    # every setting a no-op: the order among them is the usual one (the policy is flagged in the report)
+    assert ranked(scores, {(1e-4, 5): 1.0, (1e-3, 5): 1.0}) == [(1e-4, 5), (1e-3, 5)]
 
 
 def test_tuning_passes_and_the_wall_time_estimate_by_hand():
