@@ -7,7 +7,8 @@
    region exports (``converters.graph.region.check_region``), on a model with blocks (linear bottlenecks);
 2. ``layers:K`` -- the trailing layers from the deepest cut that exports
    (``converters.graph.region.deepest_cut``) upward, bounded below by the lowest of them that the
-   default adaptation budget can train alone;
+   default adaptation budget can train alone, and K at most ``MAX_AUTO_LAYERS`` (while a layer of the
+   top ``MAX_AUTO_LAYERS`` fits that budget);
 
 such that at least one candidate fits the default budget of ``adapt``: B_mem =
 ``tflite_train.sparse.scaled_memory_budget`` of the model's layer table and the default B_compute,
@@ -43,6 +44,12 @@ AUTO = "auto"
 """``ExportConfig.candidates`` value that asks for the default choice (module docstring)."""
 DEFAULT_BLOCKS = 2
 """Trailing blocks a bring-your-own model with blocks gets (the exporter's long-standing default)."""
+MAX_AUTO_LAYERS = 20
+"""Most trailing layers the ``layers:K`` default takes. Each candidate layer adds its own train-step
+variables and the export's depth-specific signatures grow with the candidate region, so conversion time
+grows with K: DenseNet121 at 32 px, where every one of its top 81 layers fits the default budget,
+exported for more than 6.5 minutes. The shipped Lite0 default has 19 candidate layers; the selection
+under the default budget keeps a few of them. ``--candidates layers:K`` asks for more."""
 FEATURE_LAYER_TRIES = 64
 """Most layers tried, from the top, when looking for a ``--feature-layer`` that would export."""
 
@@ -123,6 +130,11 @@ def choose_candidates(graph: Graph, table: LayerTable, optimizer: str) -> Candid
         trainable = sorted(fitting.intersection(range(lowest, len(table))))
         if trainable or not blocks:  # bounded below by the lowest layer the default budget can train
             lowest = trainable[0] if trainable else lowest
+            # at most MAX_AUTO_LAYERS, unless that would leave no layer the budget can train (every suffix
+            # of the deepest cut's region exports: deepest_cut grows it one layer at a time)
+            top = len(table) - MAX_AUTO_LAYERS
+            if lowest < top and (not trainable or trainable[-1] >= top):
+                lowest = top
             return choice(f"layers:{len(table) - lowest}", tuple(range(lowest, len(table))))
     if blocks:  # no layer fits the default budget: the long-standing default where it exports
         return choice(*blocks[0])

@@ -16,7 +16,7 @@ import pytest
 
 from converters import ExportConfig, RegionError, write_export
 from converters.build_module import prepare_model
-from converters.candidate_choice import AUTO
+from converters.candidate_choice import AUTO, MAX_AUTO_LAYERS
 from tflite_train.cli import main
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse.budget import scaled_memory_budget
@@ -170,6 +170,26 @@ def test_region_shrinks_past_a_layer_without_gradient():
     assert [plain.table.layers[i].name for i in plain.candidates] == ["d"]
     with pytest.raises(RegionError, match="'ln'"):
         prepare_model(norm_in_the_middle(False), ExportConfig(**FAST, candidates="layers:3"))
+
+
+def test_densenet_gets_at_most_the_top_max_auto_layers(caplog, monkeypatch):
+    """DenseNet121 at 32 px (no blocks): every one of its top 81 layers is trainable alone under the default
+    budget, and all 81 took > 6.5 min to export; the default is the top MAX_AUTO_LAYERS = 20, of which the
+    budget can train some. An explicit spec is not capped."""
+    import converters.candidate_choice
+
+    def dense():
+        return keras.applications.DenseNet121(input_shape=(32, 32, 3), weights=None)
+
+    with caplog.at_level(logging.INFO, logger="converters"):
+        prepared = prepare_model(dense(), ExportConfig(**FAST, candidates=AUTO))
+    assert MAX_AUTO_LAYERS == 20 and prepared.candidate_spec == "layers:20"
+    names = [layer.name for layer in prepared.table.layers]
+    assert [names[i] for i in prepared.candidates] == names[-20:]
+    choice = [r.getMessage() for r in caplog.records if r.getMessage().startswith("candidates layers:20")]
+    assert len(choice) == 1 and "none fits" not in choice[0]  # some of the 20 fit the default budget
+    monkeypatch.setattr(converters.candidate_choice, "MAX_AUTO_LAYERS", 1000)
+    assert prepare_model(dense(), ExportConfig(**FAST, candidates=AUTO)).candidate_spec == "layers:81"
 
 
 def test_model_too_small_for_the_default_budget_exports_with_a_warning(caplog):
