@@ -10,7 +10,7 @@ import logging
 import pathlib
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import keras
@@ -24,6 +24,7 @@ from converters.export_stamp import code_stamp, stamp_path
 from converters.flatbuffer_metadata import add_metadata
 from converters.flatbuffer_rewrite import read_model, write_model
 from converters.int8_weights import store_int8_kernels_in
+from converters.saved_model_converter import saved_model_converter
 from converters.conversion_refusal import ConversionError, capturing_stderr, conversion_refusal
 from converters.selftest_vectors import build_selftest, encode_selftest
 from converters.subgraph_dedup import dedupe_subgraphs_in
@@ -71,11 +72,12 @@ def convert(module: TrainableModule, alongside: Callable[[], T] | None = None) -
     flatbuffer and ``alongside()``'s result (None without it); an exception of either is raised.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        signatures = module.signatures()
+        tf.saved_model.save(module, tmp, signatures=signatures)
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             pending = pool.submit(alongside) if alongside is not None else None
             try:
-                raw = convert_saved(tmp, quantized=module.int8_prefix is not None)
+                raw = convert_saved(tmp, list(signatures), quantized=module.int8_prefix is not None)
             except ConverterError as err:
                 raise ConversionError(conversion_refusal(module.graph, str(err))) from err
             extra = pending.result() if pending is not None else None
@@ -94,13 +96,15 @@ def convert_saved_module(module: tf.Module, signatures: dict) -> bytes:
     builtin ops only (no Flex ops, so the Pi runtimes can run it)."""
     with tempfile.TemporaryDirectory() as tmp:
         tf.saved_model.save(module, tmp, signatures=signatures)
-        return convert_saved(tmp)
+        return convert_saved(tmp, list(signatures))
 
 
-def convert_saved(saved_model_dir: str, quantized: bool = False) -> bytes:
-    """TFLite flatbuffer of a SavedModel folder (``convert_saved_module``'s settings); ``quantized``: the
-    graph holds fake-quant ops (``converters.int8_prefix``), converted to int8 kernels."""
-    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
+def convert_saved(saved_model_dir: str, signature_keys: Sequence[str], quantized: bool = False) -> bytes:
+    """TFLite flatbuffer of the signatures ``signature_keys`` of a SavedModel folder just written
+    (``convert_saved_module``'s settings; ``converters.saved_model_converter``: no restore of the
+    SavedModel); ``quantized``: the graph holds fake-quant ops (``converters.int8_prefix``), converted
+    to int8 kernels."""
+    converter = saved_model_converter(saved_model_dir, signature_keys)
     converter.experimental_enable_resource_variables = True
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if quantized:
