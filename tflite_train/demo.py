@@ -53,8 +53,8 @@ class DemoConfig:
         ... 40 iterations"), i.e. 1,000 steps for a 5-way 5-shot task.
       ways, shots, queries: Each task (fixed ways-way shots-shot; queries per class).
       tasks: Number of tasks to adapt on (accuracy is reported per task and on average). Each Lite0
-        task is 1,000 sparse steps (16 ms each from the frozen-prefix cache on 2 idle cores) after a
-        270 s export (README: a cold ``make demo`` takes 5 min 20 s).
+        task is 1,000 sparse steps (14 ms each from the frozen-prefix cache on 2 idle cores) after the
+        export (README: a cold ``make demo`` takes 3 min 59 s).
       learning_rate: Step size of the sparse fine-tuning: the adaptation protocol's, as ``adapt``
         (TinyTrain's rate chosen on validation tasks by the powered benchmark, never on the demo's target).
       seed: Seed of the task sampling and of the adaptation.
