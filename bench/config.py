@@ -6,8 +6,11 @@ import dataclasses
 import math
 from typing import Any
 
-SECTIONS = ("accuracy", "backward_cost", "timing", "ablations", "plots")
+SECTIONS = ("accuracy", "int8", "backward_cost", "timing", "ablations", "plots")
 """The benchmark's sections, in report order."""
+DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s != "int8")
+"""The sections a run without ``--section`` runs: ``int8`` exports an int8 model per backbone run (Lite0
+@128: ~9 GB of RAM) and is asked for explicitly, usually as an update of a finished run."""
 
 IMAGENET = "imagenet"
 """``BackboneRun`` weights value: EfficientNet-Lite0's ImageNet weights (``tflite_train.models.efficientnet_lite0``)."""
@@ -132,6 +135,9 @@ class BenchConfig:
       validation_fraction: Share of each target's images (or classes, see
         ``class_split_min_classes``) in its validation pool (``bench.validation_split``).
       class_split_min_classes: Targets with at least this many classes are cut by class.
+      int8_mode: The ``int8`` section's ``ExportConfig.quantize`` (an int8 mode).
+      int8_calibration: Its ``ExportConfig.calibration`` ("" = the export's default: the meta-training
+        sources of ``build/data_cache_128``; "synthetic:N" in tests).
     """
 
     cache_dir: str = "build/data_cache"
@@ -170,13 +176,15 @@ class BenchConfig:
     cost_full_train_batch: int = 100
     threads: int = 1
     workers: int = 1
-    sections: tuple[str, ...] = SECTIONS
+    sections: tuple[str, ...] = DEFAULT_SECTIONS
     backbones: tuple[BackboneRun, ...] = (MCUNET_64, LITE0_128)
     epochs_grid: tuple[int, ...] = (5, 20, 40)
     validation_fraction: float = 0.3
     class_split_min_classes: int = 40
     halving_rounds: tuple[int, ...] = (2,)
     halving_eta: int = 3
+    int8_mode: str = "int8-candidates"
+    int8_calibration: str = ""
 
     def __post_init__(self) -> None:
         runs = tuple(BackboneRun(**b) if isinstance(b, dict) else b for b in self.backbones)
@@ -244,6 +252,8 @@ class BenchConfig:
         if unknown or not sections:
             raise ValueError(f"sections must be a non-empty subset of {SECTIONS}; got {self.sections!r}")
         object.__setattr__(self, "sections", sections)
+        if not self.int8_mode.startswith("int8"):
+            raise ValueError(f"int8_mode must be an int8 mode of ExportConfig.quantize; got {self.int8_mode!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready resolved config."""

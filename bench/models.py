@@ -5,7 +5,8 @@ Per backbone run of the paired accuracy section (``BenchConfig.backbones``), key
 None), ``full`` (every block and the stem: FullTrain; without depth variants and cache signatures, which
 FullTrain never uses, or the ``sparse`` file itself when that already has every block), both from the
 meta-trained weights, and
-``baseline`` (as ``sparse``, from the weights without meta-training) when the run has both. The other
+``baseline`` (as ``sparse``, from the weights without meta-training) when the run has both, and with the
+``int8`` section ``int8`` (as ``sparse``, exported with ``BenchConfig.int8_mode``). The other
 sections use ``sparse`` and ``full`` of ``BenchConfig.backbone``/``weights`` (keys without a run).
 Keys with identical export configs share one file. A model is re-exported only when its file or its
 ``<file>.config.json`` is missing or that config differs from the wanted one.
@@ -18,6 +19,7 @@ with the model), which absorbs its ``Rescaling`` input layer: the device feeds [
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import pathlib
@@ -26,7 +28,7 @@ from bench.config import IMAGENET, LITE0, BackboneRun, BenchConfig
 from tflite_train.architectures import get_config
 
 LOG = logging.getLogger(__name__)
-SPARSE, FULL, BASELINE = "sparse", "full", "baseline"
+SPARSE, FULL, BASELINE, INT8 = "sparse", "full", "baseline", "int8"
 
 
 def model_key(run: BackboneRun | None, model: str) -> str:
@@ -139,9 +141,13 @@ def export_configs(config: BenchConfig) -> dict[str, object]:
     """Model key -> ``converters.ExportConfig`` of every model of the run (imports TF-free ``export_config`` only)."""
     out = dict(_builtin_configs(config.backbone, config.input_size, config.weights, config.candidate_blocks,
                                 config.train_variants))
-    if "accuracy" in config.sections:
+    if "accuracy" in config.sections or "int8" in config.sections:
         for run in config.backbones:
-            out.update({model_key(run, k): v for k, v in run_export_configs(run, config.train_variants).items()})
+            models = run_export_configs(run, config.train_variants)
+            if "int8" in config.sections:  # the sparse model with int8 storage/kernels (``bench.int8_section``)
+                models[INT8] = dataclasses.replace(models[SPARSE], quantize=config.int8_mode,
+                                                   calibration=config.int8_calibration)
+            out.update({model_key(run, k): v for k, v in models.items()})
     return out
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from bench.config import BenchConfig
 from bench.learning_rates import with_settings
 from bench.methods import no_update_row, paired_methods
-from bench.models import SPARSE, ensure_models, export_configs, model_key
+from bench.models import BASELINE, FULL, SPARSE, ensure_models, model_key
 from bench.paired_accuracy import summarize
 from bench.policy_runs import Job, Method, MethodResult, memory_budget_bytes, run_records, source_fisher_tasks
 from bench.successive_halving import NO_OP_SHARE, TUNING_RULE, ValidationScore, successive_halving
@@ -192,7 +192,7 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
         validation = {t: target_tasks(config, t, config.tuning_tasks, VALIDATION, run.input_size) for t in targets}
         tests = {t: target_tasks(config, t, config.tasks, TEST, run.input_size) for t in targets}
         # exported when first needed (in run order), so a cached backbone starts while another is missing
-        paths.update(ensure_models(config, tuple(k for k in export_configs(config) if k.startswith(run.key + "/"))))
+        paths.update(ensure_models(config, tuple(model_key(run, m) for m in (SPARSE, FULL, BASELINE))))
         sparse = paths[model_key(run, SPARSE)]
         probe = TrainableModel(str(sparse), num_threads=config.threads)
         memory = memory_budget_bytes(layer_table(probe.metadata), config.memory_budget_mib)

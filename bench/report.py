@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from bench.accuracy_report import accuracy_section
 from bench.config import LITE0, BenchConfig
+from bench.int8_report import int8_report
 from bench.methods import FORWARD_BUDGET_LABEL, NO_META, PROTOCOL_SUFFIX
 from bench.paired_accuracy import verdict_sentence
 
@@ -256,6 +257,8 @@ def render_report(config: BenchConfig, results: Mapping) -> str:
     average = timing = None
     if "accuracy" in results["sections"]:
         average = accuracy_section(config, results, lines)
+    if "int8" in results["sections"]:
+        int8_report(results["sections"]["int8"], lines)
     if "backward_cost" in results["sections"]:
         _cost_section(config, results, lines)
     if "timing" in results["sections"]:

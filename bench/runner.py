@@ -29,6 +29,7 @@ from bench.backward_cost_section import backward_cost_section
 from bench.config import SECTIONS, BenchConfig
 from bench.environment import environment
 from bench.figures import fisher_task_figures, write_accuracy_figures, write_plots
+from bench.int8_section import int8_section
 from bench.learning_rates import with_settings
 from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods
 from bench.models import FULL, SPARSE, ensure_models, export_configs
@@ -141,6 +142,13 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         results["sections"]["accuracy"] = paired_section(config, targets, paths, runs, None, checkpoint)
         section_seconds["accuracy"] = time.time() - t0
     accuracy = results["sections"].get("accuracy") or (previous or {}).get("sections", {}).get("accuracy")
+    if "int8" in config.sections:
+        if not accuracy:
+            raise ValueError("the int8 section pairs with the accuracy section's tasks: run it together with "
+                             "--section accuracy, or as an --update of a finished run that has one")
+        t0 = time.time()
+        results["sections"]["int8"] = int8_section(config, accuracy, targets, paths, runs)
+        section_seconds["int8"] = time.time() - t0
     # The single-backbone sections (timing, ablations) train at the paired run's chosen settings of the
     # same backbone, resolution and weights, when there is one.
     same = next((r for r in config.backbones if (r.backbone, r.input_size, r.weights)

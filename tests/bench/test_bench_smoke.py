@@ -43,6 +43,7 @@ def smoke_run(tmp_path_factory):
         learning_rates=(1e-3, 3e-3), epochs_grid=(1, 2), train_variants=0,  # one train signature: a 2x faster export
         tuning_tasks=3, halving_rounds=(1,), halving_eta=2,  # 4 settings on 1 validation task, the best 2 on 3
         backbones=(BackboneRun("tiny_32", "tiny", 32, weights[0], weights[1], 4),), memory_budget_mib=8.0,
+        int8_calibration="synthetic:16",  # the int8 section's calibration (test_int8_update_...)
     )
     report = run_benchmarks(config, command="pytest smoke")
     return config, report
@@ -326,6 +327,49 @@ def test_update_reruns_some_sections_and_keeps_the_others(smoke_run, tmp_path):
         run_benchmarks(dataclasses.replace(update, tasks=3), update=True)
     with pytest.raises(ValueError, match="finished benchmark run"):
         run_benchmarks(dataclasses.replace(update, out_dir=str(tmp_path / "empty")), update=True)
+
+
+def test_int8_update_pairs_the_int8_rows_with_the_stored_float_cells(smoke_run, tmp_path, monkeypatch):
+    """``--update --section int8`` of a finished run: the int8 export runs None and TinyTrain on the accuracy
+    section's test tasks (2 rows x N adaptations); the float rows are the stored cells (no adaptation)."""
+    import dataclasses
+    import shutil
+
+    import bench.policy_runs
+    from tflite_train.runtime import TrainableModel
+
+    config, _ = smoke_run
+    copy = tmp_path / "out"
+    shutil.copytree(config.out_dir, copy)
+    before = json.loads((copy / "results.json").read_text())["sections"]["accuracy"]["runs"]["tiny_32"]
+    real, calls = bench.policy_runs.adapt, []
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench.policy_runs, "adapt", counting)
+    report = run_benchmarks(dataclasses.replace(config, out_dir=str(copy), sections=("int8",)), command="pytest int8",
+                            update=True)
+    assert len(calls) == 2 * config.tasks
+    results = json.loads((copy / "results.json").read_text())
+    run = results["sections"]["int8"]["runs"]["tiny_32"]
+    for label in ("None", "TinyTrain"):
+        assert run["accuracies"][label]["tgt"] == before["per_target"]["tgt"][label]["accuracies"]
+        assert len(run["accuracies"][f"{label} (int8)"]["tgt"]) == config.tasks
+        assert run["methods"][f"{label} (int8)"]["adapt"] == before["methods"][label]["adapt"]
+    int8_model = TrainableModel(results["models"]["tiny_32/int8"])
+    assert int8_model.metadata["config"]["quantize"] == "int8-candidates"
+    assert run["model_bytes"]["int8"] < run["model_bytes"]["float"]
+    delta = run["summary"]["deltas"]["TinyTrain"]["tgt"]["mean"]
+    assert delta == pytest.approx(np.mean(run["accuracies"]["TinyTrain (int8)"]["tgt"])
+                                  - np.mean(run["accuracies"]["TinyTrain"]["tgt"]))
+    text = report.read_text()
+    assert "## int8 export (`--quantize int8-candidates`)" in text and "| TinyTrain (int8) − TinyTrain |" in text
+    assert results["sections"]["accuracy"] == json.loads(
+        (pathlib.Path(config.out_dir) / "results.json").read_text())["sections"]["accuracy"]
+    with pytest.raises(ValueError, match="int8 section pairs with the accuracy section"):
+        run_benchmarks(dataclasses.replace(config, out_dir=str(tmp_path / "fresh"), sections=("int8",)))
 
 
 def test_render_only_reproduces_the_report(smoke_run, capsys):

@@ -1,0 +1,41 @@
+"""The int8 section of ``BENCHMARKS.md`` (``bench.int8_section``'s results in words and one table per run)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bench.int8_section import INT8_ROWS, INT8_TOLERANCE_PP, int8_label
+
+__all__ = ["int8_report"]
+
+
+def _ci(entry: Mapping, signed: bool = False) -> str:
+    return f"{entry['mean']:{'+' if signed else ''}.1f} ± {entry['ci95']:.1f}"
+
+
+def int8_report(section: Mapping, lines: list[str]) -> None:
+    """Appends the int8 section: per run, file sizes, means and paired int8 − float deltas, the goal."""
+    lines += [f"## int8 export (`--quantize {section['mode']}`) against float on the same tasks", "",
+              "None and TinyTrain at the accuracy section's chosen settings (not re-tuned) on the int8 export of the "
+              "same weights, paired with the float rows of section 1 task by task (`bench/int8_section.py`). "
+              f"Goal (issue 27): each average delta int8 − float within ±{INT8_TOLERANCE_PP:g} pp.", ""]
+    for key, why in section.get("skipped", {}).items():
+        lines += [f"- {key}: not measured: {why}.", ""]
+    for run in section["runs"].values():
+        summary = run["summary"]
+        targets = [t for t in next(iter(summary["means"].values())) if t != "average"]
+        size = run["model_bytes"]
+        lines += [f"### {run['label']} px: file {size['int8'] / 1e6:.1f} MB int8 vs {size['float'] / 1e6:.1f} MB float "
+                  f"({size['int8'] / size['float']:.1%})", "",
+                  "| row | " + " | ".join(targets) + " | average |", "|---" * (len(targets) + 2) + "|"]
+        for row in INT8_ROWS:
+            for label in (row, int8_label(row)):
+                means = summary["means"][label]
+                lines.append(f"| {label} | " + " | ".join(_ci(means[t]) for t in targets)
+                             + f" | **{_ci(means['average'])}** |")
+        for row, delta in summary["deltas"].items():
+            lines.append(f"| {int8_label(row)} − {row} | " + " | ".join(_ci(delta[t], True) for t in targets)
+                         + f" | **{_ci(delta['average'], True)}** |")
+        verdict = "**met**" if summary["met"] else "**missed**"
+        lines += ["", f"Accuracy goal (|average int8 − float| ≤ {INT8_TOLERANCE_PP:g} pp for None and TinyTrain): "
+                  f"{verdict}.", ""]
