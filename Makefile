@@ -106,12 +106,12 @@ fixtures: data-deps $(if $(wildcard $(VENV)/.installed),,$(VENV)/.installed)
 # The Pi venv first: some workstation tests (tests/converters/test_selftest_zoo.py) verify their exports on
 # tflite-runtime 2.14 through it.
 test-main: $(VENV)/.installed $(PI_VENV)/.installed data-deps fixtures
-	$(VENV)/bin/python -m pytest -m "not zoo_full" tests
+	$(VENV)/bin/python -m pytest tests
 
-# The whole keras.applications zoo of tests/converters/test_selftest_zoo.py (issue 24): each model exported with
-# no flags, verified on both runtimes and adapted in the Pi env; not in `make test` yet (over an hour on 2 cores).
+# Only the keras.applications zoo of tests/converters/test_selftest_zoo.py (issue 24; also part of test-main): each
+# model exported with no flags, verified on both runtimes and adapted in the Pi env (about 13 min on 2 cores).
 test-zoo: $(VENV)/.installed $(PI_VENV)/.installed data-deps
-	$(VENV)/bin/python -m pytest -m zoo_full tests/converters/test_selftest_zoo.py
+	$(VENV)/bin/python -m pytest tests/converters/test_selftest_zoo.py
 
 # The on-device code, where a Pi would run it: numpy<2, tflite-runtime 2.14, no TensorFlow.
 test-pi: $(PI_VENV)/.installed fixtures
