@@ -236,7 +236,8 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
         LOG.info("%s settings: %s", run.key, {k: (v["learning_rate"], v["epochs"]) for k, v in tuning.items()})
         requests = {t: {m.label: Request(m, t, TEST, tests[t], f"{run.key} {t}") for m in methods} for t in targets}
         entry.update({
-            "tuning": tuning, "tuning_rule": TUNING_RULE, "methods": {m.label: {"model": m.model, "adapt": m.adapt.to_dict()} for m in methods},
+            "tuning": tuning, "tuning_rule": TUNING_RULE,
+            "methods": {m.label: {"model": m.model, "adapt": m.adapt.to_dict()} for m in methods},
             "cells": {t: {label: runs.relative(runs.cell(r)) for label, r in rows.items()}
                       for t, rows in requests.items()},
             "stage": "tests", "seconds": {"tuning": time.time() - t0}})

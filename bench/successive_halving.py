@@ -16,9 +16,11 @@ accuracy equals the untrained row's (``bench.methods.no_update_row``) on more th
 the round's validation tasks changed (almost) no prediction: it ranks below every setting that did,
 whatever its score. Without this rule a policy whose updates hurt on validation picks its smallest rate
 and is reported as a copy of None (SparseUpdate on Lite0 chose 3e-5 and equalled None on 48 of 60 Tux
-Paint test tasks); the benchmark compares training policies, so each one is measured training. Each round's tasks begin with the previous round's
-(the validation episodes are one seeded list per target), so a setting that survives reuses its earlier
-results and runs only the new tasks (``bench.task_store``). With R = 1 this is the plain grid search.
+Paint test tasks); the benchmark compares training policies, so each one is measured training.
+
+Each round's tasks begin with the previous round's (the validation episodes are one seeded list per
+target), so a setting that survives reuses its earlier results and runs only the new tasks
+(``bench.task_store``). With R = 1 this is the plain grid search.
 
 ``successive_halving`` is pure: it takes the scoring as a callback and returns every choice with every
 score it saw.

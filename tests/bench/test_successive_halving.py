@@ -65,7 +65,8 @@ def test_one_setting_needs_no_run_and_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="eta"):
         successive_halving(_methods(), GRID, rounds=(2, 5), eta=1, mean_accuracies=ok)
     with pytest.raises(ValueError, match="returned 1 values"):
-        successive_halving(_methods(), GRID, rounds=(2,), eta=3, mean_accuracies=lambda trials, tasks: [ValidationScore(1.0)])
+        successive_halving(_methods(), GRID, rounds=(2,), eta=3,
+                           mean_accuracies=lambda trials, tasks: [ValidationScore(1.0)])
     assert ranked({(1e-3, 40): 50.0, (3e-3, 5): 50.0, (1e-4, 5): 50.0, (1e-3, 20): 51.0}) == [
         (1e-3, 20), (1e-4, 5), (3e-3, 5), (1e-3, 40)]
 

@@ -164,7 +164,8 @@ def register(command: Command) -> None:
     p.add_argument("--ablation-tasks", type=int, default=None, help="tasks per ablation (default 20; --quick 3)")
     p.add_argument("--timing-runs", type=int, default=None, help="repetitions of each timing (default 3; --quick 1)")
     p.add_argument("--no-tf-recipe", action="store_true", help="skip the TF-recipe (Flex) timing peer")
-    p.add_argument("--section", action="append", choices=("accuracy", "int8", "backward_cost", "timing", "ablations", "plots"),
+    p.add_argument("--section", action="append",
+                   choices=("accuracy", "int8", "backward_cost", "timing", "ablations", "plots"),
                    help="repeatable (default: all but int8, which exports an int8 model per backbone run and pairs "
                         "it with the accuracy section's tasks: add it with --update --section int8)")
     p.add_argument("--threads", type=int, default=1, help="interpreter/TF threads per worker")
