@@ -12,12 +12,13 @@ from bench.run_cost import estimate_seconds
 from bench.successive_halving import NO_OP_SHARE
 from tflite_train import contract as C
 
-__all__ = ["accuracy_section"]
+__all__ = ["accuracy_section", "mean_ci_text"]
 
 MIB = 2**20
 
 
-def _pm(entry: Mapping | None, signed: bool = False) -> str:
+def mean_ci_text(entry: Mapping | None, signed: bool = False) -> str:
+    """``"71.8 ± 1.7"`` (``"+0.3 ± 1.1"`` when ``signed``) of a MeanCI dict; ``"-"`` for None."""
     if entry is None:
         return "-"
     sign = "+" if signed else ""
@@ -189,14 +190,14 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
         lr = "-" if tuned is None else f"{tuned['learning_rate']:g}"
         ep = "-" if tuned is None else str(tuned["epochs"])
         c = run["cost"][label]
-        lines.append(f"| {label} | " + " | ".join(_pm(means[label].get(t)) for t in targets)
-                     + f" | **{_pm(means[label]['average'])}** | {lr} | {ep} | {c['memory_bytes'] / MIB:.2f} | "
+        lines.append(f"| {label} | " + " | ".join(mean_ci_text(means[label].get(t)) for t in targets)
+                     + f" | **{mean_ci_text(means[label]['average'])}** | {lr} | {ep} | {c['memory_bytes'] / MIB:.2f} | "
                      f"{c['backward_macs'] / 1e6:.2f} | {_cost_cell(method, c)} |")
     lines += ["", "Paired deltas (pp; A − B on the same tasks, mean ± paired 95 % CI):", "",
               "| delta | " + " | ".join(targets) + f" | {average} |", "|---" * (len(targets) + 2) + "|"]
     for name, d in deltas.items():
-        lines.append(f"| {name} | " + " | ".join(_pm(d.get(t), signed=True) for t in targets)
-                     + f" | **{_pm(d['average'], signed=True)}** |")
+        lines.append(f"| {name} | " + " | ".join(mean_ci_text(d.get(t), signed=True) for t in targets)
+                     + f" | **{mean_ci_text(d['average'], signed=True)}** |")
     lines.append("")
     for n in run.get("noop", []):
         lines.append(f"- **No-op warning**: {n['label']} on {n['target']} scored exactly {n['reference']}'s "

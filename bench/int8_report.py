@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bench.accuracy_report import mean_ci_text as _ci
 from bench.int8_section import INT8_ROWS, INT8_TOLERANCE_PP, int8_label
 
 __all__ = ["int8_report"]
-
-
-def _ci(entry: Mapping, signed: bool = False) -> str:
-    return f"{entry['mean']:{'+' if signed else ''}.1f} ± {entry['ci95']:.1f}"
 
 
 def int8_report(section: Mapping, lines: list[str]) -> None:

@@ -8,7 +8,7 @@ quantization alone changes) on the same test tasks of every target. The float ro
 section's cells, read from the task store (``bench.task_store``; a cell the accuracy section has not
 finished runs here). Reported per row and target: the means, and the paired delta int8 − float with its
 95 % CI; on the average over targets, the Welch–Satterthwaite interval of the per-target differences
-(``bench.confidence.mean_over_groups_ci95``, as the paired table). The issue's accuracy goal: both
+(``bench.paired_accuracy.paired_deltas``, as the paired table). The issue's accuracy goal: both
 average deltas within ±``INT8_TOLERANCE_PP``.
 """
 
@@ -20,10 +20,10 @@ import pathlib
 from collections.abc import Mapping, Sequence
 
 from bench.config import BenchConfig
-from bench.confidence import mean_over_groups_ci95, paired_delta_ci95
 from bench.learning_rates import with_settings
 from bench.methods import paired_methods
 from bench.models import INT8, SPARSE, ensure_models, model_key
+from bench.paired_accuracy import AVERAGE, paired_deltas, target_means
 from bench.paired_section import Request, Runs
 from bench.tasks import target_tasks
 from bench.validation_split import TEST
@@ -36,7 +36,6 @@ INT8_ROWS = ("None", "TinyTrain")
 """The accuracy section's rows repeated on the int8 file."""
 INT8_TOLERANCE_PP = 1.0
 """Issue 27's accuracy goal: |int8 − float| of the average paired delta at most this (points)."""
-AVERAGE = "average"
 
 
 def int8_label(label: str) -> str:
@@ -67,18 +66,13 @@ def int8_summary(accuracies: Mapping[str, Mapping[str, Sequence[float]]], target
         partner = int8_label(row)
         if row not in accuracies or partner not in accuracies:
             raise ValueError(f"int8 summary: row {row!r} needs both {row!r} and {partner!r}")
-        for label in (row, partner):
-            means[label] = {t: mean_over_groups_ci95([accuracies[label][t]]).to_dict() for t in targets}
-            means[label][AVERAGE] = mean_over_groups_ci95([accuracies[label][t] for t in targets]).to_dict()
-        entry, differences = {}, []
         for t in targets:
-            a, b = accuracies[partner][t], accuracies[row][t]
-            if len(a) != len(b):
-                raise ValueError(f"int8 summary: {row!r} on {t} has {len(b)} tasks, its int8 row {len(a)}")
-            entry[t] = paired_delta_ci95(a, b).to_dict()
-            differences.append([x - y for x, y in zip(a, b)])
-        entry[AVERAGE] = mean_over_groups_ci95(differences).to_dict()
-        deltas[row] = entry
+            if len(accuracies[partner][t]) != len(accuracies[row][t]):
+                raise ValueError(f"int8 summary: {row!r} on {t} has {len(accuracies[row][t])} tasks, its int8 row "
+                                 f"{len(accuracies[partner][t])}")
+        for label in (row, partner):
+            means[label] = target_means(accuracies[label], targets)
+        deltas[row] = paired_deltas(accuracies[partner], accuracies[row], targets)
     met = all(abs(d[AVERAGE]["mean"]) <= INT8_TOLERANCE_PP for d in deltas.values())
     return {"means": means, "deltas": deltas, "met": met}
 

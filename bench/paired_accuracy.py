@@ -27,6 +27,26 @@ def delta_name(a: str, b: str) -> str:
     return f"{a} − {b}"
 
 
+def target_means(per_target: Mapping[str, Sequence[float]], targets: Sequence[str]) -> dict:
+    """``{target|"average": MeanCI dict}`` of one row's per-task accuracies (the average: the mean of the
+    target means with its Welch–Satterthwaite interval, ``mean_over_groups_ci95``)."""
+    out = {t: mean_over_groups_ci95([per_target[t]]).to_dict() for t in targets}
+    out[AVERAGE] = mean_over_groups_ci95([per_target[t] for t in targets]).to_dict()
+    return out
+
+
+def paired_deltas(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], targets: Sequence[str]) -> dict:
+    """``{target|"average": MeanCI dict}`` of A − B on the same tasks: per target the paired t-interval, on
+    average the mean of the per-target differences' means (``mean_over_groups_ci95``).
+
+    Raises:
+      ValueError: A and B have different task counts on a target (``paired_delta_ci95``).
+    """
+    out = {t: paired_delta_ci95(a[t], b[t]).to_dict() for t in targets}
+    out[AVERAGE] = mean_over_groups_ci95([[x - y for x, y in zip(a[t], b[t])] for t in targets]).to_dict()
+    return out
+
+
 def summarize(accuracies: Mapping[str, Mapping[str, Sequence[float]]], targets: Sequence[str]) -> dict:
     """Means, paired deltas and target verdicts of one backbone's paired table.
 
@@ -47,19 +67,9 @@ def summarize(accuracies: Mapping[str, Mapping[str, Sequence[float]]], targets: 
         missing = [t for t in targets if t not in per_target]
         if missing:
             raise ValueError(f"{label}: no accuracies for targets {missing}")
-        means[label] = {t: mean_over_groups_ci95([per_target[t]]).to_dict() for t in targets}
-        means[label][AVERAGE] = mean_over_groups_ci95([per_target[t] for t in targets]).to_dict()
-    deltas = {}
-    for a, b in DELTAS:
-        if a not in accuracies or b not in accuracies:
-            continue
-        differences = []
-        entry = {}
-        for t in targets:
-            entry[t] = paired_delta_ci95(accuracies[a][t], accuracies[b][t]).to_dict()
-            differences.append([x - y for x, y in zip(accuracies[a][t], accuracies[b][t])])
-        entry[AVERAGE] = mean_over_groups_ci95(differences).to_dict()
-        deltas[delta_name(a, b)] = entry
+        means[label] = target_means(per_target, targets)
+    deltas = {delta_name(a, b): paired_deltas(accuracies[a], accuracies[b], targets)
+              for a, b in DELTAS if a in accuracies and b in accuracies}
     verdicts = []
     for a, b, threshold in TARGETS:
         d = deltas.get(delta_name(a, b))
