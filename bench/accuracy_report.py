@@ -49,6 +49,26 @@ def _halving_words(config: BenchConfig) -> str:
             "every setting that trains; ties go to fewer passes, then the smaller rate.")
 
 
+SETTLED_N = 60
+"""Paired tasks per target at which the average's paired CI is about ±1 pp (issue 28)."""
+
+
+def _power_words(run: Mapping, deltas: Mapping, targets: list[str]) -> str:
+    """What this run's N can and cannot show, from the widths of its own paired intervals."""
+    n = min(run.get("paired_tasks", {}).get(t, 0) for t in targets) if targets else 0
+    average = [d["average"]["ci95"] for d in deltas.values() if d.get("average")]
+    single = [d[t]["ci95"] for d in deltas.values() for t in targets if d.get(t)]
+    if not average or not single:
+        return f"What N = {n} paired tasks per target can show: nothing yet (no paired interval)."
+    words = (f"What N = {n} paired tasks per target can show: the average deltas' 95 % CIs are "
+             f"±{min(average):.1f}-{max(average):.1f} pp, so an average difference beyond about {max(average):.1f} pp "
+             "is settled and a smaller one (a CI that contains 0) is not; one target alone (±"
+             f"{min(single):.1f}-{max(single):.1f} pp) settles only larger differences.")
+    if n < SETTLED_N:
+        words += f" Below N = {SETTLED_N} per target no comparison of about 1 pp is settled."
+    return words
+
+
 def accuracy_section(config: BenchConfig, results: Mapping, lines: list[str]) -> dict:
     """Section 1: the paired tables, one per backbone run; returns key -> finished run (for the targets)."""
     section = results["sections"]["accuracy"]
@@ -198,7 +218,7 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
     for name, d in deltas.items():
         lines.append(f"| {name} | " + " | ".join(mean_ci_text(d.get(t), signed=True) for t in targets)
                      + f" | **{mean_ci_text(d['average'], signed=True)}** |")
-    lines.append("")
+    lines += ["", _power_words(run, deltas, targets), ""]
     for n in run.get("noop", []):
         lines.append(f"- **No-op warning**: {n['label']} on {n['target']} scored exactly {n['reference']}'s "
                      f"accuracy on {n['equal']} of {n['tasks']} tasks (training changed no query prediction on "

@@ -30,3 +30,17 @@ def test_no_decision_without_both_rows():
     run = _run(70.0, 60.0)
     del run["tuning"][NO_META]
     assert weights_decision(run) == []
+
+
+def test_power_words_state_what_n_can_show_from_the_runs_own_intervals():
+    from bench.accuracy_report import _power_words
+
+    deltas = {"TinyTrain − FullTrain": {"t1": {"mean": 1.0, "ci95": 2.5}, "t2": {"mean": 0.0, "ci95": 1.5},
+                                       "average": {"mean": 0.5, "ci95": 1.1}},
+              "TinyTrain − None": {"t1": {"mean": 3.0, "ci95": 3.0}, "t2": {"mean": 1.0, "ci95": 2.0},
+                                  "average": {"mean": 2.0, "ci95": 1.3}}}
+    full = _power_words({"paired_tasks": {"t1": 60, "t2": 60}}, deltas, ["t1", "t2"])
+    assert full.startswith("What N = 60 paired tasks per target can show: the average deltas' 95 % CIs are ±1.1-1.3 pp")
+    assert "(±1.5-3.0 pp)" in full and "Below N" not in full
+    small = _power_words({"paired_tasks": {"t1": 60, "t2": 12}}, deltas, ["t1", "t2"])
+    assert small.startswith("What N = 12 ") and small.endswith("Below N = 60 per target no comparison of about 1 pp is settled.")
