@@ -3,7 +3,7 @@ settings, the weights decision and the presets' cost estimates (pure functions o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from bench.config import BenchConfig, preset_config, quick_config
 from bench.learning_rates import setting_key
@@ -138,8 +138,25 @@ def _estimates(config: BenchConfig, results: Mapping, section: Mapping) -> str:
             "run; adaptation only, so a lower bound up to the long-side rounding: evaluation, task preparation, "
             "exports, SparseUpdate's source Fisher and the load at the time come on top; FullTrain's cost is per "
             f"pass at this run's batch {config.full_train_batch}; e.g. this run's paired section took "
-            f"{results['section_seconds'].get('accuracy', 0) / 60:.0f} min on {config.workers} worker(s)): "
-            + "; ".join(estimates) + ".")
+            f"{results['section_seconds'].get('accuracy', 0) / 60:.0f} min on {config.workers} worker(s) in its "
+            "last invocation): " + "; ".join(estimates) + "." + _stored_words(config, section))
+
+
+def _stored_words(config: BenchConfig, section: Mapping) -> str:
+    """The measured adaptation time of each finished backbone run over all the sessions it took."""
+    parts = []
+    for run in section["runs"].values():
+        stored = run.get("stored_seconds")
+        if stored:
+            hours = sum(stored.values()) / 3600
+            parts.append(f"{run['label']}: {hours:.1f} h of one-thread adaptation time (tuning "
+                         f"{stored['tuning'] / 3600:.1f} h, reported tasks {stored['tests'] / 3600:.1f} h), i.e. "
+                         f"about {hours / config.workers:.1f} h of wall time on {config.workers} worker(s)")
+    if not parts:
+        return ""
+    return (" Measured over every session of this run (the sum of the `seconds` of every stored adaptation, "
+            "`bench.paired_section.stored_seconds`; adaptation only): " + "; ".join(parts) + ". A run split "
+            "across sessions resumes when its command is rerun: the stored tasks are read back, not rerun.")
 
 
 def _tasks_done(targets: list[str], run: Mapping, expected: int, lines: list[str]) -> None:
@@ -219,10 +236,10 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
         lines.append(f"| {name} | " + " | ".join(mean_ci_text(d.get(t), signed=True) for t in targets)
                      + f" | **{mean_ci_text(d['average'], signed=True)}** |")
     lines += ["", _power_words(run, deltas, targets), ""]
+    lines += noop_table(run, targets)
     for n in run.get("noop", []):
-        lines.append(f"- **No-op warning**: {n['label']} on {n['target']} scored exactly {n['reference']}'s "
-                     f"accuracy on {n['equal']} of {n['tasks']} tasks (training changed no query prediction on "
-                     "most tasks).")
+        lines.append(f"- **No-op warning**: {n['label']} on {n['target']} left {n['reference']}'s query outcome "
+                     f"unchanged on {n['equal']} of {n['tasks']} tasks (more than {NO_OP_SHARE:.0%}).")
     if run.get("noop"):
         lines.append("")
     if figure:
@@ -231,6 +248,32 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
     _tuning_table(run, lines)
     lines += weights_decision(run)
     return True
+
+
+def noop_table(run: Mapping, targets: Sequence[str]) -> list[str]:
+    """The no-op check per training policy and target: the tasks on which the adaptation left the untrained
+    row's query predictions exactly as they were (``TaskRecord.unchanged_from``), beside the tasks of merely
+    equal accuracy, which small query sets make common without any no-op. Empty for runs stored without
+    the counts."""
+    cells = {label: [run["per_target"][t][label] for t in targets] for label, method in run["methods"].items()
+             if method["adapt"]["policy"] != "none"}
+    if not cells or any("unchanged_from_none" not in c for row in cells.values() for c in row):
+        return []
+    queries = run.get("queries_per_task", {})
+
+    def text(c: Mapping) -> str:
+        basis = "" if c["predictions_compared"] == c["compared_to_none"] else " ‡"
+        return f"{c['unchanged_from_none']} ({c['equal_to_none']}) / {c['compared_to_none']}{basis}"
+
+    lines = [f"No-op check: tasks whose query predictions the policy left exactly as its untrained row's (in "
+             f"brackets: tasks of equal accuracy) / tasks compared; a policy is a no-op on a target when more than "
+             f"{NO_OP_SHARE:.0%} of its tasks are unchanged. ‡ = some tasks were stored without predictions and "
+             "are compared by accuracy. Equal accuracy does not mean unchanged predictions on small query sets "
+             + ("(mean queries per task: " + ", ".join(f"{t} {queries[t]:.1f}" for t in targets if t in queries)
+                + ")" if queries else "") + ":", "",
+             "| policy | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
+    lines += [f"| {label} | " + " | ".join(text(c) for c in row) + " |" for label, row in cells.items()]
+    return lines + [""]
 
 
 def _tuning_table(run: Mapping, lines: list[str]) -> None:
@@ -242,7 +285,8 @@ def _tuning_table(run: Mapping, lines: list[str]) -> None:
                               for r in (t.get("rounds") or [{"scores": t["scores"]}]) for k in r["scores"]))
     lines += ["Validation accuracy (%, mean over targets of the validation-pool task means) per learning rate / "
               "passes and round (tasks per target); bold = chosen, - = not run (dropped in an earlier round), "
-              f"† = no-op (accuracy equal to the untrained row's on more than {NO_OP_SHARE:.0%} of the tasks):", "",
+              f"† = no-op (the untrained row's outcome unchanged on more than {NO_OP_SHARE:.0%} of the tasks: "
+              "equal predictions, or equal accuracy for tasks stored without predictions):", "",
               "| policy | round | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
     for label, t in tuning.items():
         best = f"{t['learning_rate']:g}/{t['epochs']}"

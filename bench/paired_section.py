@@ -27,7 +27,7 @@ from bench.models import BASELINE, FULL, SPARSE, ensure_models, model_key
 from bench.paired_accuracy import summarize
 from bench.policy_runs import Job, Method, MethodResult, memory_budget_bytes, run_records, source_fisher_tasks
 from bench.successive_halving import NO_OP_SHARE, TUNING_RULE, ValidationScore, successive_halving
-from bench.task_store import TaskRecord, model_identity, open_cell, read_records, task_fingerprint
+from bench.task_store import TaskRecord, model_identity, open_cell, read_records, stored_cells, task_fingerprint
 from bench.tasks import Task, cache_for_size, source_tasks, target_pools, target_tasks
 from bench.validation_split import TEST, VALIDATION
 from tflite_train import contract as C
@@ -220,11 +220,10 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
             untrained = dict(zip(references, cells[len(trials):]))
             scores = []
             for m, trial in zip(trials, cells):
-                pairs = [(a.accuracy, b.accuracy) for cell, ref in zip(trial, untrained[no_update_row(m.label)])
-                         for a, b in zip(cell, ref)]
+                pairs = [(a, b) for cell, ref in zip(trial, untrained[no_update_row(m.label)]) for a, b in zip(cell, ref)]
                 scores.append(ValidationScore(
                     accuracy=float(np.mean([np.mean([r.accuracy for r in cell]) for cell in trial])),  # of target means
-                    unchanged=sum(a == b for a, b in pairs) / len(pairs)))
+                    unchanged=sum(a.unchanged_from(b) for a, b in pairs) / len(pairs)))
             return scores
 
         saved = (previous or {}).get("runs", {}).get(run.key, {})
@@ -250,6 +249,7 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
             LOG.warning("%s: %s on %s equals %s on %d of %d tasks (no-op?)", run.key, n["label"], n["target"],
                         n["reference"], n["equal"], n["tasks"])
         entry["seconds"]["tests"] = time.time() - t0
+        entry["stored_seconds"] = stored_seconds(config.out_dir, run.key, entry)
         entry["stage"] = "done"
         save(out)
     return out
@@ -278,10 +278,14 @@ def assemble_run(expected: int, methods: Mapping[str, Mapping], targets: Sequenc
     Returns:
       ``{"per_target": {target: {label: cell}}, "cost": {label: {...}}, "summary": summarize(...) over the
       tasks every policy has done (None while no target has two), "summary_targets", "paired_tasks":
-      {target: tasks every policy has done}, "noop": [{"label", "target", "equal", "tasks"}], "complete"}``.
+      {target: tasks every policy has done}, "noop": [{"label", "target", "equal", "tasks"}],
+      "queries_per_task": {target: mean query images per task, from the records holding predictions},
+      "complete"}``.
       A cell holds ``MethodResult.to_dict`` (minus the label), ``seconds_per_task`` and, for a training
-      policy, ``equal_to_none``: the tasks whose accuracy equals the no-update row's
-      (``methods.no_update_row``) out of ``compared_to_none`` tasks both have done.
+      policy, out of the ``compared_to_none`` tasks it and its no-update row (``methods.no_update_row``)
+      have both done: ``equal_to_none``, the tasks of equal accuracy; ``unchanged_from_none``, the tasks
+      the adaptation left unchanged (``TaskRecord.unchanged_from``: equal predictions where both records
+      hold them, their number ``predictions_compared``; else equal accuracy), which the no-op check counts.
     """
     labels = list(methods)
     per_target: dict[str, dict] = {}
@@ -297,12 +301,22 @@ def assemble_run(expected: int, methods: Mapping[str, Mapping], targets: Sequenc
             trained = methods[label]["adapt"]["policy"] != "none"
             if trained and reference in rows:
                 both = [i for i in rows[label] if i in rows[reference]]
-                equal = sum(rows[label][i].accuracy == rows[reference][i].accuracy for i in both)
-                cell.update(equal_to_none=equal, compared_to_none=len(both))
-                if both and equal > NO_OP_SHARE * len(both):
-                    noop.append({"label": label, "target": t, "reference": reference, "equal": equal,
+                pairs = [(rows[label][i], rows[reference][i]) for i in both]
+                unchanged = sum(a.unchanged_from(b) for a, b in pairs)
+                cell.update(equal_to_none=sum(a.accuracy == b.accuracy for a, b in pairs), compared_to_none=len(both),
+                            unchanged_from_none=unchanged,
+                            predictions_compared=sum(a.predictions is not None and b.predictions is not None
+                                                     for a, b in pairs))
+                if both and unchanged > NO_OP_SHARE * len(both):
+                    noop.append({"label": label, "target": t, "reference": reference, "equal": unchanged,
                                  "tasks": len(both)})
             per_target[t][label] = cell
+    queries = {}
+    for t in targets:
+        sizes = {i: len(r.predictions) for rows in records.get(t, {}).values() for i, r in rows.items()
+                 if r.predictions is not None}
+        if sizes:
+            queries[t] = float(np.mean(list(sizes.values())))
     summary_targets = [t for t in targets if len(common[t]) >= 2]
     summary = None
     if summary_targets:
@@ -318,7 +332,8 @@ def assemble_run(expected: int, methods: Mapping[str, Mapping], targets: Sequenc
                        "cache_used": sum(c["cache_used"] for c in cells), "tasks": tasks}
     complete = all(per_target[t][label]["tasks"] >= expected for t in targets for label in labels)
     return {"per_target": per_target, "cost": cost, "summary": summary, "summary_targets": summary_targets,
-            "paired_tasks": {t: len(common[t]) for t in targets}, "noop": noop, "complete": complete}
+            "paired_tasks": {t: len(common[t]) for t in targets}, "noop": noop, "queries_per_task": queries,
+            "complete": complete}
 
 
 def refresh_partial(out_dir: str | os.PathLike, expected: int, section: dict) -> dict:
@@ -339,6 +354,21 @@ def refresh_partial(out_dir: str | os.PathLike, expected: int, section: dict) ->
             progress["done"] = sum(min(len(read_records(out_dir / path, None)), progress["tasks"])
                                    for path in progress["cells"])
     return section
+
+
+def stored_seconds(out_dir: str | os.PathLike, key: str, entry: Mapping) -> dict[str, float]:
+    """The adaptation seconds (one interpreter thread each) of every task stored for a backbone run, over all
+    the sessions it took: ``{"tuning": every validation-pool cell of the run's models (every round and
+    setting), "tests": the reported cells}``. Measured per task, so it survives resumes; evaluation, exports
+    and idle time are not in it."""
+    out_dir = pathlib.Path(out_dir)
+
+    def total(paths: Sequence[pathlib.Path]) -> float:
+        return float(sum(r.seconds for path in paths for r in read_records(path, None).values()))
+
+    tests = [out_dir / path for rows in entry["cells"].values() for path in rows.values()]
+    return {"tuning": total(stored_cells(out_dir, key, VALIDATION, list(entry["model_ids"].values()))),
+            "tests": total(tests)}
 
 
 def split_sizes(items: list, sizes: list[int]) -> list[list]:

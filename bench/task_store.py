@@ -21,7 +21,8 @@ which holds everything that changes a result:
 A changed config therefore writes a new file and never reads an old one. Each task line is
 ``{"task": index in the pool's seeded episode list, "fingerprint": sha256 of the task's pixels and
 labels (16 hex), "accuracy": %, "memory_bytes", "backward_macs", "seconds" (adaptation), "layers",
-"cache": whether the steps ran from the frozen-prefix cache}``, written with one ``os.write`` on an
+"cache": whether the steps ran from the frozen-prefix cache, "predictions": the predicted class of each
+query image, in query order (absent from lines written before it was stored)}``, written with one ``os.write`` on an
 ``O_APPEND`` descriptor, so a line is whole even when worker processes append to the same file at once.
 A reader keeps, per index, the first line whose fingerprint is the task's (a changed data cache or
 episode sampler never reuses a line) and skips a torn line (a write cut short by a crash).
@@ -42,7 +43,7 @@ from typing import Any
 from bench.tasks import Task
 
 __all__ = ["TASKS_DIR", "TaskRecord", "append_record", "cell_key", "model_identity", "open_cell", "read_records",
-           "task_fingerprint"]
+           "stored_cells", "task_fingerprint"]
 
 LOG = logging.getLogger(__name__)
 TASKS_DIR = "tasks"
@@ -62,6 +63,9 @@ class TaskRecord:
       seconds: Wall time of the adaptation (``adapt``'s phases; evaluation excluded).
       layers: The selected layers.
       cache: True when the steps ran from the frozen-prefix cache (``AdaptResult.cache.used``).
+      predictions: The predicted class of each query image, in query order (None: not stored). Two
+        records of one task with equal predictions are the same classifier on that query set, which
+        equal accuracies are not: the no-op check reads these (``bench.paired_section.assemble_run``).
     """
 
     task: int
@@ -72,10 +76,28 @@ class TaskRecord:
     seconds: float
     layers: tuple[str, ...]
     cache: bool
+    predictions: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready line."""
-        return {**dataclasses.asdict(self), "layers": list(self.layers)}
+        """JSON-ready line (without ``predictions`` when None)."""
+        out = {**dataclasses.asdict(self), "layers": list(self.layers)}
+        if self.predictions is None:
+            del out["predictions"]
+        else:
+            out["predictions"] = list(self.predictions)
+        return out
+
+    def unchanged_from(self, reference: TaskRecord) -> bool:
+        """Whether this task's adaptation left the query outcome of ``reference`` (the untrained row on
+        the same task) as it was: equal predictions when both records hold them, else equal accuracy.
+
+        Equal accuracy alone is a weak sign on a small query set (one right-to-wrong and one
+        wrong-to-right change cancel; 7 queries give only 8 accuracy values), so it is the fallback
+        for lines stored before predictions were.
+        """
+        if self.predictions is not None and reference.predictions is not None:
+            return self.predictions == reference.predictions
+        return self.accuracy == reference.accuracy
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskRecord:
@@ -84,9 +106,10 @@ class TaskRecord:
         Raises:
           KeyError, TypeError, ValueError: not a task line.
         """
+        predictions = data.get("predictions")
         return cls(int(data["task"]), str(data["fingerprint"]), float(data["accuracy"]), float(data["memory_bytes"]),
                    float(data["backward_macs"]), float(data["seconds"]), tuple(str(n) for n in data["layers"]),
-                   bool(data["cache"]))
+                   bool(data["cache"]), None if predictions is None else tuple(int(c) for c in predictions))
 
 
 def task_fingerprint(task: Task) -> str:
@@ -193,4 +216,23 @@ def read_records(path: str | os.PathLike, fingerprints: Sequence[str] | None) ->
     if stale:
         LOG.warning("%s: %d stored task(s) are not this config's tasks (changed data or sampler); they are rerun",
                     path, stale)
+    return out
+
+
+def stored_cells(out_dir: str | os.PathLike, model: str, pool: str, model_ids: Sequence[str]) -> list[pathlib.Path]:
+    """The cell files of ``pool`` stored under the model key prefix ``model`` (e.g. a backbone run's key,
+    ``"lite0_128"``) whose header names one of ``model_ids``: every setting any tuning round of a run
+    on those models stored, including rounds of a resumed or extended run. Unreadable headers are skipped."""
+    root = pathlib.Path(out_dir, TASKS_DIR, *(_slug(p) for p in model.split("/")))
+    ids = set(model_ids)
+    out = []
+    for path in sorted(root.glob(f"**/{_slug(pool)}/*.jsonl")):
+        try:
+            with open(path) as f:
+                header = json.loads(f.readline())
+            model_id = header["cell"]["model"]["model_id"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError):
+            continue
+        if model_id in ids:
+            out.append(path)
     return out

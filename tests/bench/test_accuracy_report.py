@@ -44,3 +44,21 @@ def test_power_words_state_what_n_can_show_from_the_runs_own_intervals():
     assert "(±1.5-3.0 pp)" in full and "Below N" not in full
     small = _power_words({"paired_tasks": {"t1": 60, "t2": 12}}, deltas, ["t1", "t2"])
     assert small.startswith("What N = 12 ") and small.endswith("Below N = 60 per target no comparison of about 1 pp is settled.")
+
+
+def test_noop_table_shows_unchanged_predictions_beside_equal_accuracies():
+    from bench.accuracy_report import noop_table
+
+    def cell(unchanged: int, equal: int, predicted: int) -> dict:
+        return {"unchanged_from_none": unchanged, "equal_to_none": equal, "compared_to_none": 60,
+                "predictions_compared": predicted}
+
+    run = {"methods": {"None": {"adapt": {"policy": "none"}}, "LastLayer": {"adapt": {"policy": "last_layer"}}},
+           "per_target": {"a": {"None": {}, "LastLayer": cell(12, 31, 60)},
+                          "b": {"None": {}, "LastLayer": cell(3, 3, 0)}},
+           "queries_per_task": {"a": 7.5}}
+    lines = noop_table(run, ["a", "b"])
+    assert "(mean queries per task: a 7.5)" in lines[0]
+    assert lines[2:5] == ["| policy | a | b |", "|---|---|---|", "| LastLayer | 12 (31) / 60 | 3 (3) / 60 ‡ |"]
+    del run["per_target"]["b"]["LastLayer"]["unchanged_from_none"]  # a run stored before the counts
+    assert noop_table(run, ["a", "b"]) == []

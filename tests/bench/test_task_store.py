@@ -1,5 +1,6 @@
 """The resumable per-task store (``bench.task_store``) and the assembly of a (partial) paired run from it."""
 
+import dataclasses
 import json
 import logging
 
@@ -100,3 +101,65 @@ def test_assemble_a_partial_run_by_hand():
     assert run["cost"]["LastLayer"]["seconds_per_task"] == pytest.approx(0.5)
     complete = assemble_run(1, methods, ["t1"], {"t1": {k: {0: v[0]} for k, v in records["t1"].items()}})
     assert complete["complete"] and complete["summary"] is None  # one task: no CI
+
+
+def test_predictions_round_trip_and_old_lines_read_without_them(tmp_path):
+    path = open_cell(tmp_path, "m", "A", "t", "test", CELL)
+    stored = dataclasses.replace(_record(0, "f0"), predictions=(2, 0, 1))
+    append_record(path, stored)
+    append_record(path, _record(1, "f1"))  # a line written before predictions were stored
+    records = read_records(path, ["f0", "f1"])
+    assert records == {0: stored, 1: _record(1, "f1")} and records[1].predictions is None
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert lines[0]["predictions"] == [2, 0, 1] and "predictions" not in lines[1]
+
+
+def test_unchanged_compares_predictions_and_falls_back_to_accuracy():
+    none = dataclasses.replace(_record(0, "f0", 50.0), predictions=(0, 1, 1, 0))
+    swapped = dataclasses.replace(none, predictions=(1, 0, 1, 0))  # two queries swap right and wrong: same accuracy
+    assert swapped.accuracy == none.accuracy and not swapped.unchanged_from(none)
+    assert dataclasses.replace(none, accuracy=50.0).unchanged_from(none)
+    old = _record(0, "f0", 50.0)  # no predictions: equal accuracy is all there is to compare
+    assert old.unchanged_from(none) and none.unchanged_from(old)
+    assert not _record(0, "f0", 75.0).unchanged_from(none)
+
+
+def test_the_no_op_check_counts_equal_predictions_not_equal_accuracies():
+    methods = {label: {"model": "m", "adapt": {"policy": policy, "batch_size": 1}} for label, policy in (
+        ("None", "none"), ("LastLayer", "last_layer"))}
+
+    def rows(predictions):
+        # labels 0, 1, 2, 3: accuracy from the predictions
+        return {i: dataclasses.replace(_record(i, f"f{i}", 100.0 * np.mean(np.equal(p, [0, 1, 2, 3]))),
+                                       predictions=tuple(p)) for i, p in enumerate(predictions)}
+
+    # LastLayer ties None's accuracy on all three tasks but changes its predictions on two of them
+    records = {"t": {"None": rows([(0, 1, 0, 0), (0, 0, 0, 0), (3, 3, 3, 3)]),
+                     "LastLayer": rows([(0, 1, 0, 0), (1, 1, 1, 1), (2, 2, 2, 2)])}}
+    cell = assemble_run(3, methods, ["t"], records)["per_target"]["t"]["LastLayer"]
+    assert (cell["equal_to_none"], cell["unchanged_from_none"], cell["predictions_compared"]) == (3, 1, 3)
+    assert assemble_run(3, methods, ["t"], records)["noop"] == []
+    records["t"]["LastLayer"][1] = dataclasses.replace(records["t"]["None"][1])
+    run = assemble_run(3, methods, ["t"], records)
+    assert run["noop"] == [{"label": "LastLayer", "target": "t", "reference": "None", "equal": 2, "tasks": 3}]
+
+
+def test_stored_seconds_sum_every_session_of_a_run_by_hand(tmp_path):
+    from bench.paired_section import stored_seconds
+
+    def cell(model, label, pool, model_id, seconds):
+        path = open_cell(tmp_path, model, label, "t", pool, {**CELL, "model": {"model_id": model_id, "export": None},
+                                                            "pool": pool, "label": label})
+        for i, s in enumerate(seconds):
+            append_record(path, dataclasses.replace(_record(i, f"f{i}"), seconds=s))
+        return path
+
+    cell("run/sparse", "A", "validation", "m1", [1.0, 2.0])  # a tuning round
+    cell("run/sparse", "B", "validation", "m1", [4.0])  # another setting
+    cell("run/full", "C", "validation", "m2", [8.0])
+    cell("run/sparse", "D", "validation", "other", [100.0])  # another model's tuning: not this run's
+    cell("elsewhere/sparse", "E", "validation", "m1", [200.0])  # another run key
+    test = cell("run/sparse", "A", "test", "m1", [16.0, 32.0])
+    cell("run/sparse", "F", "test", "m1", [64.0])  # a test cell the run does not report (a superseded setting)
+    entry = {"cells": {"t": {"A": str(test.relative_to(tmp_path))}}, "model_ids": {"sparse": "m1", "full": "m2"}}
+    assert stored_seconds(tmp_path, "run", entry) == {"tuning": 15.0, "tests": 48.0}
