@@ -19,12 +19,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from bench.call_timing import median_seconds
 from bench.policy_runs import Method, for_model
 from bench.tasks import Task
-from tflite_train.runtime import TrainableModel, adapt
+from tflite_train.runtime import TrainableModel, adapt, class_prototypes, embed
 
 LOG = logging.getLogger(__name__)
 PHASES = ("load", "head", "fisher_selection", "cache", "training")
+INFER_CALLS = 20
+"""Timed batch-1 ``infer`` calls of ``infer_seconds``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,3 +81,16 @@ def time_method(method: Method, model_path: str | pathlib.Path, task: Task, runs
                  {p: round(v[-1], 3) for p, v in per_phase.items()})
     return TimingResult(method.label, method.adapt.batch_size, method.adapt.num_steps(int(task.support.shape[0])),
                         {p: statistics.median(v) for p, v in per_phase.items()}, runs)
+
+
+def infer_seconds(model_path: str | pathlib.Path, task: Task, threads: int = 1) -> float:
+    """Median seconds of one batch-1 ``infer`` call (``INFER_CALLS`` calls after one warm-up call) on a
+    fresh model with the prototype head of ``task``'s support set: what a classification costs after
+    the adaptation."""
+    model = TrainableModel(str(model_path), num_threads=threads)
+    task = for_model(task, model)
+    model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
+    one = task.support[:1]
+    seconds, _ = median_seconds(lambda: model.infer(one), INFER_CALLS, float("inf"), warm_up=1,
+                                min_calls=INFER_CALLS)
+    return seconds

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from bench.accuracy_report import mean_ci_text as _ci
 from bench.int8_section import INT8_ROWS, INT8_TOLERANCE_PP, int8_label
 
-__all__ = ["int8_report"]
+__all__ = ["int8_report", "timing_table"]
 
 
 def int8_report(section: Mapping, lines: list[str]) -> None:
@@ -36,3 +36,25 @@ def int8_report(section: Mapping, lines: list[str]) -> None:
         verdict = "**met**" if summary["met"] else "**missed**"
         lines += ["", f"Accuracy goal (|average int8 − float| ≤ {INT8_TOLERANCE_PP:g} pp for None and TinyTrain): "
                   f"{verdict}.", ""]
+        if "timing" in run:
+            lines += timing_table(run["timing"])
+
+
+def timing_table(timing: Mapping) -> list[str]:
+    """The timing column: float and int8 medians side by side and the speed-up float / int8."""
+    task = timing["task"]
+    lines = [f"Timing (`bench/int8_timing.py`): one interpreter thread, float and int8 alternated in one process, "
+             f"median of {timing['runs']} run(s); `infer` at batch 1; an adaptation = load + `adapt` on a "
+             f"{task['ways']}-way task with {task['support']} support images at the chosen settings:", "",
+             "| | float | int8 | speed-up (float / int8) |", "|---|---|---|---|"]
+    infer = timing["infer"]
+    lines.append(f"| `infer` (ms) | {infer['float'] * 1e3:.2f} | {infer['int8'] * 1e3:.2f} | "
+                 f"{infer['float'] / infer['int8']:.2f}x |")
+    for label, row in timing["rows"].items():
+        f, q = row["float"], row["int8"]
+        lines.append(f"| {label}: adaptation (s) | {f['end_to_end']:.2f} | {q['end_to_end']:.2f} | "
+                     f"{f['end_to_end'] / q['end_to_end']:.2f}x |")
+        if f["step"] > 0 and q["step"] > 0:  # a row that trains (None's adaptation has no training phase)
+            lines.append(f"| {label}: optimizer step (ms, {f['steps']} steps) | {f['step'] * 1e3:.2f} | "
+                         f"{q['step'] * 1e3:.2f} | {f['step'] / q['step']:.2f}x |")
+    return lines + [""]

@@ -9,7 +9,9 @@ section's cells, read from the task store (``bench.task_store``; a cell the accu
 finished runs here). Reported per row and target: the means, and the paired delta int8 − float with its
 95 % CI; on the average over targets, the Welch–Satterthwaite interval of the per-target differences
 (``bench.paired_accuracy.paired_deltas``, as the paired table). The issue's accuracy goal: both
-average deltas within ±``INT8_TOLERANCE_PP``.
+average deltas within ±``INT8_TOLERANCE_PP``. Beside them, the timing column: ``infer`` and the
+adaptations of both rows on the float and the int8 file, measured alternately in one process
+(``bench.int8_timing``).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import pathlib
 from collections.abc import Mapping, Sequence
 
 from bench.config import BenchConfig
+from bench.int8_timing import int8_timing
 from bench.learning_rates import with_settings
 from bench.methods import paired_methods
 from bench.models import INT8, SPARSE, ensure_models, model_key
 from bench.paired_accuracy import AVERAGE, paired_deltas, target_means
 from bench.paired_section import Request, Runs
-from bench.tasks import target_tasks
+from bench.tasks import target_tasks, timing_task
 from bench.validation_split import TEST
 from tflite_train import contract as C
 
@@ -88,7 +91,8 @@ def int8_section(config: BenchConfig, accuracy: Mapping, targets: Sequence[str],
 
     Returns:
       ``{"mode", "runs": {key: {"model_bytes": {"float", "int8"}, "methods": {label: adapt dict},
-      "accuracies": {label: {target: [%]}}, "summary": int8_summary(...)}}, "skipped": {key: why}}``.
+      "accuracies": {label: {target: [%]}}, "summary": int8_summary(...), "timing": float and int8 side by
+      side (``bench.int8_timing.int8_timing``) on the timing task of the first target}}, "skipped": {key: why}}``.
     """
     out: dict = {"mode": config.int8_mode, "runs": {}, "skipped": {}}
     for run in config.backbones:
@@ -112,9 +116,12 @@ def int8_section(config: BenchConfig, accuracy: Mapping, targets: Sequence[str],
         done = iter(runs.run_many([Request(m, t, TEST, tests[t], f"{run.key} int8/{t}") for m in rows
                                    for t in targets]))
         accuracies = {m.label: {t: [r.accuracy for r in next(done)] for t in targets} for m in rows}
+        LOG.info("int8 section: %s timing float against int8 side by side (%d runs)", run.key, config.timing_runs)
+        timing = int8_timing(list(zip(floats, quantized)), paths, timing_task(config, targets[0], run.input_size),
+                             config.timing_runs, config.threads)
         out["runs"][run.key] = {
             "label": run.label, "model_bytes": {"float": paths[sparse].stat().st_size,
                                                 "int8": paths[key].stat().st_size},
             "methods": {m.label: {"model": m.model, "adapt": m.adapt.to_dict()} for m in rows},
-            "accuracies": accuracies, "summary": int8_summary(accuracies, targets)}
+            "accuracies": accuracies, "summary": int8_summary(accuracies, targets), "timing": timing}
     return out

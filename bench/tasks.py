@@ -158,12 +158,12 @@ def _episodes(images: np.ndarray, labels: np.ndarray, num: int, seed: int, episo
     return tasks
 
 
-def timing_task(config: BenchConfig, target: str) -> Task:
+def timing_task(config: BenchConfig, target: str, input_size: int | None = None) -> Task:
     """A fixed 5-way task of ``target``'s test pool with ``timing_support`` support images (at least 1 shot),
-    from the cache for ``config.input_size``."""
+    from the cache for ``input_size`` (None: ``config.input_size``)."""
     from tflite_train.data import sample_episode
 
-    data, split = target_pools(config, target, config.input_size)
+    data, split = target_pools(config, target, config.input_size if input_size is None else input_size)
     images, labels = data.images[split.test], data.labels[split.test]
     ways = min(5, np.unique(labels).size)
     shots = max(1, config.timing_support // ways)

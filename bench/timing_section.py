@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import time
 
-from bench.adaptation_time import time_method
+from bench.adaptation_time import infer_seconds, time_method
 from bench.config import BenchConfig
 from bench.methods import timing_methods
-from bench.policy_runs import Method, for_model
+from bench.policy_runs import Method
 from bench.tasks import timing_task
-from tflite_train.runtime import TrainableModel, class_prototypes, embed
 
 __all__ = ["PEER_STEPS", "timing_section"]
 
@@ -24,17 +23,8 @@ def timing_section(config: BenchConfig, paths: dict, accuracy_rows: list[Method]
     size = int(task.support.shape[0])
     rows = [time_method(m, paths[m.model], task, config.timing_runs, config.threads, fisher_tasks).to_dict()
             for m in timing_methods(config, accuracy_rows)]
-    model = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
-    task = for_model(task, model)
-    model.set_head(class_prototypes(embed(model, task.support), task.support_labels))
-    one = task.support[:1]
-    model.infer(one)
-    t0 = time.perf_counter()
-    for _ in range(20):
-        model.infer(one)
-    infer_seconds = (time.perf_counter() - t0) / 20
     out = {"task": {"target": target, "ways": task.ways, "support": size}, "rows": rows,
-           "infer_seconds_batch1": infer_seconds}
+           "infer_seconds_batch1": infer_seconds(paths["sparse"], task, config.threads)}
     if config.tf_recipe:
         from bench.tf_recipe import build_recipe_model, time_recipe_steps
 

@@ -364,8 +364,15 @@ def test_int8_update_pairs_the_int8_rows_with_the_stored_float_cells(smoke_run, 
     delta = run["summary"]["deltas"]["TinyTrain"]["tgt"]["mean"]
     assert delta == pytest.approx(np.mean(run["accuracies"]["TinyTrain (int8)"]["tgt"])
                                   - np.mean(run["accuracies"]["TinyTrain"]["tgt"]))
+    timing = run["timing"]  # float and int8 timed side by side (bench.int8_timing)
+    assert timing["runs"] == config.timing_runs and set(timing["infer"]) == {"float", "int8"}
+    assert all(v > 0 for v in timing["infer"].values())
+    trains = timing["rows"]["TinyTrain"]
+    assert trains["float"]["steps"] == trains["int8"]["steps"] > 0 and trains["int8"]["step"] > 0
+    assert timing["rows"]["None"]["int8"]["step"] == 0.0
     text = report.read_text()
     assert "## int8 export (`--quantize int8-candidates`)" in text and "| TinyTrain (int8) − TinyTrain |" in text
+    assert "| `infer` (ms) |" in text and "| TinyTrain: optimizer step (ms" in text and "| None: optimizer step" not in text
     assert results["sections"]["accuracy"] == json.loads(
         (pathlib.Path(config.out_dir) / "results.json").read_text())["sections"]["accuracy"]
     with pytest.raises(ValueError, match="int8 section pairs with the accuracy section"):

@@ -31,3 +31,21 @@ def test_rows_need_their_int8_partner_with_as_many_tasks():
         int8_summary({"None": {"t": [1.0, 2.0]}}, ["t"], rows=("None",))
     with pytest.raises(ValueError, match="2 tasks, its int8 row 3"):
         int8_summary({"None": {"t": [1.0, 2.0]}, int8_label("None"): {"t": [1.0, 2.0, 3.0]}}, ["t"], rows=("None",))
+
+
+def test_timing_table_by_hand():
+    from bench.int8_report import timing_table
+
+    def row(seconds: float, step: float) -> dict:
+        return {"end_to_end": seconds, "step": step, "steps": 1000}
+
+    timing = {"task": {"ways": 5, "support": 25}, "runs": 3, "threads": 1, "infer": {"float": 0.008, "int8": 0.004},
+              "rows": {"None": {"float": row(0.3, 0.0), "int8": row(0.6, 0.0)},
+                       "TinyTrain": {"float": row(15.0, 0.0135), "int8": row(12.0, 0.009)}}}
+    lines = timing_table(timing)
+    assert "median of 3 run(s)" in lines[0] and "5-way task with 25 support images" in lines[0]
+    assert lines[2:] == ["| | float | int8 | speed-up (float / int8) |", "|---|---|---|---|",
+                         "| `infer` (ms) | 8.00 | 4.00 | 2.00x |",
+                         "| None: adaptation (s) | 0.30 | 0.60 | 0.50x |",
+                         "| TinyTrain: adaptation (s) | 15.00 | 12.00 | 1.25x |",
+                         "| TinyTrain: optimizer step (ms, 1000 steps) | 13.50 | 9.00 | 1.50x |", ""]
