@@ -4,7 +4,7 @@ VENV := .venv
 PI_VENV := .venv-pi
 BENCH_VENV := .venv-bench
 
-.PHONY: demo test test-main test-zoo test-pi test-java fixtures clean-venvs data-deps npm-data icon-data data weights weights-lite0 bench bench-quick bench-powered bench-peer adapt-example
+.PHONY: demo test test-main test-zoo test-pi test-java fixtures clean-venvs data-deps npm-data icon-data data weights weights-lite0 bench bench-quick bench-powered bench-peer bench-int8 adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -147,6 +147,23 @@ $(BENCH_VENV)/.installed: requirements/main.txt requirements/bench.txt setup.py
 
 bench-peer: $(BENCH_VENV)/.installed $(PI_VENV)/.installed data
 	PYTHONPATH=$(CURDIR) $(BENCH_VENV)/bin/python -m bench.peer_ort --backbone mcunet --input-size 128 --cpu 0
+
+# int8 exports of the default Lite0 @128 model against its float export (issue 27, docs/int8.md section 0):
+# size, paired `infer` latency on LiteRT and on tflite-runtime 2.14's builtin kernels, embedding cosine.
+INT8_DIR = build/int8
+INT8_FIGURES = bench/results/int8
+bench-int8: $(VENV)/.installed $(PI_VENV)/.installed data
+	mkdir -p $(INT8_DIR)
+	$(VENV)/bin/python -m tflite_train.cli export --out $(INT8_DIR)/float.tflite
+	for mode in int8-candidates int8-weights int8; do \
+	  $(VENV)/bin/python -m tflite_train.cli export --quantize $$mode --out $(INT8_DIR)/$$mode.tflite || exit 1; \
+	  name=lite0_128_$$(echo $$mode | tr - _); \
+	  $(VENV)/bin/python -m bench.int8_figures --float $(INT8_DIR)/float.tflite --int8 $(INT8_DIR)/$$mode.tflite \
+	    --runtime litert --out $(INT8_FIGURES)/$${name}_litert.json || exit 1; \
+	  PYTHONPATH=$(CURDIR) $(PI_VENV)/bin/python -m bench.int8_figures --float $(INT8_DIR)/float.tflite \
+	    --int8 $(INT8_DIR)/$$mode.tflite --runtime tflite-runtime --no-xnnpack \
+	    --out $(INT8_FIGURES)/$${name}_tflite_runtime_2.14_builtin.json || exit 1; \
+	done
 
 clean-venvs:
 	rm -rf $(VENV) $(PI_VENV) $(BENCH_VENV)

@@ -186,10 +186,11 @@ def register(command: Command) -> None:
     p.add_argument("--quantize", choices=("int8-candidates", "int8-weights", "int8"), help="store weights int8; "
                    "training and all state stay float32 (default: all float32). int8-candidates (recommended): the "
                    "candidate layers' kernels stored int8 per channel, dequantized into the float32 variables, "
-                   "float arithmetic (Lite0@128: 29%% of the file, infer 1.8x faster on LiteRT, embedding cosine >= 0.998); "
-                   "int8-weights: every kernel stored int8, float arithmetic; int8: int8-candidates plus a frozen "
-                   "prefix that runs int8 kernels (needs calibration images; cosine down to 0.97). Not the default: "
-                   "its accuracy on the benchmark is not measured yet (README, docs/int8.md)")
+                   "float arithmetic (Lite0@128: 48%% of the float file, infer as fast as float, embedding cosine "
+                   ">= 0.998, benchmark accuracy within 0.2 pp of float); int8-weights: every kernel stored int8, "
+                   "float arithmetic (39%%); int8: int8-candidates plus a frozen prefix that runs int8 kernels (needs "
+                   "calibration images; 40%%, cosine down to 0.97). Not the default: smaller files, no faster "
+                   "(README, docs/int8.md)")
     p.add_argument("--calibration", metavar="SOURCE", help="images that calibrate --quantize int8: an image folder, or "
                    "synthetic:N (default: the data cache's meta-training sources, build/data_cache_128)")
     p.set_defaults(func=_cmd_export)
