@@ -223,6 +223,8 @@ def stored_cells(out_dir: str | os.PathLike, model: str, pool: str, model_ids: S
     """The cell files of ``pool`` stored under the model key prefix ``model`` (e.g. a backbone run's key,
     ``"lite0_128"``) whose header names one of ``model_ids``: every setting any tuning round of a run
     on those models stored, including rounds of a resumed or extended run. Unreadable headers are skipped."""
+    from tflite_train import contract as C
+
     root = pathlib.Path(out_dir, TASKS_DIR, *(_slug(p) for p in model.split("/")))
     ids = set(model_ids)
     out = []
@@ -230,7 +232,7 @@ def stored_cells(out_dir: str | os.PathLike, model: str, pool: str, model_ids: S
         try:
             with open(path) as f:
                 header = json.loads(f.readline())
-            model_id = header["cell"]["model"]["model_id"]
+            model_id = header["cell"]["model"][C.F_MODEL_ID]
         except (OSError, json.JSONDecodeError, KeyError, TypeError):
             continue
         if model_id in ids:
