@@ -246,8 +246,8 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
         records = {t: {m.label: {r.task: r for r in next(done)} for m in methods} for t in targets}
         entry.update(assemble_run(config.tasks, entry["methods"], targets, records))
         for n in entry["noop"]:
-            LOG.warning("%s: %s on %s equals %s on %d of %d tasks (no-op?)", run.key, n["label"], n["target"],
-                        n["reference"], n["equal"], n["tasks"])
+            LOG.warning("%s: %s on %s left %s's query outcome unchanged on %d of %d tasks (no-op?)", run.key,
+                        n["label"], n["target"], n["reference"], n["equal"], n["tasks"])
         entry["seconds"]["tests"] = time.time() - t0
         entry["stored_seconds"] = stored_seconds(config.out_dir, run.key, entry)
         entry["stage"] = "done"

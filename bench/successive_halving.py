@@ -11,9 +11,10 @@ most of that goes to settings that are clearly worse after a couple of tasks. Su
 
 "Best" is the highest mean validation accuracy (the mean over targets of the per-target task means),
 ties broken towards the cheaper setting: fewer passes first, then the smaller learning rate
-(``bench.learning_rates.best_setting``'s order) -- among the settings that *train*. A setting whose
-accuracy equals the untrained row's (``bench.methods.no_update_row``) on more than ``NO_OP_SHARE`` of
-the round's validation tasks changed (almost) no prediction: it ranks below every setting that did,
+(``bench.learning_rates.best_setting``'s order) -- among the settings that *train*. A setting that left
+the untrained row's (``bench.methods.no_update_row``) query predictions unchanged (equal accuracy, for
+tasks stored before predictions were) on more than ``NO_OP_SHARE`` of the round's validation tasks
+changed (almost) nothing: it ranks below every setting that did,
 whatever its score. Without this rule a policy whose updates hurt on validation picks its smallest rate
 and is reported as a copy of None (SparseUpdate on Lite0 chose 3e-5 and equalled None on 48 of 60 Tux
 Paint test tasks); the benchmark compares training policies, so each one is measured training.
@@ -50,7 +51,9 @@ class ValidationScore:
 
     Attributes:
       accuracy: Mean accuracy (%), the mean over targets of the per-target task means.
-      unchanged: Share of the tasks (all targets pooled) whose accuracy equals the untrained row's.
+      unchanged: Share of the tasks (all targets pooled) the adaptation left as the untrained row had them
+        (``bench.task_store.TaskRecord.unchanged_from``: equal predictions, or equal accuracy for tasks
+        stored without predictions).
     """
 
     accuracy: float
