@@ -239,8 +239,10 @@ def render_report(config: BenchConfig, results: Mapping) -> str:
              f"numpy {env['numpy']}, TensorFlow {env['tensorflow']}, interpreter `{env['interpreter_module']}` "
              f"{env['interpreter_version']}."
              + ("" if env.get("load_average") is None else f" Load average at the start: {env['load_average']:.1f}.")
-             + f" Wall time: {results['wall_seconds'] / 60:.1f} min "
-             f"({', '.join(f'{k} {v / 60:.1f}' for k, v in results['section_seconds'].items())} min).", ""]
+             + f" Wall time of the recorded invocations (the run's last, and each `--update` since; a run resumed "
+             f"across sessions records only its last resume): {results['wall_seconds'] / 60:.1f} min (the latest "
+             f"run of each section: {', '.join(f'{k} {v / 60:.1f}' for k, v in results['section_seconds'].items())} "
+             "min).", ""]
     if results.get("partial"):
         lines += ["**Unfinished run**: what has finished so far (rendered from `results.json` and `tasks/`); rerun "
                   "the same command to finish it (finished adaptations are kept). What it can show: the tuning "
