@@ -44,9 +44,10 @@ def _halving_words(config: BenchConfig) -> str:
                   "whose results are reused)")
     return (f"Each training policy's learning rate ({rates}) and passes over the support set ({passes}) are chosen "
             f"per backbone from the {grid} settings on validation tasks only: {search}. Score = the mean over targets "
-            "of the per-target mean validation accuracy; a setting whose accuracy equals the untrained row's on more "
-            f"than {NO_OP_SHARE:.0%} of the round's validation tasks (it changed almost no prediction) ranks below "
-            "every setting that trains; ties go to fewer passes, then the smaller rate.")
+            "of the per-target mean validation accuracy; a setting that left the untrained row's query predictions "
+            f"unchanged on more than {NO_OP_SHARE:.0%} of the round's validation tasks (equal accuracy, for tasks "
+            "stored without predictions) ranks below every setting that trains; ties go to fewer passes, then the "
+            "smaller rate.")
 
 
 SETTLED_N = 60
