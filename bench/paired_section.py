@@ -291,6 +291,7 @@ def assemble_run(expected: int, methods: Mapping[str, Mapping], targets: Sequenc
     per_target: dict[str, dict] = {}
     common: dict[str, list[int]] = {}
     noop = []
+    queries: dict[str, float] = {}
     for t in targets:
         rows = {label: records.get(t, {}).get(label, {}) for label in labels}
         common[t] = sorted(set.intersection(*(set(r) for r in rows.values()))) if labels else []
@@ -311,11 +312,8 @@ def assemble_run(expected: int, methods: Mapping[str, Mapping], targets: Sequenc
                     noop.append({"label": label, "target": t, "reference": reference, "equal": unchanged,
                                  "tasks": len(both)})
             per_target[t][label] = cell
-    queries = {}
-    for t in targets:
-        sizes = {i: len(r.predictions) for rows in records.get(t, {}).values() for i, r in rows.items()
-                 if r.predictions is not None}
-        if sizes:
+        sizes = {i: len(r.predictions) for cells in rows.values() for i, r in cells.items() if r.predictions is not None}
+        if sizes:  # a task's query set is the same for every policy: one size per task index
             queries[t] = float(np.mean(list(sizes.values())))
     summary_targets = [t for t in targets if len(common[t]) >= 2]
     summary = None

@@ -9,7 +9,7 @@ the depthwise layers move at all rewrites the expand layers, and a rate gentle o
 the depthwise layers where they were (issue 28: SparseUpdate, which selects depthwise layers only,
 changes no query prediction on most line_icons tasks at its tuned 1e-3).
 
-    python -m bench.step_scale --model M.tflite [--learning-rates 3e-4 1e-3 3e-3] [--out F.md]
+    python -m bench.step_scale --model M.tflite [--learning-rates 3e-4 1e-3 3e-3] [--out bench/results/STEP_SCALE.md]
 
 Numpy and an interpreter only (the kernels are read from the model's state after ``reset_state``).
 """

@@ -142,6 +142,11 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
 
 
+def _model_dir(out_dir: str | os.PathLike, model: str) -> pathlib.Path:
+    """The store's folder of model key ``model`` (``"lite0_128/sparse"`` -> ``tasks/lite0_128/sparse``)."""
+    return pathlib.Path(out_dir, TASKS_DIR, *(_slug(p) for p in model.split("/")))
+
+
 def open_cell(out_dir: str | os.PathLike, model: str, label: str, target: str, pool: str,
               cell: Mapping[str, Any]) -> pathlib.Path:
     """The file of a cell (module docstring), created with its header line when new.
@@ -154,7 +159,7 @@ def open_cell(out_dir: str | os.PathLike, model: str, label: str, target: str, p
       cell: Everything that changes a result (hashed into the file name).
     """
     key = cell_key(cell)
-    path = pathlib.Path(out_dir, TASKS_DIR, *(_slug(p) for p in model.split("/")), _slug(target), _slug(pool),
+    path = pathlib.Path(_model_dir(out_dir, model), _slug(target), _slug(pool),
                         f"{_slug(label)}-{key}.jsonl")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -225,7 +230,7 @@ def stored_cells(out_dir: str | os.PathLike, model: str, pool: str, model_ids: S
     on those models stored, including rounds of a resumed or extended run. Unreadable headers are skipped."""
     from tflite_train import contract as C
 
-    root = pathlib.Path(out_dir, TASKS_DIR, *(_slug(p) for p in model.split("/")))
+    root = _model_dir(out_dir, model)
     ids = set(model_ids)
     out = []
     for path in sorted(root.glob(f"**/{_slug(pool)}/*.jsonl")):
