@@ -160,6 +160,16 @@ def _stored_words(config: BenchConfig, section: Mapping) -> str:
             "across sessions resumes when its command is rerun: the stored tasks are read back, not rerun.")
 
 
+def _sparse_update_criterion(run: Mapping) -> str:
+    """How the run's SparseUpdate ranked its layers, in words (its saved ``adapt.criterion``)."""
+    criterion = next((m["adapt"].get("criterion", "tinytrain") for m in run["methods"].values()
+                      if m["adapt"]["policy"] == "sparse_update"), "tinytrain")
+    if criterion == "fisher":
+        return ("the mean Fisher potential alone (the layers' contribution, as MIT's search maximises it; "
+                "`bench.methods.SPARSE_UPDATE_CRITERION`)")
+    return f"the `{criterion}` criterion" + (" (TinyTrain's Eq. 3)" if criterion == "tinytrain" else "")
+
+
 def _tasks_done(targets: list[str], run: Mapping, expected: int, lines: list[str]) -> None:
     lines += ["Tasks done per cell (of N = %d):" % expected, "",
               "| policy | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
@@ -209,8 +219,9 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
               "TinyTrain without meta-training are held to both. LastLayer and FullTrain have no budget"
               + (", nor has MIT's SparseUpdate list (the paper's row)." if any(
                   (m["adapt"]["sparse_update_layers"] for m in run["methods"].values() if m["adapt"]["policy"] == "sparse_update"))
-                 else "; SparseUpdate (no published list for this backbone) is the static Fisher ranking of source "
-                      "meta-training tasks under TinyTrain's budgets."), ""]
+                 else "; SparseUpdate (no published list for this backbone) is the static ranking of source "
+                      "meta-training tasks under TinyTrain's budgets, by "
+                      + _sparse_update_criterion(run) + "."), ""]
     if stage != "done":
         _tasks_done(targets, run, config.tasks, lines)
     summary = run.get("summary")

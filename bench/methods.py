@@ -12,6 +12,7 @@ from bench.models import BASELINE, FULL, SPARSE, model_key
 from bench.policy_runs import Method, compute_budget_macs, sparse_update_layers
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig
+from tflite_train.sparse import SPARSE_UPDATE_CRITERION
 from tflite_train.sparse.cost_model import total_forward_macs
 
 TINYTL_NOTE = "TinyTL (lite residual modules) is not built in this project: no row can be measured."
@@ -30,10 +31,11 @@ def accuracy_methods(config: BenchConfig, memory_bytes: float, candidates: Seque
     """Table 1's rows: None, LastLayer, FullTrain, TinyTL (not built), SparseUpdate, TinyTrain.
 
     SparseUpdate is MIT's static layer list (all layers, unbounded budget as in the paper's 1.43 MB
-    row) when the backbone has one, else the static Fisher ranking under the TinyTrain budget.
+    row) when the backbone has one, else the static ranking of ``SPARSE_UPDATE_CRITERION`` under the
+    TinyTrain budget.
     """
     mit = sparse_update_layers(config.backbone, candidates)
-    unbounded = dict(compute_macs=None) if mit else {}
+    unbounded = dict(compute_macs=None) if mit else dict(criterion=SPARSE_UPDATE_CRITERION)
     sparse_update = _method_config(config, math.inf if mit else memory_bytes, policy="sparse_update",
                                    channel_ratio=config.sparse_update_channel_ratio, sparse_update_layers=mit,
                                    **unbounded)
@@ -70,13 +72,15 @@ def paired_methods(config: BenchConfig, run: BackboneRun, memory_bytes: float,
     B_compute is ``compute_fraction`` of the model's full backward pass (the library's definition,
     ``AdaptConfig.compute_fraction``); B_mem is ``memory_bytes``. SparseUpdate is MIT's static list
     (unbudgeted, the paper's row) when the backbone has one, else the static Fisher ranking of source
-    tasks under TinyTrain's budgets. Epochs and learning rates are placeholders until tuned.
+    tasks (``SPARSE_UPDATE_CRITERION``) under TinyTrain's budgets. Epochs and learning rates are placeholders
+    until tuned.
     """
     mit = sparse_update_layers(run.backbone, candidates)
     base = dict(memory_bytes=memory_bytes, compute_fraction=config.compute_fraction, channel_ratio=config.channel_ratio,
                 epochs=max(config.epochs_grid), batch_size=1, seed=config.seed, on_empty="empty")
     unbounded = dict(base, memory_bytes=math.inf, compute_fraction=None)
-    sparse_update = AdaptConfig(**{**(unbounded if mit else base), "channel_ratio": config.sparse_update_channel_ratio},
+    sparse_update = AdaptConfig(**{**(unbounded if mit else dict(base, criterion=SPARSE_UPDATE_CRITERION)),
+                                   "channel_ratio": config.sparse_update_channel_ratio},
                                 policy="sparse_update", sparse_update_layers=mit)
     key = functools.partial(model_key, run)
     rows = [

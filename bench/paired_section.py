@@ -26,7 +26,7 @@ from bench.methods import no_update_row, paired_methods
 from bench.models import BASELINE, FULL, SPARSE, ensure_models, model_key
 from bench.paired_accuracy import summarize
 from bench.policy_runs import Job, Method, MethodResult, memory_budget_bytes, run_records, source_fisher_tasks
-from bench.successive_halving import NO_OP_SHARE, TUNING_RULE, ValidationScore, successive_halving
+from bench.successive_halving import NO_OP_SHARE, TUNING_RULE, ValidationScore, kept_choices, successive_halving
 from bench.task_store import TaskRecord, model_identity, open_cell, read_records, stored_cells, task_fingerprint
 from bench.tasks import Task, cache_for_size, source_tasks, target_pools, target_tasks
 from bench.validation_split import TEST, VALIDATION
@@ -226,10 +226,14 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
                     unchanged=sum(a.unchanged_from(b) for a, b in pairs) / len(pairs)))
             return scores
 
-        saved = (previous or {}).get("runs", {}).get(run.key, {})
-        kept = saved.get("tuning") if saved.get("tuning_rule") == TUNING_RULE else None
-        tuning = kept if kept is not None else successive_halving(
-            methods, config.tuning_grid, config.tuning_schedule, config.halving_eta, mean_accuracies)
+        kept = kept_choices((previous or {}).get("runs", {}).get(run.key, {}), methods, entry["model_ids"])
+        retune = [m for m in methods if m.label not in kept]
+        if kept and retune:
+            LOG.info("%s: tuning %s again (changed since the saved run); keeping %s", run.key,
+                     [m.label for m in retune if m.adapt is not None and m.adapt.policy != "none"], sorted(kept))
+        tuning = {**kept, **successive_halving(retune, config.tuning_grid, config.tuning_schedule,
+                                               config.halving_eta, mean_accuracies)}
+        tuning = {m.label: tuning[m.label] for m in methods if m.label in tuning}  # row order
         entry.pop("tuning_progress", None)
         methods = with_settings(methods, tuning)
         LOG.info("%s settings: %s", run.key, {k: (v["learning_rate"], v["epochs"]) for k, v in tuning.items()})

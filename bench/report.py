@@ -8,7 +8,7 @@ from bench.accuracy_report import accuracy_section
 from bench.config import LITE0, BenchConfig
 from bench.int8_report import int8_report
 from bench.methods import FORWARD_BUDGET_LABEL, NO_META, PROTOCOL_SUFFIX
-from bench.paired_accuracy import verdict_sentence
+from bench.paired_accuracy import time_sentence, time_verdict, verdict_sentence
 
 MIB = 2**20
 STEP_TARGET_FULL = 7.0
@@ -213,6 +213,9 @@ def _targets(config: BenchConfig, results: Mapping, runs: dict | None, timing: d
                 b = "ImageNet-only / not meta-trained TinyTrain" if v["b"] == NO_META else None
                 lines.append("- " + verdict_sentence({**v, "a": "meta-trained TinyTrain" if v["b"] == NO_META
                                                       else v["a"]}, b))
+            timed = time_verdict(run.get("cost", {}))
+            if timed is not None:
+                lines.append("- " + time_sentence(timed))
             if not run["meta_trained"]:
                 lines.append("- meta-trained ≥ ImageNet-only + 3 pp with TinyTrain: **not measured**: no meta-trained "
                              "weights for this backbone were given to this run.")

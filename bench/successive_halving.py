@@ -36,13 +36,42 @@ from collections.abc import Callable, Mapping, Sequence
 from bench.learning_rates import Setting, best_setting, setting_key, with_setting
 from bench.policy_runs import Method
 
-__all__ = ["NO_OP_SHARE", "TUNING_RULE", "ValidationScore", "ranked", "successive_halving"]
+__all__ = ["NO_OP_SHARE", "TUNING_RULE", "ValidationScore", "kept_choices", "ranked", "successive_halving"]
 
 NO_OP_SHARE = 0.5
 """A training setting or policy that scores exactly the untrained row's accuracy on more than this share
 of its tasks is a no-op: ranked last by the tuning, flagged in the report."""
 TUNING_RULE = "no-ops last"
 """Recorded beside a run's tuning choices: a saved run's choices are kept only if made by this rule."""
+
+
+def kept_choices(saved: Mapping, methods: Sequence[Method], model_ids: Mapping[str, str]) -> dict[str, dict]:
+    """The saved run's tuning choices that still hold, per method label.
+
+    A choice is kept when the saved run was tuned by ``TUNING_RULE`` and its method is unchanged: the same
+    model key with the same model id, and the same adaptation config apart from the tuned learning rate
+    and passes. A method whose policy, budget or selection changed (or a new method) is tuned again, alone:
+    the others keep their choices and their stored test tasks.
+
+    Args:
+      saved: A saved backbone run of ``results.json`` (``tuning``, ``tuning_rule``, ``methods``,
+        ``model_ids``), or ``{}``.
+      methods: This run's rows (learning rate and epochs are placeholders).
+      model_ids: This run's model key -> model id.
+    """
+    if saved.get("tuning_rule") != TUNING_RULE:
+        return {}
+    untuned = lambda adapt: {k: v for k, v in adapt.items() if k not in ("learning_rate", "epochs")}  # noqa: E731
+    saved_methods, saved_ids, tuning = saved.get("methods", {}), saved.get("model_ids", {}), saved.get("tuning", {})
+    out = {}
+    for m in methods:
+        before = saved_methods.get(m.label)
+        if (m.adapt is None or m.label not in tuning or before is None or before.get("model") != m.model
+                or saved_ids.get(m.model) != model_ids.get(m.model)):
+            continue
+        if untuned(before.get("adapt", {})) == untuned(m.adapt.to_dict()):
+            out[m.label] = tuning[m.label]
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +139,8 @@ def successive_halving(
     if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
         raise ValueError(f"eta must be an int >= 2; got {eta!r}")
     trained = [m for m in methods if m.adapt is not None and m.adapt.policy != "none"]
+    if not trained:
+        return {}
     settings = [(float(lr), int(e)) for lr, e in grid]
     if len(settings) == 1:
         lr, epochs = settings[0]

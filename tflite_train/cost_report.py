@@ -168,7 +168,8 @@ def selection_report(
 
     FullTrain: every conv, all channels, batch ``full_train_batch``. LastLayer: the final conv.
     SparseUpdate (static): MIT's MCUNet layers when ``backbone == "mcunet"``; otherwise
-    ``sparse_update_policy`` ranking by the plain Fisher potential averaged over 8 synthetic tasks,
+    ``sparse_update_policy`` ranking by the plain Fisher potential averaged over 8 synthetic tasks
+    (``SPARSE_UPDATE_CRITERION``),
     under the budget. TinyTrain: ``tinytrain_policy`` (Eq. 3, greedy under B_mem = ``memory_bytes``,
     B_compute = ``compute_fraction`` of the full backward pass (``Budget``), or ``compute_macs`` MACs) on
     ``fisher`` (measured) or
@@ -176,6 +177,7 @@ def selection_report(
     """
     from tflite_train.sparse.budget import Budget
     from tflite_train.sparse.policies import (
+        SPARSE_UPDATE_CRITERION,
         SelectionConfig,
         sparse_update_policy,
         tinytrain_policy,
@@ -192,7 +194,7 @@ def selection_report(
         ("LastLayer", f"{last.name}, all channels", {last.name: last.out_channels}, 1),
     ]
     su_config = SelectionConfig(policy="sparse_update", budget=budget, channel_ratio=sparse_update_ratio,
-                                criterion="fisher", optimizer=optimizer, on_empty="empty")
+                                criterion=SPARSE_UPDATE_CRITERION, optimizer=optimizer, on_empty="empty")
     rng = np.random.default_rng(seed + 1)
     weights = {l.name: rng.normal(size=(l.fan_in, l.out_channels)).astype(np.float32) for l in table}
     if backbone in MIT_SPARSE_UPDATE_LAYERS:

@@ -131,3 +131,28 @@ def test_powered_preset():
     assert BenchConfig(tuning_tasks=1).tuning_schedule == (1,)  # rounds at or above tuning_tasks are dropped
     with pytest.raises(ValueError, match="unknown bench preset 'nope'"):
         preset_config("nope")
+
+
+def test_kept_choices_keeps_only_unchanged_methods():
+    """A saved choice survives only for a method with the same model, model id and untuned config: a
+    changed policy setting (here SparseUpdate's criterion), another model id or another tuning rule
+    sends that method (only) back to the tuning."""
+    from bench.learning_rates import with_setting
+    from bench.successive_halving import TUNING_RULE, kept_choices
+
+    sparse = Method("SparseUpdate", "m", AdaptConfig(policy="sparse_update", memory_bytes=1e6))
+    methods = [*_methods(), sparse]
+    chosen = {"A": {"learning_rate": 3e-4, "epochs": 20}, "B": {"learning_rate": 1e-4, "epochs": 5},
+              "SparseUpdate": {"learning_rate": 1e-3, "epochs": 40}}
+    saved_methods = {m.label: {"model": m.model, "adapt": with_setting(
+        m, (chosen[m.label]["learning_rate"], chosen[m.label]["epochs"])).adapt.to_dict()}
+        for m in methods if m.label in chosen}
+    saved = {"tuning_rule": TUNING_RULE, "tuning": chosen, "methods": saved_methods, "model_ids": {"m": "id1"}}
+    assert kept_choices(saved, methods, {"m": "id1"}) == chosen
+    changed = Method("SparseUpdate", "m", AdaptConfig(policy="sparse_update", memory_bytes=1e6, criterion="fisher"))
+    assert kept_choices(saved, [*_methods(), changed], {"m": "id1"}) == {k: chosen[k] for k in ("A", "B")}
+    assert kept_choices(saved, methods, {"m": "id2"}) == {}
+    assert kept_choices({**saved, "tuning_rule": "older rule"}, methods, {"m": "id1"}) == {}
+    assert kept_choices({}, methods, {"m": "id1"}) == {}
+    assert successive_halving([changed.__class__("None", "m", AdaptConfig(policy="none"))], GRID, (2, 5), 3,
+                              lambda trials, n: pytest.fail("nothing to tune")) == {}

@@ -27,7 +27,7 @@ from runtime_fixtures import episode_arrays, fixture_model
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, input_range
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.runtime.trainer import candidate_weights, class_prototypes, embed, support_fisher
-from tflite_train.sparse import channel_l2_norms, scaled_memory_budget
+from tflite_train.sparse import SPARSE_UPDATE_CRITERION, channel_l2_norms, scaled_memory_budget
 
 EPOCHS = 4
 MIN_EMBEDDING_CHANGE = 0.01
@@ -71,6 +71,8 @@ def _config(model: TrainableModel, policy: str) -> AdaptConfig:
     if policy in ("sparse_update", "tinytrain"):  # the bench's budgets (bench.methods.paired_methods)
         fields.update(memory_bytes=scaled_memory_budget(layer_table(model.metadata)), compute_fraction=0.15,
                       channel_ratio=0.5 if policy == "sparse_update" else 0.25)
+    if policy == "sparse_update":
+        fields.update(criterion=SPARSE_UPDATE_CRITERION)
     return AdaptConfig(**fields)
 
 

@@ -123,6 +123,22 @@ def test_sparse_update_from_meta_training_fisher(abc_table):
                   fisher={"a": np.full(4, 99.0), "b": np.zeros(4), "c": np.zeros(2)}) == sel
 
 
+def test_sparse_update_contribution_criterion(abc_table):
+    """The bench's SparseUpdate on a backbone without MIT's list (``bench.methods.SPARSE_UPDATE_CRITERION``):
+    the source tasks' mean potential alone ranks b (4), c (1.5), a (1), where Eq. 3 ranks c first; at
+    189 B the greedy then takes b alone ({b,c} = 190 and {a,b} = 192 do not fit,
+    ``test_tinytrain_fisher_only_ablation``), while Eq. 3 takes c and a ({a,c} = 172)."""
+    tasks = [
+        {"a": np.full(4, 0.5), "b": np.zeros(4), "c": np.array([1.0, 0.0])},
+        {"a": np.zeros(4), "b": np.full(4, 2.0), "c": np.array([1.0, 1.0])},
+    ]
+    contribution = select(abc_table, config(189, policy="sparse_update", criterion="fisher"), fisher_tasks=tasks,
+                          weights=WEIGHTS)
+    assert contribution == Selection(("b",), {"b": (0, 3)}, "sparse_update")  # channels: norms 3 and 4
+    eq3 = select(abc_table, config(189, policy="sparse_update"), fisher_tasks=tasks, weights=WEIGHTS)
+    assert eq3.layers == ("a", "c")
+
+
 def test_sparse_update_channels_skip_channels_dead_on_every_source_task(abc_table):
     # Same potentials as test_sparse_update_from_meta_training_fisher (means a 1, b 4, c 1.5 -> b, c
     # under 190 B), but b's channels 0 and 3 (norms 3 and 4, the two largest) and c's channel 1

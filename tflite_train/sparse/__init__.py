@@ -44,6 +44,7 @@ from tflite_train.sparse.layer_table import LayerSpec, LayerTable, check_candida
 from tflite_train.sparse.policies import (
     MIT_SPARSE_UPDATE_LAYERS,
     POLICIES,
+    SPARSE_UPDATE_CRITERION,
     SelectionConfig,
     canonical_policy_name,
     full_train_policy,
@@ -80,6 +81,7 @@ __all__ = [
     "REFERENCE_MODEL",
     "SELECTION_FORMAT",
     "SELECTION_FORMAT_VERSION",
+    "SPARSE_UPDATE_CRITERION",
     "BackwardCost",
     "Budget",
     "BudgetError",

@@ -70,6 +70,21 @@ MIT_SPARSE_UPDATE_LAYERS: Mapping[str, tuple[str, ...]] = {
 }
 """MIT's static SparseUpdate layers (convs 21, 24, 27, 30, 36, 39 of MCUNet; ARCHITECTURES.md)."""
 
+SPARSE_UPDATE_CRITERION = "fisher"
+"""SparseUpdate's layer criterion where MIT published no layer list (``sparse_update_policy``'s
+``config.criterion``; the bench and ``cost_report`` use it): the source tasks' mean Fisher potential
+alone (``scoring``'s "fisher", P_bar_l), greedy under the budgets. MCUNetV3's offline search
+maximises the accuracy contribution of the updated layers subject to the memory bound; dividing the
+contribution by the layers' memory and compute (Eq. 3) is TinyTrain's own criterion, and giving it to the
+baseline made SparseUpdate a static copy of TinyTrain's ranking. On the meta-trained Lite0 @ 128 the Eq. 3
+ranking of the source tasks picked only depthwise layers (b12-b15), whose kernels are ~47x larger than the
+expand kernels (bench/results/STEP_SCALE.md), so that at any rate that did not hurt it left the
+predictions of most line_icons tasks unchanged (35 of 60, issue 28); the contribution ranking picks
+b14_depthwise, b15_expand and b15_depthwise (at 3e-3 it changed the predictions of 39 of the 60), an
+expand (pointwise) conv among them: MIT's published MCUNet list holds only expand convs, and the paper's
+contribution analysis finds the accuracy gain peaking at each block's first pointwise conv (section 3.2,
+"Task-Adaptive Sparse Update")."""
+
 
 @dataclasses.dataclass(frozen=True)
 class SelectionConfig:
