@@ -39,8 +39,8 @@ from bench.policy_runs import Method
 __all__ = ["NO_OP_SHARE", "TUNING_RULE", "ValidationScore", "kept_choices", "ranked", "successive_halving"]
 
 NO_OP_SHARE = 0.5
-"""A training setting or policy that scores exactly the untrained row's accuracy on more than this share
-of its tasks is a no-op: ranked last by the tuning, flagged in the report."""
+"""A training setting or policy that leaves the untrained row's query predictions unchanged on more than
+this share of its tasks is a no-op: ranked last by the tuning, flagged in the report."""
 TUNING_RULE = "no-ops last"
 """Recorded beside a run's tuning choices: a saved run's choices are kept only if made by this rule."""
 
@@ -61,7 +61,10 @@ def kept_choices(saved: Mapping, methods: Sequence[Method], model_ids: Mapping[s
     """
     if saved.get("tuning_rule") != TUNING_RULE:
         return {}
-    untuned = lambda adapt: {k: v for k, v in adapt.items() if k not in ("learning_rate", "epochs")}  # noqa: E731
+
+    def untuned(adapt: Mapping) -> dict:
+        return {k: v for k, v in adapt.items() if k not in ("learning_rate", "epochs")}
+
     saved_methods, saved_ids, tuning = saved.get("methods", {}), saved.get("model_ids", {}), saved.get("tuning", {})
     out = {}
     for m in methods:
