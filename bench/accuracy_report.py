@@ -166,7 +166,7 @@ def _sparse_update_criterion(run: Mapping) -> str:
                       if m["adapt"]["policy"] == "sparse_update"), "tinytrain")
     if criterion == "fisher":
         return ("the mean Fisher potential alone (the layers' contribution, as MIT's search maximises it; "
-                "`bench.methods.SPARSE_UPDATE_CRITERION`)")
+                "`tflite_train.sparse.SPARSE_UPDATE_CRITERION`)")
     return f"the `{criterion}` criterion" + (" (TinyTrain's Eq. 3)" if criterion == "tinytrain" else "")
 
 
