@@ -19,15 +19,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import pathlib
 import sys
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["LayerScale", "layer_scales", "main", "render"]
+from bench.table_output import emit
 
-LOG = logging.getLogger(__name__)
+__all__ = ["LayerScale", "layer_scales", "main", "render"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,11 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model.reset_state()
     command = "python -m bench.step_scale " + " ".join(argv if argv is not None else sys.argv[1:])
     text = render(args.model, layer_scales(candidate_weights(model)), args.learning_rates, command)
-    if args.out:
-        pathlib.Path(args.out).write_text(text)
-        LOG.info("wrote %s", args.out)
-    else:
-        print(text, end="")
+    emit(text, args.out)
     return 0
 
 
