@@ -35,10 +35,10 @@ def accuracy_methods(config: BenchConfig, memory_bytes: float, candidates: Seque
     TinyTrain budget.
     """
     mit = sparse_update_layers(config.backbone, candidates)
-    unbounded = dict(compute_macs=None) if mit else dict(criterion=SPARSE_UPDATE_CRITERION)
+    scheme = dict(compute_macs=None) if mit else dict(criterion=SPARSE_UPDATE_CRITERION)  # MIT's list is unbudgeted
     sparse_update = _method_config(config, math.inf if mit else memory_bytes, policy="sparse_update",
                                    channel_ratio=config.sparse_update_channel_ratio, sparse_update_layers=mit,
-                                   **unbounded)
+                                   **scheme)
     return [
         Method("None", "sparse", _method_config(config, math.inf, policy="none", compute_macs=None)),
         Method("LastLayer", "sparse", _method_config(config, math.inf, policy="last_layer", compute_macs=None)),
