@@ -26,7 +26,7 @@ import numpy as np
 
 from bench.table_output import emit
 
-__all__ = ["Timing", "main", "measure", "render"]
+__all__ = ["Timing", "main", "measure", "policy_selection", "render"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,22 +65,31 @@ def render(model: str, cut: str, timings: Sequence[Timing], command: str = "", l
     return "\n".join(lines) + "\n"
 
 
+def policy_selection(model, xs: np.ndarray, ys: np.ndarray) -> dict[str, np.ndarray]:
+    """The TinyTrain policy's selection on the support set (xs, ys) at the library's budgets (B_mem scaled to
+    the model, B_compute 15 % of the full backward, a quarter of a layer's channels), without training; the
+    model is left with the support set's head and its untrained weights."""
+    from tflite_train.runtime import AdaptConfig, layer_table
+    from tflite_train.runtime.trainer import adapt
+    from tflite_train.sparse import scaled_memory_budget
+    from tflite_train.sparse.cost_model import full_backward_macs
+
+    table = layer_table(model.metadata)
+    config = AdaptConfig(policy="tinytrain", memory_bytes=scaled_memory_budget(table), compute_fraction=None,
+                         compute_macs=0.15 * full_backward_macs(table), iterations=0, batch_size=1, channel_ratio=0.25)
+    return {n: np.asarray(c) for n, c in adapt(model, xs, ys, config).selection.channels.items()}
+
+
 def measure(model_path: str, cache: str, repeats: int, rounds: int) -> tuple[str, list[Timing]]:
     """Times the calls of the module docstring on a 5-way 5-shot fashion_mnist support set; returns the cut
     and the timings (the lowest of ``rounds`` medians each)."""
     from bench.export_step_time import timed
     from bench.step_ratios import support_set
-    from tflite_train.runtime import AdaptConfig, TrainableModel, layer_table
-    from tflite_train.runtime.trainer import adapt
-    from tflite_train.sparse import scaled_memory_budget
-    from tflite_train.sparse.cost_model import full_backward_macs
+    from tflite_train.runtime import TrainableModel
 
     model = TrainableModel(model_path, num_threads=1)
     xs, ys, _, _ = support_set(model, cache)
-    table = layer_table(model.metadata)
-    config = AdaptConfig(policy="tinytrain", memory_bytes=scaled_memory_budget(table), compute_fraction=None,
-                         compute_macs=0.15 * full_backward_macs(table), iterations=0, batch_size=1, channel_ratio=0.25)
-    selection = {n: np.asarray(c) for n, c in adapt(model, xs, ys, config).selection.channels.items()}
+    selection = policy_selection(model, xs, ys)
     state = model.get_state()  # the head of the support set, untrained weights
     model.set_selection(selection)
     cut = model.cache_cut()
