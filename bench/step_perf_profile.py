@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -238,12 +239,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.result, "w") as f:
             json.dump({"ms_per_call": ms}, f)
         return 0
+    if not os.path.isfile(args.model):
+        parser.error(f"--model {args.model}: no such file")
+    if shutil.which("perf") is None:
+        parser.error("perf not found: install Linux perf (Debian package linux-perf)")
     start = os.getloadavg()[0]
     profiles, ms = {}, {}
     for workload in WORKLOADS:
         LOG.info("profiling %s (%d calls)", workload, args.calls)
-        profiles[workload], ms[workload] = profile_workload(args.model, workload, args.calls, args.cache,
-                                                            args.frequency)
+        try:
+            profiles[workload], ms[workload] = profile_workload(args.model, workload, args.calls, args.cache,
+                                                                args.frequency)
+        except subprocess.CalledProcessError as err:
+            print(f"step_perf_profile: {workload}: {' '.join(err.cmd[:2])} failed with exit status {err.returncode} "
+                  "(is /proc/sys/kernel/perf_event_paranoid above 2?)", file=sys.stderr)
+            return 1
     load = (f"ai-edge-litert, one interpreter thread, pinned to CPU 0; {args.calls} calls per workload sampled at "
             f"{args.frequency} Hz; ms per call of the sampled loop (perf's unwinding slows it); load average "
             f"{start:.2f} (start) / {os.getloadavg()[0]:.2f} (end).")
