@@ -26,7 +26,7 @@ import numpy as np
 
 from bench.table_output import emit
 
-__all__ = ["Timing", "main", "measure", "policy_selection", "render"]
+__all__ = ["Timing", "add_model_arguments", "main", "measure", "policy_selection", "render"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,10 +117,15 @@ def measure(model_path: str, cache: str, repeats: int, rounds: int) -> tuple[str
     return cut.layer, [Timing(k, v) for k, v in best.items()]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="A cached TinyTrain step's time, decomposed")
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--model`` (an export with frozen-prefix cache signatures) and ``--cache`` (the support set's data)."""
     parser.add_argument("--model", required=True, help="an exported .tflite with frozen-prefix cache signatures")
     parser.add_argument("--cache", default="build/data_cache", help="data cache (tflite-train data prepare)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="A cached TinyTrain step's time, decomposed")
+    add_model_arguments(parser)
     parser.add_argument("--repeats", type=int, default=200, help="timed calls per median (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the lowest median is kept")
     parser.add_argument("--out", help="write the Markdown table here (default: print it)")

@@ -42,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 
+from bench.cached_step_overhead import add_model_arguments
 from bench.table_output import emit
 
 __all__ = ["CATEGORIES", "Profile", "attribute", "main", "parse_perf_script", "render"]
@@ -224,8 +225,7 @@ def profile_workload(model_path: str, workload: str, calls: int, cache: str, fre
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="CPU-sample profile of infer and the cached TinyTrain step")
-    parser.add_argument("--model", required=True, help="an exported .tflite with frozen-prefix cache signatures")
-    parser.add_argument("--cache", default="build/data_cache", help="data cache (tflite-train data prepare)")
+    add_model_arguments(parser)
     parser.add_argument("--calls", type=int, default=2500, help="calls per workload (default 2500)")
     parser.add_argument("--frequency", type=int, default=1500, help="perf sampling frequency in Hz (default 1500)")
     parser.add_argument("--out", help="write the Markdown report here (default: print it)")
