@@ -26,7 +26,8 @@ import numpy as np
 
 from bench.table_output import emit
 
-__all__ = ["Timing", "add_model_arguments", "main", "measure", "policy_selection", "render"]
+__all__ = ["CachedStep", "Timing", "add_model_arguments", "cached_step", "main", "measure", "policy_selection",
+           "render"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,23 +81,55 @@ def policy_selection(model, xs: np.ndarray, ys: np.ndarray) -> dict[str, np.ndar
     return {n: np.asarray(c) for n, c in adapt(model, xs, ys, config).selection.channels.items()}
 
 
-def measure(model_path: str, cache: str, repeats: int, rounds: int) -> tuple[str, list[Timing]]:
-    """Times the calls of the module docstring on a 5-way 5-shot fashion_mnist support set; returns the cut
-    and the timings (the lowest of ``rounds`` medians each)."""
-    from bench.export_step_time import timed
+@dataclasses.dataclass(frozen=True)
+class CachedStep:
+    """A model set up for cached steps on one support image (``cached_step``).
+
+    Attributes:
+      model: The ``TrainableModel``, with the support set's head, untrained weights and ``selection`` set.
+      selection: The TinyTrain policy's selection (``policy_selection``).
+      cut: The cache cut that selection trains from.
+      image, label: The first support image [1, H, W, C] and its label [1].
+      activation: ``image``'s activation at the cut (the cached input of the step).
+    """
+
+    model: object
+    selection: dict[str, np.ndarray]
+    cut: object
+    image: np.ndarray
+    label: np.ndarray
+    activation: np.ndarray
+
+
+def cached_step(model_path: str, cache: str) -> CachedStep:
+    """Opens ``model_path`` (one interpreter thread) on a 5-way 5-shot fashion_mnist support set, sets the
+    policy's selection and caches the first image's activation at its cut.
+
+    Raises:
+      ValueError: the model has no frozen-prefix cache signatures for that selection.
+    """
     from bench.step_ratios import support_set
     from tflite_train.runtime import TrainableModel
 
     model = TrainableModel(model_path, num_threads=1)
     xs, ys, _, _ = support_set(model, cache)
     selection = policy_selection(model, xs, ys)
-    state = model.get_state()  # the head of the support set, untrained weights
     model.set_selection(selection)
     cut = model.cache_cut()
     if cut is None:
-        raise ValueError(f"{model_path}: no frozen-prefix cache signatures for this selection")
-    image, label = xs[:1], ys[:1]
-    activation = model.features(cut, image)
+        raise ValueError(f"{model_path}: no frozen-prefix cache signatures for the policy's selection")
+    return CachedStep(model, selection, cut, xs[:1], ys[:1], model.features(cut, xs[:1]))
+
+
+def measure(model_path: str, cache: str, repeats: int, rounds: int) -> tuple[str, list[Timing]]:
+    """Times the calls of the module docstring on a 5-way 5-shot fashion_mnist support set; returns the cut
+    and the timings (the lowest of ``rounds`` medians each)."""
+    from bench.export_step_time import timed
+
+    setup = cached_step(model_path, cache)
+    model, selection, cut = setup.model, setup.selection, setup.cut
+    image, label, activation = setup.image, setup.label, setup.activation
+    state = model.get_state()  # the head of the support set, untrained weights (set_selection replaces the masks)
     top = [n for n in model.candidates if n in ("b15_depthwise", "b15_expand")] or list(model.candidates[-1:])
     deepest = min(selection, key=model.candidates.index) if selection else None
     steps = {"step, nothing selected": np.zeros_like(model.selection_mask(selection))}

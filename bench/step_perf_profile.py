@@ -42,7 +42,9 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 
-from bench.cached_step_overhead import add_model_arguments
+import numpy as np
+
+from bench.cached_step_overhead import add_model_arguments, cached_step
 from bench.table_output import emit
 
 __all__ = ["CATEGORIES", "Profile", "attribute", "main", "parse_perf_script", "render"]
@@ -177,28 +179,16 @@ def render(model: str, profiles: dict[str, Profile], ms_per_call: dict[str, floa
 # ------------------------------------------------------------------ side effects: the child and perf
 def _loop(model_path: str, workload: str, calls: int, cache: str) -> float:
     """Runs ``workload`` ``calls`` times after its set-up; returns the ms per call of the loop."""
-    import numpy as np
-
-    from bench.cached_step_overhead import policy_selection
-    from bench.step_ratios import support_set
-    from tflite_train.runtime import TrainableModel
-
-    model = TrainableModel(model_path, num_threads=1)
-    xs, ys, _, _ = support_set(model, cache)
-    selection = policy_selection(model, xs, ys)
-    model.set_selection(selection)
-    cut = model.cache_cut()
-    if cut is None:
-        raise ValueError(f"{model_path}: no frozen-prefix cache signatures for the policy's selection")
-    activation, image, label = model.features(cut, xs[:1]), xs[:1], ys[:1]
+    setup = cached_step(model_path, cache)
+    model = setup.model
     if workload == WORKLOADS[1]:
-        model.set_selection(np.zeros_like(model.selection_mask(selection)))
+        model.set_selection(np.zeros_like(model.selection_mask(setup.selection)))
 
     def call():
         if workload == WORKLOADS[0]:
-            model.infer(image)
+            model.infer(setup.image)
         else:
-            model.train_step_from(cut, activation, label)
+            model.train_step_from(setup.cut, setup.activation, setup.label)
 
     call()
     start = time.perf_counter()
