@@ -7,6 +7,7 @@ import dataclasses
 import math
 from typing import Any
 
+from tflite_train.runtime.fine_tuning import BATCH_MODES, PROTOTYPE_MODES
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.policies import SelectionConfig, canonical_policy_name
@@ -54,6 +55,16 @@ class AdaptConfig:
         (``tflite_train.runtime.activation_cache``); False: full steps.
       cache_memory_bytes: The cache's limit in bytes; None = the bytes of the V * N augmented views as
         float32 images (the cache then never takes more memory than what full steps read).
+      prototypes: Where each update's class prototypes come from (``tflite_train.runtime.fine_tuning``):
+        "fixed" (the untrained backbone's, set once), "refresh" (through the current backbone before every
+        update, no gradient) or "episode" (computed inside the step, with the gradient through them).
+      batch_mode: "batch" (one train step on ``batch_size`` pseudo-queries; the selection is priced at that
+        many rows) or "accumulate" (``batch_size`` batch-1 passes accumulated into one update; priced at one
+        row). A batch that does not fit B_mem is reduced, with one logged line saying so.
+      rate_choice: None (every task uses ``learning_rate``), or the candidate rates of P>M>F's per-task
+        choice on held-out support images (``tflite_train.runtime.rate_choice``), in priority order; 0 means
+        no update and should come first (it then wins ties).
+      choice_updates: Updates per candidate rate in the choice; None = as many as the final run.
     """
 
     policy: str = "tinytrain"
@@ -78,6 +89,10 @@ class AdaptConfig:
     augment_views: int = 4
     cache: bool = True
     cache_memory_bytes: float | None = None
+    prototypes: str = "fixed"
+    batch_mode: str = "batch"
+    rate_choice: tuple[float, ...] | None = None
+    choice_updates: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", canonical_policy_name(self.policy))
@@ -119,6 +134,19 @@ class AdaptConfig:
             raise ValueError(f"refresh_head must be a bool; got {self.refresh_head!r}")
         if self.sparse_update_layers is not None:
             object.__setattr__(self, "sparse_update_layers", tuple(self.sparse_update_layers))
+        if self.prototypes not in PROTOTYPE_MODES:
+            raise ValueError(f"prototypes must be one of {', '.join(PROTOTYPE_MODES)}; got {self.prototypes!r}")
+        if self.batch_mode not in BATCH_MODES:
+            raise ValueError(f"batch_mode must be one of {', '.join(BATCH_MODES)}; got {self.batch_mode!r}")
+        if self.rate_choice is not None:
+            rates = tuple(self.rate_choice) if isinstance(self.rate_choice, (tuple, list)) else None
+            if not rates or any(isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0
+                                for r in rates):
+                raise ValueError(f"rate_choice must be None or a non-empty list of rates >= 0; got {self.rate_choice!r}")
+            object.__setattr__(self, "rate_choice", tuple(float(r) for r in rates))
+        if self.choice_updates is not None and (isinstance(self.choice_updates, bool)
+                                                or not isinstance(self.choice_updates, int) or self.choice_updates < 1):
+            raise ValueError(f"choice_updates must be None or an int >= 1; got {self.choice_updates!r}")
         self.selection_config("adam")  # validates budget, ratio, criterion, channel method, on_empty
 
     def num_steps(self, num_support: int) -> int:
@@ -128,17 +156,30 @@ class AdaptConfig:
             return self.iterations
         return self.epochs * -(-num_support // self.batch_size)
 
+    def choice_steps(self, num_support: int) -> int:
+        """Updates per candidate rate of the per-task choice (``choice_updates``, else ``num_steps``)."""
+        return self.num_steps(num_support) if self.choice_updates is None else self.choice_updates
+
+    def rows_per_call(self, num_support: int) -> int:
+        """Rows one train-step call holds, which the selection's memory is priced at (paper appendix A.4
+        scales the saved activations with them): 1 when accumulating, else the batch, plus the support rows
+        of an episode step."""
+        if self.prototypes == "episode":
+            return num_support + self.batch_size
+        return 1 if self.batch_mode == "accumulate" else self.batch_size
+
     @property
     def budget(self) -> Budget:
         """The (B_mem, B_compute) budget."""
         return Budget(memory_bytes=self.memory_bytes, compute_macs=self.compute_macs,
                       compute_fraction=self.compute_fraction)
 
-    def selection_config(self, optimizer: str) -> SelectionConfig:
-        """The ``SelectionConfig`` for a model trained with ``optimizer`` (cost model)."""
+    def selection_config(self, optimizer: str, num_support: int = 1) -> SelectionConfig:
+        """The ``SelectionConfig`` for a model trained with ``optimizer`` (cost model) on ``num_support``
+        support images (its batch is ``rows_per_call``)."""
         return SelectionConfig(
             policy=self.policy, budget=self.budget, channel_ratio=self.channel_ratio, criterion=self.criterion,
-            channel_method=self.channel_method, optimizer=optimizer, batch_size=self.batch_size,
+            channel_method=self.channel_method, optimizer=optimizer, batch_size=self.rows_per_call(num_support),
             on_empty=self.on_empty, seed=self.seed, layers=self.sparse_update_layers,
         )
 
@@ -150,6 +191,7 @@ class AdaptConfig:
             out["cache_memory_bytes"] = "inf"
         out["sparse_update_layers"] = None if self.sparse_update_layers is None else list(self.sparse_update_layers)
         out["augment"] = _augment_config_dict(self.augment)
+        out["rate_choice"] = None if self.rate_choice is None else list(self.rate_choice)
         return out
 
 

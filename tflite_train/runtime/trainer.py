@@ -8,16 +8,19 @@
    Delta_o = sum_j N_j Delta_o^(j) / N (Eq. 1 is a mean over samples);
 3. selection (Algorithm 1 lines 1-4) with ``tflite_train.sparse.select`` under the budget
    (B_mem, B_compute), priced by the analytic cost model;
-4. ``set_selection``; ``iterations`` optimizer steps on pseudo-queries: ``augment_views`` augmented
-   views of every support image are drawn up front (flips, shifts, brightness/contrast;
-   ``tflite_train.data.augment``), and each step takes ``batch_size`` of them from a seeded epoch-wise
-   permutation (``tflite_train.runtime.pseudo_queries``). When the model has frozen-prefix signatures and
-   the cache fits (``tflite_train.runtime.activation_cache``), the activation at the cut below the
-   deepest selected layer is computed once per view and every step runs from it
-   (``train_step_from_<layer>``: only the layers above the cut); else each step runs on the images
-   (``train_step`` or its depth-specific variant). Both give the same losses and state;
-5. (``refresh_head``) the prototypes are recomputed from the adapted backbone's support embeddings,
-   so that the head matches the features it classifies (the prototypes are frozen during the steps).
+4. ``set_selection``; the fine-tuning (``tflite_train.runtime.fine_tuning``, P>M>F's procedure of the
+   paper's appendix C): ``augment_views`` augmented views of every support image are drawn up front (flips,
+   shifts, brightness/contrast; ``tflite_train.data.augment``); when the model has frozen-prefix
+   signatures and the cache fits (``tflite_train.runtime.activation_cache``), the activation at the cut
+   below the deepest selected layer is computed once per view (and per support image, when the prototypes
+   or the rate choice need it) and every update runs from it (only the layers above the cut), else from
+   the images. Each update takes ``batch_size`` pseudo-queries from a seeded epoch-wise permutation
+   (``tflite_train.runtime.pseudo_queries``), with prototypes fixed, refreshed or inside the step
+   (``prototypes``), as one batch or accumulated (``batch_mode``);
+   with ``rate_choice``, the learning rate is first chosen for this task on held-out support images
+   (``tflite_train.runtime.rate_choice``; rate 0 = no update);
+5. the prototypes are recomputed from the adapted backbone's support embeddings (``refresh_head``; always
+   for non-fixed prototypes), so that the head matches the features it classifies.
 
 Everything is driven by ``AdaptConfig`` (frozen) and one ``numpy.random.Generator(seed)``: the same
 model, data and config give the same selection and the same losses.
@@ -41,7 +44,9 @@ from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.progress import Progress, no_progress
-from tflite_train.runtime.pseudo_queries import Augment, draw_views, pseudo_query_batches
+from tflite_train.runtime.fine_tuning import RowSource, UpdatePlan, class_prototypes, plan_updates, run_updates
+from tflite_train.runtime.pseudo_queries import Augment, draw_views
+from tflite_train.runtime.rate_choice import RateChoice, choose_rate, held_out_split, nearest_prototype_accuracy
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs, total_forward_macs
@@ -69,6 +74,8 @@ class AdaptResult:
       cache: Whether the steps ran from the frozen-prefix cache, its bytes and the step's forward MACs.
       potentials: Fisher potential P_l = sum_o Delta_o (paper Eq. 2) per candidate layer, for the
         policies that compute this task's Fisher (tinytrain); empty otherwise.
+      updates: How the updates ran (prototypes, batch or accumulation, rows per call; None without training).
+      rate_choice: The per-task learning-rate choice (None when the config fixes the rate).
     """
 
     selection: Selection
@@ -83,6 +90,8 @@ class AdaptResult:
     seconds: Mapping[str, float]
     potentials: Mapping[str, float] = dataclasses.field(default_factory=dict)
     cache: CachePlan | None = None
+    updates: UpdatePlan | None = None
+    rate_choice: RateChoice | None = None
 
     @property
     def within_budget(self) -> bool:
@@ -107,6 +116,8 @@ class AdaptResult:
             "seconds": dict(self.seconds),
             "fisher_potentials": dict(self.potentials),
             "cache": None if self.cache is None else self.cache.to_dict(),
+            "updates": None if self.updates is None else self.updates.to_dict(),
+            "rate_choice": None if self.rate_choice is None else self.rate_choice.to_dict(),
         }
 
 
@@ -151,12 +162,6 @@ def embed(model: TrainableModel, images: np.ndarray, chunk_size: int = 32) -> np
     """``infer`` embeddings f32[N, D] in chunks of ``chunk_size``."""
     return np.concatenate([model.infer(images[i:i + chunk_size])[C.EMBEDDINGS]
                            for i in range(0, images.shape[0], chunk_size)])
-
-
-def class_prototypes(embeddings: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """c_k = mean of the embeddings of class k, for k = 0..max(labels): f32[K, D]."""
-    return np.stack([embeddings[labels == k].mean(axis=0)
-                     for k in range(int(labels.max()) + 1)]).astype(np.float32)
 
 
 def support_fisher(
@@ -228,14 +233,15 @@ def adapt(
     images, labels = check_labelled_set(model, support_images, support_labels)
     table = layer_table(model.metadata)
     optimizer = model.metadata[C.F_OPTIMIZER][C.F_NAME]
-    selection_config = config.selection_config(optimizer)
+    selection_config = config.selection_config(optimizer, images.shape[0])
     augment = default_augment() if augment is None else augment
     augment_config = with_value_range(config.augment, input_range(model.metadata))
     timer = PhaseTimer()
 
     with timer.phase("head"):
         model.reset_state()
-        model.set_head(class_prototypes(embed(model, images, config.chunk_size), labels))
+        initial_embeddings = embed(model, images, config.chunk_size)
+        model.set_head(class_prototypes(initial_embeddings, labels))
         if config.learning_rate is not None:
             model.set_learning_rate(float(config.learning_rate))
     with timer.phase("fisher_selection"):
@@ -249,52 +255,105 @@ def adapt(
         selection = select(table, selection_config, candidates=model.candidates, fisher=fisher,
                            fisher_tasks=fisher_tasks, weights=weights).ordered(table)
     LOG.debug("selection (%s): %s", config.policy,
-             {n: len(c) for n, c in selection.channels.items()} or "no update")
-    cost = selection.cost(table, optimizer=optimizer, batch_size=config.batch_size)
+              {n: len(c) for n, c in selection.channels.items()} or "no update")
 
     losses: list[float] = []
     accuracies: list[float] = []
-    steps = config.num_steps(images.shape[0])
-    plan = None
-    if not selection.is_empty and steps > 0:
+    updates = config.num_steps(images.shape[0])
+    plan = update_plan = choice = None
+    rows_priced = config.rows_per_call(images.shape[0])
+    if not selection.is_empty and updates > 0:
         model.set_selection(selection.channel_mask(table, model.candidates))
         rng = np.random.default_rng(config.seed)
         views = draw_views(rng, images, config.augment_views, augment, augment_config)
         cut = model.cache_cut()
+        needs_support = config.prototypes != "fixed" or config.rate_choice is not None
         plan = plan_cache(cut, has_cuts=bool(model.cached_cuts), enabled=config.cache, unsafe=model.cache_unsafe,
-                          num_views=views.shape[0], image_shape=model.input_shape,
+                          num_views=views.shape[0] + images.shape[0] * needs_support, image_shape=model.input_shape,
                           limit_bytes=config.cache_memory_bytes, forward_macs=total_forward_macs(table))
         if not plan.used:
             LOG.info("training without the frozen-prefix cache: %s", plan.reason)
         with timer.phase("cache"):
-            if plan.used:
-                inputs = np.concatenate([model.features(cut, views[i:i + config.chunk_size])
-                                         for i in range(0, views.shape[0], config.chunk_size)])
-                step = lambda x, y: model.train_step_from(cut, x, y)  # noqa: E731
-            else:
-                inputs, step = views, model.train_step
+            source = RowSource(model, cut if plan.used else None, images if needs_support else None, views,
+                               config.chunk_size)
             del views  # the cache replaces the views in memory (activation_cache module docstring)
-        view_labels = np.tile(labels, config.augment_views)
-        with timer.phase("training"):
-            per_epoch = -(-images.shape[0] // config.batch_size)
-            with progress("training", steps) as bar:
-                for i, batch in enumerate(pseudo_query_batches(rng, images.shape[0], config.batch_size, steps,
-                                                               config.augment_views)):
-                    out = step(inputs[batch], view_labels[batch])
-                    losses.append(out[C.LOSS])
-                    accuracies.append(out[C.ACCURACY])
-                    LOG.debug("step %d/%d loss %.4f accuracy %.3f", i + 1, steps, out[C.LOSS], out[C.ACCURACY])
-                    bar.update(1)
-                    bar.set_postfix_str(f"epoch {i // per_epoch + 1} loss {out[C.LOSS]:.3f}")
-    if losses and config.refresh_head:
-        with timer.phase("head"):
-            model.set_head(class_prototypes(embed(model, images, config.chunk_size), labels))
+        used_cut = source.cut
+        budget_bytes = config.memory_bytes
+
+        def fits(rows: int) -> bool:
+            return selection.cost(table, optimizer=optimizer, batch_size=rows).total_bytes <= budget_bytes
+
+        update_plan = plan_updates(
+            config.prototypes, config.batch_mode, config.batch_size, images.shape[0], cached=used_cut is not None,
+            episode=config.prototypes == "episode" and used_cut is not None and used_cut.episode_signature is not None,
+            accumulate=(config.batch_mode == "accumulate" and used_cut is not None
+                        and used_cut.accumulate_signature is not None and model.can_accumulate), fits=fits)
+        if update_plan.note:
+            LOG.warning("%s", update_plan.note)
+        rows_priced = update_plan.rows
+        initial = model.get_state() if config.rate_choice else None
+        runs = updates + config.choice_steps(images.shape[0]) * sum(r != 0 for r in config.rate_choice or ())
+        with timer.phase("training"), progress("training", runs) as bar:
+            def on_update(out: Mapping[str, float]) -> None:
+                bar.update(1)
+                bar.set_postfix_str(f"loss {out[C.LOSS]:.3f}")
+
+            rate = config.learning_rate
+            if config.rate_choice:
+                choice = choose_task_rate(model, source, update_plan, config, labels, initial_embeddings, initial,
+                                          rng, on_update)
+                rate = choice.rate
+                LOG.info("learning rate %g for this task: %s", rate, choice.reason)
+            if rate != 0.0:
+                if config.rate_choice:
+                    model.set_state(initial)
+                if rate is not None:
+                    model.set_learning_rate(float(rate))
+                losses, accuracies = run_updates(model, source, update_plan, subset=np.arange(images.shape[0]),
+                                                 labels=labels, updates=updates, views=config.augment_views,
+                                                 rng=rng, on_update=on_update)
+            else:
+                model.set_state(initial)
+        if losses and (config.refresh_head or config.prototypes != "fixed"):
+            with timer.phase("head"):
+                final = embed(model, images, config.chunk_size) if source.support is None else source.embed(source.support)
+                model.set_head(class_prototypes(final, labels))
+    cost = selection.cost(table, optimizer=optimizer, batch_size=rows_priced)
     return AdaptResult(
         selection=selection, cost=cost, budget=config.budget, compute_limit_macs=config.budget.compute_limit(table),
         forward_macs=total_forward_macs(table), full_backward_macs=full_backward_macs(table),
         num_classes=int(labels.max()) + 1, losses=tuple(losses), accuracies=tuple(accuracies), seconds=dict(timer.seconds),
-        potentials=fisher_potentials(fisher) if fisher is not None else {}, cache=plan,
+        potentials=fisher_potentials(fisher) if fisher is not None else {}, cache=plan, updates=update_plan,
+        rate_choice=choice,
     )
+
+
+def choose_task_rate(model: TrainableModel, source: RowSource, plan: UpdatePlan, config: AdaptConfig,
+                     labels: np.ndarray, initial_embeddings: np.ndarray, initial: Mapping[str, np.ndarray],
+                     rng: np.random.Generator, on_update: Callable[[Mapping[str, float]], None]) -> RateChoice:
+    """P>M>F's per-task rate (``tflite_train.runtime.rate_choice``): each candidate rate fine-tunes on the
+    prototype set (one support image per class) for ``config.choice_updates`` updates and is scored by the
+    nearest-prototype accuracy of the held-out support images; rate 0 is scored on the untrained embeddings.
+    Every run starts from ``initial`` (the state after the selection); the model is left in some run's end
+    state (the caller restores ``initial``)."""
+    proto, held = held_out_split(labels, config.seed)
+    rates = config.rate_choice
+    if held.size == 0:
+        return choose_rate(rates, (), 0)
+    scores = []
+    for rate in rates:
+        if rate == 0.0:
+            embeddings = initial_embeddings
+        else:
+            model.set_state(initial)
+            model.set_head(class_prototypes(initial_embeddings[proto], labels[proto]))
+            model.set_learning_rate(float(rate))
+            run_updates(model, source, plan, subset=proto, labels=labels, updates=config.choice_steps(labels.shape[0]),
+                        views=config.augment_views, rng=rng, on_update=on_update)
+            embeddings = source.embed(source.support)
+        scores.append(nearest_prototype_accuracy(
+            embeddings[held], labels[held], class_prototypes(embeddings[proto], labels[proto])))
+    return choose_rate(rates, scores, int(held.size))
 
 
 def fisher_subset(labels: np.ndarray, samples: int | None, seed: int) -> np.ndarray:

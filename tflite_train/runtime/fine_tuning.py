@@ -1,0 +1,221 @@
+"""The updates of one fine-tuning run: P>M>F's procedure (TinyTrain appendix C) on a TFLite interpreter.
+
+One run takes a support subset S' (the whole support set, or the prototype set of the per-task rate choice,
+``tflite_train.runtime.rate_choice``) and ``updates`` optimizer updates. Update u draws a batch Q_u of B
+pseudo-queries (augmented views of S'; ``tflite_train.runtime.pseudo_queries``) and minimises the
+cross-entropy of their cosine logits against class prototypes (TinyTrain Eq. 5's ProtoNet loss),
+
+    L_u = 1/B sum_{(x, y) in Q_u} -log softmax_k( s cos(f(x), c_k) )[y],
+
+where the prototypes c_k come, by ``prototypes``:
+
+* "fixed": c_k = mean of f_0(x) over S'_k, the untrained backbone's, set once (the previous procedure);
+* "refresh": c_k = mean of f_u(x) over S'_k through the current backbone, recomputed before every update
+  (from the frozen-prefix cache of S': only the layers above the cut run), no gradient through c_k;
+* "episode": as "refresh", computed inside the step with the gradient of L_u through c_k as well
+  (P>M>F; the ``episode_step_from_<layer>`` signature, support rows and pseudo-queries in one batch).
+
+Each update is one optimizer step with the batch's mean gradient, by ``mode``:
+
+* "batch": one train step on the B pseudo-queries (the selection was priced at B rows: paper
+  appendix A.4 scales the saved activations with the batch);
+* "accumulate": B batch-1 passes add their gradients into the export's accumulators
+  (``accumulate_from_<layer>``) and one ``apply_accumulated`` applies their mean: the same update as a
+  batch of B (CONTRACT.md), with the backward memory of one image and the optimizer's whole-tensor work
+  paid once per update.
+
+Rows come from a ``RowSource``: activations at a cached cut (computed once per image) or, without a
+usable cut, the images themselves (full steps; no episode or accumulation signatures then).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tflite_train import contract as C
+from tflite_train.runtime.cached_cut import CachedCut
+from tflite_train.runtime.interpreter import TrainableModel
+from tflite_train.runtime.pseudo_queries import pseudo_query_batches
+
+__all__ = ["BATCH_MODES", "PROTOTYPE_MODES", "RowSource", "UpdatePlan", "class_prototypes", "plan_updates",
+           "run_updates"]
+
+LOG = logging.getLogger(__name__)
+
+PROTOTYPE_MODES = ("fixed", "refresh", "episode")
+"""Where each update's prototypes come from (module docstring)."""
+BATCH_MODES = ("batch", "accumulate")
+"""How an update's B pseudo-queries become one optimizer step (module docstring)."""
+
+
+def class_prototypes(embeddings: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """c_k = mean of the embeddings of class k, for k = 0..max(labels): f32[K, D]."""
+    return np.stack([embeddings[labels == k].mean(axis=0)
+                     for k in range(int(labels.max()) + 1)]).astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdatePlan:
+    """How every update of an adaptation runs, resolved against the model and the budget.
+
+    Attributes:
+      prototypes: One of ``PROTOTYPE_MODES``.
+      mode: One of ``BATCH_MODES``.
+      batch: Pseudo-queries per update (B).
+      rows: Rows one train-step call holds (what B_mem was checked against): B for "batch" (plus the
+        support rows for "episode"), 1 for "accumulate".
+      note: One line on what was reduced from the config, and why (empty when nothing was).
+    """
+
+    prototypes: str
+    mode: str
+    batch: int
+    rows: int
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record."""
+        return dataclasses.asdict(self)
+
+
+def plan_updates(prototypes: str, mode: str, batch: int, num_support: int, *, cached: bool, episode: bool,
+                 accumulate: bool, fits: Callable[[int], bool]) -> UpdatePlan:
+    """The plan for ``prototypes``/``mode``/``batch`` on this model (pure; what is reduced says so in ``note``).
+
+    Args:
+      prototypes, mode, batch: The config's choice.
+      num_support: Support images that form the prototypes of an "episode" step.
+      cached: The steps run from a cached cut (episode and accumulation signatures exist per cut only).
+      episode: The cut has an episode step. accumulate: the cut has an accumulation step and the file
+        ``apply_accumulated``.
+      fits: Whether a train-step call of that many rows fits B_mem (the selection's cost at that batch).
+
+    Rules: "episode" needs a cut with its signature and N + B rows within B_mem, else "refresh";
+    "accumulate" needs the accumulation signatures, else "batch"; a "batch" whose rows do not fit B_mem is
+    reduced to the most rows that do (at least 1).
+    """
+    notes = []
+    if prototypes == "episode":
+        if not (cached and episode):
+            notes.append("episode prototypes need a cached cut with an episode step: prototypes refreshed without "
+                         "gradient instead")
+            prototypes = "refresh"
+        elif not fits(num_support + batch):
+            notes.append(f"an episode step of {num_support} support + {batch} pseudo-query rows exceeds B_mem: "
+                         "prototypes refreshed without gradient instead")
+            prototypes = "refresh"
+        else:
+            return UpdatePlan(prototypes, "batch", batch, num_support + batch, "")
+    if mode == "accumulate":
+        if cached and accumulate:
+            return UpdatePlan(prototypes, mode, batch, 1, "; ".join(notes))
+        notes.append("the model has no gradient accumulation at this cut: real batches instead")
+        mode = "batch"
+    rows = batch
+    while rows > 1 and not fits(rows):
+        rows -= 1
+    if rows < batch:
+        notes.append(f"a batch of {batch} pseudo-queries exceeds B_mem: reduced to {rows}")
+    return UpdatePlan(prototypes, "batch", rows, rows, "; ".join(notes))
+
+
+class RowSource:
+    """The support images and their pseudo-query views as the steps read them.
+
+    With a cut, both are activations at the cut (``features_<layer>``, computed once: nothing below the cut
+    changes while only layers above it are selected); without one, the images themselves.
+
+    Args:
+      model: The model (its selection already set, so the features are those of the frozen prefix).
+      cut: The cached cut, or None for full steps.
+      support: f32 [N, H, W, C] support images, or None when no update reads them ("fixed" prototypes and
+        no rate choice).
+      views: f32 [V * N, H, W, C] pseudo-query views, view-major (``draw_views``).
+      chunk_size: Images per ``features``/``infer`` call.
+    """
+
+    def __init__(self, model: TrainableModel, cut: CachedCut | None, support: np.ndarray | None,
+                 views: np.ndarray, chunk_size: int) -> None:
+        self.model, self.cut, self.chunk_size = model, cut, chunk_size
+        self.support = None if support is None else self._rows(support)
+        self.views = self._rows(views)
+
+    def _rows(self, images: np.ndarray) -> np.ndarray:
+        if self.cut is None:
+            return images
+        return np.concatenate([self.model.features(self.cut, images[i:i + self.chunk_size])
+                               for i in range(0, images.shape[0], self.chunk_size)])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the source holds (support and views)."""
+        return int(self.views.nbytes + (0 if self.support is None else self.support.nbytes))
+
+    def embed(self, rows: np.ndarray) -> np.ndarray:
+        """Embeddings f32 [n, D] of ``rows`` (support rows, in the source's form) with the current state."""
+        call = (lambda x: self.model.infer(x)) if self.cut is None else (lambda x: self.model.infer_from(self.cut, x))
+        return np.concatenate([call(rows[i:i + self.chunk_size])[C.EMBEDDINGS]
+                               for i in range(0, rows.shape[0], self.chunk_size)])
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+        """One optimizer step on the rows ``x``."""
+        return self.model.train_step(x, y) if self.cut is None else self.model.train_step_from(self.cut, x, y)
+
+
+def view_rows(local: np.ndarray, subset: np.ndarray, num_support: int) -> np.ndarray:
+    """Rows of the whole view array for ``pseudo_query_batches`` rows over ``subset``: view v of the subset's
+    i-th image is view v of support image subset[i], row v * N + subset[i]."""
+    n = subset.shape[0]
+    return (local // n) * num_support + subset[local % n]
+
+
+def run_updates(model: TrainableModel, source: RowSource, plan: UpdatePlan, *, subset: np.ndarray,
+                labels: np.ndarray, updates: int, views: int, rng: np.random.Generator,
+                on_update: Callable[[dict[str, float]], None] = lambda out: None) -> tuple[list[float], list[float]]:
+    """``updates`` optimizer updates on the support ``subset`` by ``plan`` (module docstring).
+
+    The model's state must hold the run's start: selection, learning rate and the prototypes of the
+    untrained backbone over ``subset`` (used as they are by "fixed").
+
+    Args:
+      model: The model.
+      source: The rows (``RowSource``).
+      plan: ``plan_updates``' plan.
+      subset: Indices of the support images this run trains on (sorted).
+      labels: i32 [N] labels of the whole support set.
+      updates: Optimizer updates.
+      views: V, views per support image in ``source.views``.
+      rng: The generator that draws the pseudo-query batches.
+      on_update: Called with each update's loss and accuracy.
+
+    Returns:
+      (losses, accuracies), one per update: the batch's mean before the update.
+    """
+    losses, accuracies = [], []
+    n = labels.shape[0]
+    view_labels = np.tile(labels, views)
+    support_labels = labels[subset]
+    for batch in pseudo_query_batches(rng, subset.shape[0], plan.batch, updates, views):
+        rows = view_rows(batch, subset, n)
+        x, y = source.views[rows], view_labels[rows]
+        if plan.prototypes == "refresh":
+            model.set_head(class_prototypes(source.embed(source.support[subset]), support_labels))
+        if plan.prototypes == "episode":
+            roles = np.concatenate([np.ones(subset.shape[0], np.float32), np.zeros(rows.shape[0], np.float32)])
+            out = model.episode_step_from(source.cut, np.concatenate([source.support[subset], x]),
+                                          np.concatenate([support_labels, y]), roles)
+        elif plan.mode == "accumulate":
+            parts = [model.accumulate_from(source.cut, x[i:i + 1], y[i:i + 1]) for i in range(x.shape[0])]
+            model.apply_accumulated()
+            out = {k: float(np.mean([p[k] for p in parts])) for k in parts[0]}
+        else:
+            out = source.step(x, y)
+        losses.append(out[C.LOSS])
+        accuracies.append(out[C.ACCURACY])
+        on_update(out)
+    return losses, accuracies
