@@ -1,11 +1,16 @@
-"""The update plan and the row bookkeeping of one fine-tuning run (``tflite_train.runtime.fine_tuning``)."""
+"""One fine-tuning run (``tflite_train.runtime.fine_tuning``): the update plan, the row bookkeeping, and the
+procedure through ``adapt`` on an exported model (prototypes from the cache, the per-task rate choice)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from tflite_train.runtime.fine_tuning import plan_updates, view_rows
+from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, embed, predict
+from tflite_train.runtime.fine_tuning import RowSource, class_prototypes, plan_updates, view_rows
 from tflite_train.runtime.pseudo_queries import pseudo_query_batches
+
+from runtime_fixtures import episode_arrays, fixture_model
 
 
 def _plan(prototypes="refresh", mode="batch", batch=8, *, cached=True, episode=True, accumulate=True, limit=100):
@@ -49,3 +54,53 @@ def test_view_rows_map_a_subset_to_its_views():
     rng = np.random.default_rng(0)
     batches = pseudo_query_batches(rng, 4, 3, 5, views=2)
     assert all(np.array_equal(view_rows(b, np.arange(4), 4), b) for b in batches)
+
+
+# ------------------------------------------------------------------ through adapt, on an exported model
+FAST = dict(policy="tinytrain", memory_bytes=float("inf"), compute_fraction=None, iterations=3, batch_size=4,
+            augment_views=2)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return TrainableModel(fixture_model("tiny_adam_33"))
+
+
+def test_prototypes_from_the_cache_equal_prototypes_from_the_images(model, fashion):
+    xs, ys, _, _ = episode_arrays(fashion, model.input_shape, ways=3, shots=2, seed=1)
+    adapt(model, xs, ys, AdaptConfig(**FAST, learning_rate=1e-2))  # a trained state: above the cut has moved
+    for cut in model.cached_cuts:
+        source = RowSource(model, cut, xs, xs[:1], chunk_size=4)
+        np.testing.assert_allclose(class_prototypes(source.embed(source.support), ys),
+                                   class_prototypes(embed(model, xs), ys), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("ways", [2, 4])
+def test_one_shot_task_with_rate_choice_makes_no_update(model, fashion, ways):
+    """Nothing to hold out: the stated rule (rate 0) applies, without an exception; predictions are None's."""
+    xs, ys, xq, _ = episode_arrays(fashion, model.input_shape, ways=ways, shots=1, queries=3, seed=2)
+    adapt(model, xs, ys, AdaptConfig(policy="none"))
+    untrained = predict(model, xq)
+    result = adapt(model, xs, ys, AdaptConfig(**FAST, rate_choice=(0.0, 1e-2)))
+    assert result.rate_choice.rate == 0.0 and result.rate_choice.held_out == 0 and result.losses == ()
+    np.testing.assert_array_equal(predict(model, xq), untrained)
+
+
+def test_rate_choice_picks_no_update_when_nothing_scores_better(model, fashion):
+    """A rate too small to change any held-out prediction ties with no update, and the tie goes to 0."""
+    xs, ys, xq, _ = episode_arrays(fashion, model.input_shape, ways=3, shots=3, queries=3, seed=3)
+    adapt(model, xs, ys, AdaptConfig(policy="none"))
+    untrained = predict(model, xq)
+    result = adapt(model, xs, ys, AdaptConfig(**FAST, rate_choice=(0.0, 1e-12)))
+    assert result.rate_choice.rate == 0.0 and result.rate_choice.held_out == 6
+    assert [r for r, _ in result.rate_choice.scores] == [0.0, 1e-12]
+    np.testing.assert_array_equal(predict(model, xq), untrained)
+
+
+def test_rate_choice_trains_with_the_winning_rate(model, fashion):
+    xs, ys, _, _ = episode_arrays(fashion, model.input_shape, ways=3, shots=4, seed=4)
+    result = adapt(model, xs, ys, AdaptConfig(**FAST, prototypes="refresh", rate_choice=(0.0, 1e-3, 1e-2)))
+    choice = result.rate_choice
+    assert choice.held_out == 9 and len(choice.scores) == 3
+    assert choice.rate == max(choice.scores, key=lambda rs: rs[1])[0]
+    assert len(result.losses) == (3 if choice.rate else 0)

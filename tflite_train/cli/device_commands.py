@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 from tflite_train.cli.flag_types import (MAX_BATCH, MAX_EPOCHS, MAX_ITERATIONS, MAX_SEED, MAX_STEPS, byte_budget,
-                                         policy_name, ranged)
+                                         policy_name, ranged, rate_list)
 from tflite_train.cli.parser import Command
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
 from tflite_train.runtime.text import printable
@@ -64,6 +64,9 @@ def adapt_config(args: argparse.Namespace) -> AdaptConfig:
         learning_rate=args.learning_rate if args.learning_rate is not None else protocol.learning_rate, seed=args.seed, on_empty=args.on_empty or "raise",
         augment_views=args.augment_views, cache=not args.no_cache,
         cache_memory_bytes=None if args.cache_memory is None else float(args.cache_memory),
+        **{name: value for name, value in (("prototypes", args.prototypes), ("batch_mode", args.batch_mode),
+                                           ("rate_choice", args.rate_choice), ("choice_updates", args.choice_updates))
+           if value is not None},
     )
 
 
@@ -164,6 +167,22 @@ def register(command: Command) -> None:
     p.add_argument("--augment-views", type=ranged(int, 1, 10_000), default=4, metavar="V",
                    help="augmented views of each support image, drawn once before training; pass p over the "
                         "support set trains on view p mod V")
+    p.add_argument("--prototypes", choices=("fixed", "refresh", "episode"),
+                   help="class prototypes of each update: fixed (from the untrained model, set once), refresh (from "
+                        "the current model before every update) or episode (inside the step, trained through as "
+                        "well, P>M>F's fine-tuning; needs a model exported with episode steps and a batch within "
+                        "B_mem, else refresh with a warning) (default: fixed)")
+    p.add_argument("--batch-mode", choices=("batch", "accumulate"),
+                   help="how --batch-size images make one update: one batched step (its backward memory counts "
+                        "--batch-size images against B_mem) or their gradients accumulated image by image (the "
+                        "memory of one image; needs a model exported with accumulation) (default: batch)")
+    p.add_argument("--rate-choice", type=rate_list, metavar="R1,R2,...",
+                   help="choose the learning rate per task: each rate fine-tunes on one support image per class "
+                        "and is scored on the other support images; the best wins (0 = no update, listed first, "
+                        "wins ties; tasks with one image per class get 0); 'off' = --learning-rate for every task "
+                        "(default: off)")
+    p.add_argument("--choice-updates", type=ranged(int, 1, MAX_ITERATIONS), metavar="N",
+                   help="--rate-choice: updates per candidate rate (default: as many as the final run)")
     p.add_argument("--no-cache", action="store_true",
                    help="run every step through the whole network instead of from the frozen-prefix cache (the "
                         "activation below the selected layers, computed once per view; same results, slower)")

@@ -91,3 +91,18 @@ def policy_name(text: str) -> str:
         return canonical_policy_name(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from err
+
+
+MAX_RATES = 16
+"""Most candidate rates ``--rate-choice`` takes (each costs a fine-tuning run per task)."""
+
+
+def rate_list(text: str) -> tuple[float, ...] | None:
+    """``--rate-choice``: comma-separated learning rates >= 0 (0 = no update; e.g. ``0,1e-4,1e-3,1e-2``), at most
+    ``MAX_RATES``; ``off`` = None (one rate for every task)."""
+    if text.strip().lower() == "off":
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not 1 <= len(parts) <= MAX_RATES or not all(parts):
+        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_RATES} comma-separated rates or 'off'; got {_shown(text)}")
+    return tuple(float(_number(p, float, 0.0, 10.0)) for p in parts)

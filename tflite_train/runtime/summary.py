@@ -46,6 +46,20 @@ def format_cache(cache: Mapping[str, Any] | None) -> str:
             f"{format_count(cache['step_forward_macs'])} MACs")
 
 
+def format_updates(updates: Mapping[str, Any] | None, choice: Mapping[str, Any] | None) -> str:
+    """The fine-tuning line of the summary (``AdaptResult.updates`` and ``rate_choice``); empty without training."""
+    if not updates:
+        return ""
+    how = (f"accumulated over {updates['batch']} image(s)" if updates["mode"] == "accumulate"
+           else f"batches of {updates['batch']}")
+    line = f"{how}, prototypes {updates['prototypes']}"
+    if choice:
+        line += f"; learning rate {choice['rate']:g} chosen for this task ({printable(choice['reason'])})"
+    if updates.get("note"):
+        line += f"; {printable(updates['note'])}"
+    return line
+
+
 def format_adapt_summary(report: Mapping[str, Any]) -> str:
     """The few lines a user reads after ``adapt`` (from ``adapt_job.run_adaptation``'s report)."""
     names = [printable(n) for n in report["classes"]]
@@ -67,6 +81,9 @@ def format_adapt_summary(report: Mapping[str, Any]) -> str:
     cache_line = format_cache(report.get("cache"))
     if cache_line:
         lines.append(f"  cache       {cache_line}")
+    updates_line = format_updates(report.get("updates"), report.get("rate_choice"))
+    if updates_line:
+        lines.append(f"  updates     {updates_line}")
     ends = loss_ends(report["losses"])
     if ends is None:
         lines.append("  loss        no training steps")
