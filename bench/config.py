@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import Any
 
-SECTIONS = ("accuracy", "int8", "backward_cost", "timing", "ablations", "plots")
+SECTIONS = ("procedure", "accuracy", "int8", "backward_cost", "timing", "ablations", "plots")
 """The benchmark's sections, in report order."""
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s != "int8")
 """The sections a run without ``--section`` runs: ``int8`` exports an int8 model per backbone run (Lite0
@@ -138,6 +138,9 @@ class BenchConfig:
       int8_mode: The ``int8`` section's ``ExportConfig.quantize`` (an int8 mode).
       int8_calibration: Its ``ExportConfig.calibration`` ("" = the export's default: the meta-training
         sources of ``build/data_cache_128``; "synthetic:N" in tests).
+      procedures: The fine-tuning procedures of the procedure section (``bench.procedures`` names).
+      procedure_tasks: Validation tasks per target of the procedure section (>= 20 to decide anything: 5
+        per target reversed on the test tasks, issue 39).
     """
 
     cache_dir: str = "build/data_cache"
@@ -185,6 +188,8 @@ class BenchConfig:
     halving_eta: int = 3
     int8_mode: str = "int8-candidates"
     int8_calibration: str = ""
+    procedures: tuple[str, ...] = ("previous", "pmf", "pmf_fixed_prototypes", "pmf_one_rate", "pmf_short")
+    procedure_tasks: int = 20
 
     def __post_init__(self) -> None:
         runs = tuple(BackboneRun(**b) if isinstance(b, dict) else b for b in self.backbones)
@@ -252,6 +257,15 @@ class BenchConfig:
         if unknown or not sections:
             raise ValueError(f"sections must be a non-empty subset of {SECTIONS}; got {self.sections!r}")
         object.__setattr__(self, "sections", sections)
+        from bench.procedures import procedure
+
+        object.__setattr__(self, "procedures", tuple(self.procedures))
+        for name in self.procedures:
+            procedure(name)  # an unknown name is refused here, before any work
+        if not self.procedures or len(set(self.procedures)) != len(self.procedures):
+            raise ValueError(f"procedures must be distinct names (at least one); got {self.procedures!r}")
+        if isinstance(self.procedure_tasks, bool) or not isinstance(self.procedure_tasks, int) or self.procedure_tasks < 2:
+            raise ValueError(f"procedure_tasks must be an int >= 2; got {self.procedure_tasks!r}")
         if not self.int8_mode.startswith("int8"):
             raise ValueError(f"int8_mode must be an int8 mode of ExportConfig.quantize; got {self.int8_mode!r}")
 
@@ -276,7 +290,7 @@ class BenchConfig:
 
 
 QUICK = dict(tasks=3, tuning_tasks=1, learning_rates=(1e-4, 1e-3), epochs_grid=(3,), ablation_tasks=3,
-             timing_runs=1)
+             timing_runs=1, procedures=("previous", "pmf_short"), procedure_tasks=2)
 """``--quick``: every section and both backbones at a reduced size that fits about an hour on one
 busy core: N = 3 tasks per target, one validation task per target, each policy's learning rate
 chosen from 1e-4 and 1e-3 (FullTrain of all 4.6M Lite0 weights wants the lower, the sparse updates
@@ -285,7 +299,7 @@ presets' wall time from the per-task costs it measured (``bench.run_cost``)."""
 
 POWERED = dict(backbones=(LITE0_128,), tasks=60, tuning_tasks=5, halving_rounds=(2,), halving_eta=3,
                max_support_total=25, learning_rates=(3e-5, 1e-4, 3e-4, 1e-3, 3e-3),
-               sections=("accuracy", "backward_cost", "plots"))
+               sections=("procedure", "accuracy", "backward_cost", "plots"))
 """``--preset powered``: the default backbone only (EfficientNet-Lite0 @ 128, meta-trained), N = 60 test
 tasks on every target of the cache (5..10-way, at most 25 support images: the on-device protocol of the
 paper's appendix A.2, "all the samples (e.g. 25)", and what ``adapt`` is built for), each training policy's learning rate and passes chosen by

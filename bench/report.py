@@ -9,6 +9,7 @@ from bench.config import LITE0, BenchConfig
 from bench.int8_report import int8_report
 from bench.methods import FORWARD_BUDGET_LABEL, NO_META, PROTOCOL_SUFFIX
 from bench.paired_accuracy import time_sentence, time_verdict, verdict_sentence
+from bench.procedure_report import procedure_report
 
 MIB = 2**20
 STEP_TARGET_FULL = 7.0
@@ -260,6 +261,8 @@ def render_report(config: BenchConfig, results: Mapping) -> str:
                   f"{list(config.epochs_grid)}: the CIs are correspondingly wide. `make bench` runs the defaults "
                   "(its estimated wall time, from the per-task costs measured here, is at the end of section 1).", ""]
     average = timing = None
+    if "procedure" in results["sections"]:
+        procedure_report(results["sections"]["procedure"], list(results["targets"]), lines)
     if "accuracy" in results["sections"]:
         average = accuracy_section(config, results, lines)
     if "int8" in results["sections"]:

@@ -35,6 +35,7 @@ from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods
 from bench.models import FULL, SPARSE, ensure_models, export_configs
 from bench.paired_section import Request, Runs, paired_section, refresh_partial
 from bench.policy_runs import MethodResult, scaled_memory_budget
+from bench.procedure_section import procedure_section
 from bench.report import render_report
 from bench.tasks import cache_targets, target_tasks
 from bench.timing_section import timing_section
@@ -131,12 +132,16 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         """results.json of the run so far (``"partial": true``), for ``render_saved``. Not in an update,
         which keeps the finished run's results.json until it has its own."""
         if previous is None:
-            sections = {} if section is None else {"accuracy": section}
+            sections = {**results["sections"], **({} if section is None else {"accuracy": section})}
             _write_json(out / "results.json", {**results, "sections": sections, "partial": True,
                                                 "section_seconds": {"accuracy": time.time() - started},
                                                 "wall_seconds": time.time() - started})
 
     checkpoint(None)  # a results.json of this config from the start (an older run's is replaced)
+    if "procedure" in config.sections:
+        t0 = time.time()
+        results["sections"]["procedure"] = procedure_section(config, targets, paths, runs)
+        section_seconds["procedure"] = time.time() - t0
     if "accuracy" in config.sections:
         t0 = time.time()
         results["sections"]["accuracy"] = paired_section(config, targets, paths, runs, None, checkpoint)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tflite_train.runtime.rate_choice import NO_HOLDOUT_RULE, choose_rate, held_out_split, nearest_prototype_accuracy
+from tflite_train.runtime.rate_choice import NO_HOLDOUT_RULE, choose_rate, held_out_score, held_out_split
 
 
 def test_held_out_split_keeps_one_image_per_class_for_the_prototypes():
@@ -23,14 +23,18 @@ def test_one_shot_task_holds_nothing_out():
     assert proto.tolist() == [0, 1] and held.size == 0
 
 
-def test_nearest_prototype_accuracy_by_hand():
+def test_held_out_score_by_hand():
     prototypes = np.array([[1.0, 0.0], [0.0, 1.0]])
     embeddings = np.array([[2.0, 1.0],   # cos 0.89 vs 0.45: class 0
                            [1.0, 3.0],   # class 1
                            [5.0, 4.9]])  # class 0 (just)
-    assert nearest_prototype_accuracy(embeddings, np.array([0, 1, 1]), prototypes) == pytest.approx(2 / 3)
+    accuracy, _ = held_out_score(embeddings, np.array([0, 1, 1]), prototypes, scale=10.0)
+    assert accuracy == pytest.approx(2 / 3)
     # the cosine ignores the length: scaling a prototype changes nothing
-    assert nearest_prototype_accuracy(embeddings, np.array([0, 1, 1]), prototypes * [[10.0], [0.1]]) == pytest.approx(2 / 3)
+    assert held_out_score(embeddings, np.array([0, 1, 1]), prototypes * [[10.0], [0.1]], 10.0)[0] == pytest.approx(2 / 3)
+    # one row on the axis of class 0: logits (s, 0), CE = log(1 + e^-s)
+    _, loss = held_out_score(np.array([[3.0, 0.0]]), np.array([0]), prototypes, scale=2.0)
+    assert loss == pytest.approx(np.log1p(np.exp(-2.0)))
 
 
 def test_no_update_wins_when_it_scores_best_or_ties():
@@ -39,6 +43,13 @@ def test_no_update_wins_when_it_scores_best_or_ties():
     assert tie.rate == 0.0 and "no rate beat no update" in tie.reason
     best = choose_rate([0, 1e-4, 1e-3], [0.5, 0.6, 0.9], held_out=10)
     assert best.rate == 1e-3 and best.scores == ((0.0, 0.5), (1e-4, 0.6), (1e-3, 0.9))
+
+
+def test_accuracy_loss_breaks_accuracy_ties_by_the_cross_entropy():
+    scores = [(0.8, 0.50), (0.8, 0.40), (0.7, 0.10)]
+    assert choose_rate([0, 1e-4, 1e-3], scores, held_out=10, rule="accuracy").rate == 0.0
+    assert choose_rate([0, 1e-4, 1e-3], scores, held_out=10, rule="accuracy_loss").rate == 1e-4
+    assert choose_rate([0, 1e-4], [(0.8, 0.4), (0.8, 0.4)], held_out=10, rule="accuracy_loss").rate == 0.0
 
 
 def test_empty_held_out_set_follows_the_stated_rule():

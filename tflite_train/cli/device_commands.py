@@ -65,7 +65,8 @@ def adapt_config(args: argparse.Namespace) -> AdaptConfig:
         augment_views=args.augment_views, cache=not args.no_cache,
         cache_memory_bytes=None if args.cache_memory is None else float(args.cache_memory),
         **{name: value for name, value in (("prototypes", args.prototypes), ("batch_mode", args.batch_mode),
-                                           ("rate_choice", args.rate_choice), ("choice_updates", args.choice_updates))
+                                           ("rate_choice", args.rate_choice), ("choice_updates", args.choice_updates),
+                                           ("choice_score", args.choice_score))
            if value is not None},
     )
 
@@ -183,6 +184,9 @@ def register(command: Command) -> None:
                         "(default: off)")
     p.add_argument("--choice-updates", type=ranged(int, 1, MAX_ITERATIONS), metavar="N",
                    help="--rate-choice: updates per candidate rate (default: as many as the final run)")
+    p.add_argument("--choice-score", choices=("accuracy", "accuracy_loss"),
+                   help="--rate-choice: rank the rates by held-out accuracy (ties to the rate listed first), or "
+                        "break accuracy ties by the held-out cross-entropy (default: accuracy)")
     p.add_argument("--no-cache", action="store_true",
                    help="run every step through the whole network instead of from the frozen-prefix cache (the "
                         "activation below the selected layers, computed once per view; same results, slower)")

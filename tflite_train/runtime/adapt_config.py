@@ -9,6 +9,7 @@ from typing import Any
 
 from tflite_train.runtime.fine_tuning import BATCH_MODES, PROTOTYPE_MODES
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
+from tflite_train.runtime.rate_choice import SCORES
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.policies import SelectionConfig, canonical_policy_name
 
@@ -65,6 +66,8 @@ class AdaptConfig:
         choice on held-out support images (``tflite_train.runtime.rate_choice``), in priority order; 0 means
         no update and should come first (it then wins ties).
       choice_updates: Updates per candidate rate in the choice; None = as many as the final run.
+      choice_score: How the choice ranks the rates (``tflite_train.runtime.rate_choice.SCORES``): "accuracy"
+        (P>M>F) or "accuracy_loss" (ties broken by the held-out cross-entropy).
     """
 
     policy: str = "tinytrain"
@@ -93,6 +96,7 @@ class AdaptConfig:
     batch_mode: str = "batch"
     rate_choice: tuple[float, ...] | None = None
     choice_updates: int | None = None
+    choice_score: str = "accuracy"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", canonical_policy_name(self.policy))
@@ -144,6 +148,8 @@ class AdaptConfig:
                                 for r in rates):
                 raise ValueError(f"rate_choice must be None or a non-empty list of rates >= 0; got {self.rate_choice!r}")
             object.__setattr__(self, "rate_choice", tuple(float(r) for r in rates))
+        if self.choice_score not in SCORES:
+            raise ValueError(f"choice_score must be one of {', '.join(SCORES)}; got {self.choice_score!r}")
         if self.choice_updates is not None and (isinstance(self.choice_updates, bool)
                                                 or not isinstance(self.choice_updates, int) or self.choice_updates < 1):
             raise ValueError(f"choice_updates must be None or an int >= 1; got {self.choice_updates!r}")

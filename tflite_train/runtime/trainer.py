@@ -46,7 +46,7 @@ from tflite_train.runtime.model_contract import check_metadata, input_range, lay
 from tflite_train.runtime.progress import Progress, no_progress
 from tflite_train.runtime.fine_tuning import RowSource, UpdatePlan, class_prototypes, plan_updates, run_updates
 from tflite_train.runtime.pseudo_queries import Augment, draw_views
-from tflite_train.runtime.rate_choice import RateChoice, choose_rate, held_out_split, nearest_prototype_accuracy
+from tflite_train.runtime.rate_choice import RateChoice, choose_rate, held_out_score, held_out_split
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs, total_forward_macs
@@ -338,6 +338,7 @@ def choose_task_rate(model: TrainableModel, source: RowSource, plan: UpdatePlan,
     state (the caller restores ``initial``)."""
     proto, held = held_out_split(labels, config.seed)
     rates = config.rate_choice
+    scale = float(model.metadata[C.F_HEAD][C.F_SCALE])
     if held.size == 0:
         return choose_rate(rates, (), 0)
     scores = []
@@ -351,9 +352,9 @@ def choose_task_rate(model: TrainableModel, source: RowSource, plan: UpdatePlan,
             run_updates(model, source, plan, subset=proto, labels=labels, updates=config.choice_steps(labels.shape[0]),
                         views=config.augment_views, rng=rng, on_update=on_update)
             embeddings = source.embed(source.support)
-        scores.append(nearest_prototype_accuracy(
-            embeddings[held], labels[held], class_prototypes(embeddings[proto], labels[proto])))
-    return choose_rate(rates, scores, int(held.size))
+        scores.append(held_out_score(embeddings[held], labels[held], class_prototypes(embeddings[proto], labels[proto]),
+                                     scale))
+    return choose_rate(rates, scores, int(held.size), config.choice_score)
 
 
 def fisher_subset(labels: np.ndarray, samples: int | None, seed: int) -> np.ndarray:

@@ -1,0 +1,40 @@
+"""The procedure section of BENCHMARKS.md (``bench.procedure_section``'s results; pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bench.accuracy_report import mean_ci_text
+from bench.paired_accuracy import AVERAGE
+from bench.procedure_section import BEFORE_META
+
+__all__ = ["procedure_report"]
+
+
+def procedure_report(section: Mapping, targets: list[str], lines: list[str]) -> None:
+    """Appends the section: the procedures, one table per backbone run, the decisions with their N."""
+    n = section["tasks"]
+    lines += ["## Fine-tuning procedure (validation tasks only)", "",
+              f"TinyTrain under each fine-tuning procedure, beside None, on the first {n} tasks of every target's "
+              "validation pool (never reported elsewhere; `bench/procedure_section.py`); deltas are paired on the "
+              "same tasks (95 % CIs as in section 1). Procedures (`bench/procedures.py`):", ""]
+    lines += [f"- **{name}**: {p['description']}" for name, p in section["procedures"].items()]
+    lines.append("")
+    for run in section["runs"].values():
+        lines += [f"### {run['label']}", "",
+                  "| row | " + " | ".join(targets) + f" | **{AVERAGE}** | − None ({AVERAGE}) | s / task | trained tasks |",
+                  "|---|" + "---|" * (len(targets) + 4)]
+        for label, row in run["rows"].items():
+            acc = row["accuracy"]
+            lines.append(f"| {label} | " + " | ".join(mean_ci_text(acc[t]) for t in targets)
+                         + f" | **{mean_ci_text(acc[AVERAGE])}** | "
+                         + (mean_ci_text(row["delta_none"][AVERAGE], signed=True) if row["delta_none"] else "-")
+                         + f" | {row['seconds']:.2f} | {row['trained_tasks']} |")
+        d = run["decision"]
+        other = {w: s for w, s in d["weights_scores"].items() if w != d["weights"]}
+        lines += ["", f"**Decision** (N = {n} validation tasks per target, {n * len(targets)} in all): procedure "
+                  f"**{d['procedure']}** (best average validation accuracy, {d['scores'][d['procedure']]:.1f} %; ties "
+                  "go to the cheaper one); weights: **"
+                  + ("before meta-training" if d["weights"] == BEFORE_META else "the run's main weights") + "**"
+                  + (f" ({d['weights_scores'][d['weights']]:.1f} % against "
+                     + ", ".join(f"{s:.1f} % {w}" for w, s in other.items()) + ")" if other else "") + ".", ""]

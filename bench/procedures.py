@@ -1,0 +1,94 @@
+"""The fine-tuning procedures the benchmark compares (issue 39): each a named set of ``AdaptConfig`` fields.
+
+TinyTrain's appendix C runs every method with P>M>F's fine-tuning (prototypes through the current backbone,
+batches of augmented pseudo-queries, a learning rate chosen per task on held-out support images, 0 among
+the choices). ``PREVIOUS`` is what the benchmark and ``adapt`` ran before: prototypes fixed at the untrained
+backbone's, one update per pseudo-query (batch 1) for 40 passes, one rate for every task. The other entries
+switch the parts on one at a time, so that the procedure section (``bench.procedure_section``) measures
+each part alone on validation tasks.
+
+Every update over B pseudo-queries is priced by the selection at the rows one train-step call holds
+(``AdaptConfig.rows_per_call``): accumulation (``batch_mode="accumulate"``) keeps one image's backward
+memory, so the selection under B_mem is the same as at batch 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from tflite_train.runtime import AdaptConfig
+
+__all__ = ["PMF_RATES", "PREVIOUS", "PROCEDURES", "Procedure", "procedure"]
+
+PMF_RATES = (0.0, 1e-4, 1e-3, 1e-2)
+"""P>M>F's candidate rates (its reference code's list; 0 = no update, listed first so that it wins ties)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Procedure:
+    """A fine-tuning procedure: the ``AdaptConfig`` fields it sets.
+
+    Attributes:
+      name: Its key (``BenchConfig.procedures`` names).
+      description: One line for the report.
+      fields: ``AdaptConfig`` field -> value, as sorted pairs.
+    """
+
+    name: str
+    description: str
+    fields: tuple[tuple[str, Any], ...]
+
+    def apply(self, config: AdaptConfig) -> AdaptConfig:
+        """``config`` with this procedure's fields (``iterations`` replaces ``epochs`` when set)."""
+        fields = dict(self.fields)
+        if "iterations" in fields:
+            fields["epochs"] = None
+        return dataclasses.replace(config, **fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record."""
+        return {"name": self.name, "description": self.description,
+                "fields": {k: list(v) if isinstance(v, tuple) else v for k, v in self.fields}}
+
+
+def _procedure(name: str, description: str, **fields: Any) -> Procedure:
+    return Procedure(name, description, tuple(sorted(fields.items())))
+
+
+PREVIOUS = _procedure(
+    "previous", "prototypes fixed at the untrained backbone's; one update per pseudo-query (batch 1), 40 passes; "
+    "rate 3e-3 for every task (the powered run's validation choice)",
+    prototypes="fixed", batch_mode="batch", batch_size=1, epochs=40, learning_rate=3e-3, rate_choice=None)
+"""The procedure before issue 39 (``adapt``'s defaults then)."""
+
+_PMF = dict(batch_mode="accumulate", batch_size=25, iterations=20, rate_choice=PMF_RATES)
+
+PROCEDURES: Mapping[str, Procedure] = {p.name: p for p in (
+    PREVIOUS,
+    _procedure("pmf", "P>M>F: prototypes refreshed through the current backbone before every update (no gradient "
+               "through them); 20 updates of 25 accumulated pseudo-queries; rate chosen per task from "
+               f"{list(PMF_RATES)} on held-out support images", prototypes="refresh", **_PMF),
+    _procedure("pmf_fixed_prototypes", "as pmf, prototypes fixed at the untrained backbone's",
+               prototypes="fixed", **_PMF),
+    _procedure("pmf_episode", "as pmf, prototypes inside the step with the gradient through them (P>M>F's loss)",
+               prototypes="episode", **_PMF),
+    _procedure("pmf_one_rate", "as pmf, one rate (1e-3) for every task instead of the per-task choice",
+               prototypes="refresh", **{**_PMF, "rate_choice": None, "learning_rate": 1e-3}),
+    _procedure("pmf_short", "as pmf, 10 updates of 10 accumulated pseudo-queries and rates {0, 1e-3, 1e-2} "
+               "(a quarter of the cost)", prototypes="refresh",
+               **{**_PMF, "batch_size": 10, "iterations": 10, "rate_choice": (0.0, 1e-3, 1e-2)}),
+)}
+"""Every procedure the bench knows, by name."""
+
+
+def procedure(name: str) -> Procedure:
+    """The procedure called ``name``.
+
+    Raises:
+      ValueError: an unknown name (the message lists the known ones).
+    """
+    if name not in PROCEDURES:
+        raise ValueError(f"unknown procedure {name!r}; known: {', '.join(PROCEDURES)}")
+    return PROCEDURES[name]
