@@ -188,7 +188,8 @@ class BenchConfig:
     halving_eta: int = 3
     int8_mode: str = "int8-candidates"
     int8_calibration: str = ""
-    procedures: tuple[str, ...] = ("previous", "pmf", "pmf_fixed_prototypes", "pmf_one_rate", "pmf_short")
+    procedures: tuple[str, ...] = ("previous", "pmf", "pmf_fixed", "pmf_fixed_ties", "pmf_one_rate",
+                                   "pmf_fixed_ties_short")
     procedure_tasks: int = 20
 
     def __post_init__(self) -> None:
@@ -290,7 +291,7 @@ class BenchConfig:
 
 
 QUICK = dict(tasks=3, tuning_tasks=1, learning_rates=(1e-4, 1e-3), epochs_grid=(3,), ablation_tasks=3,
-             timing_runs=1, procedures=("previous", "pmf_short"), procedure_tasks=2)
+             timing_runs=1, procedures=("previous", "pmf_fixed_ties_short"), procedure_tasks=2)
 """``--quick``: every section and both backbones at a reduced size that fits about an hour on one
 busy core: N = 3 tasks per target, one validation task per target, each policy's learning rate
 chosen from 1e-4 and 1e-3 (FullTrain of all 4.6M Lite0 weights wants the lower, the sparse updates

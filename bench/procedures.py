@@ -69,15 +69,17 @@ PROCEDURES: Mapping[str, Procedure] = {p.name: p for p in (
     PREVIOUS,
     _procedure("pmf", "P>M>F: prototypes refreshed through the current backbone before every update (no gradient "
                "through them); 20 updates of 25 accumulated pseudo-queries; rate chosen per task from "
-               f"{list(PMF_RATES)} on held-out support images", prototypes="refresh", **_PMF),
-    _procedure("pmf_fixed_prototypes", "as pmf, prototypes fixed at the untrained backbone's",
-               prototypes="fixed", **_PMF),
-    _procedure("pmf_episode", "as pmf, prototypes inside the step with the gradient through them (P>M>F's loss)",
-               prototypes="episode", **_PMF),
+               f"{list(PMF_RATES)} by held-out accuracy", prototypes="refresh", **_PMF),
+    _procedure("pmf_fixed", "as pmf, prototypes fixed at the untrained backbone's", prototypes="fixed", **_PMF),
+    _procedure("pmf_fixed_ties", "as pmf_fixed, accuracy ties between rates broken by the held-out cross-entropy",
+               prototypes="fixed", choice_score="accuracy_loss", **_PMF),
     _procedure("pmf_one_rate", "as pmf, one rate (1e-3) for every task instead of the per-task choice",
                prototypes="refresh", **{**_PMF, "rate_choice": None, "learning_rate": 1e-3}),
-    _procedure("pmf_short", "as pmf, 10 updates of 10 accumulated pseudo-queries and rates {0, 1e-3, 1e-2} "
-               "(a quarter of the cost)", prototypes="refresh",
+    _procedure("pmf_episode", "as pmf, prototypes inside the step with the gradient through them (P>M>F's loss; "
+               "support and pseudo-query rows in one batch, which the selection prices against B_mem)",
+               prototypes="episode", **{**_PMF, "batch_mode": "batch"}),
+    _procedure("pmf_fixed_ties_short", "as pmf_fixed_ties at about a quarter of the cost: 10 updates of 10 "
+               "accumulated pseudo-queries, rates {0, 1e-3, 1e-2}", prototypes="fixed", choice_score="accuracy_loss",
                **{**_PMF, "batch_size": 10, "iterations": 10, "rate_choice": (0.0, 1e-3, 1e-2)}),
 )}
 """Every procedure the bench knows, by name."""

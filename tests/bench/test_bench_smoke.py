@@ -44,7 +44,7 @@ def smoke_run(tmp_path_factory):
         tuning_tasks=3, halving_rounds=(1,), halving_eta=2,  # 4 settings on 1 validation task, the best 2 on 3
         backbones=(BackboneRun("tiny_32", "tiny", 32, weights[0], weights[1], 4),), memory_budget_mib=8.0,
         int8_calibration="synthetic:16",  # the int8 section's calibration (test_int8_update_...)
-        procedures=("previous", "pmf_short"), procedure_tasks=2,
+        procedures=("previous", "pmf_fixed_ties_short"), procedure_tasks=2,
     )
     report = run_benchmarks(config, command="pytest smoke")
     return config, report
@@ -72,7 +72,7 @@ def test_every_section_and_png_written(smoke_run):
         assert heading in text
     for method in ("None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain", "TinyTrain without meta-training"):
         assert f"| {method} |" in text
-    assert "| TinyTrain [pmf_short] without meta-training |" in text and "**Decision** (N = 2 validation tasks" in text
+    assert "| TinyTrain [pmf_fixed_ties_short] without meta-training |" in text and "**Decision** (N = 2 validation tasks" in text
     assert "| TF recipe" in text
     assert "TinyTL (lite residual modules) is not built" in text and "A reduced run: N = 2 tasks per target" in text
     for png in ("accuracy_vs_compute_tiny_32.png", "fisher_layers.png"):
