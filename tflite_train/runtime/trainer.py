@@ -332,13 +332,15 @@ def choose_task_rate(model: TrainableModel, source: RowSource, plan: UpdatePlan,
                      labels: np.ndarray, initial_embeddings: np.ndarray, initial: Mapping[str, np.ndarray],
                      rng: np.random.Generator, on_update: Callable[[Mapping[str, float]], None]) -> RateChoice:
     """P>M>F's per-task rate (``tflite_train.runtime.rate_choice``): each candidate rate fine-tunes on the
-    prototype set (one support image per class) for ``config.choice_updates`` updates and is scored by the
-    nearest-prototype accuracy of the held-out support images; rate 0 is scored on the untrained embeddings.
+    prototype set (one support image per class; each update one view of each of them, as in P>M>F, so at
+    most K pseudo-queries) for ``config.choice_updates`` updates and is scored on the held-out support
+    images (``config.choice_score``); rate 0 is scored on the untrained embeddings.
     Every run starts from ``initial`` (the state after the selection); the model is left in some run's end
     state (the caller restores ``initial``)."""
     proto, held = held_out_split(labels, config.seed)
     rates = config.rate_choice
     scale = float(model.metadata[C.F_HEAD][C.F_SCALE])
+    plan = dataclasses.replace(plan, batch=min(plan.batch, int(proto.size)))
     if held.size == 0:
         return choose_rate(rates, (), 0)
     scores = []
