@@ -166,6 +166,14 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, GradientAccumulation, tf
         var.assign(tf.reshape(tf.cast(value, var.dtype), [1]) if self._is_scalar(name) else value)
 
     @property
+    def lowest_episode_cut(self) -> CacheCut | None:
+        """The cached cut at the lowest candidate, when it has the episode signatures: the cut a selection
+        that reaches the lowest candidate steps from (the self-test's and the parity tests'); else None."""
+        if self.accumulates and self.cache_cuts[0].index == self.candidates[0]:
+            return self.cache_cuts[0]
+        return None
+
+    @property
     def initial_state(self) -> dict[str, np.ndarray]:
         """The exported initial state (what ``reset_state`` restores)."""
         return {n: v.copy() for n, v in self._initial.items()}

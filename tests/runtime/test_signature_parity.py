@@ -108,3 +108,38 @@ def test_cached_signatures_match_tensorflow(case):
     after = model.infer_from(cut, activations)
     assert _rel(after["embeddings"], ref["infer_after_steps/embeddings"]) < TOL_AFTER_STEPS
     model.reset_state()
+
+
+def test_episode_step_matches_autodiff(case):
+    """``episode_step_from_<layer>`` at the lowest cut = TF autodiff through the prototypes built from the
+    support rows (``converters.reference.episode_reference``: class 1 with a single support row, class 2's
+    query rows without any) + the numpy optimizer, over 2 steps: losses and accuracies, and every kernel,
+    bias and optimizer slot within the tolerances above (slots like weights)."""
+    model, ref, initial = case
+    if "episode/images" not in ref:
+        assert not model.can_accumulate or model.cache_cut() is None or not model.cached_cuts
+        pytest.skip("no episode signature at the cut the parity selection uses")
+    model.reset_state()
+    model.set_head(np.zeros((int(ref["episode/num_classes"]), model.feature_dim), np.float32))  # only num_classes is read
+    model.set_selection(ref["channel_mask"])
+    cut = model.cache_cut()
+    assert cut == model.cached_cuts[0] and cut.episode_signature
+    activations = model.features(cut, ref["episode/images"])
+    steps = sum(1 for key in ref if key.startswith("episode/") and key.endswith("/loss"))
+    assert steps == 2
+    for step in range(steps):
+        out = model.episode_step_from(cut, activations, ref["episode/labels"], ref["episode/support_mask"])
+        want = ref[f"episode/{step}/loss"]
+        assert abs(out["loss"] - want) <= TOL["loss"] * abs(want), step
+        assert out["accuracy"] == pytest.approx(float(ref[f"episode/{step}/accuracy"]))
+    state = model.get_state()
+    moved = 0
+    for key in (k for k in ref if k.startswith("episode/state/")):
+        name = key[len("episode/state/"):]
+        assert _rel(state[name], ref[key]) < TOL["weights"], name
+        off = np.abs(state[name] - ref[key]) > 1e-4 * max(np.max(np.abs(ref[key])), 1e-12)
+        assert off.mean() <= 0.01, name
+        moved += int(np.any(state[name] != initial[name]))
+    assert moved >= 4 and state["step"] == steps
+    assert np.array_equal(state["prototypes"], np.zeros_like(state["prototypes"])), "the episode wrote the prototypes"
+    model.reset_state()
