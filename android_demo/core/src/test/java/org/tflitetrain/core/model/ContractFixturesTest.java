@@ -161,4 +161,34 @@ public class ContractFixturesTest {
     assertTrue(message, message.contains("metadata " + Contract.F_CACHED_CUTS + "[" + cut.layer + "]." + Contract.F_SHAPE
         + " = [" + (cut.shape()[0] + 1)));
   }
+
+  @Test
+  public void aMissingEpisodeOrAccumulationSignatureIsRefusedNamingIt() throws Exception {
+    Path model = null;
+    for (Path candidate : ExportedModelFixturesTest.models()) {
+      if (ModelMetadata.load(bytes(candidate)).applyAccumulatedSignature != null) {
+        model = candidate;
+        break;
+      }
+    }
+    assertNotNull("no exported fixture has episode signatures: re-export the fixtures", model);
+    file = bytes(model);
+    Map<String, GraphSignature> graph = TfliteMetadataReader.signatures(file);
+    json = json(file);
+    ModelMetadata meta = ModelMetadata.parse(json);
+    CachedCut cut = meta.cachedCuts.get(0);
+    assertNotNull(cut.episodeSignature);
+    // the graph lacks a signature the metadata names: validated as if the file had no such signature
+    for (String name : List.of(cut.episodeSignature, cut.accumulateSignature, meta.applyAccumulatedSignature)) {
+      Map<String, GraphSignature> without = new java.util.LinkedHashMap<>(graph);
+      without.remove(name);
+      ModelMetadataException err = assertThrows(ModelMetadataException.class, () -> meta.validateGraph(without));
+      assertTrue(err.getMessage(), err.getMessage().contains("signatures." + name) && !err.getMessage().contains("\n"));
+    }
+    // the metadata drops an episode signature from `signatures` while its cut still names it
+    String dropped = json.replaceFirst("\"" + Pattern.quote(cut.episodeSignature) + "\": \\{[^}]*\\}, ", "");
+    assertNotEquals(json, dropped);
+    String message = refusal(dropped, graph);
+    assertTrue(message, message.contains(Contract.F_SIGNATURES) && message.contains(cut.episodeSignature));
+  }
 }
