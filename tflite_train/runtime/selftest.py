@@ -50,11 +50,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from tflite_train import contract as C
+from tflite_train.runtime.cached_cut import CachedCut
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
 from tflite_train.runtime.selftest_schema import SelftestError, check_selftest_vectors, load_selftest_archive
@@ -244,15 +245,16 @@ def summarised_state(state: Mapping[str, np.ndarray], vectors: Mapping[str, np.n
     return out
 
 
-def _replay_cut(model: TrainableModel, vectors: Mapping[str, np.ndarray], mask: np.ndarray, signature: str):
+def _replay_cut(model: TrainableModel, vectors: Mapping[str, np.ndarray], mask: np.ndarray,
+                signature: Callable[[CachedCut], str | None]) -> CachedCut | None:
     """Resets the model, sets the self-test's head and selection and returns the cut the selection steps
-    from, when it has ``signature`` ("episode_signature" / "accumulate_signature") and the interpreter may
-    run the cache; else None."""
+    from, when ``signature(cut)`` names the signature a replay needs and the interpreter may run the cache;
+    else None."""
     model.reset_state()
     model.set_head(vectors[C.PROTOTYPES])
     model.set_selection(mask)
     cut = model.cache_cut()
-    if cut is None or getattr(cut, signature) is None or model.cache_unsafe:
+    if cut is None or signature(cut) is None or model.cache_unsafe:
         return None
     return cut
 
@@ -260,7 +262,7 @@ def _replay_cut(model: TrainableModel, vectors: Mapping[str, np.ndarray], mask: 
 def _episode_replay(model: TrainableModel, vectors: Mapping[str, np.ndarray], images: np.ndarray, mask: np.ndarray,
                     seed: int) -> dict[str, np.ndarray]:
     """The ``episode`` replay (module docstring): outputs keyed like its goldens, {} when it cannot run."""
-    cut = _replay_cut(model, vectors, mask, "episode_signature")
+    cut = _replay_cut(model, vectors, mask, lambda c: c.episode_signature)
     if cut is None:
         return {}
     labels = vectors[C.LABELS]
@@ -277,7 +279,7 @@ def _accumulation_replay(model: TrainableModel, vectors: Mapping[str, np.ndarray
     """The ``accumulate`` replay (module docstring): the train steps as one-row accumulations and
     ``apply_accumulated``, keyed like the ``train_step`` and ``state`` goldens; {} when it cannot run."""
     mask = np.asarray(vectors[C.CHANNEL_MASK], np.float32)
-    cut = _replay_cut(model, vectors, mask, "accumulate_signature") if model.can_accumulate else None
+    cut = _replay_cut(model, vectors, mask, lambda c: c.accumulate_signature) if model.can_accumulate else None
     if cut is None:
         return {}
     images, labels = replay_images(vectors), vectors[C.LABELS]
