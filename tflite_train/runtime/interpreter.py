@@ -77,6 +77,11 @@ class TrainableModel:
     layer: a cached cut's ``features_<layer>`` + ``train_step_from_<layer>`` (metadata ``cached_cuts``)
     or a depth-specific variant (metadata ``train_variants``), else the general ``train_step``; the
     wrapper tracks the selection through ``set_selection``/``set_state``/``reset_state``.
+
+    Files with the episode signatures (``CachedCut.episode_signature``/``accumulate_signature``,
+    ``can_accumulate``) also step from the cache with prototypes computed in the graph
+    (``episode_step_from``) and accumulate a batch's gradient over several calls (``accumulate_from``, then
+    ``apply_accumulated``).
     """
 
     def __init__(
