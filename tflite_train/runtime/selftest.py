@@ -338,5 +338,6 @@ def verify(model_path: str | os.PathLike | bytes, runtime: str | None = None,
         tol[ACCUMULATE] = max(tol[C.TRAIN_STEP], tol["state"])
     for group in OPTIONAL_GROUPS:  # not replayed: no goldens, or a file or interpreter without the signatures
         if worst.get(group, "-") == "-" or (group == EPISODE and not any(k.startswith(f"{EPISODE}/") for k in actual)):
-            dev.pop(group, None), worst.pop(group, None)
+            dev.pop(group, None)
+            worst.pop(group, None)
     return SelftestResult(model.runtime, dev, {g: tol[g] for g in dev}, worst)
