@@ -24,6 +24,12 @@ same-shaped placeholder). The depth-specific ``train_step_<layer>`` signatures (
 ``train_variants``) walk only the region of the layers from the cut upward, without IFs; the
 runtime runs the shallowest one that reaches the deepest selected layer.
 
+Episode steps and accumulation (``episode_step_from_<layer>``, ``accumulate_from_<layer>``): the same walk
+from another gradient at the embedding (the episode loss with in-graph prototypes of
+``converters.cosine_head``, or the gradient of the rows' summed losses), and, in "accumulate" mode, the
+weight gradient added into the accumulators of ``converters.gradient_accumulation`` instead of an
+optimizer step.
+
 Design notes (measured, MCUNet@128, tflite-runtime 2.14, 1 thread): a TFLite IF copies its inputs
 into the branch and re-plans the branch's buffers at every call, so IF bodies are flat (no nesting)
 and hold few full-size intermediates.
@@ -33,7 +39,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from converters.cosine_head import loss_and_embedding_grad
+from converters.cosine_head import episode_loss_and_embedding_grad, loss_and_embedding_grad
 from converters.frozen_prefix import CacheCut
 from converters.graph.ir import Node
 from converters.ops import dispatch
@@ -55,19 +61,29 @@ class BackwardPass:
     def _selected(self, name: str):
         return tf.reduce_max(self._vars[name + C.MASK_SUFFIX]) > 0.5
 
-    def _backward(self, images, labels, mode: str, cut: int | None = None, start: CacheCut | None = None):
-        """The backward walk. mode "fisher": returns (loss, accuracy, {layer: Delta}); "train": updates.
+    def _backward(self, images, labels, mode: str, cut: int | None = None, start: CacheCut | None = None,
+                  support=None):
+        """The backward walk. mode "fisher": returns (loss, accuracy, {layer: Delta}); "train": updates;
+        "accumulate": adds the gradient of the rows' summed losses into the selected layers' accumulators
+        (``converters.gradient_accumulation``).
 
         ``cut`` (train only): table index of the lowest layer of a depth-specific variant (input
         gradients unconditional, valid only when no layer below ``cut`` is selected); None = the
         general ``train_step`` (down to the lowest candidate, input gradients gated).
         ``start`` (with ``cut = start.index``): ``images`` is the cached activation at that cut's
         frontier (``converters.frozen_prefix``); the walk is the same, over nodes the suffix holds.
+        ``support`` (train only): f32 [N] support-row flags: the loss is the episode loss with prototypes
+        computed from the support rows (``converters.cosine_head.episode_loss_and_embedding_grad``) instead
+        of the ``prototypes`` state.
         """
         emb, saved = self._forward(images, start=start)
-        loss, accuracy, g_emb = loss_and_embedding_grad(self.config, emb, self._vars[C.PROTOTYPES],
-                                                        self._vars[C.NUM_CLASSES], labels,
-                                                        per_sample=(mode == "fisher"))
+        if support is not None:
+            loss, accuracy, g_emb = episode_loss_and_embedding_grad(self.config, emb, labels, support,
+                                                                    self._vars[C.NUM_CLASSES])
+        else:
+            loss, accuracy, g_emb = loss_and_embedding_grad(self.config, emb, self._vars[C.PROTOTYPES],
+                                                            self._vars[C.NUM_CLASSES], labels,
+                                                            per_sample=(mode != "train"))
         region = self._regions[self.candidates[0] if cut is None else cut]
         grads = {self.graph.output: g_emb}
         fisher = {}
@@ -124,17 +140,22 @@ class BackwardPass:
                 below = tf.logical_or(below, self._selected(name))
             g_x = tf.cond(below, input_grad, lambda: tf.identity(x))
         if is_candidate:
+            update = self._accumulate_gradient if mode == "accumulate" else self._apply_update
             with tf.control_dependencies([g_x] if g_x is not None else []):
                 # One flat IF without outputs (module docstring).
-                tf.cond(self._selected(node.name), lambda: self._apply_update(node, x, g_z()), lambda: None)
+                tf.cond(self._selected(node.name), lambda: update(node, x, g_z()), lambda: None)
         return g_x
 
     def _apply_update(self, node: Node, x, g_z):
         """Optimizer step on the selected channels: the gradient of every channel in the kernel's own
-        layout, then the masked step (``converters.optimizer_update``) on the kernel, bias and slots,
-        so unselected channels of the variable and its slots keep their values."""
+        layout, then the masked step (``_optimizer_step``)."""
+        self._optimizer_step(node, dispatch.weighted_weight_grad(node, x, g_z, self._shapes[node.inputs[0]]))
+
+    def _optimizer_step(self, node: Node, grads) -> None:
+        """The masked step (``converters.optimizer_update``) with ``grads`` = (dW, db) on the kernel, bias and
+        slots, so unselected channels of the variable and its slots keep their values; marks the layer
+        changed (``converters.copy_on_write``)."""
         name = node.name
-        grads = dispatch.weighted_weight_grad(node, x, g_z, self._shapes[node.inputs[0]])
         mask = tf.cast(self._vars[name + C.MASK_SUFFIX] > 0.5, tf.float32)
         kernel_mask = dispatch.kernel_mask(node, mask)  # depthwise [kh, kw, C, 1]: [C, 1]
         writes = []

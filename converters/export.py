@@ -159,10 +159,13 @@ def build_metadata(module: TrainableModule) -> dict:
         layers.append({**spec.to_dict(), C.F_PARAMS: cost.params, C.F_FORWARD_MACS: cost.forward_macs,
                        C.F_IN_ACTIVATION: cost.in_activation, C.F_OUT_ACTIVATION: cost.out_activation,
                        C.F_CANDIDATE: spec.index in module.candidates})
-    sig = C.signature_io(module.candidate_names, module.names, list(module.train_variants),
-                         [cut.layer for cut in module.cache_cuts])
+    cuts = [cut.layer for cut in module.cache_cuts]
+    episode_cuts = cuts if module.accumulates else []
+    sig = C.signature_io(module.candidate_names, module.names, list(module.train_variants), cuts, episode_cuts)
     variants = [{C.F_SIGNATURE: train_variant_name(module.table, cut), C.F_LOWEST_LAYER: module.table.layers[cut].name,
                  C.F_LOWEST_INDEX: cut} for cut in module.variant_cuts]
+    episode = {layer: {C.F_EPISODE_SIGNATURE: C.episode_from_name(layer),
+                       C.F_ACCUMULATE_SIGNATURE: C.accumulate_from_name(layer)} for layer in episode_cuts}
     return {
         C.F_FORMAT: C.FORMAT,
         C.F_FORMAT_VERSION: C.FORMAT_VERSION,
@@ -185,7 +188,9 @@ def build_metadata(module: TrainableModule) -> dict:
                            C.F_FEATURES_SIGNATURE: C.features_name(cut.layer),
                            C.F_TRAIN_SIGNATURE: C.train_from_name(cut.layer),
                            C.F_INFER_SIGNATURE: C.infer_from_name(cut.layer),
-                           C.F_SUFFIX_FORWARD_MACS: cut.suffix_forward_macs} for cut in module.cache_cuts],
+                           C.F_SUFFIX_FORWARD_MACS: cut.suffix_forward_macs, **episode.get(cut.layer, {})}
+                          for cut in module.cache_cuts],
+        **({C.F_APPLY_ACCUMULATED_SIGNATURE: C.APPLY_ACCUMULATED} if episode_cuts else {}),
         C.F_SELFTEST: {C.F_ENTRY: C.SELFTEST_NAME, C.F_FORMAT: "npz (see tflite_train.runtime.selftest)",
                         C.F_FORMAT_VERSION: 2},
         C.F_CONFIG: cfg.to_dict(),

@@ -72,6 +72,11 @@ class ExportConfig:
         is one tensor (``converters.frozen_prefix``); such a cut gets
         no ``train_step_<layer>`` (features + train_step_from compute it). False writes a file without
         them (as older exports: a ``train_step_<layer>`` per cut), which the runtime adapts with full steps.
+      episode_signatures: With the cache signatures, also add per cached cut ``episode_step_from_<layer>``
+        (one step on the episode loss with prototypes computed in the graph from the support rows,
+        ``converters.cosine_head``) and ``accumulate_from_<layer>``, and once ``apply_accumulated``
+        (``converters.gradient_accumulation``). False writes a file without them (as older exports). Left
+        out of ``to_dict`` at its default.
       cache_cuts: Cuts with cache signatures (``converters.cut_choice``). None: the lowest candidate and
         the block cuts that a selection within the default adaptation protocol's compute budget can start
         from. An int N: the lowest candidate and the first layer of each of the highest N - 1 candidate
@@ -110,6 +115,7 @@ class ExportConfig:
     selftest_batch: int = 3
     train_variants: int = 4
     cache_signatures: bool = True
+    episode_signatures: bool = dataclasses.field(default=True, metadata={_OMIT_AT_DEFAULT: True})
     cache_cuts: int | None = None
     quantize: str = dataclasses.field(default="", metadata={_OMIT_AT_DEFAULT: True})
     calibration: str = dataclasses.field(default="", metadata={_OMIT_AT_DEFAULT: True})
@@ -153,6 +159,8 @@ class ExportConfig:
             raise ValueError(f"cache_cuts must be None or an int >= 1; got {self.cache_cuts!r}")
         if not isinstance(self.cache_signatures, bool):
             raise ValueError(f"cache_signatures must be a bool; got {self.cache_signatures!r}")
+        if not isinstance(self.episode_signatures, bool):
+            raise ValueError(f"episode_signatures must be a bool; got {self.episode_signatures!r}")
         if self.quantize not in QUANTIZE_MODES:
             raise ValueError(f"quantize must be one of {QUANTIZE_MODES}; got {self.quantize!r}")
         if not 0 < self.learning_rate < math.inf:

@@ -5,7 +5,8 @@ The module holds the state variables and builds the signatures; the computation 
 * forward with copy-on-write weights for the candidate layers: ``converters.copy_on_write``;
 * cosine head and cross-entropy gradient: ``converters.cosine_head``;
 * backward walk (Fisher potentials, input gradients, the update IFs): ``converters.backward_pass``;
-* channel-masked optimizer step: ``converters.optimizer_update``.
+* channel-masked optimizer step: ``converters.optimizer_update``;
+* gradient accumulators and their step: ``converters.gradient_accumulation``.
 
 Selection (``set_selection``): one f32 mask variable per candidate layer; a layer's update runs only
 when it has a selected channel and changes only the selected channels (``converters.backward_pass``).
@@ -29,6 +30,7 @@ from converters.cosine_head import head_logits
 from converters.cut_choice import cache_cut_indices, train_cuts
 from converters.export_config import ExportConfig
 from converters.frozen_prefix import CacheCut, cache_cut
+from converters.gradient_accumulation import GradientAccumulation
 from converters.graph.ir import Graph
 from converters.graph.region import gradient_region
 from converters.int8_prefix import PrefixQuantization, calibrate, prefix_nodes
@@ -55,7 +57,7 @@ def train_variant_name(table: LayerTable, cut: int) -> str:
     return C.train_variant_name(table.layers[cut].name)
 
 
-class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
+class TrainableModule(CopyOnWriteForward, BackwardPass, GradientAccumulation, tf.Module):
     """The exported model as TF code; signatures are listed in ``signatures()``.
 
     Args:
@@ -128,6 +130,8 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         # A cut with cache signatures needs no image-input variant: features_<layer> + train_step_from_<layer>
         # compute exactly train_step_<layer> (the runtime composes them for a full step).
         self.variant_cuts = tuple(c for c in self.train_cuts if c not in cached)
+        if config.episode_signatures and self.cache_cuts:  # accumulate_from_<layer> + apply_accumulated
+            self._add_accumulators({name: tuple(v.shape for v in self._exported[name]) for name in self.candidate_names})
         self._regions = {cut: gradient_region(graph, [l.name for l in table.layers[cut:] if l.name in self.candidate_names])
                          for cut in {*cuts, *self.train_cuts}}
         # Candidates upstream of each node's first input: its input gradient is needed iff one is selected.
@@ -162,6 +166,14 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         var.assign(tf.reshape(tf.cast(value, var.dtype), [1]) if self._is_scalar(name) else value)
 
     @property
+    def lowest_episode_cut(self) -> CacheCut | None:
+        """The cached cut at the lowest candidate, when it has the episode signatures: the cut a selection
+        that reaches the lowest candidate steps from (the self-test's and the parity tests'); else None."""
+        if self.accumulates and self.cache_cuts[0].index == self.candidates[0]:
+            return self.cache_cuts[0]
+        return None
+
+    @property
     def initial_state(self) -> dict[str, np.ndarray]:
         """The exported initial state (what ``reset_state`` restores)."""
         return {n: v.copy() for n, v in self._initial.items()}
@@ -176,6 +188,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
         images = tf.TensorSpec([None, h, w, c], tf.float32, name=C.IMAGES)
         labels = tf.TensorSpec([None], tf.int32, name=C.LABELS)
         dummy = tf.TensorSpec([], tf.int32, name=C.DUMMY)  # every signature takes an input (CONTRACT.md)
+        support_mask = tf.TensorSpec([None], tf.float32, name=C.SUPPORT_MASK)
         k, d = self.config.class_capacity, self.feature_dim
 
         @signature(input_signature=[images])
@@ -207,6 +220,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
             parts = tf.split(channel_mask, self.mask_sizes)
             for name, part in zip(self.candidate_names, parts):
                 self._vars[name + C.MASK_SUFFIX].assign(part)
+            self._clear_accumulators()
             return {C.OK: tf.constant(1, tf.int32)}
 
         @signature(input_signature=[tf.TensorSpec([], tf.float32, name=C.LEARNING_RATE)])
@@ -228,6 +242,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
             for name in self.candidate_names:
                 differs = self._exported_differs(name, given[name + C.KERNEL_SUFFIX], given[name + C.BIAS_SUFFIX])
                 self._dirty[name].assign(tf.reshape(tf.cast(differs, tf.float32), [1]))
+            self._clear_accumulators()
             return {C.OK: tf.constant(1, tf.int32)}
 
         @signature(input_signature=[dummy])
@@ -236,6 +251,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
                 self._write_state(n, tf.constant(self._initial[n]))
             for name in self.candidate_names:
                 self._dirty[name].assign(tf.zeros([1], tf.float32))
+            self._clear_accumulators()
             return {C.OK: tf.constant(1, tf.int32)}
 
         def variant(cut: int):
@@ -266,11 +282,36 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, tf.Module):
                 logits, _ = self._head(emb)
                 return {C.EMBEDDINGS: emb, C.LOGITS: logits}
 
-            return {C.features_name(cut.layer): features, C.train_from_name(cut.layer): train_step_from,
-                    C.infer_from_name(cut.layer): infer_from}
+            out = {C.features_name(cut.layer): features, C.train_from_name(cut.layer): train_step_from,
+                   C.infer_from_name(cut.layer): infer_from}
+            if not self.accumulates:
+                return out
+
+            @signature(input_signature=[activations, labels, support_mask])
+            def episode_step_from(activations, labels, support_mask):
+                self._vars[C.STEP].assign_add([1.0])
+                loss, accuracy, _ = self._backward(activations, labels, "train", cut=cut.index, start=cut,
+                                                   support=support_mask)
+                return {C.LOSS: loss, C.ACCURACY: accuracy}
+
+            @signature(input_signature=[activations, labels])
+            def accumulate_from(activations, labels):
+                loss, accuracy, _ = self._backward(activations, labels, "accumulate", cut=cut.index, start=cut)
+                self._count_rows(labels)
+                return {C.LOSS: loss, C.ACCURACY: accuracy}
+
+            return {**out, C.episode_from_name(cut.layer): episode_step_from,
+                    C.accumulate_from_name(cut.layer): accumulate_from}
+
+        @signature(input_signature=[dummy])
+        def apply_accumulated(dummy):  # noqa: ARG001 - the contract's dummy input
+            self._apply_accumulated()
+            return {C.OK: tf.constant(1, tf.int32)}
 
         self.train_variants = {train_variant_name(self.table, cut): variant(cut) for cut in self.variant_cuts}
         self.cache_functions = {name: fn for cut in self.cache_cuts for name, fn in cached(cut).items()}
+        if self.accumulates:
+            self.cache_functions[C.APPLY_ACCUMULATED] = apply_accumulated
         self.infer, self.fisher, self.train_step = infer, fisher, train_step
         self.set_head, self.set_selection, self.set_hparams = set_head, set_selection, set_hparams
         self.get_state, self.set_state, self.reset_state = get_state, set_state, reset_state

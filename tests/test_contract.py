@@ -191,3 +191,47 @@ def test_validate_cached_cuts_by_hand():
     meta["cached_cuts"][0]["shape"] = [0, 2, 7]
     with pytest.raises(C.ContractError, match="must be positive sizes"):
         C.validate_graph(meta, graph)
+
+
+def _episode(meta: dict, graph: dict) -> tuple[dict, dict]:
+    """``_cached`` plus the optional episode and accumulation signatures of cut "c" and ``apply_accumulated``."""
+    meta, graph = _cached(meta, graph)
+    meta["signatures"] = C.signature_io(["c"], meta["state"], cached_cuts=["c"], episode_cuts=["c"])
+    meta["cached_cuts"][0].update(episode_signature="episode_step_from_c", accumulate_signature="accumulate_from_c")
+    meta["apply_accumulated_signature"] = "apply_accumulated"
+    step = graph["train_step_from_c"]
+    graph["episode_step_from_c"] = {"inputs": {**step["inputs"], "support_mask": ((-1,), "float32")},
+                                    "outputs": dict(step["outputs"])}
+    graph["accumulate_from_c"] = {"inputs": dict(step["inputs"]), "outputs": dict(step["outputs"])}
+    graph["apply_accumulated"] = dict(graph["reset_state"])
+    return meta, graph
+
+
+def test_validate_episode_and_accumulation_signatures_by_hand():
+    C.validate_graph(*_episode(_meta(), _graph(_meta())))
+    C.validate_graph(*_cached(_meta(), _graph(_meta())))  # optional: a cut without them stays valid
+    meta, graph = _episode(_meta(), _graph(_meta()))
+    del graph["episode_step_from_c"]
+    with pytest.raises(C.ContractError, match="signatures.episode_step_from_c = 'present' but the graph has 'no such"):
+        C.validate_graph(meta, graph)
+    meta, graph = _episode(_meta(), _graph(_meta()))
+    del graph["apply_accumulated"]
+    with pytest.raises(C.ContractError, match="signatures.apply_accumulated = 'present'"):
+        C.validate_graph(meta, graph)
+    meta, graph = _episode(_meta(), _graph(_meta()))
+    del meta["apply_accumulated_signature"]
+    with pytest.raises(C.ContractError, match=r"cached_cuts\['c'\] has an accumulate_signature but .* lacks "
+                                              "'apply_accumulated_signature'"):
+        C.validate_graph(meta, graph)
+    meta, graph = _episode(_meta(), _graph(_meta()))
+    meta["cached_cuts"][0]["accumulate_signature"] = "train_step_from_c"
+    with pytest.raises(C.ContractError, match=r"accumulate_signature is 'train_step_from_c'; expected 'accumulate_from_c'"):
+        C.validate_graph(meta, graph)
+    meta, graph = _episode(_meta(), _graph(_meta()))
+    graph["episode_step_from_c"]["inputs"]["support_mask"] = ((-1,), "int32")
+    with pytest.raises(C.ContractError, match="episode_step_from_c.inputs.support_mask = 'float32' but the graph has 'int32'"):
+        C.validate_graph(meta, graph)
+    meta, graph = _episode(_meta(), _graph(_meta()))
+    graph["accumulate_from_c"]["inputs"]["activations"] = ((-1, 2, 2, 8), "float32")
+    with pytest.raises(C.ContractError, match=r"cached_cuts\['c'\].shape = \[2, 2, 7\] but the graph has \[2, 2, 8\]"):
+        C.validate_graph(meta, graph)

@@ -49,7 +49,21 @@ def _cached_cut_shape(meta: dict) -> tuple[dict, str]:
                            f"but the graph has {real}")
 
 
+def _episode_signature_dropped(meta: dict) -> tuple[dict, str]:
+    name = meta[C.F_CACHED_CUTS][0][C.F_EPISODE_SIGNATURE]
+    del meta[C.F_SIGNATURES][name]
+    return meta, re.escape(f"metadata {C.F_SIGNATURES}.{name} = 'present' but the graph has 'no such signature'")
+
+
+def _apply_accumulated_dropped(meta: dict) -> tuple[dict, str]:
+    del meta[C.F_APPLY_ACCUMULATED_SIGNATURE]
+    return meta, re.escape(f"has an {C.F_ACCUMULATE_SIGNATURE} but the metadata lacks "
+                           f"{C.F_APPLY_ACCUMULATED_SIGNATURE!r}")
+
+
 EDITS: dict[str, Callable[[dict], tuple[dict, str]]] = {
+    "episode_signature_dropped": _episode_signature_dropped,
+    "apply_accumulated_dropped": _apply_accumulated_dropped,
     "cached_cut_shape": _cached_cut_shape,
     "class_capacity": _capacity,
     "input_size": _input_size,

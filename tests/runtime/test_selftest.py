@@ -100,9 +100,11 @@ def test_selftest_catches_a_perturbed_weight_in_the_model_bytes(model_path, tmp_
     assert verify(model_path).passed
 
 
-@pytest.mark.parametrize("signature,group", [("infer", "infer"), ("train_step", "train_step"), ("get_state", "state")])
+@pytest.mark.parametrize("signature,group", [("infer", "infer"), ("train_step", "train_step"), ("get_state", "state"),
+                                             ("episode_step_from", "episode"), ("accumulate_from", "accumulate")])
 def test_selftest_catches_a_perturbed_signature_output(model_path, monkeypatch, signature, group):
-    """A runtime whose signature output is off by 1 % fails the group that reads it."""
+    """A runtime whose signature output is off by 1 % fails the group that reads it (the episode and
+    accumulation replays too: both fixtures have the episode signatures at their lowest candidate)."""
     real_call = TrainableModel.call
     state = {"train_calls": 0}
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from tflite_train.contract.signatures import (CACHED_SIGNATURES, CANDIDATE_OUTPUTS, LEARNING_RATE, OPTIMIZER_SLOTS,
-                                              SIGNATURES, STATE_TENSORS, TRAIN_STEP, features_name, infer_from_name,
-                                              train_from_name)
+from tflite_train.contract.signatures import (APPLY_ACCUMULATED, APPLY_ACCUMULATED_SPEC, CACHED_SIGNATURES,
+                                              CANDIDATE_OUTPUTS, EPISODE_SIGNATURES, LEARNING_RATE, OPTIMIZER_SLOTS,
+                                              SIGNATURES, STATE_TENSORS, TRAIN_STEP, accumulate_from_name,
+                                              episode_from_name, features_name, infer_from_name, train_from_name)
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "METADATA_NAME", "SELFTEST_NAME", "CHECKSUM_NAME", "HEAD_TYPE",
@@ -23,6 +24,7 @@ __all__ = [
     "F_OUT_ACTIVATION", "F_BLOCK", "F_ROLE", "F_KERNEL", "F_STRIDE", "F_IN_CHANNELS", "F_GROUPS", "F_IN_HW",
     "F_OUT_HW", "F_ACTIVATION", "F_INPUTS", "F_OUTPUTS", "F_SIGNATURE", "F_LOWEST_LAYER", "F_LOWEST_INDEX", "F_ENTRY",
     "F_CACHED_CUTS", "F_SHAPE", "F_FEATURES_SIGNATURE", "F_TRAIN_SIGNATURE", "F_INFER_SIGNATURE", "F_SUFFIX_FORWARD_MACS",
+    "F_EPISODE_SIGNATURE", "F_ACCUMULATE_SIGNATURE", "F_APPLY_ACCUMULATED_SIGNATURE",
     "LAYER_KEYS", "MetadataField", "METADATA_FIELDS", "REQUIRED_FIELDS", "signature_io",
 ]
 
@@ -75,6 +77,10 @@ F_SIGNATURE, F_LOWEST_LAYER, F_LOWEST_INDEX = "signature", "lowest_layer", "lowe
 F_ENTRY = "entry"
 F_SHAPE, F_SUFFIX_FORWARD_MACS = "shape", "suffix_forward_macs"
 F_FEATURES_SIGNATURE, F_TRAIN_SIGNATURE, F_INFER_SIGNATURE = "features_signature", "train_signature", "infer_signature"
+F_EPISODE_SIGNATURE, F_ACCUMULATE_SIGNATURE = "episode_signature", "accumulate_signature"
+"""Optional keys of a ``cached_cuts`` entry: its ``episode_step_from_<layer>`` and ``accumulate_from_<layer>``."""
+F_APPLY_ACCUMULATED_SIGNATURE = "apply_accumulated_signature"
+"""Optional top-level field naming ``apply_accumulated``; present iff a cut has an ``accumulate_signature``."""
 # keys of one ``layers`` entry besides F_INDEX, F_NAME, F_OUT_CHANNELS, F_CANDIDATE, F_PARAMS, F_FORWARD_MACS, F_*_ACTIVATION
 F_BLOCK, F_ROLE, F_KERNEL, F_STRIDE, F_IN_CHANNELS, F_GROUPS = "block", "role", "kernel", "stride", "in_channels", "groups"
 F_IN_HW, F_OUT_HW, F_ACTIVATION = "in_hw", "out_hw", "activation"
@@ -130,7 +136,11 @@ METADATA_FIELDS: tuple[MetadataField, ...] = (
     MetadataField(F_CACHED_CUTS, "[object]", f"frozen-prefix cache, one entry per cut, ascending: {{{F_LOWEST_LAYER}, "
                   f"{F_LOWEST_INDEX}, {F_SHAPE} (the activation without the batch), {F_FEATURES_SIGNATURE}, "
                   f"{F_TRAIN_SIGNATURE}, {F_INFER_SIGNATURE}, {F_SUFFIX_FORWARD_MACS} (forward MACs per image above "
-                  "the cut)}; absent in older files (the runtime then trains on full steps)", False),
+                  f"the cut), optional {F_EPISODE_SIGNATURE} and {F_ACCUMULATE_SIGNATURE} (the cut's episode step and "
+                  "gradient accumulation; absent in older files)}; absent in older files (the runtime then trains on "
+                  "full steps)", False),
+    MetadataField(F_APPLY_ACCUMULATED_SIGNATURE, "string", f'"{APPLY_ACCUMULATED}" when the cuts have '
+                  f"{F_ACCUMULATE_SIGNATURE}s (the step with the accumulated gradient); absent otherwise", False),
     MetadataField(F_SELFTEST, "object", f'{{"{F_ENTRY}": "{SELFTEST_NAME}", "format": ...}}', False),
     MetadataField(F_CONFIG, "object", "the resolved export configuration (informative)", False),
 )
@@ -139,10 +149,11 @@ REQUIRED_FIELDS: tuple[str, ...] = tuple(f.path for f in METADATA_FIELDS if f.re
 
 
 def signature_io(candidates: Sequence[str], state: Sequence[str], variants: Sequence[str] = (),
-                 cached_cuts: Sequence[str] = ()) -> dict[str, dict[str, list[str]]]:
+                 cached_cuts: Sequence[str] = (), episode_cuts: Sequence[str] = ()) -> dict[str, dict[str, list[str]]]:
     """The metadata ``signatures`` field: signature -> {inputs, outputs} names, placeholders expanded;
     ``variants`` are the depth-specific train steps, ``cached_cuts`` the lowest layers of the cuts with
-    frozen-prefix cache signatures (:data:`CACHED_SIGNATURES`)."""
+    frozen-prefix cache signatures (:data:`CACHED_SIGNATURES`), ``episode_cuts`` those of the cuts that also
+    have the episode and accumulation signatures (:data:`EPISODE_SIGNATURES`; with any, ``apply_accumulated``)."""
     def names(specs):
         out = []
         for spec in specs:
@@ -156,4 +167,10 @@ def signature_io(candidates: Sequence[str], state: Sequence[str], variants: Sequ
     for layer in cached_cuts:
         for spec, name in zip(CACHED_SIGNATURES, (features_name(layer), train_from_name(layer), infer_from_name(layer))):
             io[name] = {F_INPUTS: names(spec.inputs), F_OUTPUTS: names(spec.outputs)}
+    for layer in episode_cuts:
+        for spec, name in zip(EPISODE_SIGNATURES, (episode_from_name(layer), accumulate_from_name(layer))):
+            io[name] = {F_INPUTS: names(spec.inputs), F_OUTPUTS: names(spec.outputs)}
+    if episode_cuts:
+        spec = APPLY_ACCUMULATED_SPEC
+        io[spec.name] = {F_INPUTS: names(spec.inputs), F_OUTPUTS: names(spec.outputs)}
     return io

@@ -13,7 +13,8 @@ import math
 from tflite_train.contract import checkpoint_format, metadata_schema, signatures
 from tflite_train.contract.metadata_schema import METADATA_FIELDS, REQUIRED_FIELDS
 from tflite_train.contract.protocol_constants import default_protocol_constants
-from tflite_train.contract.signatures import CACHED_SIGNATURES, GLOBAL_STATE, OPTIMIZER_SLOTS, SIGNATURES
+from tflite_train.contract.signatures import (APPLY_ACCUMULATED_SPEC, CACHED_SIGNATURES, EPISODE_SIGNATURES, GLOBAL_STATE,
+                                              OPTIMIZER_SLOTS, SIGNATURES)
 
 __all__ = ["JAVA_CONTRACT_PATH", "java_source", "markdown_tables"]
 
@@ -28,7 +29,7 @@ def markdown_tables() -> str:
         return "<br>".join(f"`{t.name}` {t.dtype}[{', '.join(t.shape)}]" for t in specs)
 
     lines = ["| signature | inputs | outputs | reads | writes | does |", "|---|---|---|---|---|---|"]
-    for s in (*SIGNATURES, *CACHED_SIGNATURES):
+    for s in (*SIGNATURES, *CACHED_SIGNATURES, *EPISODE_SIGNATURES, APPLY_ACCUMULATED_SPEC):
         lines.append(f"| `{s.name}` | {tensors(s.inputs)} | {tensors(s.outputs)} | {', '.join(s.reads) or '-'} | "
                      f"{', '.join(s.writes) or '-'} | {s.purpose} |")
     lines += ["", "| field | type | required | meaning |", "|---|---|---|---|"]

@@ -25,7 +25,9 @@ __all__ = [
     "BIAS_SUFFIX", "MASK_SUFFIX", "OPTIMIZER_SLOTS", "GLOBAL_STATE", "CANDIDATE_OUTPUTS", "STATE_TENSORS",
     "TensorSpec", "SignatureSpec", "SIGNATURES", "SIGNATURE_NAMES", "SPECS", "optimizer_slots", "state_names",
     "layer_state", "train_variant_name", "FEATURES_PREFIX", "TRAIN_FROM_PREFIX", "INFER_FROM_PREFIX", "ACTIVATIONS",
-    "CACHED_SIGNATURES", "features_name", "train_from_name", "infer_from_name",
+    "CACHED_SIGNATURES", "features_name", "train_from_name", "infer_from_name", "EPISODE_FROM_PREFIX",
+    "ACCUMULATE_FROM_PREFIX", "APPLY_ACCUMULATED", "SUPPORT_MASK", "EPISODE_SIGNATURES", "APPLY_ACCUMULATED_SPEC",
+    "episode_from_name", "accumulate_from_name",
 ]
 
 INFER = "infer"
@@ -46,6 +48,14 @@ TRAIN_FROM_PREFIX = "train_step_from_"
 """``train_step_from_<layer>``: the train step of ``train_step_<layer>``, started from a cached activation."""
 INFER_FROM_PREFIX = "infer_from_"
 """``infer_from_<layer>``: ``infer`` started from a cached activation."""
+EPISODE_FROM_PREFIX = "episode_step_from_"
+"""``episode_step_from_<layer>`` (optional): one optimizer step on the ProtoNet loss of an episode whose
+prototypes are computed in the graph from its support rows (metadata ``cached_cuts``' ``episode_signature``)."""
+ACCUMULATE_FROM_PREFIX = "accumulate_from_"
+"""``accumulate_from_<layer>`` (optional): adds the rows' summed gradient into internal accumulators
+(metadata ``cached_cuts``' ``accumulate_signature``); :data:`APPLY_ACCUMULATED` steps with their mean."""
+APPLY_ACCUMULATED = "apply_accumulated"
+"""One optimizer step with the mean accumulated gradient (metadata ``apply_accumulated_signature``)."""
 
 # ------------------------------------------------------------ tensor names
 IMAGES = "images"
@@ -58,6 +68,9 @@ DUMMY = "dummy"
 """Scalar int32 input of the signatures that need no argument (value ignored; module docstring)."""
 ACTIVATIONS = "activations"
 """The activation at a cut (``features_<layer>`` output, ``*_from_<layer>`` input), shape [N, *cached_cuts.shape]."""
+SUPPORT_MASK = "support_mask"
+"""Input of ``episode_step_from_<layer>``: f32[N], 1.0 = a support row (builds its class's prototype, not
+scored), 0.0 = a pseudo-query row (scored against the prototypes)."""
 EMBEDDINGS = "embeddings"
 LOGITS = "logits"
 LOSS = "loss"
@@ -157,6 +170,35 @@ CACHED_SIGNATURES: tuple[SignatureSpec, ...] = (
 """The frozen-prefix cache signatures of one cut (metadata ``cached_cuts``); ``<layer>`` is the cut's lowest
 layer and ``A...`` the activation's shape without the batch (the entry's ``shape``)."""
 
+_UPDATE_READS = (_WEIGHTS, "optimizer slots", "masks", NUM_CLASSES, STEP, LEARNING_RATE)
+_UPDATE_WRITES = (STEP, "selected channels of the candidate kernels, biases and optimizer slots")
+EPISODE_SIGNATURES: tuple[SignatureSpec, ...] = (
+    SignatureSpec(EPISODE_FROM_PREFIX + "<layer>", (_ACTIVATIONS, _LABELS, TensorSpec(SUPPORT_MASK, "float32", ("N",))),
+                  _TRAIN_OUT, _UPDATE_READS, _UPDATE_WRITES,
+                  "One episode step from cached activations, prototypes in the graph: e = the embeddings with the "
+                  "current weights, c_k = mean e of the support rows (support_mask 1) of class k (0 without one), "
+                  "loss = mean cross-entropy of the cosine logits of the query rows (support_mask 0); its gradient "
+                  "reaches the weights through the query embeddings and the prototypes; step += 1 and the optimizer "
+                  "step of train_step_from_<layer>. loss and accuracy over the query rows, before the update. Does "
+                  "not read or write the prototypes state; valid only when no layer below <layer> is selected."),
+    SignatureSpec(ACCUMULATE_FROM_PREFIX + "<layer>", (_ACTIVATIONS, _LABELS), _TRAIN_OUT,
+                  (_WEIGHTS, "masks", PROTOTYPES, NUM_CLASSES),
+                  ("internal gradient accumulators (not state)",),
+                  "Adds the gradient of the sum of the rows' train_step_from_<layer> losses (selected layers) into "
+                  "internal accumulators and counts the rows; no weight, slot or step changes. Mean loss and "
+                  "accuracy of the rows; valid only when no layer below <layer> is selected."),
+)
+"""The optional episode and accumulation signatures of one cached cut (metadata ``cached_cuts``'
+``episode_signature`` and ``accumulate_signature``; absent in older files)."""
+
+APPLY_ACCUMULATED_SPEC = SignatureSpec(
+    APPLY_ACCUMULATED, (_DUMMY,), (_OK,), (*_UPDATE_READS, "internal gradient accumulators"),
+    (*_UPDATE_WRITES, "internal gradient accumulators"),
+    "With rows accumulated: step += 1, one optimizer step with the accumulated gradient / rows (= train_step_from "
+    "on all of them), then zero the accumulators; without rows: nothing changes. reset_state, set_state and "
+    "set_selection also zero them.")
+"""The optional signature that applies the accumulated gradient (metadata ``apply_accumulated_signature``)."""
+
 SIGNATURE_NAMES: tuple[str, ...] = tuple(s.name for s in SIGNATURES)
 SPECS: Mapping[str, SignatureSpec] = {s.name: s for s in SIGNATURES}
 
@@ -204,3 +246,13 @@ def train_from_name(layer: str) -> str:
 def infer_from_name(layer: str) -> str:
     """Signature name of ``infer`` from the cached activation at ``layer``'s cut."""
     return INFER_FROM_PREFIX + layer
+
+
+def episode_from_name(layer: str) -> str:
+    """Signature name of the episode step (prototypes in the graph) from the cached activation at ``layer``'s cut."""
+    return EPISODE_FROM_PREFIX + layer
+
+
+def accumulate_from_name(layer: str) -> str:
+    """Signature name of the gradient accumulation from the cached activation at ``layer``'s cut."""
+    return ACCUMULATE_FROM_PREFIX + layer

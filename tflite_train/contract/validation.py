@@ -12,11 +12,15 @@ from tflite_train.contract.metadata_schema import (F_CACHED_CUTS, F_CANDIDATES, 
                                                    F_NAME, F_OPTIMIZER, F_OUT_CHANNELS, F_OUTPUTS, F_SIGNATURE,
                                                    F_SIGNATURES, F_TRAIN_VARIANTS, F_WIDTH, FORMAT, FORMAT_VERSION,
                                                    REQUIRED_FIELDS, F_FEATURES_SIGNATURE, F_INDEX, F_INFER_SIGNATURE,
-                                                   F_LOWEST_INDEX, F_LOWEST_LAYER, F_SHAPE, F_TRAIN_SIGNATURE)
-from tflite_train.contract.signatures import (ACTIVATIONS, CACHED_SIGNATURES, CANDIDATE_OUTPUTS, CHANNEL_MASK,
-                                              FISHER, GET_STATE, IMAGES, INFER, PROTOTYPES, SET_HEAD, SET_SELECTION,
-                                              SIGNATURE_NAMES, SPECS, STATE_TENSORS, TRAIN_STEP, features_name,
-                                              infer_from_name, layer_state, train_from_name)
+                                                   F_LOWEST_INDEX, F_LOWEST_LAYER, F_SHAPE, F_TRAIN_SIGNATURE,
+                                                   F_ACCUMULATE_SIGNATURE, F_APPLY_ACCUMULATED_SIGNATURE,
+                                                   F_EPISODE_SIGNATURE)
+from tflite_train.contract.signatures import (ACTIVATIONS, APPLY_ACCUMULATED, APPLY_ACCUMULATED_SPEC, CACHED_SIGNATURES,
+                                              CANDIDATE_OUTPUTS, CHANNEL_MASK, EPISODE_SIGNATURES, FISHER, GET_STATE,
+                                              IMAGES, INFER, PROTOTYPES, SET_HEAD, SET_SELECTION, SIGNATURE_NAMES,
+                                              SPECS, STATE_TENSORS, TRAIN_STEP, accumulate_from_name,
+                                              episode_from_name, features_name, infer_from_name, layer_state,
+                                              train_from_name)
 
 __all__ = ["check_format", "validate_graph"]
 
@@ -140,10 +144,34 @@ def _validate_graph(metadata: Mapping[str, Any], graph: Mapping[str, Mapping[str
     _validate_cached_cuts(metadata, graph)
 
 
+def _check_cut_signature(declared: Mapping[str, Any], graph: Mapping[str, Mapping[str, Mapping[str, tuple]]],
+                         name: str, spec: Any, layer: str | None, shape: tuple[int, ...] | None) -> None:
+    """One signature of a cut (or ``apply_accumulated``): declared and in the graph with the same tensor names,
+    every tensor of ``spec`` with its dtype, and an ``activations`` tensor of the cut's ``shape``."""
+    if name not in declared or name not in graph:
+        raise _mismatch(f"{F_SIGNATURES}.{name}", "present", "no such signature")
+    for kind, tensors in ((F_INPUTS, spec.inputs), (F_OUTPUTS, spec.outputs)):
+        if sorted(declared[name][kind]) != sorted(graph[name][kind]):
+            raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}", sorted(declared[name][kind]), sorted(graph[name][kind]))
+        for tensor in tensors:
+            if tensor.name not in graph[name][kind]:
+                raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}", f"a tensor {tensor.name!r}", "none")
+            got_shape, dtype = graph[name][kind][tensor.name]
+            if str(dtype) != tensor.dtype:
+                raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}.{tensor.name}", tensor.dtype, str(dtype))
+            if len(got_shape) != len(tensor.shape) and tensor.name != ACTIVATIONS:
+                raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}.{tensor.name}",
+                                f"{tensor.dtype} of rank {len(tensor.shape)} (CONTRACT.md)", f"{dtype} {tuple(got_shape)}")
+            if tensor.name == ACTIVATIONS and tuple(int(d) for d in got_shape[1:]) != shape:
+                raise _mismatch(f"{F_CACHED_CUTS}[{layer!r}].{F_SHAPE}", list(shape), list(got_shape[1:]))
+
+
 def _validate_cached_cuts(metadata: Mapping[str, Any], graph: Mapping[str, Mapping[str, Mapping[str, tuple]]]) -> None:
-    """The frozen-prefix cache entries (metadata ``cached_cuts``) against the layer table and the graph."""
+    """The frozen-prefix cache entries (metadata ``cached_cuts``) against the layer table and the graph, with
+    their optional episode and accumulation signatures and ``apply_accumulated``."""
     indices = {layer[F_NAME]: int(layer[F_INDEX]) for layer in metadata[F_LAYERS]}
     declared = metadata[F_SIGNATURES]
+    accumulating = []
     for entry in metadata.get(F_CACHED_CUTS, []):
         layer = entry[F_LOWEST_LAYER]
         if indices.get(layer) != int(entry[F_LOWEST_INDEX]):
@@ -152,22 +180,23 @@ def _validate_cached_cuts(metadata: Mapping[str, Any], graph: Mapping[str, Mappi
         shape = tuple(int(d) for d in entry[F_SHAPE])
         if not shape or min(shape) < 1:
             raise ContractError(f"metadata field {F_CACHED_CUTS}[{layer!r}].{F_SHAPE} must be positive sizes; got {shape}")
-        expected = (features_name(layer), train_from_name(layer), infer_from_name(layer))
-        for key, name, spec in zip((F_FEATURES_SIGNATURE, F_TRAIN_SIGNATURE, F_INFER_SIGNATURE), expected,
-                                   CACHED_SIGNATURES):
+        expected = [(F_FEATURES_SIGNATURE, features_name(layer), CACHED_SIGNATURES[0]),
+                    (F_TRAIN_SIGNATURE, train_from_name(layer), CACHED_SIGNATURES[1]),
+                    (F_INFER_SIGNATURE, infer_from_name(layer), CACHED_SIGNATURES[2])]
+        optional = [(F_EPISODE_SIGNATURE, episode_from_name(layer), EPISODE_SIGNATURES[0]),
+                    (F_ACCUMULATE_SIGNATURE, accumulate_from_name(layer), EPISODE_SIGNATURES[1])]
+        expected += [item for item in optional if item[0] in entry]
+        accumulating += [layer] if F_ACCUMULATE_SIGNATURE in entry else []
+        for key, name, spec in expected:
             if entry[key] != name:
                 raise ContractError(f"metadata field {F_CACHED_CUTS}[{layer!r}].{key} is {entry[key]!r}; expected {name!r}")
-            if name not in declared or name not in graph:
-                raise _mismatch(f"{F_SIGNATURES}.{name}", "present", "no such signature")
-            for kind, tensors in ((F_INPUTS, spec.inputs), (F_OUTPUTS, spec.outputs)):
-                if sorted(declared[name][kind]) != sorted(graph[name][kind]):
-                    raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}", sorted(declared[name][kind]),
-                                    sorted(graph[name][kind]))
-                for tensor in tensors:
-                    if tensor.name not in graph[name][kind]:
-                        raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}", f"a tensor {tensor.name!r}", "none")
-                    got_shape, dtype = graph[name][kind][tensor.name]
-                    if str(dtype) != tensor.dtype:
-                        raise _mismatch(f"{F_SIGNATURES}.{name}.{kind}.{tensor.name}", tensor.dtype, str(dtype))
-                    if tensor.name == ACTIVATIONS and tuple(int(d) for d in got_shape[1:]) != shape:
-                        raise _mismatch(f"{F_CACHED_CUTS}[{layer!r}].{F_SHAPE}", list(shape), list(got_shape[1:]))
+            _check_cut_signature(declared, graph, name, spec, layer, shape)
+    apply = metadata.get(F_APPLY_ACCUMULATED_SIGNATURE)
+    if accumulating and apply is None:
+        raise ContractError(f"metadata field {F_CACHED_CUTS}[{accumulating[0]!r}] has an {F_ACCUMULATE_SIGNATURE} but "
+                            f"the metadata lacks {F_APPLY_ACCUMULATED_SIGNATURE!r}")
+    if apply is not None:
+        if apply != APPLY_ACCUMULATED:
+            raise ContractError(f"metadata field {F_APPLY_ACCUMULATED_SIGNATURE!r} is {apply!r}; expected "
+                                f"{APPLY_ACCUMULATED!r}")
+        _check_cut_signature(declared, graph, apply, APPLY_ACCUMULATED_SPEC, None, None)

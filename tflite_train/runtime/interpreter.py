@@ -77,6 +77,11 @@ class TrainableModel:
     layer: a cached cut's ``features_<layer>`` + ``train_step_from_<layer>`` (metadata ``cached_cuts``)
     or a depth-specific variant (metadata ``train_variants``), else the general ``train_step``; the
     wrapper tracks the selection through ``set_selection``/``set_state``/``reset_state``.
+
+    Files with the episode signatures (``CachedCut.episode_signature``/``accumulate_signature``,
+    ``can_accumulate``) also step from the cache with prototypes computed in the graph
+    (``episode_step_from``) and accumulate a batch's gradient over several calls (``accumulate_from``, then
+    ``apply_accumulated``).
     """
 
     def __init__(
@@ -296,19 +301,107 @@ class TrainableModel:
         cut = self._cut(cut)
         return self.call(cut.features, **{C.IMAGES: self._images(images)})[C.ACTIVATIONS]
 
+    def _cut_step_inputs(self, cut: CachedCut | str, activations: Any, labels: Any) -> tuple[CachedCut, dict]:
+        """(cut, {activations, labels}) of a step from cached activations, checked.
+
+        Raises:
+          ValueError: not a cut of the model, a layer below the cut is selected (the step would not update
+            it), or ill-shaped activations or labels.
+        """
+        cut = self._cut(cut)
+        if self._deepest_selected is not None and self._deepest_selected < cut.index:
+            raise ValueError(f"a layer below {cut.layer!r} is selected; a step from its cache would not update it")
+        activations = self._activations(cut, activations)
+        return cut, {C.ACTIVATIONS: activations, C.LABELS: self._labels(labels, activations.shape[0])}
+
     def train_step_from(self, cut: CachedCut | str, activations: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         """One optimizer step from cached activations (``train_step_from_<layer>``); returns loss and accuracy.
 
         Raises:
           ValueError: a layer below the cut is selected (the step would not update it).
         """
-        cut = self._cut(cut)
-        if self._deepest_selected is not None and self._deepest_selected < cut.index:
-            raise ValueError(f"a layer below {cut.layer!r} is selected; a step from its cache would not update it")
-        activations = self._activations(cut, activations)
-        out = self.call(cut.train_step, **{C.ACTIVATIONS: activations,
-                                           C.LABELS: self._labels(labels, activations.shape[0])})
+        cut, inputs = self._cut_step_inputs(cut, activations, labels)
+        out = self.call(cut.train_step, **inputs)
         return {k: float(v) for k, v in out.items()}
+
+    @staticmethod
+    def _optional(cut: CachedCut, signature: str | None, what: str) -> str:
+        if signature is None:
+            raise ValueError(f"this model has no {what} at cut {cut.layer!r} (exported without episode signatures); "
+                             "re-export it")
+        return signature
+
+    def episode_step_from(self, cut: CachedCut | str, activations: np.ndarray, labels: np.ndarray,
+                          support_mask: np.ndarray) -> dict[str, float]:
+        """One optimizer step on an episode's ProtoNet loss, prototypes computed in the graph
+        (``episode_step_from_<layer>``, ``converters.cosine_head``).
+
+        The embeddings e of all rows come from the current weights; the prototype of class k is the mean e
+        of the support rows (``support_mask`` 1) labelled k (zero when there is none); the loss is the mean
+        cross-entropy of the query rows' (``support_mask`` 0) cosine logits, and its gradient reaches the
+        selected channels through the query embeddings and the prototypes. Then ``step += 1`` and the
+        optimizer step of ``train_step_from``. The ``prototypes`` state is neither read nor written; classes
+        >= ``num_classes`` (``set_head``) are masked.
+
+        Args:
+          cut: A cached cut (``cached_cuts``) or its layer name.
+          activations: f32 [N, *cut.shape], the rows' activations at the cut (``features``).
+          labels: int [N], each row's class in 0..num_classes - 1.
+          support_mask: [N] of 0/1: 1 = support row, 0 = query row; at least one of each.
+
+        Returns:
+          loss and accuracy over the query rows, before the update.
+
+        Raises:
+          ValueError: the file has no episode signature at the cut, a layer below the cut is selected, or
+            ill-shaped inputs.
+        """
+        cut, inputs = self._cut_step_inputs(cut, activations, labels)
+        signature = self._optional(cut, cut.episode_signature, "episode_step_from signature")
+        n = inputs[C.LABELS].shape[0]
+        support = np.asarray(support_mask)
+        if support.shape != (n,) or not np.all((support == 0) | (support == 1)):
+            raise ValueError(f"support_mask must be a 0/1 array of shape ({n},); got {support.dtype} {support.shape}")
+        if support.all() or not support.any():
+            raise ValueError("support_mask must mark at least one support row (1) and one query row (0)")
+        out = self.call(signature, **inputs, **{C.SUPPORT_MASK: support.astype(np.float32)})
+        return {k: float(v) for k, v in out.items()}
+
+    def accumulate_from(self, cut: CachedCut | str, activations: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        """Adds the gradient of the rows' summed ``train_step_from`` losses (against the ``prototypes`` state)
+        into the model's accumulators (``accumulate_from_<layer>``, ``converters.gradient_accumulation``); no
+        weight, slot or step changes. ``apply_accumulated`` then steps with their mean: rows fed in any
+        chunks give the step of one ``train_step_from`` on all of them. ``set_selection``, ``set_state`` and
+        ``reset_state`` discard a pending accumulation.
+
+        Returns:
+          The mean loss and the accuracy of these rows.
+
+        Raises:
+          ValueError: the file has no accumulation signature at the cut, a layer below the cut is selected, or
+            ill-shaped inputs.
+        """
+        cut, inputs = self._cut_step_inputs(cut, activations, labels)
+        out = self.call(self._optional(cut, cut.accumulate_signature, "accumulate_from signature"), **inputs)
+        return {k: float(v) for k, v in out.items()}
+
+    @property
+    def can_accumulate(self) -> bool:
+        """True when the file has ``apply_accumulated`` (metadata ``apply_accumulated_signature``)."""
+        return C.F_APPLY_ACCUMULATED_SIGNATURE in self.metadata
+
+    def apply_accumulated(self) -> None:
+        """One optimizer step (``step += 1``) with the mean accumulated gradient, then zero the accumulators
+        (``apply_accumulated``); with nothing accumulated since the last apply, set_selection, set_state or
+        reset_state, nothing changes (no step).
+
+        Raises:
+          ValueError: the file has no ``apply_accumulated`` (``can_accumulate`` is False).
+        """
+        if not self.can_accumulate:
+            raise ValueError("this model has no apply_accumulated signature (exported without episode signatures); "
+                             "re-export it")
+        self.call(self.metadata[C.F_APPLY_ACCUMULATED_SIGNATURE], **{C.DUMMY: NO_INPUT})
 
     def infer_from(self, cut: CachedCut | str, activations: np.ndarray) -> dict[str, np.ndarray]:
         """``embeddings`` and ``logits`` from cached activations (``infer_from_<layer>``)."""

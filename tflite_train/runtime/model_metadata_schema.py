@@ -107,6 +107,8 @@ CACHED_CUT = Object({
     C.F_TRAIN_SIGNATURE: Field(_NAME),
     C.F_INFER_SIGNATURE: Field(_NAME),
     C.F_SUFFIX_FORWARD_MACS: Field(_COUNT),
+    C.F_EPISODE_SIGNATURE: Field(_NAME, required=False),
+    C.F_ACCUMULATE_SIGNATURE: Field(_NAME, required=False),
 }, extra=True)
 
 SIGNATURE_IO = Object({
@@ -155,6 +157,7 @@ MODEL_METADATA = Object({
     C.F_SIGNATURES: Field(MapOf(_NAME, SIGNATURE_IO, MAX_SIGNATURE_TENSORS)),
     C.F_TRAIN_VARIANTS: Field(ListOf(TRAIN_VARIANT, MAX_LAYERS), required=False),
     C.F_CACHED_CUTS: Field(ListOf(CACHED_CUT, MAX_LAYERS), required=False),
+    C.F_APPLY_ACCUMULATED_SIGNATURE: Field(_NAME, required=False),
     C.F_SELFTEST: Field(JsonObject(), required=False),
     C.F_CONFIG: Field(JsonObject(), required=False),
 }, extra=True, validator=_metadata_rules)

@@ -20,6 +20,18 @@ Format 1 (older files: ``images`` stored, ``state/<var>`` the whole variables) i
 The procedure: reset_state, set_head(prototypes), infer, fisher, get_state (initial),
 set_selection(mask), train_step x steps, get_state, reset_state.
 
+Optional replays of a file with the episode and accumulation signatures (issue 39), when the self-test's
+selection can step from a cached cut (its lowest candidate is a cut) and the interpreter may run the
+cache (``TrainableModel.cache_unsafe``):
+
+* ``episode``: reset_state, set_head, set_selection(mask), ``features_<cut>``, ``episode_step_from_<cut>`` x
+  steps with ``selftest_support_mask``, get_state; goldens ``episode/<i>/loss``, ``/accuracy`` and
+  ``episode/state/<var>`` (summarised as ``state/``), ``tolerance/episode``. Older runtimes ignore the
+  ``episode/`` keys (an unknown group).
+* ``accumulate``: the same steps as the train steps, each as ``accumulate_from_<cut>`` one row at a time
+  then ``apply_accumulated``; compared with the ``train_step`` and ``state`` goldens (gradient
+  accumulation must give the batch step), tolerance the larger of theirs. No goldens of its own.
+
 Checks, per group:
 * ``infer``, ``fisher``, ``train_step``, ``state``: deviation of a tensor
   max |tflite - golden| / max |golden| (relative to the tensor's scale, see ``deviation``); a group
@@ -38,17 +50,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from tflite_train import contract as C
+from tflite_train.runtime.cached_cut import CachedCut
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
 from tflite_train.runtime.selftest_schema import SelftestError, check_selftest_vectors, load_selftest_archive
 
 SELFTEST_FORMAT_VERSION = 2
-GROUPS = (C.INFER, C.FISHER, C.TRAIN_STEP, "state", "frozen")
+EPISODE = "episode"
+ACCUMULATE = "accumulate"
+GROUPS = (C.INFER, C.FISHER, C.TRAIN_STEP, "state", "frozen", EPISODE, ACCUMULATE)
+OPTIONAL_GROUPS = (EPISODE, ACCUMULATE)
+"""Groups replayed only on files (and interpreters) that can run them; left out of the result otherwise."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +163,16 @@ def load_selftest(model: str | os.PathLike | bytes) -> dict[str, np.ndarray]:
     return load_selftest_archive(entries[SELFTEST_NAME], source)
 
 
+def selftest_support_mask(batch: int) -> np.ndarray:
+    """``support_mask`` of the self-test's episode steps: 1, 0, 1, 0, ... (every other row a support row).
+
+    With the self-test's labels 0, 0, 1, 1, 2, ... (``converters.selftest_vectors.selftest_labels``) every
+    class's first row is a support row and its second a query row, so the query rows' loss reaches the
+    weights through their own embeddings and through the prototypes.
+    """
+    return (np.arange(int(batch)) % 2 == 0).astype(np.float32)
+
+
 def replay_images(vectors: Mapping[str, np.ndarray]) -> np.ndarray:
     """The self-test images: stored (format 1) or regenerated from the seed (format 2)."""
     if C.IMAGES in vectors:
@@ -194,16 +221,76 @@ def run_procedure(model: TrainableModel, vectors: dict[str, np.ndarray]) -> dict
             out[f"{C.TRAIN_STEP}/{i}/{k}"] = np.asarray(v, np.float32)
     state = model.get_state()
     seed = int(vectors["seed"]) if "seed" in vectors else 0
+    out.update(summarised_state(state, vectors, seed))
+    out.update(_frozen_change(model, _layer_masks(model, mask), before, state))
+    if any(key.startswith(EPISODE + "/") for key in vectors):
+        out.update(_episode_replay(model, vectors, images, mask, seed))
+    model.reset_state()
+    return out
+
+
+def summarised_state(state: Mapping[str, np.ndarray], vectors: Mapping[str, np.ndarray], seed: int,
+                     prefix: str = "state/") -> dict[str, np.ndarray]:
+    """``<prefix><var>`` of every golden so keyed, summarised as the golden is: whole, or the kernel sketch."""
+    out = {}
     for key, golden in vectors.items():
-        if not key.startswith("state/"):
+        if not key.startswith(prefix):
             continue
-        var = key.split("/", 1)[1]
+        var = key[len(prefix):]
         value = state[var]
         if value.shape == golden.shape:
             out[key] = value
         else:
             out[key] = kernel_sketch(value, golden.shape[0], seed, var) if golden.ndim == 1 else value
-    out.update(_frozen_change(model, _layer_masks(model, mask), before, state))
+    return out
+
+
+def _replay_cut(model: TrainableModel, vectors: Mapping[str, np.ndarray], mask: np.ndarray,
+                signature: Callable[[CachedCut], str | None]) -> CachedCut | None:
+    """Resets the model, sets the self-test's head and selection and returns the cut the selection steps
+    from, when ``signature(cut)`` names the signature a replay needs and the interpreter may run the cache;
+    else None."""
+    model.reset_state()
+    model.set_head(vectors[C.PROTOTYPES])
+    model.set_selection(mask)
+    cut = model.cache_cut()
+    if cut is None or signature(cut) is None or model.cache_unsafe:
+        return None
+    return cut
+
+
+def _episode_replay(model: TrainableModel, vectors: Mapping[str, np.ndarray], images: np.ndarray, mask: np.ndarray,
+                    seed: int) -> dict[str, np.ndarray]:
+    """The ``episode`` replay (module docstring): outputs keyed like its goldens, {} when it cannot run."""
+    cut = _replay_cut(model, vectors, mask, lambda c: c.episode_signature)
+    if cut is None:
+        return {}
+    labels = vectors[C.LABELS]
+    activations = model.features(cut, images)
+    out = {}
+    for i in range(int(vectors["steps"])):
+        for k, v in model.episode_step_from(cut, activations, labels, selftest_support_mask(len(labels))).items():
+            out[f"{EPISODE}/{i}/{k}"] = np.asarray(v, np.float32)
+    out.update(summarised_state(model.get_state(), vectors, seed, f"{EPISODE}/state/"))
+    return out
+
+
+def _accumulation_replay(model: TrainableModel, vectors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ``accumulate`` replay (module docstring): the train steps as one-row accumulations and
+    ``apply_accumulated``, keyed like the ``train_step`` and ``state`` goldens; {} when it cannot run."""
+    mask = np.asarray(vectors[C.CHANNEL_MASK], np.float32)
+    cut = _replay_cut(model, vectors, mask, lambda c: c.accumulate_signature) if model.can_accumulate else None
+    if cut is None:
+        return {}
+    images, labels = replay_images(vectors), vectors[C.LABELS]
+    activations = model.features(cut, images)
+    out = {}
+    for i in range(int(vectors["steps"])):
+        rows = [model.accumulate_from(cut, activations[n:n + 1], labels[n:n + 1]) for n in range(len(labels))]
+        model.apply_accumulated()
+        for k in rows[0]:
+            out[f"{C.TRAIN_STEP}/{i}/{k}"] = np.float32(np.mean([row[k] for row in rows]))
+    out.update(summarised_state(model.get_state(), vectors, int(vectors["seed"]) if "seed" in vectors else 0))
     model.reset_state()
     return out
 
@@ -242,4 +329,15 @@ def verify(model_path: str | os.PathLike | bytes, runtime: str | None = None,
         if key.startswith("frozen/") and (change > dev["frozen"] or worst["frozen"] == "-"):
             dev["frozen"], worst["frozen"] = max(change, dev["frozen"]), key
     tol = {g: float(vectors[f"tolerance/{g}"]) if f"tolerance/{g}" in vectors else 0.0 for g in GROUPS}
-    return SelftestResult(model.runtime, dev, tol, worst)
+    accumulated = _accumulation_replay(model, vectors)
+    if accumulated:
+        steps = {k: v for k, v in vectors.items() if k.startswith((f"{C.TRAIN_STEP}/", "state/"))}
+        acc_dev, acc_worst = group_deviations(accumulated, steps)
+        group = max((C.TRAIN_STEP, "state"), key=acc_dev.__getitem__)
+        dev[ACCUMULATE], worst[ACCUMULATE] = acc_dev[group], acc_worst[group]
+        tol[ACCUMULATE] = max(tol[C.TRAIN_STEP], tol["state"])
+    for group in OPTIONAL_GROUPS:  # not replayed: no goldens, or a file or interpreter without the signatures
+        if worst.get(group, "-") == "-" or (group == EPISODE and not any(k.startswith(f"{EPISODE}/") for k in actual)):
+            dev.pop(group, None)
+            worst.pop(group, None)
+    return SelftestResult(model.runtime, dev, {g: tol[g] for g in dev}, worst)

@@ -10,6 +10,11 @@ import java.util.Arrays;
  * reads; {@link #trainSignature} and {@link #inferSignature} run the rest of the network from that
  * activation. While no layer below the cut is selected those layers never change, so the activation of a
  * support image can be computed once and reused by every training step.
+ *
+ * <p>Files exported with the episode signatures (issue 39) also name {@link #episodeSignature} (one step on
+ * an episode's ProtoNet loss with prototypes computed in the graph from its support rows) and
+ * {@link #accumulateSignature} (the rows' gradient added into accumulators that {@code apply_accumulated}
+ * steps with); both are null for older files.
  */
 public final class CachedCut {
   /** The cut's lowest layer L: a step from the cache updates layers from L upward only. */
@@ -25,6 +30,10 @@ public final class CachedCut {
   public final String inferSignature;
   /** Forward MACs per image of the layers above the cut (what one cached step still computes forward). */
   public final long suffixForwardMacs;
+  /** Activations, labels and support_mask -> one episode step ({@code episode_step_from_<layer>}); null if absent. */
+  public final String episodeSignature;
+  /** Activations and labels -> the gradient accumulated ({@code accumulate_from_<layer>}); null if absent. */
+  public final String accumulateSignature;
 
   /**
    * A cut as the metadata describes it ({@link ModelMetadata#cachedCuts} parses and checks the entries
@@ -34,6 +43,16 @@ public final class CachedCut {
    */
   public CachedCut(String layer, int index, int[] shape, String featuresSignature, String trainSignature,
       String inferSignature, long suffixForwardMacs) {
+    this(layer, index, shape, featuresSignature, trainSignature, inferSignature, suffixForwardMacs, null, null);
+  }
+
+  /**
+   * A cut with its optional episode and accumulation signatures (either may be null: the file has none).
+   *
+   * @throws IllegalArgumentException as {@link #CachedCut(String, int, int[], String, String, String, long)}
+   */
+  public CachedCut(String layer, int index, int[] shape, String featuresSignature, String trainSignature,
+      String inferSignature, long suffixForwardMacs, String episodeSignature, String accumulateSignature) {
     if (layer == null || featuresSignature == null || trainSignature == null || inferSignature == null) {
       throw new IllegalArgumentException("a cached cut needs its layer and its three signature names");
     }
@@ -52,6 +71,8 @@ public final class CachedCut {
     this.trainSignature = trainSignature;
     this.inferSignature = inferSignature;
     this.suffixForwardMacs = suffixForwardMacs;
+    this.episodeSignature = episodeSignature;
+    this.accumulateSignature = accumulateSignature;
   }
 
   /** The cached activation's shape without the batch dimension (a copy). */

@@ -53,6 +53,10 @@ public final class Contract {
   public static final String TRAIN_FROM_PREFIX = "train_step_from_";
   public static final String INFER_FROM_PREFIX = "infer_from_";
   public static final String ACTIVATIONS = "activations";
+  public static final String EPISODE_FROM_PREFIX = "episode_step_from_";
+  public static final String ACCUMULATE_FROM_PREFIX = "accumulate_from_";
+  public static final String APPLY_ACCUMULATED = "apply_accumulated";
+  public static final String SUPPORT_MASK = "support_mask";
 
   // tflite_train.contract.metadata_schema
   public static final String FORMAT = "tflite-train";
@@ -123,6 +127,9 @@ public final class Contract {
   public static final String F_TRAIN_SIGNATURE = "train_signature";
   public static final String F_INFER_SIGNATURE = "infer_signature";
   public static final String F_SUFFIX_FORWARD_MACS = "suffix_forward_macs";
+  public static final String F_EPISODE_SIGNATURE = "episode_signature";
+  public static final String F_ACCUMULATE_SIGNATURE = "accumulate_signature";
+  public static final String F_APPLY_ACCUMULATED_SIGNATURE = "apply_accumulated_signature";
 
   // tflite_train.contract.checkpoint_format
   public static final String CHECKPOINT_MAGIC = "TFLTCKPT";
@@ -163,7 +170,7 @@ public final class Contract {
   /** Top-level metadata fields a model must have. */
   public static final List<String> REQUIRED_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures");
   /** Every documented metadata field path (nested fields dotted). */
-  public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "input.channel_order", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "cached_cuts", "selftest", "config");
+  public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "input.channel_order", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "cached_cuts", "apply_accumulated_signature", "selftest", "config");
   /** Optimizer name -> slot names. */
   public static final Map<String, List<String>> OPTIMIZER_SLOTS = Map.of("adam", List.of("m", "v"), "sgd_momentum", List.of("mom"));
 

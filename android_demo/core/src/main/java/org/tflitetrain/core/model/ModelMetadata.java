@@ -26,7 +26,9 @@ import org.tflitetrain.core.json.JsonException;
  * {@code format} must be {@link Contract#FORMAT} and {@code format_version} must equal {@link #FORMAT_VERSION}.
  * The selection mask has {@link #maskLength()} = sum of C_out over {@code candidates}, concatenated in
  * {@code candidates} order. The optional {@code cached_cuts} (absent in files exported before the
- * frozen-prefix cache) become {@link #cachedCuts}.
+ * frozen-prefix cache) become {@link #cachedCuts}; their optional episode and accumulation signatures and the
+ * top-level {@code apply_accumulated_signature} (absent in older files) {@link CachedCut#episodeSignature},
+ * {@link CachedCut#accumulateSignature} and {@link #applyAccumulatedSignature}.
  */
 public final class ModelMetadata {
   /** The metadata format this code reads ({@link Contract#FORMAT_VERSION}). */
@@ -55,6 +57,11 @@ public final class ModelMetadata {
    * exported without them, which then trains on full steps.
    */
   public final List<CachedCut> cachedCuts;
+  /**
+   * {@code apply_accumulated} (metadata {@code apply_accumulated_signature}): one optimizer step with the
+   * gradient the cuts' {@link CachedCut#accumulateSignature} accumulated; null for a file without it.
+   */
+  public final String applyAccumulatedSignature;
   /** The raw parsed JSON, for keys this class does not model (e.g. {@code signatures}). */
   public final Map<String, Object> raw;
 
@@ -152,6 +159,14 @@ public final class ModelMetadata {
     // Absent in files exported before the cache; present, it must be an array (null is refused, as in Python).
     cachedCuts = raw.containsKey(Contract.F_CACHED_CUTS) ? parseCachedCuts(root.array(Contract.F_CACHED_CUTS), table)
         : List.of();
+    applyAccumulatedSignature = raw.containsKey(Contract.F_APPLY_ACCUMULATED_SIGNATURE)
+        ? cutSignature(root, Contract.F_APPLY_ACCUMULATED_SIGNATURE, Contract.APPLY_ACCUMULATED) : null;
+    for (CachedCut cut : cachedCuts) {
+      if (cut.accumulateSignature != null && applyAccumulatedSignature == null) {
+        throw new ModelMetadataException(Contract.F_CACHED_CUTS + "[" + cut.layer + "] has an "
+            + Contract.F_ACCUMULATE_SIGNATURE + " but the metadata lacks " + Contract.F_APPLY_ACCUMULATED_SIGNATURE);
+      }
+    }
   }
 
   /**
@@ -208,7 +223,9 @@ public final class ModelMetadata {
    * input; class_capacity and feature_dim = set_head's prototypes [K, D]; input height/width/channels/dtype =
    * infer's images; every candidate layer has its state variables (get_state outputs) and a fisher output of
    * out_channels entries; the set_selection mask has the candidates' channels; every {@link #cachedCuts} entry
-   * has its three signatures with the contract's tensors, and their activations are float32 [N, shape...].
+   * has its three signatures (and the episode and accumulation signatures it names) with the contract's tensors,
+   * and their activations are float32 [N, shape...]; {@link #applyAccumulatedSignature}, when named, exists
+   * with its dummy input and ok output.
    *
    * @throws ModelMetadataException one line naming the field, the metadata value and the graph value
    */
@@ -229,6 +246,14 @@ public final class ModelMetadata {
     }
     for (CachedCut cut : cachedCuts) {
       names.addAll(List.of(cut.featuresSignature, cut.trainSignature, cut.inferSignature));
+      for (String optional : Arrays.asList(cut.episodeSignature, cut.accumulateSignature)) {
+        if (optional != null) {
+          names.add(optional);
+        }
+      }
+    }
+    if (applyAccumulatedSignature != null) {
+      names.add(applyAccumulatedSignature);
     }
     for (String name : names) {
       Object sig = declared.get(name);
@@ -305,6 +330,11 @@ public final class ModelMetadata {
     for (CachedCut cut : cachedCuts) {
       validateCut(cut, graph);
     }
+    if (applyAccumulatedSignature != null) {
+      GraphSignature apply = graph.get(applyAccumulatedSignature);
+      tensor(apply, Contract.F_INPUTS, apply.inputs, Contract.DUMMY);
+      tensor(apply, Contract.F_OUTPUTS, apply.outputs, Contract.OK);
+    }
   }
 
   /** The contract tensors of one cut's three signatures, and its activations' dtype and shape. */
@@ -323,6 +353,24 @@ public final class ModelMetadata {
     }
     for (String output : List.of(Contract.EMBEDDINGS, Contract.LOGITS)) {
       tensor(infer, Contract.F_OUTPUTS, infer.outputs, output);
+    }
+    for (String name : Arrays.asList(cut.episodeSignature, cut.accumulateSignature)) {
+      if (name == null) {
+        continue;
+      }
+      GraphSignature step = graph.get(name);
+      activations.add(tensor(step, Contract.F_INPUTS, step.inputs, Contract.ACTIVATIONS));
+      tensor(step, Contract.F_INPUTS, step.inputs, Contract.LABELS);
+      if (name.equals(cut.episodeSignature)) {
+        GraphSignature.TensorInfo support = tensor(step, Contract.F_INPUTS, step.inputs, Contract.SUPPORT_MASK);
+        if (!"float32".equals(support.dtype)) {
+          throw lie(Contract.F_SIGNATURES + "." + name + "." + Contract.F_INPUTS + "." + Contract.SUPPORT_MASK,
+              "float32", support.dtype);
+        }
+      }
+      for (String output : List.of(Contract.LOSS, Contract.ACCURACY)) {
+        tensor(step, Contract.F_OUTPUTS, step.outputs, output);
+      }
     }
     int[] expected = cut.shape();
     String field = Contract.F_CACHED_CUTS + "[" + cut.layer + "]." + Contract.F_SHAPE;
@@ -417,7 +465,12 @@ public final class ModelMetadata {
       if (macs < 0) {
         throw new ModelMetadataException(f.path(Contract.F_SUFFIX_FORWARD_MACS) + " must be >= 0; got " + macs);
       }
-      cuts.add(new CachedCut(layer, index, shape, features, train, infer, macs));
+      // optional (files exported before the episode signatures have neither)
+      String episode = f.has(Contract.F_EPISODE_SIGNATURE)
+          ? cutSignature(f, Contract.F_EPISODE_SIGNATURE, Contract.EPISODE_FROM_PREFIX + layer) : null;
+      String accumulate = f.has(Contract.F_ACCUMULATE_SIGNATURE)
+          ? cutSignature(f, Contract.F_ACCUMULATE_SIGNATURE, Contract.ACCUMULATE_FROM_PREFIX + layer) : null;
+      cuts.add(new CachedCut(layer, index, shape, features, train, infer, macs, episode, accumulate));
     }
     cuts.sort(Comparator.comparingInt(cut -> cut.index));
     return Collections.unmodifiableList(cuts);

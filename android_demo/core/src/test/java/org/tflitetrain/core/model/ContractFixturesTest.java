@@ -12,8 +12,10 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Predicate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.Test;
@@ -136,17 +138,19 @@ public class ContractFixturesTest {
     assertTrue(signature, signature.contains("signatures") && signature.contains("reset_state"));
   }
 
-  @Test
-  public void aCachedCutThatLiesAboutItsActivationIsRefusedNamingTheField() throws Exception {
-    Path model = null;
+  /** The first exported fixture whose metadata has {@code what}. */
+  private static Path firstFixture(Predicate<ModelMetadata> has, String what) throws Exception {
     for (Path candidate : ExportedModelFixturesTest.models()) {
-      if (!ModelMetadata.load(bytes(candidate)).cachedCuts.isEmpty()) {
-        model = candidate;
-        break;
+      if (has.test(ModelMetadata.load(bytes(candidate)))) {
+        return candidate;
       }
     }
-    assertNotNull("no exported fixture has cached_cuts: re-export the fixtures", model);
-    file = bytes(model);
+    throw new AssertionError("no exported fixture has " + what + ": re-export the fixtures");
+  }
+
+  @Test
+  public void aCachedCutThatLiesAboutItsActivationIsRefusedNamingTheField() throws Exception {
+    file = bytes(firstFixture(meta -> !meta.cachedCuts.isEmpty(), "cached_cuts"));
     Map<String, GraphSignature> graph = TfliteMetadataReader.signatures(file);
     json = json(file);
     CachedCut cut = ModelMetadata.parse(json).cachedCuts.get(0);
@@ -160,5 +164,27 @@ public class ContractFixturesTest {
     String message = refusal(edited, graph);
     assertTrue(message, message.contains("metadata " + Contract.F_CACHED_CUTS + "[" + cut.layer + "]." + Contract.F_SHAPE
         + " = [" + (cut.shape()[0] + 1)));
+  }
+
+  @Test
+  public void aMissingEpisodeOrAccumulationSignatureIsRefusedNamingIt() throws Exception {
+    file = bytes(firstFixture(meta -> meta.applyAccumulatedSignature != null, "episode signatures"));
+    Map<String, GraphSignature> graph = TfliteMetadataReader.signatures(file);
+    json = json(file);
+    ModelMetadata meta = ModelMetadata.parse(json);
+    CachedCut cut = meta.cachedCuts.get(0);
+    assertNotNull(cut.episodeSignature);
+    // the graph lacks a signature the metadata names: validated as if the file had no such signature
+    for (String name : List.of(cut.episodeSignature, cut.accumulateSignature, meta.applyAccumulatedSignature)) {
+      Map<String, GraphSignature> without = new LinkedHashMap<>(graph);
+      without.remove(name);
+      ModelMetadataException err = assertThrows(ModelMetadataException.class, () -> meta.validateGraph(without));
+      assertTrue(err.getMessage(), err.getMessage().contains("signatures." + name) && !err.getMessage().contains("\n"));
+    }
+    // the metadata drops an episode signature from `signatures` while its cut still names it
+    String dropped = json.replaceFirst("\"" + Pattern.quote(cut.episodeSignature) + "\": \\{[^}]*\\}, ", "");
+    assertNotEquals(json, dropped);
+    String message = refusal(dropped, graph);
+    assertTrue(message, message.contains(Contract.F_SIGNATURES) && message.contains(cut.episodeSignature));
   }
 }

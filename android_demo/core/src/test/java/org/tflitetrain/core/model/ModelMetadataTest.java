@@ -3,6 +3,7 @@ package org.tflitetrain.core.model;
 import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
@@ -243,5 +244,37 @@ public class ModelMetadataTest {
     ModelMetadataException err = assertThrows(ModelMetadataException.class,
         () -> ModelMetadata.parse(oneCut(e -> e.put(Contract.F_LOWEST_INDEX, 7L))));
     assertFalse(err.getMessage().contains("\n"));
+  }
+
+  /** The golden metadata with one cut at b02_expand carrying the episode and accumulation signatures, edited. */
+  private static String episodeCut(Consumer<Map<String, Object>> editEntry, Consumer<Map<String, Object>> editRoot) {
+    Map<String, Object> entry = cutEntry("b02_expand", 6, 90_000, 8L, 8L, 12L);
+    entry.put(Contract.F_EPISODE_SIGNATURE, Contract.EPISODE_FROM_PREFIX + "b02_expand");
+    entry.put(Contract.F_ACCUMULATE_SIGNATURE, Contract.ACCUMULATE_FROM_PREFIX + "b02_expand");
+    editEntry.accept(entry);
+    Map<String, Object> root = JsonText.mutable(Json.parse(withCachedCuts(GOLDEN, List.of(entry))));
+    root.put(Contract.F_APPLY_ACCUMULATED_SIGNATURE, Contract.APPLY_ACCUMULATED);
+    editRoot.accept(root);
+    return JsonText.write(root);
+  }
+
+  @Test
+  public void episodeAndAccumulationSignaturesAreOptionalAndChecked() throws Exception {
+    ModelMetadata m = ModelMetadata.parse(episodeCut(e -> { }, r -> { }));
+    assertEquals(Contract.EPISODE_FROM_PREFIX + "b02_expand", m.cachedCuts.get(0).episodeSignature);
+    assertEquals(Contract.ACCUMULATE_FROM_PREFIX + "b02_expand", m.cachedCuts.get(0).accumulateSignature);
+    assertEquals(Contract.APPLY_ACCUMULATED, m.applyAccumulatedSignature);
+    ModelMetadata older = ModelMetadata.parse(oneCut(e -> { }));
+    assertNull(older.cachedCuts.get(0).episodeSignature);
+    assertNull(older.cachedCuts.get(0).accumulateSignature);
+    assertNull(older.applyAccumulatedSignature);
+    assertRejected(episodeCut(e -> e.put(Contract.F_EPISODE_SIGNATURE, Contract.TRAIN_FROM_PREFIX + "b02_expand"),
+        r -> { }), "cached_cuts[0].episode_signature is \"" + Contract.TRAIN_FROM_PREFIX + "b02_expand\"; expected");
+    assertRejected(episodeCut(e -> e.put(Contract.F_ACCUMULATE_SIGNATURE, 3L), r -> { }),
+        "cached_cuts[0].accumulate_signature must be a string");
+    assertRejected(episodeCut(e -> { }, r -> r.remove(Contract.F_APPLY_ACCUMULATED_SIGNATURE)),
+        "cached_cuts[b02_expand] has an accumulate_signature but the metadata lacks apply_accumulated_signature");
+    assertRejected(episodeCut(e -> { }, r -> r.put(Contract.F_APPLY_ACCUMULATED_SIGNATURE, Contract.TRAIN_STEP)),
+        "apply_accumulated_signature is \"train_step\"; expected \"apply_accumulated\"");
   }
 }
