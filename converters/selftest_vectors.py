@@ -54,11 +54,13 @@ prefix through fake quantization, and the 1e-6 input perturbation flips rounding
 runtime's int8 kernels do. Measured on Lite0 @128 (deviation / spread): LiteRT 1.1-1.5x in every group,
 tflite-runtime 2.14's builtin int8 kernels up to 4.7x (train_step loss), so 3x failed there; 10x leaves
 margin and is still 3x tighter than the float factor (``docs/int8.md``)."""
-INT8_TOLERANCES = {C.INFER: 2e-2, C.FISHER: 1e-1, C.TRAIN_STEP: 2e-2, "state": 2e-2, "frozen": 0.0, EPISODE: 2e-2}
+INT8_TOLERANCES = {C.INFER: 2e-2, C.FISHER: 1e-1, C.TRAIN_STEP: 2e-2, "state": 2e-2, "frozen": 0.0, EPISODE: 1e-1}
 """Floors of an int8 export's groups: the 1e-6 perturbation may flip no rounding at all on a small model
 (spread 0), while a runtime's int8 kernels still differ from TensorFlow's fake quantization by an LSB here
 and there (measured on a LeakyReLU Keras CNN at 23 px, LiteRT: infer 8.9e-3, fisher 1.0e-2, train_step
-3.7e-3, state 7.7e-4)."""
+3.7e-3, state 7.7e-4). ``episode``: its prototypes are single support rows' embeddings, so the int8 kernels'
+rounding of the activations at the cut reaches its losses by 1.6e-2 and the biases (zero at export, ~2 lr after
+the two Adam steps) by 4.6e-2 of their scale (same model), hence fisher's floor."""
 WEAK_TOLERANCE = 0.05
 """A measured tolerance above this is logged as a warning: the group then detects only gross errors."""
 

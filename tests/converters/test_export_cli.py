@@ -61,7 +61,7 @@ def test_bad_model_files_are_refused_before_keras_reads_them(tmp_path, content, 
 
 def test_model_id_covers_weights_and_normalisation(tmp_path):
     base = ExportConfig(backbone="tiny", input_size=(17, 17), candidate_blocks=1, class_capacity=4,
-                        train_variants=0, selftest_batch=2)
+                        train_variants=0, selftest_batch=2, episode_signatures=False)  # signatures: not in the id
     variants = {"a": base, "other_weights": ExportConfig(**{**base.__dict__, "seed": 1}),
                 "other_norm": ExportConfig(**{**base.__dict__, "mean": (0.5,) * 3, "std": (0.5,) * 3})}
     models = {}
