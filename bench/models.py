@@ -46,14 +46,14 @@ def _builtin_configs(backbone: str, input_size: int, weights: str | None, candid
     # training run here fed unnormalised [0, 1] images, hence the identity normalisation.
     identity = dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)) if weights else {}
     sparse = resolve_export_config(weights, **common, **identity, candidate_blocks=min(candidate_blocks, blocks),
-                                   train_variants=train_variants)
+                                   train_variants=train_variants, episode_signatures=True)
     if candidate_blocks >= blocks:  # the sparse export already trains every layer: FullTrain runs on it
         return {SPARSE: sparse, FULL: sparse}
     return {SPARSE: sparse, FULL: resolve_export_config(weights, **common, **identity, candidate_blocks=blocks,
                                                         **FULL_TRAIN_ONLY)}
 
 
-FULL_TRAIN_ONLY = dict(train_variants=0, cache_signatures=False)
+FULL_TRAIN_ONLY = dict(train_variants=0, cache_signatures=False, episode_signatures=False)
 """Export fields of the ``full`` model, which only FullTrain uses: its selection reaches the stem, so it
 always runs the general ``train_step`` (no depth-specific variant, no frozen prefix to cache)."""
 
@@ -76,7 +76,8 @@ def _lite0_config(weights: str, input_size: int, candidates: str, train_variants
                 scale = dict(cosine_scale=float(spec["cosine_head"]["scale"]))
     return ExportConfig(backbone="keras", input_size=(input_size, input_size), candidates=candidates,
                         optimizer="adam", weights=weights,
-                        **{**dict(train_variants=train_variants, cache_cuts=BENCH_CACHE_CUTS), **scale, **fields})
+                        **{**dict(train_variants=train_variants, cache_cuts=BENCH_CACHE_CUTS, episode_signatures=True),
+                           **scale, **fields})
 
 
 def lite0_model(weights: str, input_size: int):

@@ -65,7 +65,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     optimizer = {"sgd": "sgd_momentum"}.get(args.optimizer, args.optimizer)
     common = dict(class_capacity=args.capacity, optimizer=optimizer, learning_rate=args.learning_rate,
                   seed=args.seed, candidates=args.candidates or "", feature_layer=args.feature_layer,
-                  quantize=args.quantize or "", calibration=args.calibration or "", **_preprocessing_fields(args))
+                  quantize=args.quantize or "", calibration=args.calibration or "",
+                  episode_signatures=args.episode_signatures, **_preprocessing_fields(args))
     if args.calibration and args.quantize != "int8":
         raise ValueError("--calibration calibrates --quantize int8; give both")
     if args.keras_model:
@@ -183,6 +184,11 @@ def register(command: Command) -> None:
                    "meta-trained scale, else 10)")
     p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, help="seed of a built-in backbone's initialisation and of the "
                    "self-test inputs")
+    p.add_argument("--episode-signatures", action="store_true",
+                   help="also add, per frozen-prefix cut, an episode step (prototypes computed from support rows "
+                        "inside the step, trained through) and gradient accumulation (a batch's update with one "
+                        "image's backward memory), for adapt --prototypes episode / --batch-mode accumulate; on "
+                        "the default Lite0@128 export: +11 %% file size, about twice the export time")
     p.add_argument("--quantize", choices=("int8-candidates", "int8-weights", "int8"), help="store weights int8; "
                    "training and all state stay float32 (default: all float32). int8-candidates (recommended): the "
                    "candidate layers' kernels stored int8 per channel, dequantized into the float32 variables, "
