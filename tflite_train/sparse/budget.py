@@ -32,9 +32,26 @@ output channels of the last layer, Adam, batch 1), of the model against MCUNet@1
 
 with M_LastLayer(MCUNet@128) = 2,132,480 bytes (2.03 MiB), so B_mem = b exactly for MCUNet@128,
 0.770 MiB for MCUNet@64 and 4.005 MiB for EfficientNet-Lite0@128 (``scaled_memory_budget``). It is
-the one definition used by the CLI (``adapt`` without ``--mem-budget``), the demo, the benchmark and
-the Java core (``Budget.scaledMemoryBytes``). An explicit ``--mem-budget`` / ``memory_bytes`` is an
-absolute number of bytes (the device's own limit) and is not scaled.
+the paper's budget carried to the model, the base of the default budget below. An explicit
+``--mem-budget`` / ``memory_bytes`` is an absolute number of bytes (the device's own limit) and is not scaled.
+
+The default budget (``default_budget``) must let ``adapt`` train something on every model. On a small
+model the scaled B_mem (and 15 % of its short backward pass) can be below the cost of its cheapest candidate
+layer: ``tiny`` at 32 px has B_mem 16.0 KiB, its cheapest candidate needs 24.3 KiB. So the default is the
+paper's budget raised, only when it admits no candidate layer alone, just enough to admit the candidate that
+needs the least raise (``admitting_budget``):
+
+    c_l = backward_cost(table, {l: channel_count(C_out_l, r)})       (the selection's channels, r the ratio)
+    need_l = max(c_l.total_bytes / B_mem, c_l.backward_macs / B_compute)
+    if min_l need_l > 1:  l* = argmin_l need_l (first in forward order on ties),
+        B_mem <- max(B_mem, c_l*.total_bytes),  B_compute <- max(B_compute, c_l*.backward_macs) (in MACs)
+
+over the candidate layers l, at the run's channel ratio, optimizer and batch size; a bound the user gave
+is never raised (a layer over it is not eligible). Where some candidate fits the paper's budget, the
+default is that budget unchanged: MCUNet@128 keeps B_mem 1 MiB, EfficientNet-Lite0@128 4.005 MiB (13 of
+its 19 default candidates fit). It is the one definition used by the CLI (``adapt`` without
+``--mem-budget`` / ``--compute-budget``), the exporter's default candidate choice, the demo, the
+benchmark and the Java core (``Budget.defaultBudget``, ``Budget.admitting``).
 
 Both bounds are inclusive: a cost exactly equal to the budget fits. The paper's example budget for
 MCUNet@128 is about 1 MB and 15 % of the backward pass: ``Budget(memory_bytes=2**20,
@@ -46,8 +63,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
-from tflite_train.sparse.cost_model import BackwardCost, backward_cost, full_backward_macs
+from tflite_train.sparse.cost_model import BackwardCost, backward_cost, channel_count, full_backward_macs
 from tflite_train.sparse.layer_table import LayerTable
 
 PAPER_MEMORY_BYTES = 2**20
@@ -149,3 +167,105 @@ def scaled_memory_budget(table: LayerTable, reference_bytes: float = PAPER_MEMOR
     """
     _check_limit("reference_bytes", reference_bytes)
     return reference_bytes * last_layer_memory(table) / REFERENCE_LAST_LAYER_BYTES
+
+
+def _need(used: float, limit: float) -> float:
+    """used / limit, with 0 for an unlimited bound and inf for a zero bound that something exceeds."""
+    if math.isinf(limit) or used == 0:
+        return 0.0
+    return used / limit if limit > 0 else math.inf
+
+
+def admitting_layer(
+    budget: Budget,
+    table: LayerTable,
+    candidates: Sequence[int | str],
+    *,
+    channel_ratio: float,
+    optimizer: str = "adam",
+    batch_size: int = 1,
+    raise_memory: bool = True,
+    raise_compute: bool = True,
+) -> tuple[int, BackwardCost] | None:
+    """The candidate layer that needs the least raise of ``budget`` to be updated alone, or None when
+    ``budget`` already admits a candidate alone or no raise of the bounds allowed would admit one
+    (module docstring: l* = argmin_l max(c_l.total_bytes / B_mem, c_l.backward_macs / B_compute)).
+
+    Args:
+      budget: The budget to raise (the paper's scaled budget, with any bound the user gave).
+      table: The model's layer table.
+      candidates: The candidate layers (names or table indices).
+      channel_ratio: The selection's channel ratio r: a layer updates ``channel_count(C_out, r)`` channels.
+      optimizer, batch_size: The cost model's settings of the run (``cost_model.backward_cost``).
+      raise_memory, raise_compute: Which bounds are defaults that may be raised; a layer over a bound
+        that may not be raised is not eligible.
+
+    Returns:
+      (table index of l*, its single-layer cost), or None.
+    """
+    indices = sorted({table.index_of(c) for c in candidates})
+    memory, compute = budget.memory_bytes, budget.compute_limit(table)
+    best: tuple[float, int, BackwardCost] | None = None
+    for index in indices:
+        layer = table.layers[index]
+        cost = backward_cost(table, {index: channel_count(layer.out_channels, channel_ratio)}, optimizer=optimizer,
+                             batch_size=batch_size)
+        if budget.admits(cost, table):
+            return None
+        if (not raise_memory and cost.total_bytes > memory) or (not raise_compute and cost.backward_macs > compute):
+            continue
+        need = max(_need(cost.total_bytes, memory) if raise_memory else 0.0,
+                   _need(cost.backward_macs, compute) if raise_compute else 0.0)
+        if best is None or need < best[0]:
+            best = (need, index, cost)
+    return None if best is None else (best[1], best[2])
+
+
+def admitting_budget(
+    budget: Budget,
+    table: LayerTable,
+    candidates: Sequence[int | str],
+    *,
+    channel_ratio: float,
+    optimizer: str = "adam",
+    batch_size: int = 1,
+    raise_memory: bool = True,
+    raise_compute: bool = True,
+) -> Budget:
+    """``budget``, raised just enough to admit the layer of ``admitting_layer`` (same arguments) when it
+    admits no candidate alone: B_mem <- max(B_mem, c.total_bytes) and B_compute <- max(B_compute,
+    c.backward_macs), the latter then in absolute MACs; else ``budget`` itself."""
+    found = admitting_layer(budget, table, candidates, channel_ratio=channel_ratio, optimizer=optimizer,
+                            batch_size=batch_size, raise_memory=raise_memory, raise_compute=raise_compute)
+    if found is None:
+        return budget
+    cost = found[1]
+    memory = max(budget.memory_bytes, cost.total_bytes) if raise_memory else budget.memory_bytes
+    if raise_compute and cost.backward_macs > budget.compute_limit(table):
+        return Budget(memory_bytes=memory, compute_macs=float(cost.backward_macs))
+    return Budget(memory_bytes=memory, compute_macs=budget.compute_macs, compute_fraction=budget.compute_fraction)
+
+
+def default_budget(
+    table: LayerTable,
+    candidates: Sequence[int | str],
+    *,
+    compute_fraction: float | None,
+    channel_ratio: float,
+    optimizer: str = "adam",
+    batch_size: int = 1,
+) -> Budget:
+    """The default budget of a run (module docstring): the paper's budget carried to the model,
+    ``Budget(scaled_memory_budget(table), compute_fraction=compute_fraction)``, raised by ``admitting_budget``
+    when it admits none of ``candidates`` alone.
+
+    Args:
+      table: The model's layer table.
+      candidates: Its candidate layers (names or table indices).
+      compute_fraction: The default B_compute as a fraction of the full backward pass (the protocol's
+        0.15, ``runtime.DEFAULT_PROTOCOL``), or None for no compute bound.
+      channel_ratio, optimizer, batch_size: The run's selection settings (``admitting_layer``).
+    """
+    paper = Budget(memory_bytes=scaled_memory_budget(table), compute_fraction=compute_fraction)
+    return admitting_budget(paper, table, candidates, channel_ratio=channel_ratio, optimizer=optimizer,
+                            batch_size=batch_size)
