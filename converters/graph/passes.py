@@ -46,7 +46,8 @@ def _consumers(nodes: list[Node]) -> dict[str, list[str]]:
 
 
 def absorb_preprocessing(nodes: list[Node], spec: InputSpec) -> tuple[list[Node], InputSpec]:
-    """Folds the chain of Rescaling/Normalization right after the input into the input spec.
+    """Folds the chain of Rescaling/Normalization right after the input (inference identities such as data
+    augmentation between them dropped) into the input spec.
 
     The chain computes x = a r + b per channel from raw pixels r; the exported graph computes
     (r - mean) / std, so mean = -b / a and std = 1 / a, and the device feeds raw pixels in [0, 255].
@@ -60,6 +61,9 @@ def absorb_preprocessing(nodes: list[Node], spec: InputSpec) -> tuple[list[Node]
         if len(readers) != 1:
             break
         node = next(n for n in nodes if n.name == readers[0])
+        if node.op == "identity":  # e.g. RandomFlip before the Rescaling: nothing at inference
+            nodes = _rewire(nodes, node.name, image)
+            continue
         if node.op != "affine" or not node.attrs.get("preprocessing"):
             break
         scale, shift = (w.astype(np.float64) for w in node.weights)

@@ -94,13 +94,14 @@ def squeeze_excite() -> keras.Model:
 
 
 def preprocessing_inside() -> keras.Model:
-    """Rescaling and Normalization at the input (absorbed into the input spec: the device feeds 0..255), a
-    RandomFlip (an identity at inference) before the convs."""
+    """Data augmentation (RandomFlip, RandomRotation: identities at inference) then Rescaling and Normalization
+    at the input (absorbed into the input spec: the device feeds 0..255)."""
     keras.utils.set_random_seed(0)
     x = inputs = keras.Input((32, 32, 3))
+    x = L.RandomFlip("horizontal", name="flip")(x)
+    x = L.RandomRotation(0.1, name="rotate")(x)
     x = L.Rescaling(1 / 255.0, name="rescale")(x)
     x = L.Normalization(mean=[0.5, 0.4, 0.3], variance=[0.04, 0.05, 0.06], name="norm")(x)
-    x = L.RandomFlip("horizontal", name="flip")(x)
     x = _conv_bn(x, 8, "conv0", strides=2)
     x = _conv_bn(x, 16, "conv1", strides=2)
     x = L.GlobalAveragePooling2D(name="gap")(x)
