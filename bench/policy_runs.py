@@ -101,7 +101,7 @@ def memory_budget_bytes(table, budget_mib: float, candidates: Sequence[str] = ()
     """
     scaled = Budget(library_memory_budget(table, budget_mib * MIB), compute_fraction=compute_fraction)
     return admitting_budget(scaled, table, candidates, channel_ratio=channel_ratio, optimizer=optimizer,
-                            raise_compute=False).memory_bytes
+                            raise_compute=False).budget.memory_bytes
 
 
 def model_memory_budget(config: BenchConfig, model: TrainableModel) -> float:

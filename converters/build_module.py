@@ -115,7 +115,7 @@ def prepare_model(model: keras.Model, config: ExportConfig) -> PreparedModel:
         choice = choose_candidates(graph, table, config.optimizer)
         if choice is None:
             raise RegionError(refusal(nodes, output, spec, graph, config.feature_layer))
-        (LOG.info if choice.fitting else LOG.warning)("%s", describe(choice, table))
+        LOG.info("%s", describe(choice, table))
         return PreparedModel(graph, table, choice.candidates, choice.spec)
     candidates = parse_candidates(config.candidate_spec, graph, table)
     check_region(graph, table, candidates,

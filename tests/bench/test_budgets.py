@@ -57,5 +57,5 @@ def test_memory_budget_of_a_model_is_the_default_rule_with_the_benchs_compute_bu
     tiny = build_layer_table("tiny", 128)
     paper = Budget(scaled_memory_budget(tiny), compute_fraction=0.15)
     raised = memory_budget_bytes(tiny, 1.0, tiny.names)
-    assert raised == admitting_budget(paper, tiny, tiny.names, channel_ratio=0.25, raise_compute=False).memory_bytes
+    assert raised == admitting_budget(paper, tiny, tiny.names, channel_ratio=0.25, raise_compute=False).budget.memory_bytes
     assert raised > paper.memory_bytes

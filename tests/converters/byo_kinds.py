@@ -21,6 +21,17 @@ def _conv_bn(x, filters: int, name: str, kernel: int = 3, strides: int = 1, **kw
     return L.ReLU(name=f"{name}_relu")(x)
 
 
+def _two_stages(x, widths: tuple[int, int] = (8, 16)):
+    """conv0 and conv1: two stride-2 3x3 conv/BN/ReLU stages."""
+    return _conv_bn(_conv_bn(x, widths[0], "conv0", strides=2), widths[1], "conv1", strides=2)
+
+
+def _classifier(inputs, x, name: str, activation: str | None = None) -> keras.Model:
+    """The usual top: global average pooling "gap", a 10-class Dense "cls"."""
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    return keras.Model(inputs, L.Dense(10, activation=activation, name="cls")(x), name=name)
+
+
 def sequential() -> keras.Model:
     """A keras.Sequential CNN: two conv/ReLU/max-pool stages, Flatten, a Dense chain (hidden, dropout, logits)."""
     keras.utils.set_random_seed(0)
@@ -36,21 +47,15 @@ def sequential() -> keras.Model:
 def grayscale() -> keras.Model:
     """An MNIST-style 28x28x1 CNN (the device converts RGB images to one channel)."""
     keras.utils.set_random_seed(0)
-    x = inputs = keras.Input((28, 28, 1))
-    x = _conv_bn(x, 8, "conv0", strides=2)
-    x = _conv_bn(x, 16, "conv1", strides=2)
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, L.Dense(10, activation="softmax", name="cls")(x), name="grayscale_kind")
+    inputs = keras.Input((28, 28, 1))
+    return _classifier(inputs, _two_stages(inputs), "grayscale_kind", activation="softmax")
 
 
 def non_square() -> keras.Model:
     """A 24x40 (landscape) input."""
     keras.utils.set_random_seed(0)
-    x = inputs = keras.Input((24, 40, 3))
-    x = _conv_bn(x, 8, "conv0", strides=2)
-    x = _conv_bn(x, 16, "conv1", strides=2)
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, L.Dense(10, name="cls")(x), name="non_square_kind")
+    inputs = keras.Input((24, 40, 3))
+    return _classifier(inputs, _two_stages(inputs), "non_square_kind")
 
 
 def dilated() -> keras.Model:
@@ -60,9 +65,7 @@ def dilated() -> keras.Model:
     x = _conv_bn(x, 8, "conv0", strides=2)
     x = _conv_bn(x, 16, "atrous", dilation_rate=2)
     x = _conv_bn(x, 16, "conv1", strides=2)
-    x = _conv_bn(x, 32, "conv2")
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, L.Dense(10, name="cls")(x), name="dilated_kind")
+    return _classifier(inputs, _conv_bn(x, 32, "conv2"), "dilated_kind")
 
 
 def depth_multiplier() -> keras.Model:
@@ -73,9 +76,7 @@ def depth_multiplier() -> keras.Model:
     x = L.DepthwiseConv2D(3, padding="same", depth_multiplier=2, name="dw_x2")(x)
     x = L.ReLU(name="dw_x2_relu")(x)
     x = L.DepthwiseConv2D(3, strides=2, padding="same", activation="relu", name="dw")(x)
-    x = _conv_bn(x, 32, "pw", kernel=1)
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, L.Dense(10, name="cls")(x), name="depth_multiplier_kind")
+    return _classifier(inputs, _conv_bn(x, 32, "pw", kernel=1), "depth_multiplier_kind")
 
 
 def squeeze_excite() -> keras.Model:
@@ -88,9 +89,7 @@ def squeeze_excite() -> keras.Model:
     s = L.Conv2D(8, 1, activation="relu", name="se_reduce")(s)
     s = L.Conv2D(32, 1, activation="sigmoid", name="se_expand")(s)
     x = L.Multiply(name="se_gate")([x, s])
-    x = _conv_bn(x, 32, "conv2")
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, L.Dense(10, name="cls")(x), name="squeeze_excite_kind")
+    return _classifier(inputs, _conv_bn(x, 32, "conv2"), "squeeze_excite_kind")
 
 
 def preprocessing_inside() -> keras.Model:
@@ -102,10 +101,7 @@ def preprocessing_inside() -> keras.Model:
     x = L.RandomRotation(0.1, name="rotate")(x)
     x = L.Rescaling(1 / 255.0, name="rescale")(x)
     x = L.Normalization(mean=[0.5, 0.4, 0.3], variance=[0.04, 0.05, 0.06], name="norm")(x)
-    x = _conv_bn(x, 8, "conv0", strides=2)
-    x = _conv_bn(x, 16, "conv1", strides=2)
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, L.Dense(10, name="cls")(x), name="preprocessing_kind")
+    return _classifier(inputs, _two_stages(x), "preprocessing_kind")
 
 
 def concat_branches() -> keras.Model:
@@ -118,9 +114,7 @@ def concat_branches() -> keras.Model:
     c = L.MaxPooling2D(3, strides=1, padding="same", name="branch_pool")(x)
     c = _conv_bn(c, 8, "branch_pool_proj", kernel=1)
     x = L.Concatenate(name="mixed")([a, b, c])
-    x = _conv_bn(x, 32, "top", strides=2)
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, L.Dense(10, name="cls")(x), name="concat_kind")
+    return _classifier(inputs, _conv_bn(x, 32, "top", strides=2), "concat_kind")
 
 
 def padding_cropping() -> keras.Model:
@@ -132,9 +126,7 @@ def padding_cropping() -> keras.Model:
     x = L.Conv2D(16, 3, padding="same", activation="relu", name="conv1")(x)
     x = L.Cropping2D(((1, 1), (2, 2)), name="crop")(x)
     x = L.ZeroPadding2D(((0, 1), (0, 1)), name="pad2")(x)
-    x = L.Conv2D(32, 3, strides=2, activation="relu", name="conv2")(x)
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, L.Dense(10, name="cls")(x), name="padding_kind")
+    return _classifier(inputs, L.Conv2D(32, 3, strides=2, activation="relu", name="conv2")(x), "padding_kind")
 
 
 def upsampling() -> keras.Model:
@@ -144,18 +136,14 @@ def upsampling() -> keras.Model:
     x = _conv_bn(x, 8, "down0", strides=2)
     x = _conv_bn(x, 16, "down1", strides=2)
     x = L.UpSampling2D(2, name="up")(x)
-    x = _conv_bn(x, 16, "up_conv")
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    return keras.Model(inputs, L.Dense(10, name="cls")(x), name="upsampling_kind")
+    return _classifier(inputs, _conv_bn(x, 16, "up_conv"), "upsampling_kind")
 
 
 def max_pooled() -> keras.Model:
     """A classifier on GlobalMaxPooling2D (its embedding is the max-pooled map, not the logits)."""
     keras.utils.set_random_seed(0)
-    x = inputs = keras.Input((32, 32, 3))
-    x = _conv_bn(x, 8, "conv0", strides=2)
-    x = _conv_bn(x, 16, "conv1", strides=2)
-    x = L.GlobalMaxPooling2D(name="gmp")(x)
+    inputs = keras.Input((32, 32, 3))
+    x = L.GlobalMaxPooling2D(name="gmp")(_two_stages(inputs))
     return keras.Model(inputs, L.Dense(10, name="cls")(x), name="max_pooled_kind")
 
 
@@ -165,11 +153,9 @@ def _pooled_head(pool: str, keepdims: bool, head: str) -> Callable[[], keras.Mod
     1x1 map, Flatten; keepdims only) or "none" (the pooling is the output)."""
     def build() -> keras.Model:
         keras.utils.set_random_seed(0)
-        x = inputs = keras.Input((32, 32, 3))
-        x = _conv_bn(x, 8, "conv0", strides=2)
-        x = _conv_bn(x, 16, "conv1", strides=2)
+        inputs = keras.Input((32, 32, 3))
         layer = L.GlobalAveragePooling2D if pool == "avg" else L.GlobalMaxPooling2D
-        x = layer(keepdims=keepdims, name="pool")(x)
+        x = layer(keepdims=keepdims, name="pool")(_two_stages(inputs))
         if head == "dense":
             x = L.Dense(10, name="cls")(x)
         elif head == "dense_chain":
@@ -189,10 +175,8 @@ def _pooled_head(pool: str, keepdims: bool, head: str) -> Callable[[], keras.Mod
 def flatten_dense_chain() -> keras.Model:
     """No pooling: Flatten of the last map, a Dense chain."""
     keras.utils.set_random_seed(0)
-    x = inputs = keras.Input((32, 32, 3))
-    x = _conv_bn(x, 8, "conv0", strides=2)
-    x = _conv_bn(x, 8, "conv1", strides=2)
-    x = L.Flatten(name="flatten")(x)
+    inputs = keras.Input((32, 32, 3))
+    x = L.Flatten(name="flatten")(_two_stages(inputs, (8, 8)))
     x = L.Dense(16, activation="relu", name="hidden")(x)
     return keras.Model(inputs, L.Dense(10, name="cls")(x), name="flatten_dense_chain")
 
@@ -200,10 +184,8 @@ def flatten_dense_chain() -> keras.Model:
 def reshape_dense_chain() -> keras.Model:
     """Neither pooling nor Flatten: a Reshape to a vector, then a Dense chain (its input is the embedding)."""
     keras.utils.set_random_seed(0)
-    x = inputs = keras.Input((32, 32, 3))
-    x = _conv_bn(x, 8, "conv0", strides=2)
-    x = _conv_bn(x, 8, "conv1", strides=2)
-    x = L.Reshape((8 * 8 * 8,), name="vector")(x)
+    inputs = keras.Input((32, 32, 3))
+    x = L.Reshape((8 * 8 * 8,), name="vector")(_two_stages(inputs, (8, 8)))
     x = L.Dense(16, activation="relu", name="hidden")(x)
     x = L.Dropout(0.1, name="drop")(x)
     return keras.Model(inputs, L.Dense(10, activation="softmax", name="cls")(x), name="reshape_dense_chain")
@@ -212,10 +194,8 @@ def reshape_dense_chain() -> keras.Model:
 def two_outputs() -> keras.Model:
     """A classifier and an auxiliary head on the same pooled features: two outputs."""
     keras.utils.set_random_seed(0)
-    x = inputs = keras.Input((32, 32, 3))
-    x = _conv_bn(x, 8, "conv0", strides=2)
-    x = _conv_bn(x, 16, "conv1", strides=2)
-    x = L.GlobalAveragePooling2D(name="gap")(x)
+    inputs = keras.Input((32, 32, 3))
+    x = L.GlobalAveragePooling2D(name="gap")(_two_stages(inputs))
     return keras.Model(inputs, [L.Dense(10, name="logits")(x), L.Dense(4, name="aux")(x)], name="two_outputs")
 
 

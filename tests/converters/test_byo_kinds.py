@@ -16,13 +16,12 @@ import pathlib
 import subprocess
 import sys
 
-import keras
 import numpy as np
 import pytest
 from PIL import Image
 
 from byo_kinds import HEADS, KINDS, two_outputs
-from converters import ExportConfig, GraphReadError, write_export
+from converters import ExportConfig, GraphReadError
 from converters.build_module import prepare_model
 from converters.candidate_choice import AUTO
 from tflite_train.cli import main
@@ -30,14 +29,14 @@ from tflite_train.runtime import load_checkpoint, read_metadata
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse import Budget, default_budget
 
-from test_selftest_zoo import NO_FLAGS, PI_PYTHON, REPO
+from test_selftest_zoo import NO_FLAGS, PI_PYTHON, REPO, export_with_no_flags
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "runtime"))
 
 from runtime_fixtures import load_fashion, write_episode_folders  # noqa: E402
 
-CLI_EXPORTED = ("grayscale",)
-"""Kinds saved as ``.keras`` and exported by ``tflite-train export`` with no flag but --out."""
+CLI_EXPORTED = {"grayscale": []}
+"""Kinds saved as ``.keras`` and exported by ``tflite-train export`` with these flags (none) besides --out."""
 
 
 @pytest.mark.parametrize("name", sorted(HEADS))
@@ -117,15 +116,8 @@ def exported(tmp_path_factory):
 
     def export(name: str) -> pathlib.Path:
         if name not in cache:
-            out = tmp_path_factory.mktemp(name) / "m.tflite"
-            if name in CLI_EXPORTED:
-                saved = out.with_suffix(".keras")
-                KINDS[name]().save(saved)
-                assert main(["export", "--keras-model", str(saved), "--out", str(out)]) == 0
-            else:
-                write_export(ExportConfig(**NO_FLAGS), out, KINDS[name]())
-            keras.backend.clear_session()
-            cache[name] = out
+            cache[name] = export_with_no_flags(KINDS[name], tmp_path_factory.mktemp(name) / "m.tflite",
+                                               CLI_EXPORTED.get(name))
         return cache[name]
 
     return export

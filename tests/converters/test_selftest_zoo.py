@@ -111,6 +111,21 @@ CLI_EXPORTED = {"unknown_size_mobilenet_v2": ["--input-size", "32"]}
 """Models saved as ``.keras`` and exported by ``tflite-train export`` with only these flags."""
 
 
+def export_with_no_flags(build, out: pathlib.Path, cli_flags: list[str] | None = None) -> pathlib.Path:
+    """``build()`` exported to ``out`` with no flags: saved as ``.keras`` and exported by ``tflite-train export``
+    (a subprocess) with only ``cli_flags`` when they are given, else by ``write_export`` with ``NO_FLAGS``."""
+    if cli_flags is not None:
+        saved = out.with_suffix(".keras")
+        build().save(saved)
+        proc = subprocess.run([sys.executable, "-m", "tflite_train.cli", "export", "--keras-model", str(saved),
+                               "--out", str(out), *cli_flags], cwd=REPO, capture_output=True, text=True, timeout=1800)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    else:
+        write_export(ExportConfig(**NO_FLAGS), out, build())
+    keras.backend.clear_session()
+    return out
+
+
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory):
     """name -> path of the no-flags export, made once per model."""
@@ -118,18 +133,8 @@ def zoo(tmp_path_factory):
 
     def export(name: str) -> pathlib.Path:
         if name not in cache:
-            out = tmp_path_factory.mktemp(name) / "m.tflite"
-            if name in CLI_EXPORTED:
-                saved = out.with_suffix(".keras")
-                ZOO[name]().save(saved)
-                proc = subprocess.run([sys.executable, "-m", "tflite_train.cli", "export", "--keras-model", str(saved),
-                                       "--out", str(out), *CLI_EXPORTED[name]], cwd=REPO, capture_output=True,
-                                      text=True, timeout=1800)
-                assert proc.returncode == 0, proc.stdout + proc.stderr
-            else:
-                write_export(ExportConfig(**NO_FLAGS), out, ZOO[name]())
-            keras.backend.clear_session()
-            cache[name] = out
+            cache[name] = export_with_no_flags(ZOO[name], tmp_path_factory.mktemp(name) / "m.tflite",
+                                               CLI_EXPORTED.get(name))
         return cache[name]
 
     return export

@@ -105,7 +105,7 @@ def test_default_budget_of_a_small_model_admits_the_candidate_needing_the_least_
     """tiny@32: the scaled B_mem (16.0 KiB) and 15 % of the backward pass (71 k MACs) admit none of its 13
     candidates; each layer l needs the raise max(mem_l / B_mem, macs_l / B_compute); b03_expand needs the least
     (its MACs fit, its memory is 25.2 KiB), so the default becomes exactly its memory, B_compute unchanged."""
-    from tflite_train.sparse import admitting_layer, default_budget, scaled_memory_budget
+    from tflite_train.sparse import admitting_budget, default_budget, scaled_memory_budget
 
     table = build_layer_table("tiny", 32)
     candidates = range(len(table))
@@ -120,8 +120,9 @@ def test_default_budget_of_a_small_model_admits_the_candidate_needing_the_least_
     assert budget == Budget(memory_bytes=costs[best].total_bytes, compute_fraction=0.15)
     assert [table.layers[i].name for i in range(len(table)) if budget.admits(costs[table.layers[i].name], table)] == \
         [best]
-    index, cost = admitting_layer(paper, table, candidates, channel_ratio=0.25)
-    assert table.layers[index].name == best and cost == costs[best]
+    admission = admitting_budget(paper, table, candidates, channel_ratio=0.25)
+    assert admission.budget == budget and table.layers[admission.layer].name == best and admission.cost == costs[best]
+    assert admitting_budget(budget, table, candidates, channel_ratio=0.25).layer is None  # admits one already
     assert round(budget.memory_bytes / 1024, 1) == 25.2 and round(paper.memory_bytes / 1024, 1) == 16.0
 
 
@@ -131,20 +132,20 @@ def test_a_raised_compute_bound_becomes_absolute_macs_and_only_default_bounds_ar
     table = build_layer_table("tiny", 128)
     names = table.names
     paper = Budget(memory_bytes=scaled_memory_budget(table), compute_fraction=0.15)
-    raised = admitting_budget(paper, table, names, channel_ratio=0.25)
+    raised = admitting_budget(paper, table, names, channel_ratio=0.25).budget
     chosen = [n for n in names if raised.admits(_single(table, n), table)]
     assert chosen and raised.compute_fraction is None and raised.compute_macs > paper.compute_limit(table)
     assert raised.memory_bytes > paper.memory_bytes  # tiny@128: 193.0 KiB -> 384.6 KiB, 1.13 M -> 2.13 M MACs
     assert (round(paper.memory_bytes / 1024, 1), round(raised.memory_bytes / 1024, 1)) == (193.0, 384.6)
     assert (round(paper.compute_limit(table) / 1e6, 2), round(raised.compute_macs / 1e6, 2)) == (1.13, 2.13)
     # a bound the user gave stays; a layer over it cannot be the one admitted
-    memory_only = admitting_budget(paper, table, names, channel_ratio=0.25, raise_compute=False)
+    memory_only = admitting_budget(paper, table, names, channel_ratio=0.25, raise_compute=False).budget
     assert memory_only.compute_fraction == 0.15 and memory_only.compute_macs is None
     assert any(memory_only.admits(_single(table, n), table) for n in names)
     given = Budget(memory_bytes=1024, compute_fraction=0.15)  # 1 KiB: no layer fits, and it may not be raised
-    assert admitting_budget(given, table, names, channel_ratio=0.25, raise_memory=False) == given
+    assert admitting_budget(given, table, names, channel_ratio=0.25, raise_memory=False).budget == given
     # the run's channel ratio and batch size decide the costs
-    wide = admitting_budget(paper, table, names, channel_ratio=1.0, batch_size=4)
+    wide = admitting_budget(paper, table, names, channel_ratio=1.0, batch_size=4).budget
     assert any(wide.admits(_single(table, n, 1.0, 4), table) for n in names)
     assert wide.memory_bytes > raised.memory_bytes
 

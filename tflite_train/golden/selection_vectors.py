@@ -48,7 +48,7 @@ import numpy as np
 from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
 from tflite_train.sparse.budget import (PAPER_MEMORY_BYTES, REFERENCE_LAST_LAYER_BYTES, Budget, BudgetError,
-                                        admitting_budget, admitting_layer, last_layer_memory,
+                                        admitting_budget, last_layer_memory,
                                         scaled_memory_budget)
 from tflite_train.sparse.channel_selection import l2_channels, live_channels, top_k_channels
 from tflite_train.sparse.cost_model import (
@@ -209,13 +209,11 @@ def _default_budget_cases(table: LayerTable) -> list[dict[str, Any]]:
         for ratio, optimizer, batch in DEFAULT_BUDGET_SETTINGS:
             for raise_memory, raise_compute in ((True, True), (True, False), (False, True)):
                 settings = dict(channel_ratio=ratio, optimizer=optimizer, batch_size=batch)
-                found = admitting_layer(paper, table, names, **settings, raise_memory=raise_memory,
-                                        raise_compute=raise_compute)
-                budget = admitting_budget(paper, table, names, **settings, raise_memory=raise_memory,
-                                          raise_compute=raise_compute)
+                admission = admitting_budget(paper, table, names, **settings, raise_memory=raise_memory,
+                                             raise_compute=raise_compute)
                 out.append({C.F_CANDIDATES: names, "set": label, **settings, "raise_memory": raise_memory,
-                            "raise_compute": raise_compute, "paper": paper.to_dict(), "budget": budget.to_dict(),
-                            "admitted": None if found is None else table.layers[found[0]].name})
+                            "raise_compute": raise_compute, "paper": paper.to_dict(), "budget": admission.budget.to_dict(),
+                            "admitted": None if admission.layer is None else table.layers[admission.layer].name})
     return out
 
 

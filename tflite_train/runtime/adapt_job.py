@@ -115,7 +115,7 @@ def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool,
         paper = dataclasses.replace(paper, memory_bytes=scaled_memory_budget(table))
     budget = admitting_budget(paper, table, config.sparse_update_layers or model.candidates,
                               channel_ratio=config.channel_ratio, optimizer=model.metadata[C.F_OPTIMIZER][C.F_NAME],
-                              batch_size=config.batch_size, raise_memory=memory, raise_compute=compute)
+                              batch_size=config.batch_size, raise_memory=memory, raise_compute=compute).budget
     return dataclasses.replace(config, memory_bytes=budget.memory_bytes, compute_macs=budget.compute_macs,
                                compute_fraction=budget.compute_fraction), paper
 

@@ -177,49 +177,20 @@ def _need(used: float, limit: float) -> float:
     return used / limit if limit > 0 else math.inf
 
 
-def admitting_layer(
-    budget: Budget,
-    table: LayerTable,
-    candidates: Sequence[int | str],
-    *,
-    channel_ratio: float,
-    optimizer: str = "adam",
-    batch_size: int = 1,
-    raise_memory: bool = True,
-    raise_compute: bool = True,
-) -> tuple[int, BackwardCost] | None:
-    """The candidate layer that needs the least raise of ``budget`` to be updated alone, or None when
-    ``budget`` already admits a candidate alone or no raise of the bounds allowed would admit one
-    (module docstring: l* = argmin_l max(c_l.total_bytes / B_mem, c_l.backward_macs / B_compute)).
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    """A budget raised, or not, to admit one candidate layer alone (``admitting_budget``).
 
-    Args:
-      budget: The budget to raise (the paper's scaled budget, with any bound the user gave).
-      table: The model's layer table.
-      candidates: The candidate layers (names or table indices).
-      channel_ratio: The selection's channel ratio r: a layer updates ``channel_count(C_out, r)`` channels.
-      optimizer, batch_size: The cost model's settings of the run (``cost_model.backward_cost``).
-      raise_memory, raise_compute: Which bounds are defaults that may be raised; a layer over a bound
-        that may not be raised is not eligible.
-
-    Returns:
-      (table index of l*, its single-layer cost), or None.
+    Attributes:
+      budget: The budget: the one given, or it raised.
+      layer: Table index of the candidate it was raised to admit; None when it was not raised (it admits a
+        candidate already, or no raise allowed would admit one).
+      cost: That layer's single-layer backward cost, or None.
     """
-    indices = sorted({table.index_of(c) for c in candidates})
-    memory, compute = budget.memory_bytes, budget.compute_limit(table)
-    best: tuple[float, int, BackwardCost] | None = None
-    for index in indices:
-        layer = table.layers[index]
-        cost = backward_cost(table, {index: channel_count(layer.out_channels, channel_ratio)}, optimizer=optimizer,
-                             batch_size=batch_size)
-        if budget.admits(cost, table):
-            return None
-        if (not raise_memory and cost.total_bytes > memory) or (not raise_compute and cost.backward_macs > compute):
-            continue
-        need = max(_need(cost.total_bytes, memory) if raise_memory else 0.0,
-                   _need(cost.backward_macs, compute) if raise_compute else 0.0)
-        if best is None or need < best[0]:
-            best = (need, index, cost)
-    return None if best is None else (best[1], best[2])
+
+    budget: Budget
+    layer: int | None = None
+    cost: BackwardCost | None = None
 
 
 def admitting_budget(
@@ -232,19 +203,46 @@ def admitting_budget(
     batch_size: int = 1,
     raise_memory: bool = True,
     raise_compute: bool = True,
-) -> Budget:
-    """``budget``, raised just enough to admit the layer of ``admitting_layer`` (same arguments) when it
-    admits no candidate alone: B_mem <- max(B_mem, c.total_bytes) and B_compute <- max(B_compute,
-    c.backward_macs), the latter then in absolute MACs; else ``budget`` itself."""
-    found = admitting_layer(budget, table, candidates, channel_ratio=channel_ratio, optimizer=optimizer,
-                            batch_size=batch_size, raise_memory=raise_memory, raise_compute=raise_compute)
-    if found is None:
-        return budget
-    cost = found[1]
-    memory = max(budget.memory_bytes, cost.total_bytes) if raise_memory else budget.memory_bytes
-    if raise_compute and cost.backward_macs > budget.compute_limit(table):
-        return Budget(memory_bytes=memory, compute_macs=float(cost.backward_macs))
-    return Budget(memory_bytes=memory, compute_macs=budget.compute_macs, compute_fraction=budget.compute_fraction)
+) -> Admission:
+    """``budget``, raised when it admits none of ``candidates`` alone just enough to admit the candidate that
+    needs the least raise (module docstring): l* = argmin_l max(c_l.total_bytes / B_mem, c_l.backward_macs /
+    B_compute), first in forward order on ties; B_mem <- max(B_mem, c_l*.total_bytes), B_compute <-
+    max(B_compute, c_l*.backward_macs), the latter then in absolute MACs.
+
+    Args:
+      budget: The budget to raise (the paper's scaled budget, with any bound the user gave).
+      table: The model's layer table.
+      candidates: The candidate layers (names or table indices).
+      channel_ratio: The selection's channel ratio r: a layer updates ``channel_count(C_out, r)`` channels.
+      optimizer, batch_size: The cost model's settings of the run (``cost_model.backward_cost``).
+      raise_memory, raise_compute: Which bounds are defaults that may be raised; a layer over a bound
+        that may not be raised is not eligible.
+
+    Returns:
+      The budget (raised or not) and the layer it was raised for.
+    """
+    memory, compute = budget.memory_bytes, budget.compute_limit(table)
+    best: tuple[float, int, BackwardCost] | None = None
+    for index in sorted({table.index_of(c) for c in candidates}):
+        layer = table.layers[index]
+        cost = backward_cost(table, {index: channel_count(layer.out_channels, channel_ratio)}, optimizer=optimizer,
+                             batch_size=batch_size)
+        if budget.admits(cost, table):
+            return Admission(budget)
+        if (not raise_memory and cost.total_bytes > memory) or (not raise_compute and cost.backward_macs > compute):
+            continue
+        need = max(_need(cost.total_bytes, memory) if raise_memory else 0.0,
+                   _need(cost.backward_macs, compute) if raise_compute else 0.0)
+        if best is None or need < best[0]:
+            best = (need, index, cost)
+    if best is None:
+        return Admission(budget)
+    _, index, cost = best
+    raised_memory = max(memory, cost.total_bytes) if raise_memory else memory
+    if raise_compute and cost.backward_macs > compute:
+        return Admission(Budget(memory_bytes=raised_memory, compute_macs=float(cost.backward_macs)), index, cost)
+    return Admission(Budget(memory_bytes=raised_memory, compute_macs=budget.compute_macs,
+                            compute_fraction=budget.compute_fraction), index, cost)
 
 
 def default_budget(
@@ -265,8 +263,8 @@ def default_budget(
       candidates: Its candidate layers (names or table indices).
       compute_fraction: The default B_compute as a fraction of the full backward pass (the protocol's
         0.15, ``runtime.DEFAULT_PROTOCOL``), or None for no compute bound.
-      channel_ratio, optimizer, batch_size: The run's selection settings (``admitting_layer``).
+      channel_ratio, optimizer, batch_size: The run's selection settings (``admitting_budget``).
     """
     paper = Budget(memory_bytes=scaled_memory_budget(table), compute_fraction=compute_fraction)
     return admitting_budget(paper, table, candidates, channel_ratio=channel_ratio, optimizer=optimizer,
-                            batch_size=batch_size)
+                            batch_size=batch_size).budget
