@@ -10,7 +10,7 @@ The unit is the model's own batch-1 ``infer`` (median of ``--calls`` warm calls,
 same process, before and after the adaptations (their mean), so that the ratio holds on a noisy machine.
 Each procedure of ``bench.procedures`` given by ``--procedures`` adapts to the same support set (the first
 task of the cache's first target with ``--support`` images, 5-way) under the model's default budget
-(``tflite_train.sparse.scaled_memory_budget``, B_compute 15 %): the whole adaptation (head, Fisher,
+(``tflite_train.sparse.default_budget``, as ``adapt`` without flags): the whole adaptation (head, Fisher,
 selection, cache, every update and the per-task choice), ``--repeats`` times, median reported, per phase.
 The goal of issue 39: the default adaptation <= 500 ``infer`` calls on both runtimes.
 """
@@ -49,13 +49,16 @@ def measure(model_path: str, support_path: str, procedures: list[str], calls: in
     import numpy as np
 
     from bench.procedures import procedure
-    from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, layer_table
-    from tflite_train.sparse import scaled_memory_budget
+    from tflite_train.runtime import DEFAULT_PROTOCOL, AdaptConfig, TrainableModel, adapt, layer_table
+    from tflite_train.sparse import default_budget
 
     data = np.load(support_path)
     images, labels = data["images"], data["labels"]
     model = TrainableModel(model_path, num_threads=1)
-    base = AdaptConfig(memory_bytes=scaled_memory_budget(layer_table(model.metadata)))
+    budget = default_budget(layer_table(model.metadata), model.candidates, compute_fraction=DEFAULT_PROTOCOL.compute_fraction,
+                            channel_ratio=AdaptConfig().channel_ratio)
+    base = AdaptConfig(memory_bytes=budget.memory_bytes, compute_fraction=budget.compute_fraction,
+                       compute_macs=budget.compute_macs)
     one = images[:1]
     model.reset_state()
     adapt(model, images, labels, AdaptConfig(policy="none"))

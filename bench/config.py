@@ -111,8 +111,9 @@ class BenchConfig:
         methods; FullTrain then takes as many optimizer steps per pass as they do); the paper's
         FullTrain uses 100.
       memory_budget_mib: B_mem as set for MCUNet at 128x128 (the paper's 1 MiB); each model's B_mem
-        is the library's ``tflite_train.sparse.scaled_memory_budget`` of it (the CLI's and the
-        demo's default; ``policy_runs.memory_budget_bytes``). The cost tables (section 2) use it
+        is the library's ``tflite_train.sparse.scaled_memory_budget`` of it, raised only where it
+        admits no candidate layer (the CLI's and the demo's default, ``sparse.default_budget``;
+        ``policy_runs.memory_budget_bytes``). The cost tables (section 2) use it
         unscaled for every backbone, as the paper's Tables 2 and 6 do.
       compute_fraction: B_compute as a fraction of FullTrain's backward MACs (paper: "15 % of total
         MACs"; see ``bench.policy_runs.compute_budget_macs`` for why the backward MACs).

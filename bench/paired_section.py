@@ -25,14 +25,14 @@ from bench.learning_rates import with_settings
 from bench.methods import no_update_row, paired_methods
 from bench.models import BASELINE, FULL, SPARSE, ensure_models, model_key
 from bench.paired_accuracy import summarize
-from bench.policy_runs import Job, Method, MethodResult, memory_budget_bytes, run_records, source_fisher_tasks
+from bench.policy_runs import Job, Method, MethodResult, model_memory_budget, run_records, source_fisher_tasks
 from bench.successive_halving import NO_OP_SHARE, TUNING_RULE, ValidationScore, kept_choices, successive_halving
 from bench.task_store import TaskRecord, model_identity, open_cell, read_records, stored_cells, task_fingerprint
 from bench.tasks import Task, cache_for_size, source_tasks, target_pools, target_tasks
 from bench.validation_split import TEST, VALIDATION
 from tflite_train import contract as C
 from tflite_train.data import read_manifest
-from tflite_train.runtime import TrainableModel, layer_table
+from tflite_train.runtime import TrainableModel
 
 __all__ = ["Request", "Runs", "assemble_run", "paired_section", "refresh_partial", "split_sizes"]
 
@@ -195,7 +195,7 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
         paths.update(ensure_models(config, tuple(model_key(run, m) for m in (SPARSE, FULL, BASELINE))))
         sparse = paths[model_key(run, SPARSE)]
         probe = TrainableModel(str(sparse), num_threads=config.threads)
-        memory = memory_budget_bytes(layer_table(probe.metadata), config.memory_budget_mib)
+        memory = model_memory_budget(config, probe)
         methods = paired_methods(config, run, memory, probe.candidates)
         entry = out["runs"][run.key] = {
             "backbone": run.backbone, "input_size": run.input_size, "label": run.label,

@@ -22,9 +22,10 @@ from bench.config import BenchConfig
 from bench.confidence import MeanCI, mean_ci95
 from bench.task_store import TaskRecord, append_record, task_fingerprint
 from bench.tasks import Task
+from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
-from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, input_range, predict
-from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, Budget
+from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, input_range, layer_table, predict
+from tflite_train.sparse import MIT_SPARSE_UPDATE_LAYERS, Budget, admitting_budget
 from tflite_train.sparse import scaled_memory_budget as library_memory_budget
 
 LOG = logging.getLogger(__name__)
@@ -84,17 +85,31 @@ def scaled_memory_budget(config: BenchConfig) -> float:
     return memory_budget_bytes(build_layer_table(config.backbone, config.input_size), config.memory_budget_mib)
 
 
-def memory_budget_bytes(table, budget_mib: float) -> float:
-    """B_mem in bytes for the model of layer ``table``: the library's one definition,
-    ``tflite_train.sparse.scaled_memory_budget`` (the CLI's and the demo's default), with the
-    MCUNet@128 budget ``budget_mib`` (the paper's 1 MiB):
+def memory_budget_bytes(table, budget_mib: float, candidates: Sequence[str] = (), *, channel_ratio: float = 0.25,
+                        compute_fraction: float | None = 0.15, optimizer: str = "adam") -> float:
+    """B_mem in bytes for the model of layer ``table``: the library's one definition of the default B_mem
+    (``tflite_train.sparse.default_budget``, the CLI's and the demo's), with the MCUNet@128 budget
+    ``budget_mib`` (the paper's 1 MiB) scaled to the model,
 
-      B = budget_mib * M_LastLayer(model) / M_LastLayer(MCUNet@128)   (LastLayer update, Adam, batch 1).
+      B = budget_mib * M_LastLayer(model) / M_LastLayer(MCUNet@128)   (LastLayer update, Adam, batch 1),
 
-    MCUNet@64: 0.770 MiB; EfficientNet-Lite0@128: 4.005 MiB (the 1 MiB of MCUNet fits no single
-    layer of Lite0, whose inference buffer alone exceeds it).
+    raised, when it admits none of ``candidates`` alone at TinyTrain's ``channel_ratio`` under the bench's
+    B_compute (``compute_fraction``, never raised: the bench's compute budget is the experiment's), just
+    enough to admit one (``sparse.admitting_budget``). MCUNet@64: 0.770 MiB; EfficientNet-Lite0@128:
+    4.005 MiB (the 1 MiB of MCUNet fits no single layer of Lite0, whose inference buffer alone exceeds
+    it); both as scaled, since candidates of theirs fit.
     """
-    return library_memory_budget(table, budget_mib * MIB)
+    scaled = Budget(library_memory_budget(table, budget_mib * MIB), compute_fraction=compute_fraction)
+    return admitting_budget(scaled, table, candidates, channel_ratio=channel_ratio, optimizer=optimizer,
+                            raise_compute=False).budget.memory_bytes
+
+
+def model_memory_budget(config: BenchConfig, model: TrainableModel) -> float:
+    """``memory_budget_bytes`` of an exported model: its layer table and candidates, the config's
+    ``memory_budget_mib``, TinyTrain channel ratio and B_compute, the model's optimizer."""
+    return memory_budget_bytes(layer_table(model.metadata), config.memory_budget_mib, model.candidates,
+                               channel_ratio=config.channel_ratio, compute_fraction=config.compute_fraction,
+                               optimizer=model.metadata[C.F_OPTIMIZER][C.F_NAME])
 
 
 @functools.lru_cache(maxsize=None)

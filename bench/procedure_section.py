@@ -26,11 +26,11 @@ from bench.methods import NONE_NO_META
 from bench.models import BASELINE, SPARSE, ensure_models, model_key
 from bench.paired_accuracy import AVERAGE, paired_deltas, target_means
 from bench.paired_section import Request, Runs, split_sizes
-from bench.policy_runs import Method, memory_budget_bytes
+from bench.policy_runs import Method, model_memory_budget
 from bench.procedures import procedure
 from bench.tasks import target_tasks
 from bench.validation_split import VALIDATION
-from tflite_train.runtime import AdaptConfig, TrainableModel, layer_table
+from tflite_train.runtime import AdaptConfig, TrainableModel
 
 __all__ = ["decide", "procedure_methods", "procedure_section", "row_label"]
 
@@ -87,7 +87,7 @@ def procedure_section(config: BenchConfig, targets: tuple[str, ...], paths: dict
         keys = (model_key(run, SPARSE),) + ((model_key(run, BASELINE),) if run.meta_trained else ())
         paths.update(ensure_models(config, keys))
         probe = TrainableModel(str(paths[model_key(run, SPARSE)]), num_threads=config.threads)
-        memory = memory_budget_bytes(layer_table(probe.metadata), config.memory_budget_mib)
+        memory = model_memory_budget(config, probe)
         tasks = {t: target_tasks(config, t, config.procedure_tasks, VALIDATION, run.input_size) for t in targets}
         rows = procedure_methods(config, run, memory)
         requests = [Request(m, t, VALIDATION, tasks[t], f"{run.key} procedure/{t}") for _, _, m in rows for t in targets]

@@ -60,7 +60,7 @@ def _procedure(name: str, description: str, **fields: Any) -> Procedure:
 PREVIOUS = _procedure(
     "previous", "prototypes fixed at the untrained backbone's; one update per pseudo-query (batch 1), 40 passes; "
     "rate 3e-3 for every task (the powered run's validation choice)",
-    prototypes="fixed", batch_mode="batch", batch_size=1, epochs=40, learning_rate=3e-3, rate_choice=None)
+    prototype_mode="fixed", batch_mode="batch", batch_size=1, epochs=40, learning_rate=3e-3, rate_choice=None)
 """The procedure before issue 39 (``adapt``'s defaults then)."""
 
 _PMF = dict(batch_mode="accumulate", batch_size=25, iterations=20, rate_choice=PMF_RATES)
@@ -69,17 +69,17 @@ PROCEDURES: Mapping[str, Procedure] = {p.name: p for p in (
     PREVIOUS,
     _procedure("pmf", "P>M>F: prototypes refreshed through the current backbone before every update (no gradient "
                "through them); 20 updates of 25 accumulated pseudo-queries; rate chosen per task from "
-               f"{list(PMF_RATES)} by held-out accuracy", prototypes="refresh", **_PMF),
-    _procedure("pmf_fixed", "as pmf, prototypes fixed at the untrained backbone's", prototypes="fixed", **_PMF),
+               f"{list(PMF_RATES)} by held-out accuracy", prototype_mode="refresh", **_PMF),
+    _procedure("pmf_fixed", "as pmf, prototypes fixed at the untrained backbone's", prototype_mode="fixed", **_PMF),
     _procedure("pmf_fixed_ties", "as pmf_fixed, accuracy ties between rates broken by the held-out cross-entropy",
-               prototypes="fixed", choice_score="accuracy_loss", **_PMF),
+               prototype_mode="fixed", choice_score="accuracy_loss", **_PMF),
     _procedure("pmf_one_rate", "as pmf, one rate (1e-3) for every task instead of the per-task choice",
-               prototypes="refresh", **{**_PMF, "rate_choice": None, "learning_rate": 1e-3}),
+               prototype_mode="refresh", **{**_PMF, "rate_choice": None, "learning_rate": 1e-3}),
     _procedure("pmf_episode", "as pmf, prototypes inside the step with the gradient through them (P>M>F's loss; "
                "support and pseudo-query rows in one batch, which the selection prices against B_mem)",
-               prototypes="episode", **{**_PMF, "batch_mode": "batch"}),
+               prototype_mode="episode", **{**_PMF, "batch_mode": "batch"}),
     _procedure("pmf_fixed_ties_short", "as pmf_fixed_ties at about a quarter of the cost: 10 updates of 10 "
-               "accumulated pseudo-queries, rates {0, 1e-3, 1e-2}", prototypes="fixed", choice_score="accuracy_loss",
+               "accumulated pseudo-queries, rates {0, 1e-3, 1e-2}", prototype_mode="fixed", choice_score="accuracy_loss",
                **{**_PMF, "batch_size": 10, "iterations": 10, "rate_choice": (0.0, 1e-3, 1e-2)}),
 )}
 """Every procedure the bench knows, by name."""

@@ -34,7 +34,7 @@ from bench.learning_rates import with_settings
 from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods
 from bench.models import FULL, SPARSE, ensure_models, export_configs
 from bench.paired_section import Request, Runs, paired_section, refresh_partial
-from bench.policy_runs import MethodResult, scaled_memory_budget
+from bench.policy_runs import MethodResult, model_memory_budget
 from bench.procedure_section import procedure_section
 from bench.report import render_report
 from bench.tasks import cache_targets, target_tasks
@@ -116,7 +116,7 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
     targets = cache_targets(config)
     paths = ensure_models(config, (SPARSE,))
     probe = TrainableModel(str(paths["sparse"]), num_threads=config.threads)
-    memory_bytes = scaled_memory_budget(config)
+    memory_bytes = model_memory_budget(config, probe)
     env = environment(probe.runtime)
     results: dict = {
         "commands": [*(previous or {}).get("commands", []), command], "environment": env,

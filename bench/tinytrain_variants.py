@@ -44,11 +44,11 @@ from bench.learning_rates import with_setting
 from bench.methods import paired_methods
 from bench.models import SPARSE, ensure_models, model_key
 from bench.paired_section import Request, Runs
-from bench.policy_runs import Method, memory_budget_bytes
+from bench.policy_runs import Method, model_memory_budget
 from bench.tasks import cache_targets, target_tasks
 from bench.validation_split import VALIDATION
 from tflite_train.data.augment import AugmentConfig
-from tflite_train.runtime import DEFAULT_PROTOCOL, AdaptConfig, TrainableModel, layer_table
+from tflite_train.runtime import DEFAULT_PROTOCOL, AdaptConfig, TrainableModel
 
 LOG = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def run(out: pathlib.Path, tasks: int, workers: int, command: str) -> pathlib.Pa
     targets = cache_targets(config)
     paths = ensure_models(config, (model_key(LITE0_128, SPARSE),))
     probe = TrainableModel(str(paths[model_key(LITE0_128, SPARSE)]), num_threads=config.threads)
-    memory = memory_budget_bytes(layer_table(probe.metadata), config.memory_budget_mib)
+    memory = model_memory_budget(config, probe)
     methods = {m.label: m for m in paired_methods(config, LITE0_128, memory, probe.candidates)}
     protocol = (DEFAULT_PROTOCOL.learning_rate, DEFAULT_PROTOCOL.epochs)
     tinytrain = with_setting(methods["TinyTrain"], protocol)

@@ -18,7 +18,7 @@ from converters.calibration_images import calibration_images
 from converters.candidate_choice import AUTO, choose_candidates, describe, feature_layer_flags, refusal
 from converters.export_config import ExportConfig
 from converters.graph.ir import Graph, InputSpec
-from converters.graph.keras_reader import GraphReadError, read_keras
+from converters.graph.keras_reader import GraphReadError, output_names, read_keras
 from converters.graph.layer_table import graph_layer_table
 from converters.graph.passes import prepare_graph
 from converters.graph.region import RegionError, check_region, parse_candidates
@@ -86,7 +86,10 @@ def prepare_model(model: keras.Model, config: ExportConfig) -> PreparedModel:
       ValueError (GraphReadError, EmbeddingError, RegionError): what cannot be exported, named.
     """
     shape = input_shape_of(model, config)
-    nodes, output = read_keras(model, shape)
+    output = config.model_output
+    if output is None and config.feature_layer is not None:  # the feature layer decides; any output reaches it
+        output = output_names(model)[0]
+    nodes, output = read_keras(model, shape, output)
     channels = shape[2]
     mean = config.mean if config.mean is not None else (0.0,) * channels
     std = config.std if config.std is not None else (1.0,) * channels
@@ -112,7 +115,7 @@ def prepare_model(model: keras.Model, config: ExportConfig) -> PreparedModel:
         choice = choose_candidates(graph, table, config.optimizer)
         if choice is None:
             raise RegionError(refusal(nodes, output, spec, graph, config.feature_layer))
-        (LOG.info if choice.fitting else LOG.warning)("%s", describe(choice, table))
+        LOG.info("%s", describe(choice, table))
         return PreparedModel(graph, table, choice.candidates, choice.spec)
     candidates = parse_candidates(config.candidate_spec, graph, table)
     check_region(graph, table, candidates,

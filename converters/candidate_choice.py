@@ -10,14 +10,16 @@
    default adaptation budget can train alone, and K at most ``MAX_AUTO_LAYERS`` (while a layer of the
    top ``MAX_AUTO_LAYERS`` fits that budget);
 
-such that at least one candidate fits the default budget of ``adapt``: B_mem =
-``tflite_train.sparse.scaled_memory_budget`` of the model's layer table and the default B_compute,
-channel ratio and batch size of ``tflite_train.runtime.AdaptConfig``, with the model's optimizer
-(``tflite_train.sparse.cost_model.backward_cost``). A layer below that bound could never be selected
-by ``adapt`` with its defaults (a selection costs at least as much as each of its layers), so it is left
-frozen. When no layer of the model fits (on small models the inference buffer alone can exceed the
-scaled B_mem), the choice is the same without the bound -- ``blocks:K`` where it exports, else every
-trailing layer from the deepest cut -- and the logged line is a warning naming ``adapt --mem-budget``.
+such that at least one candidate fits the paper's budget carried to the model: B_mem =
+``tflite_train.sparse.scaled_memory_budget`` of the model's layer table and the default B_compute, channel
+ratio and batch size of ``tflite_train.runtime.AdaptConfig``, with the model's optimizer
+(``tflite_train.sparse.cost_model.backward_cost``). A layer below that bound could never be selected by
+``adapt`` with its defaults (a selection costs at least as much as each of its layers), so it is left frozen.
+When no layer of the model fits it (on small models the inference buffer alone can exceed the scaled B_mem),
+the choice is the same without the bound -- ``blocks:K`` where it exports, else every trailing layer from the
+deepest cut -- and ``adapt``'s default budget for those candidates is that budget raised just enough to
+admit one of them (``tflite_train.sparse.default_budget``, the one definition ``adapt`` uses too): every
+export can train a layer under ``adapt``'s defaults, and the logged line says what the default budget is.
 
 The resolved spec (never ``AUTO``) is what the export records (``<out>.config.json``, the metadata's
 ``config``), so exporting again with ``--candidates <spec>`` reproduces the file.
@@ -34,9 +36,10 @@ from converters.graph.layer_table import graph_layer_table
 from converters.graph.passes import prepare_graph
 from converters.graph.region import RegionError, check_region, deepest_cut, gradient_region, parse_candidates
 from tflite_train.runtime.adapt_config import AdaptConfig
-from tflite_train.sparse.budget import Budget, scaled_memory_budget
+from tflite_train.sparse.budget import Budget, default_budget as sparse_default_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import BackwardCost, backward_cost, channel_count
 from tflite_train.sparse.layer_table import LayerTable
+from tflite_train.sparse.units import format_count
 
 LOG = logging.getLogger(__name__)
 
@@ -61,21 +64,32 @@ class CandidateChoice:
     Attributes:
       spec: The ``--candidates`` spec that reproduces the choice, e.g. ``"blocks:2"`` or ``"layers:5"``.
       candidates: Table indices of the candidate layers, ascending.
-      fitting: The candidates whose update alone fits the default adaptation budget (empty: none does).
-      budget_bytes: The model's default B_mem (``scaled_memory_budget``), in bytes.
+      fitting: The candidates whose update alone fits ``budget`` (never empty).
+      budget: ``adapt``'s default budget for these candidates (``default_budget``).
+      paper: The paper's budget carried to the model (``paper_budget``); ``budget`` is it, or it raised.
     """
 
     spec: str
     candidates: tuple[int, ...]
     fitting: tuple[int, ...]
-    budget_bytes: float
+    budget: Budget
+    paper: Budget
 
 
-def default_budget(table: LayerTable) -> Budget:
-    """The budget ``adapt`` uses without flags on this model: the scaled B_mem and the default B_compute."""
+def paper_budget(table: LayerTable) -> Budget:
+    """The paper's budget carried to the model: the scaled B_mem and ``adapt``'s default B_compute."""
     defaults = AdaptConfig()
     return Budget(memory_bytes=scaled_memory_budget(table), compute_macs=defaults.compute_macs,
                   compute_fraction=defaults.compute_fraction)
+
+
+def default_budget(table: LayerTable, candidates: tuple[int, ...], optimizer: str) -> Budget:
+    """The budget ``adapt`` uses without flags on this model with these candidates
+    (``tflite_train.sparse.default_budget`` at ``AdaptConfig``'s defaults and the model's optimizer)."""
+    defaults = AdaptConfig()
+    return sparse_default_budget(table, candidates, compute_fraction=defaults.compute_fraction,
+                                 channel_ratio=defaults.channel_ratio, optimizer=optimizer,
+                                 batch_size=defaults.batch_size)
 
 
 def single_layer_cost(table: LayerTable, index: int, optimizer: str) -> BackwardCost:
@@ -114,11 +128,13 @@ def choose_candidates(graph: Graph, table: LayerTable, optimizer: str) -> Candid
       table: Its layer table (``converters.graph.graph_layer_table``).
       optimizer: The export's optimizer (its slots count in the memory cost).
     """
-    budget = default_budget(table)
-    fitting = trainable_alone(table, budget, optimizer)
+    paper = paper_budget(table)
+    fitting = trainable_alone(table, paper, optimizer)
 
     def choice(spec: str, chosen: tuple[int, ...]) -> CandidateChoice:
-        return CandidateChoice(spec, chosen, tuple(i for i in chosen if i in fitting), budget.memory_bytes)
+        budget = default_budget(table, chosen, optimizer)
+        fits = fitting if budget == paper else trainable_alone(table, budget, optimizer)
+        return CandidateChoice(spec, chosen, tuple(i for i in chosen if i in fits), budget, paper)
 
     blocks = _exporting_blocks(graph, table)
     for spec, chosen in blocks:
@@ -136,7 +152,7 @@ def choose_candidates(graph: Graph, table: LayerTable, optimizer: str) -> Candid
             if lowest < top and (not trainable or trainable[-1] >= top):
                 lowest = top
             return choice(f"layers:{len(table) - lowest}", tuple(range(lowest, len(table))))
-    if blocks:  # no layer fits the default budget: the long-standing default where it exports
+    if blocks:  # no layer fits the paper's budget: the long-standing default where it exports
         return choice(*blocks[0])
     return None
 
@@ -191,10 +207,14 @@ def describe(choice: CandidateChoice, table: LayerTable) -> str:
     """One line: what was chosen, how much of it the default budget can train, and the flag that changes it."""
     names = [table.layers[i].name for i in choice.candidates]
     span = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
-    budget = _size(choice.budget_bytes)
-    fit = (f"{len(choice.fitting)} of them fit adapt's default budget (B_mem {budget}) alone" if choice.fitting else
-           f"none fits adapt's default budget (B_mem {budget}): give adapt --mem-budget")
+    fit = f"{len(choice.fitting)} of them fit adapt's default budget ({_budget(choice.budget, table)}) alone"
+    if choice.budget != choice.paper:
+        fit += f", the paper's ({_budget(choice.paper, table)}) raised to admit one"
     return f"candidates {choice.spec} ({len(names)} layers, {span}); {fit}; --candidates changes them"
+
+
+def _budget(budget: Budget, table: LayerTable) -> str:
+    return f"B_mem {_size(budget.memory_bytes)}, B_compute {format_count(budget.compute_limit(table))} MACs"
 
 
 def _size(n: float) -> str:

@@ -4,16 +4,14 @@ device runtimes do not have), and the converter's C++ diagnostics routed to the 
 from __future__ import annotations
 
 import logging
-import os
 import re
-import sys
-import tempfile
 from collections.abc import Callable
 
 import tensorflow as tf
 from tensorflow.lite.python.convert_phase import ConverterError
 
 from converters.graph.ir import Graph, Node
+from tflite_train import native_stderr
 
 LOG = logging.getLogger("converters.export")
 
@@ -30,19 +28,7 @@ class ConversionError(ValueError):
 def capturing_stderr(run: Callable[[], bytes], level: int) -> bytes:
     """``run()`` with file descriptor 2 captured: the converter's C++ diagnostics (written straight to
     stderr, whatever the logging settings) are logged at ``level`` instead (logger ``converters.export``)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            return run()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            text = captured.read().decode(errors="replace").rstrip()
-            if text:
-                LOG.log(level, "TFLite converter:\n%s", text)
+    return native_stderr.capturing_stderr(run, level, LOG, "TFLite converter")
 
 
 def unconverted_ops(report: str) -> list[str]:

@@ -149,6 +149,13 @@ def _channel_order_entry(module: TrainableModule) -> dict[str, str]:
     return {} if order == C.CHANNEL_ORDER_RGB else {C.F_CHANNEL_ORDER: order}
 
 
+def _feature_layer_entry(module: TrainableModule) -> dict[str, dict[str, str]]:
+    """``{feature_layer: {name, rule}}``: the model's layer that is the embedding and why (the graph's
+    ``FeatureLayer``), or {} for a graph without one. Not part of the model id: it names, it does not compute."""
+    feature = module.graph.feature_layer
+    return {} if feature is None else {C.F_FEATURE_LAYER: {C.F_NAME: feature.name, C.F_RULE: feature.rule}}
+
+
 def build_metadata(module: TrainableModule) -> dict:
     """The ``tflite_train`` metadata JSON (CONTRACT.md)."""
     cfg = module.config
@@ -175,6 +182,7 @@ def build_metadata(module: TrainableModule) -> dict:
                     C.F_DTYPE: "float32", C.F_RANGE: list(inp.value_range), C.F_MEAN: list(inp.mean),
                     C.F_STD: list(inp.std), C.F_NORMALISATION_SOURCE: inp.source, **_channel_order_entry(module)},
         C.F_FEATURE_DIM: module.feature_dim,
+        **_feature_layer_entry(module),
         C.F_CLASS_CAPACITY: cfg.class_capacity,
         C.F_HEAD: {C.F_TYPE: C.HEAD_TYPE, C.F_SCALE: cfg.cosine_scale},
         C.F_OPTIMIZER: {C.F_NAME: cfg.optimizer, C.LEARNING_RATE: cfg.learning_rate, C.F_BETA1: cfg.beta1,

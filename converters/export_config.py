@@ -91,6 +91,10 @@ class ExportConfig:
       calibration: Images that calibrate the int8 prefix (``converters.calibration_images``): "" = the
         data cache's meta-training sources, "synthetic:N" = N seeded random images (tests), else an image
         folder. Left out of ``to_dict`` at its default.
+      model_output: For a Keras model with several outputs, the one (by its layer name) whose path holds the
+        embedding: its classifier is dropped, the other outputs are not exported. None: the model's only
+        output (a model with several is refused, naming them, unless ``feature_layer`` is given). Left out
+        of ``to_dict`` at its default.
     """
 
     backbone: str = "tiny"
@@ -121,6 +125,7 @@ class ExportConfig:
     cache_cuts: int | None = None
     quantize: str = dataclasses.field(default="", metadata={_OMIT_AT_DEFAULT: True})
     calibration: str = dataclasses.field(default="", metadata={_OMIT_AT_DEFAULT: True})
+    model_output: str | None = dataclasses.field(default=None, metadata={_OMIT_AT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         size = self.input_size

@@ -1,4 +1,5 @@
-"""The demo's B_mem is the library's one definition, stated in the same words as ``adapt --help``."""
+"""The demo's budget is the library's one default (``sparse.default_budget``), stated in the same words as
+``adapt --help``."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "runtime"))
 from runtime_fixtures import fixture_model  # noqa: E402
 
-from tflite_train.demo import DemoConfig, budget_line, memory_budget  # noqa: E402
+from tflite_train.demo import DemoConfig, budget_line, demo_budget  # noqa: E402
 from tflite_train.runtime import layer_table  # noqa: E402
 from tflite_train.runtime.metadata import read_metadata  # noqa: E402
-from tflite_train.sparse import scaled_memory_budget  # noqa: E402
+from tflite_train.sparse import Budget, default_budget, scaled_memory_budget  # noqa: E402
 
 DEFINITION = "the paper's 1 MiB for MCUNet at 128 px, scaled by this model's LastLayer backward memory"
 
@@ -24,12 +25,18 @@ def _model(name: str):
     return types.SimpleNamespace(metadata=read_metadata(fixture_model(name)))
 
 
-def test_default_memory_budget_is_the_librarys_scaled_budget():
+def test_default_budget_is_the_librarys():
     assert DemoConfig().memory_bytes is None
-    for name in ("lite0_meta_adam_64", "mcunet_adam_35"):
+    for name in ("lite0_meta_adam_64", "mcunet_adam_35", "tiny_adam_33"):
         model = _model(name)
-        assert memory_budget(DemoConfig(), model) == scaled_memory_budget(layer_table(model.metadata))
-    assert memory_budget(DemoConfig(memory_bytes=3 * 2**20), _model("mcunet_adam_35")) == 3 * 2**20
+        table = layer_table(model.metadata)
+        expected = default_budget(table, model.metadata["candidates"], compute_fraction=0.15, channel_ratio=0.25,
+                                  optimizer=model.metadata["optimizer"]["name"])
+        assert demo_budget(DemoConfig(), model) == expected
+        if name == "lite0_meta_adam_64":  # the shipped model's: the scaled budget as it is
+            assert expected == Budget(scaled_memory_budget(table), compute_fraction=0.15)
+    assert demo_budget(DemoConfig(memory_bytes=3 * 2**20), _model("mcunet_adam_35")) == Budget(3 * 2**20,
+                                                                                               compute_fraction=0.15)
 
 
 def test_budget_line_uses_the_words_of_adapt_help(capsys):

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
+from tflite_train.sparse.budget import Budget
 
 MIB = 2**20
 
@@ -42,10 +43,11 @@ class DemoConfig:
       candidate_blocks: Trailing blocks whose layers the device may update (Lite0: the 6 meta-trained ones).
       policy: Adaptation policy (``tinytrain`` by default).
       memory_bytes: B_mem, the peak memory of the backward pass in bytes (batch 1; paper appendix A.4);
-        None = the library's one default, ``tflite_train.sparse.scaled_memory_budget`` of the model's
-        layer table: the paper's 1 MiB for MCUNet@128 scaled by the model's LastLayer backward memory
-        (4.005 MiB for Lite0@128, which needs 1.8 MB for its largest inference activation alone, so
-        1 MiB unscaled admits no layer). The same default as ``adapt`` and the benchmark.
+        None = the library's one default budget, ``tflite_train.sparse.default_budget`` of the model:
+        the paper's 1 MiB for MCUNet@128 scaled by the model's LastLayer backward memory (4.005 MiB for
+        Lite0@128, which needs 1.8 MB for its largest inference activation alone, so 1 MiB unscaled
+        admits no layer), raised only when it admits none of the candidates. The same default as
+        ``adapt`` and the benchmark.
       compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs);
         the adaptation protocol's (``tflite_train.runtime.protocol.DEFAULT_PROTOCOL``), as ``adapt``.
       epochs, batch_size: Passes over the augmented support set and images per step: the adaptation
@@ -89,15 +91,19 @@ def _export(config: DemoConfig) -> pathlib.Path:
     return path
 
 
-def memory_budget(config: DemoConfig, model: Any) -> float:
-    """B_mem in bytes: ``config.memory_bytes``, or the library's default for the model's layer table
-    (``tflite_train.sparse.scaled_memory_budget``, as ``adapt`` and the benchmark)."""
-    from tflite_train.runtime import layer_table
-    from tflite_train.sparse import scaled_memory_budget
+def demo_budget(config: DemoConfig, model: Any) -> Budget:
+    """B_mem and B_compute: ``config.memory_bytes`` and ``config.compute_fraction``, or without a B_mem the
+    library's default budget for the model and its candidates (``tflite_train.sparse.default_budget``, as
+    ``adapt`` and the benchmark: the scaled B_mem, raised on a small model to admit a layer)."""
+    from tflite_train import contract as C
+    from tflite_train.runtime import AdaptConfig, layer_table
+    from tflite_train.sparse import default_budget
 
     if config.memory_bytes is not None:
-        return float(config.memory_bytes)
-    return scaled_memory_budget(layer_table(model.metadata))
+        return Budget(float(config.memory_bytes), compute_fraction=config.compute_fraction)
+    return default_budget(layer_table(model.metadata), model.metadata[C.F_CANDIDATES],
+                          compute_fraction=config.compute_fraction, channel_ratio=AdaptConfig().channel_ratio,
+                          optimizer=model.metadata[C.F_OPTIMIZER][C.F_NAME], batch_size=config.batch_size)
 
 
 def budget_line(config: DemoConfig, memory_bytes: float) -> str:
@@ -105,7 +111,7 @@ def budget_line(config: DemoConfig, memory_bytes: float) -> str:
     if config.memory_bytes is not None:
         return f"B_mem {memory_bytes / MIB:.3f} MiB of backward-pass peak memory (given)"
     return (f"B_mem {memory_bytes / MIB:.3f} MiB of backward-pass peak memory: the paper's 1 MiB for MCUNet at "
-            "128 px, scaled by this model's LastLayer backward memory (tflite_train.sparse.scaled_memory_budget)")
+            "128 px, scaled by this model's LastLayer backward memory (tflite_train.sparse.default_budget)")
 
 
 def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
@@ -126,11 +132,11 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
     episodes = sample_episodes(data.labels, config.tasks, config.seed,
                                EpisodeConfig(ways=config.ways, shots=config.shots, queries=config.queries))
 
-    memory_bytes = memory_budget(config, model)
+    budget = demo_budget(config, model)
 
     def run(policy: str, task: int, support, support_labels, query, query_labels):
-        adapt_config = AdaptConfig(policy=policy, memory_bytes=memory_bytes,
-                                   compute_fraction=config.compute_fraction, epochs=config.epochs,
+        adapt_config = AdaptConfig(policy=policy, memory_bytes=budget.memory_bytes, compute_macs=budget.compute_macs,
+                                   compute_fraction=budget.compute_fraction, epochs=config.epochs,
                                    batch_size=config.batch_size, learning_rate=config.learning_rate,
                                    seed=config.seed + task, on_empty="empty")
         result = adapt(model, support, support_labels, adapt_config)
@@ -159,7 +165,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
               f"  ({', '.join(tasks[-1]['classes'])})")
     report = {
         "model": str(model_path), "runtime": model.runtime, "target": config.target, "load_seconds": load_seconds,
-        "memory_budget_bytes": memory_bytes,
+        "memory_budget_bytes": budget.memory_bytes,
         "mean_accuracy_none": float(np.mean([t["accuracy_none"] for t in tasks])),
         f"mean_accuracy_{config.policy}": float(np.mean([t[f"accuracy_{config.policy}"] for t in tasks])),
         "tasks": tasks,
@@ -186,7 +192,7 @@ def format_report(config: DemoConfig, report: dict[str, Any], result: Any, eval_
         f"backward memory {cost.total_bytes / MIB:.3f} MiB of {report['memory_budget_bytes'] / MIB:.3f} MiB budget; "
         f"backward compute {cost.backward_macs / 1e6:.2f}M MACs of "
         f"{'unlimited' if math.isinf(limit) else f'{limit / 1e6:.2f}M'} "
-        f"({config.compute_fraction:.0%} of the full backward pass, {result.full_backward_macs / 1e6:.2f}M MACs)",
+        f"({limit / result.full_backward_macs:.0%} of the full backward pass, {result.full_backward_macs / 1e6:.2f}M MACs)",
         f"time: load {report['load_seconds']:.2f} s, head {seconds.get('head', 0):.2f} s, "
         f"fisher+selection {seconds.get('fisher_selection', 0):.2f} s, frozen-prefix cache {seconds.get('cache', 0):.2f} s, "
         f"{len(result.losses)} steps ({config.epochs} passes) {seconds.get('training', 0):.2f} s, query eval {eval_seconds:.2f} s",

@@ -1,6 +1,6 @@
 """The exporter's graph IR of a Keras CNN: reading, preparation passes, layer table, gradient region."""
 
-from converters.graph.ir import ACTIVATIONS, DIFFERENTIABLE_OPS, WEIGHTED_OPS, Graph, InputSpec, Node
+from converters.graph.ir import ACTIVATIONS, DIFFERENTIABLE_OPS, WEIGHTED_OPS, FeatureLayer, Graph, InputSpec, Node
 from converters.graph.keras_reader import GraphReadError, read_keras
 from converters.graph.layer_table import graph_layer_table
 from converters.graph.passes import EmbeddingError, prepare_graph
@@ -11,6 +11,7 @@ __all__ = [
     "DIFFERENTIABLE_OPS",
     "WEIGHTED_OPS",
     "EmbeddingError",
+    "FeatureLayer",
     "Graph",
     "GraphReadError",
     "InputSpec",

@@ -28,6 +28,7 @@ zero_pad       pads ((top, bottom), (left, right))
 avg_pool       pool (ph, pw), strides, padding
 max_pool       pool, strides, padding
 global_pool    keepdims (global average pooling)
+global_max_pool keepdims (global max pooling)
 reshape        -- (Flatten and Reshape: output shape = ``shape``)
 identity       -- (Dropout and other inference-time identities)
 opaque         -- (``call`` runs the Keras layer on constant copies of its weights)
@@ -47,7 +48,7 @@ import numpy as np
 from converters.ops.activations import ACTIVATIONS
 from converters.ops.registry import DIFFERENTIABLE_KINDS, WEIGHTED_KINDS
 
-__all__ = ["ACTIVATIONS", "DIFFERENTIABLE_OPS", "WEIGHTED_OPS", "Graph", "InputSpec", "Node"]
+__all__ = ["ACTIVATIONS", "DIFFERENTIABLE_OPS", "WEIGHTED_OPS", "FeatureLayer", "Graph", "InputSpec", "Node"]
 
 WEIGHTED_OPS = WEIGHTED_KINDS
 """IR kinds with a kernel and a bias (the registry's weighted kinds)."""
@@ -117,12 +118,28 @@ class InputSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class FeatureLayer:
+    """The layer of the user's model whose output is the embedding, and the rule that chose it.
+
+    Attributes:
+      name: The layer (its IR node as read, i.e. the Keras layer name).
+      rule: Why: ``--feature-layer``, the global pooling or Flatten, the input of the classifier's Dense
+        layers, or the model's output (``converters.graph.passes.select_embedding``).
+    """
+
+    name: str
+    rule: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Graph:
-    """A CNN as nodes in topological order; ``output`` names the embedding node ([N, D])."""
+    """A CNN as nodes in topological order; ``output`` names the embedding node ([N, D]); ``feature_layer``
+    says which layer of the model it is (None for a graph not made by ``prepare_graph``)."""
 
     nodes: tuple[Node, ...]
     output: str
     input_spec: InputSpec
+    feature_layer: FeatureLayer | None = None
 
     def __post_init__(self) -> None:
         names = [n.name for n in self.nodes]

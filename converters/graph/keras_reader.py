@@ -21,7 +21,7 @@ from converters.ops import registry
 from converters.ops.activations import KERAS_ACTIVATIONS, activation_attrs
 from converters.ops.spec import GraphReadError, pair
 
-__all__ = ["GraphReadError", "read_keras"]
+__all__ = ["GraphReadError", "output_names", "read_keras"]
 
 
 class _Reader:
@@ -211,11 +211,23 @@ def _topological_nodes(model) -> list[tuple[Any, Any]]:
     return order
 
 
-def read_keras(model, input_shape: tuple[int, int, int]) -> tuple[list[Node], str]:
+def output_names(model) -> list[str]:
+    """The names of the model's outputs: the Keras layers that compute them."""
+    return [t._keras_history[0].name for t in model.outputs]
+
+
+def read_keras(model, input_shape: tuple[int, int, int], output: str | None = None) -> tuple[list[Node], str]:
     """IR nodes of ``model`` at ``input_shape`` (H, W, C) and the name of its output node.
 
+    Args:
+      model: A Keras model with one image input.
+      input_shape: (H, W, C).
+      output: Which output (its layer name, ``output_names``) the returned node is, for a model with several
+        (``--model-output``); None for a model with one.
+
     Raises:
-      GraphReadError: several inputs or outputs, a non-image input, a layer returning several tensors.
+      GraphReadError: several inputs, a non-image input, several outputs and no ``output`` (naming them and the
+        flag that picks one), an ``output`` that is not one, a layer returning several tensors.
     """
     inputs = model.inputs if not isinstance(model, keras.Sequential) or model.inputs else None
     if inputs is None or len(inputs) != 1:
@@ -225,9 +237,15 @@ def read_keras(model, input_shape: tuple[int, int, int]) -> tuple[list[Node], st
     if rank != 4:
         raise GraphReadError(f"model {model.name!r} takes rank-{rank} input {tuple(inputs[0].shape)}; "
                              "only image CNNs (N, H, W, C) can be exported")
-    if len(model.outputs) != 1:
-        raise GraphReadError(f"model {model.name!r} has {len(model.outputs)} outputs; exactly one is supported")
+    names = output_names(model)
+    if output is None and len(names) > 1:
+        raise GraphReadError(f"model {model.name!r} has {len(names)} outputs ({', '.join(names)}); give --model-output "
+                             f"{names[0]} (or another of them) to export the path to that output, its classifier "
+                             "dropped, or --feature-layer LAYER")
+    if output is not None and output not in names:
+        raise GraphReadError(f"--model-output {output!r} is not an output of model {model.name!r}; its outputs: "
+                             f"{', '.join(names)}")
     reader = _Reader()
     image = reader.add("image", "input", [], input_shape, "InputLayer")
-    (out,) = reader.walk(model, [image])
-    return reader.nodes, out
+    outs = reader.walk(model, [image])
+    return reader.nodes, outs[0 if output is None else names.index(output)]

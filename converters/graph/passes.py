@@ -1,7 +1,8 @@
 """Pure rewrites of the graph IR: input preprocessing, the embedding, pruning, BN folding, fusion.
 
 Order (``prepare_graph``): absorb the input's Rescaling/Normalization into the input spec -> pick
-the embedding (dropping the user's classifier head) -> prune what the embedding does not read ->
+the embedding (``select_embedding``: any global pooling or Flatten, else the input of the final Dense
+layers; the user's classifier head above it is dropped) -> prune what the embedding does not read ->
 drop inference identities (Dropout) -> fold BatchNorm into the preceding conv/dense -> fuse each
 weighted layer with the activation that alone reads it.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from converters.graph.ir import ACTIVATIONS, Graph, InputSpec, Node
+from converters.graph.ir import ACTIVATIONS, FeatureLayer, Graph, InputSpec, Node
 from converters.ops import registry
 
 
@@ -45,7 +46,8 @@ def _consumers(nodes: list[Node]) -> dict[str, list[str]]:
 
 
 def absorb_preprocessing(nodes: list[Node], spec: InputSpec) -> tuple[list[Node], InputSpec]:
-    """Folds the chain of Rescaling/Normalization right after the input into the input spec.
+    """Folds the chain of Rescaling/Normalization right after the input (inference identities such as data
+    augmentation between them dropped) into the input spec.
 
     The chain computes x = a r + b per channel from raw pixels r; the exported graph computes
     (r - mean) / std, so mean = -b / a and std = 1 / a, and the device feeds raw pixels in [0, 255].
@@ -59,6 +61,9 @@ def absorb_preprocessing(nodes: list[Node], spec: InputSpec) -> tuple[list[Node]
         if len(readers) != 1:
             break
         node = next(n for n in nodes if n.name == readers[0])
+        if node.op == "identity":  # e.g. RandomFlip before the Rescaling: nothing at inference
+            nodes = _rewire(nodes, node.name, image)
+            continue
         if node.op != "affine" or not node.attrs.get("preprocessing"):
             break
         scale, shift = (w.astype(np.float64) for w in node.weights)
@@ -85,10 +90,37 @@ def _dominators(nodes: list[Node], target: str) -> set[str]:
     return dom[target]
 
 
-def select_embedding(nodes: list[Node], output: str, feature_layer: str | None) -> tuple[list[Node], str]:
-    """The embedding node [N, D]: ``feature_layer`` if given, else the first global pooling (or
-    Flatten) that every path to the model's output passes through; the user's classifier after it
-    is dropped. A 4-D embedding gets a global average pooling appended, a [1, 1, D] one a reshape.
+POOLING_RULES = {"global_pool": "global average pooling", "global_max_pool": "global max pooling"}
+"""IR kinds of a global pooling and the rule's name when one is the embedding."""
+FEATURE_LAYER_RULE = "--feature-layer"
+DENSE_CHAIN_RULE = "the input of the classifier's Dense layers"
+OUTPUT_RULE = "the model's output (no classifier found)"
+HEAD_KINDS = ("dense", "activation", "identity", "affine")
+"""IR kinds a classifier head above the embedding is made of (with element-wise frozen layers such as softmax)."""
+
+
+def _dense_chain_input(by_name: dict[str, Node], output: str) -> str | None:
+    """The input of the lowest Dense of the chain of head layers (``HEAD_KINDS``, or a frozen layer that keeps
+    its input's vector shape, e.g. softmax) that ends at ``output``; None when the chain holds no Dense."""
+    node, lowest = by_name[output], None
+    while len(node.inputs) == 1:
+        source = by_name[node.inputs[0]]
+        elementwise = node.op == "opaque" and len(node.shape) == 1 and node.shape == source.shape
+        if node.op not in HEAD_KINDS and not elementwise:
+            break
+        if node.op == "dense":
+            lowest = node
+        node = source
+    return None if lowest is None else lowest.inputs[0]
+
+
+def select_embedding(nodes: list[Node], output: str,
+                     feature_layer: str | None) -> tuple[list[Node], str, FeatureLayer]:
+    """The embedding node [N, D] and the layer it comes from: ``feature_layer`` if given, else the first global
+    pooling (average or max, keepdims or not) or Flatten that every path to the model's output passes through,
+    else the input of the Dense layers (with their activations, dropout, batch normalisation) that end the
+    model, else the model's output. The user's classifier after it is dropped. A 4-D embedding gets a
+    global average pooling appended, a [1, 1, D] one a reshape.
 
     Raises:
       EmbeddingError: an unknown ``feature_layer`` or an embedding of unusable rank.
@@ -97,15 +129,22 @@ def select_embedding(nodes: list[Node], output: str, feature_layer: str | None) 
     if feature_layer is not None:
         if feature_layer not in by_name:
             raise EmbeddingError(f"--feature-layer {feature_layer!r} is not a layer of the model")
-        chosen = feature_layer
+        chosen, rule = feature_layer, FEATURE_LAYER_RULE
     else:
         dominators = _dominators(nodes, output)
-        pools = [n.name for n in nodes if n.name in dominators and
-                 (n.op == "global_pool" or (n.op == "reshape" and n.keras_class == "Flatten"))]
-        chosen = pools[0] if pools else output
+        pools = [n for n in nodes if n.name in dominators and
+                 (n.op in POOLING_RULES or (n.op == "reshape" and n.keras_class == "Flatten"))]
+        chain = _dense_chain_input(by_name, output)
+        if pools:
+            chosen, rule = pools[0].name, POOLING_RULES.get(pools[0].op, "Flatten")
+        elif chain is not None:
+            chosen, rule = chain, DENSE_CHAIN_RULE
+        else:
+            chosen, rule = output, OUTPUT_RULE
     node = by_name[chosen]
+    feature = FeatureLayer(chosen, rule)
     if len(node.shape) == 1:
-        return list(nodes), chosen
+        return list(nodes), chosen, feature
     if len(node.shape) != 3:
         raise EmbeddingError(f"the embedding {chosen!r} has shape {node.shape}; it must be [D] or [H, W, D]")
     if node.shape[:2] == (1, 1):
@@ -113,7 +152,7 @@ def select_embedding(nodes: list[Node], output: str, feature_layer: str | None) 
     else:
         extra = Node(f"{chosen}_embedding", "global_pool", (chosen,), (node.shape[2],), attrs={"keepdims": False},
                      keras_class="GlobalAveragePooling2D")
-    return [*nodes, extra], extra.name
+    return [*nodes, extra], extra.name, feature
 
 
 def prune(nodes: list[Node], output: str) -> list[Node]:
@@ -184,9 +223,9 @@ def fuse_activations(nodes: list[Node], output: str) -> tuple[list[Node], str]:
 def prepare_graph(nodes: list[Node], output: str, spec: InputSpec, feature_layer: str | None = None) -> Graph:
     """All passes, in the module docstring's order."""
     nodes, spec = absorb_preprocessing(nodes, spec)
-    nodes, output = select_embedding(nodes, output, feature_layer)
+    nodes, output, feature = select_embedding(nodes, output, feature_layer)
     nodes = prune(nodes, output)
     nodes, output = drop_identities(nodes, output)
     nodes, output = fold_batchnorm(nodes, output)
     nodes, output = fuse_activations(nodes, output)
-    return Graph(tuple(nodes), output, spec)
+    return Graph(tuple(nodes), output, spec, feature)

@@ -1,5 +1,6 @@
-"""Pooling: average, max and global average pooling, forward and builtin-op backward; the family's
-registry entry (``FAMILY``: AveragePooling2D, MaxPooling2D, GlobalAveragePooling2D).
+"""Pooling: average, max, global average and global max pooling, forward and builtin-op backward; the
+family's registry entry (``FAMILY``: AveragePooling2D, MaxPooling2D, GlobalAveragePooling2D,
+GlobalMaxPooling2D).
 
 * avg_pool: y[i] = 1/c_i sum_{t in window i} x_pad[s i + t], where c_i counts the window's real
   (non-padding) elements (TF excludes padding). Backward: the adjoint of that sum, i.e. the
@@ -9,6 +10,9 @@ registry entry (``FAMILY``: AveragePooling2D, MaxPooling2D, GlobalAveragePooling
   an earlier tap; g_x_pad += place_t(g_y * m_t), where place_t puts position i at s i + t
   (zero-insertion and padding), then the padding is cropped.
 * global_pool: y = mean over H x W (keepdims or not), g_x = g_y / (H W) broadcast over H x W.
+* global_max_pool: y_c = max over H x W of x_c (keepdims or not); the gradient is shared by the maximal
+  elements, as TF's ``reduce_max`` gradient: with m = [x == y] (y broadcast over H x W),
+  g_x = g_y m / sum_{H x W} m.
 """
 
 from __future__ import annotations
@@ -85,6 +89,18 @@ def global_pool_backward(g_y, in_shape):
     return g + tf.zeros([1, h, w, c], tf.float32)
 
 
+def global_max_pool_forward(x, keepdims: bool):
+    """Max over H and W (one REDUCE_MAX)."""
+    return tf.reduce_max(x, axis=[1, 2], keepdims=keepdims)
+
+
+def global_max_pool_backward(x, y, g_y):
+    """g_x of the global max (module docstring): shared equally by the elements equal to the maximum."""
+    channels = x.shape[-1]
+    hit = tf.cast(tf.equal(x, tf.reshape(y, [-1, 1, 1, channels])), tf.float32)
+    return hit * (tf.reshape(g_y, [-1, 1, 1, channels]) / tf.reduce_sum(hit, axis=[1, 2], keepdims=True))
+
+
 # ------------------------------------------------------------------ the family's registry entry
 def read_pool(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
     """AveragePooling2D / MaxPooling2D on an [H, W, C] map -> avg_pool / max_pool."""
@@ -98,13 +114,13 @@ def read_pool(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
 
 
 def read_global_pool(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
-    """GlobalAveragePooling2D (keepdims or not) -> global_pool."""
-    shape = shapes[0]
-    if len(shape) != 3:
+    """GlobalAveragePooling2D / GlobalMaxPooling2D (keepdims or not, channels last) -> global_pool / global_max_pool."""
+    shape, cls = shapes[0], type(layer).__name__
+    if len(shape) != 3 or getattr(layer, "data_format", "channels_last") != "channels_last":
         return None
     keep = bool(layer.keepdims)
-    return ctx.add(layer.name, "global_pool", inputs, (1, 1, shape[2]) if keep else (shape[2],),
-                   "GlobalAveragePooling2D", attrs={"keepdims": keep})
+    return ctx.add(layer.name, "global_pool" if cls == "GlobalAveragePooling2D" else "global_max_pool", inputs,
+                   (1, 1, shape[2]) if keep else (shape[2],), cls, attrs={"keepdims": keep})
 
 
 def _window_macs(node, in_shapes) -> int:
@@ -130,10 +146,14 @@ FAMILY = OpFamily(
         OpKind("global_pool", lambda node, xs: (None, global_pool_forward(xs[0], node.attrs["keepdims"])),
                lambda node, xs, z, y, g_y, in_shapes: [global_pool_backward(g_y, in_shapes[0])],
                lambda node, in_shapes: elements(in_shapes[0])),
+        OpKind("global_max_pool", lambda node, xs: (None, global_max_pool_forward(xs[0], node.attrs["keepdims"])),
+               lambda node, xs, z, y, g_y, in_shapes: [global_max_pool_backward(xs[0], y, g_y)],
+               lambda node, in_shapes: elements(in_shapes[0])),
     ),
     layers=(
         LayerRule("AveragePooling2D", read_pool, ("avg_pool",), "any window and stride, `same` or `valid`"),
         LayerRule("MaxPooling2D", read_pool, ("max_pool",), "any window and stride, `same` or `valid`"),
         LayerRule("GlobalAveragePooling2D", read_global_pool, ("global_pool",), "keepdims or not"),
+        LayerRule("GlobalMaxPooling2D", read_global_pool, ("global_max_pool",), "keepdims or not"),
     ),
 )

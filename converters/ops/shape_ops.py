@@ -1,5 +1,5 @@
-"""Shape ops: ZeroPadding2D, Flatten/Reshape, Dropout (inference identity); the family's registry entry
-(``FAMILY``).
+"""Shape ops: ZeroPadding2D, Flatten/Reshape, Dropout and the random data-augmentation layers (inference
+identities); the family's registry entry (``FAMILY``).
 
 * zero_pad:  y = pad(x, ((t, b), (l, r))),  g_x = g_y[:, t:t + H, l:l + W, :]
 * reshape:   y = reshape(x, shape),         g_x = reshape(g_y, shape(x))
@@ -17,6 +17,14 @@ from converters.ops.spec import GraphReadError, LayerRule, OpFamily, OpKind, Rea
 IDENTITY_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "GaussianDropout", "GaussianNoise",
                    "AlphaDropout", "ActivityRegularization", "Identity")
 """Keras layers that are identities at inference."""
+AUGMENTATION_LAYERS = ("RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomContrast",
+                       "RandomBrightness", "RandomGrayscale", "RandomHue", "RandomSaturation", "RandomSharpness",
+                       "RandomColorJitter", "RandomErasing", "RandomGaussianBlur", "RandomPosterization",
+                       "RandomShear", "RandomPerspective", "RandomInvert", "RandomColorDegeneration",
+                       "RandomElasticTransform")
+"""Keras' random data-augmentation layers: they change images in training only, identities at inference
+(checked against Keras by ``tests/converters/ops/test_shape_ops.py``). ``RandomCrop`` is one only when its
+input already has the crop's size (at inference it resizes to it)."""
 
 
 def zero_pad_forward(x, pads):
@@ -78,6 +86,14 @@ def read_identity(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | N
     return ctx.add(layer.name, "identity", inputs, shapes[0], type(layer).__name__)
 
 
+def read_random_crop(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
+    """RandomCrop of an input that already has the crop's size -> identity (else it resizes: run frozen)."""
+    shape = shapes[0]
+    if len(shape) != 3 or (shape[0], shape[1]) != (layer.height, layer.width):
+        return None
+    return read_identity(ctx, layer, inputs, shapes)
+
+
 FAMILY = OpFamily(
     __name__,
     kinds=(
@@ -93,5 +109,9 @@ FAMILY = OpFamily(
         LayerRule("Flatten", read_flatten, ("reshape",)),
         LayerRule("Reshape", read_reshape, ("reshape",)),
         *(LayerRule(cls, read_identity, ("identity",), "an identity at inference") for cls in IDENTITY_LAYERS),
+        *(LayerRule(cls, read_identity, ("identity",), "data augmentation: an identity at inference")
+          for cls in AUGMENTATION_LAYERS),
+        LayerRule("RandomCrop", read_random_crop, ("identity",), "an identity at inference when its input has the "
+                  "crop's size"),
     ),
 )

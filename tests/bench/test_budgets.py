@@ -43,3 +43,19 @@ def test_published_memory_budgets_are_the_librarys():
                 run["memory_budget_bytes"])
         else:
             assert run["input_size"] == 128 and run["memory_budget_bytes"] / 2**20 == pytest.approx(4.005, abs=5e-4)
+
+
+def test_memory_budget_of_a_model_is_the_default_rule_with_the_benchs_compute_budget():
+    """With the candidates: the scaled B_mem where a candidate fits it (MCUNet@128), raised to admit one on a
+    small model (tiny@128), B_compute held at the bench's."""
+    from bench.policy_runs import memory_budget_bytes
+    from tflite_train.architectures import build_layer_table
+    from tflite_train.sparse import Budget, admitting_budget, scaled_memory_budget
+
+    mcunet = build_layer_table("mcunet", 128)
+    assert memory_budget_bytes(mcunet, 1.0, mcunet.names) == 2**20
+    tiny = build_layer_table("tiny", 128)
+    paper = Budget(scaled_memory_budget(tiny), compute_fraction=0.15)
+    raised = memory_budget_bytes(tiny, 1.0, tiny.names)
+    assert raised == admitting_budget(paper, tiny, tiny.names, channel_ratio=0.25, raise_compute=False).budget.memory_bytes
+    assert raised > paper.memory_bytes

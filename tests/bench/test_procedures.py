@@ -13,7 +13,7 @@ from tflite_train.runtime import AdaptConfig
 
 def test_previous_procedure_is_the_old_default():
     config = PREVIOUS.apply(AdaptConfig())
-    assert (config.prototypes, config.batch_mode, config.batch_size, config.epochs, config.learning_rate,
+    assert (config.prototype_mode, config.batch_mode, config.batch_size, config.epochs, config.learning_rate,
             config.rate_choice) == ("fixed", "batch", 1, 40, 3e-3, None)
 
 

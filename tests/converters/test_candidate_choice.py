@@ -19,7 +19,7 @@ from converters.build_module import prepare_model
 from converters.candidate_choice import AUTO, MAX_AUTO_LAYERS
 from tflite_train.cli import main
 from tflite_train.runtime.model_contract import layer_table
-from tflite_train.sparse.budget import scaled_memory_budget
+from tflite_train.sparse.budget import default_budget as sparse_default_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import backward_cost, channel_count
 from blocked_models import norm_on_top
 
@@ -192,12 +192,25 @@ def test_densenet_gets_at_most_the_top_max_auto_layers(caplog, monkeypatch):
     assert prepare_model(dense(), ExportConfig(**FAST, candidates=AUTO)).candidate_spec == "layers:81"
 
 
-def test_model_too_small_for_the_default_budget_exports_with_a_warning(caplog):
+def test_model_too_small_for_the_papers_budget_gets_a_default_budget_raised_to_admit_a_candidate(caplog):
+    """No layer fits the paper's scaled budget: the unbounded choice, and adapt's default budget for it (the one
+    definition, ``sparse.default_budget``) admits one of the candidates; the logged line gives both budgets."""
+    from converters.candidate_choice import choose_candidates, default_budget, paper_budget
+
     with caplog.at_level(logging.INFO, logger="converters"):
         prepared = prepare_model(sequential_cnn(widths=(8, 16)), ExportConfig(**FAST, candidates=AUTO))
     assert prepared.candidate_spec == "layers:2"
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "none fits adapt's default budget" in warnings[0] and "--mem-budget" in warnings[0]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    line = next(r.getMessage() for r in caplog.records if "--candidates changes them" in r.getMessage())
+    table = prepared.table
+    paper, budget = paper_budget(table), default_budget(table, prepared.candidates, "adam")
+    assert budget.memory_bytes > paper.memory_bytes
+    assert "1 of them fit adapt's default budget (B_mem " in line and ", the paper's (B_mem " in line \
+        and "raised to admit one" in line
+    choice = choose_candidates(prepared.graph, table, "adam")
+    assert choice.budget == budget and choice.paper == paper and len(choice.fitting) == 1
+    assert sparse_default_budget(table, [table.layers[i].name for i in prepared.candidates], compute_fraction=0.15,
+                                 channel_ratio=0.25) == budget
 
 
 def test_no_candidate_at_all_is_refused_in_one_line_naming_a_feature_layer_that_works(tmp_path, capsys):

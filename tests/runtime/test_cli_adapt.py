@@ -143,7 +143,7 @@ def test_version_and_help(capsys):
         main(["adapt", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for unit in ("1MiB", "fraction of the full backward pass", "(default: 0.25)", "(default: the protocol's 40,",
-                 "(default: the protocol's 1)", "(default: the protocol's 0.15;"):
+                 "(default: the protocol's 1)", "(default: the protocol's 0.15,"):
         assert unit in text
 
 

@@ -13,8 +13,8 @@ from tflite_train.runtime.pseudo_queries import pseudo_query_batches
 from runtime_fixtures import episode_arrays, fixture_model
 
 
-def _plan(prototypes="refresh", mode="batch", batch=8, *, cached=True, episode=True, accumulate=True, limit=100):
-    return plan_updates(prototypes, mode, batch, 5, cached=cached, episode=episode, accumulate=accumulate,
+def _plan(prototype_mode="refresh", mode="batch", batch=8, *, cached=True, episode=True, accumulate=True, limit=100):
+    return plan_updates(prototype_mode, mode, batch, 5, cached=cached, episode=episode, accumulate=accumulate,
                         fits=lambda rows: rows <= limit)
 
 
@@ -39,11 +39,11 @@ def test_accumulation_holds_one_row_and_falls_back_without_its_signatures():
 
 def test_episode_steps_count_the_support_rows_and_fall_back_to_refresh():
     plan = _plan("episode", limit=13)  # 5 support + 8 pseudo-queries
-    assert (plan.prototypes, plan.rows) == ("episode", 13)
+    assert (plan.prototype_mode, plan.rows) == ("episode", 13)
     over = _plan("episode", limit=12)
-    assert over.prototypes == "refresh" and "exceeds B_mem" in over.note
+    assert over.prototype_mode == "refresh" and "exceeds B_mem" in over.note
     uncached = _plan("episode", cached=False)
-    assert uncached.prototypes == "refresh" and "cached cut" in uncached.note
+    assert uncached.prototype_mode == "refresh" and "cached cut" in uncached.note
 
 
 def test_view_rows_map_a_subset_to_its_views():
@@ -99,7 +99,7 @@ def test_rate_choice_picks_no_update_when_nothing_scores_better(model, fashion):
 
 def test_rate_choice_trains_with_the_winning_rate(model, fashion):
     xs, ys, _, _ = episode_arrays(fashion, model.input_shape, ways=3, shots=4, seed=4)
-    result = adapt(model, xs, ys, AdaptConfig(**FAST, prototypes="refresh", rate_choice=(0.0, 1e-3, 1e-2)))
+    result = adapt(model, xs, ys, AdaptConfig(**FAST, prototype_mode="refresh", rate_choice=(0.0, 1e-3, 1e-2)))
     choice = result.rate_choice
     assert choice.held_out == 9 and len(choice.scores) == 3
     assert choice.rate == max(choice.scores, key=lambda rs: rs[1])[0]

@@ -64,7 +64,7 @@ def adapt_config(args: argparse.Namespace) -> AdaptConfig:
         learning_rate=args.learning_rate if args.learning_rate is not None else protocol.learning_rate, seed=args.seed, on_empty=args.on_empty or "raise",
         augment_views=args.augment_views, cache=not args.no_cache,
         cache_memory_bytes=None if args.cache_memory is None else float(args.cache_memory),
-        **{name: value for name, value in (("prototypes", args.prototypes), ("batch_mode", args.batch_mode),
+        **{name: value for name, value in (("prototype_mode", args.prototypes), ("batch_mode", args.batch_mode),
                                            ("rate_choice", args.rate_choice), ("choice_updates", args.choice_updates),
                                            ("choice_score", args.choice_score))
            if value is not None},
@@ -87,8 +87,7 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
                             extra_outputs=(args.plot,) if args.plot else (), max_steps=MAX_STEPS,
                             progress=terminal_progress(not args.quiet and not args.json),
                             default_memory_budget=args.mem_budget is None,
-                            head_only_fallback=args.mem_budget is None and args.compute_budget is None
-                            and args.compute_macs is None and args.on_empty is None)
+                            default_compute_budget=args.compute_budget is None and args.compute_macs is None)
     if args.plot:
         from tflite_train.runtime.plots import plot_adaptation
 
@@ -143,12 +142,17 @@ def register(command: Command) -> None:
                         "updated, their optimizer state, and the inference buffer, which also holds the saved "
                         "activations; frozen weights not counted), in bytes with a unit: 1MiB, 512KiB, 1.5MB, or "
                         "'unlimited' (default: the paper's 1 MiB for MCUNet at 128 px, scaled by this model's "
-                        "LastLayer backward memory: 4.005 MiB for the default Lite0@128, 0.770 MiB for MCUNet@64; "
-                        "tinytrain and sparse_update only)")
+                        "LastLayer backward memory; when that budget and the default --compute-budget admit none of "
+                        "the model's candidate layers alone (at --channel-ratio, --batch-size), the bounds you did "
+                        "not give are raised just enough to admit the candidate that needs the least raise, so the "
+                        "defaults always train a layer: 1 MiB for MCUNet@128 and 4.005 MiB for the default "
+                        "Lite0@128, as scaled; the tiny backbone at 128 px: 193.0 KiB and 1.13 M MACs raised to "
+                        "384.6 KiB and 2.13 M MACs; tinytrain and sparse_update only)")
     p.add_argument("--compute-budget", type=ranged(float, 0, 100, low_open=True), metavar="FRACTION",
                    help="B_compute as a fraction of the full backward pass, i.e. of FullTrain's backward MACs per "
                          "image (every layer updated); e.g. 0.15 = 15 %% of it, 1 = no compute limit (default: the "
-                         f"protocol's {DEFAULT_PROTOCOL.compute_fraction:g}; tinytrain and sparse_update only)")
+                         f"protocol's {DEFAULT_PROTOCOL.compute_fraction:g}, raised on a small model as --mem-budget "
+                         "says; tinytrain and sparse_update only)")
     p.add_argument("--compute-macs", type=ranged(float, 0, 1e18, low_open=True), metavar="MACS",
                    help="B_compute in multiply-accumulates, instead of --compute-budget")
     p.add_argument("--channel-ratio", type=ranged(float, 0, 1, low_open=True), default=0.25, metavar="FRACTION",
@@ -194,8 +198,8 @@ def register(command: Command) -> None:
                    help="most memory the frozen-prefix cache may take, e.g. 8MiB (default: no more than the "
                         "augmented views as float32 images, which full steps read); over it, full steps")
     p.add_argument("--on-empty", choices=("raise", "empty"),
-                   help="when the budget fits no layer: stop with an error, or keep the prototypes only (default: "
-                        "with the default budgets, keep the prototypes only and warn; with a budget you give, stop)")
+                   help="when a budget you give fits no layer: stop with an error (default), or keep the prototypes "
+                        "only (the default budgets always fit a layer)")
     p.add_argument("--include-optimizer", action="store_true", help="store the optimizer state too (3x larger checkpoint)")
     p.add_argument("--runtime", choices=("litert", "tflite-runtime", "tensorflow"),
                    help="TFLite interpreter (default: the first installed of litert, tflite-runtime, tensorflow)")

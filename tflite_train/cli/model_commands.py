@@ -65,8 +65,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     optimizer = {"sgd": "sgd_momentum"}.get(args.optimizer, args.optimizer)
     common = dict(class_capacity=args.capacity, optimizer=optimizer, learning_rate=args.learning_rate,
                   seed=args.seed, candidates=args.candidates or "", feature_layer=args.feature_layer,
+                  **({"model_output": args.model_output} if args.model_output else {}),
                   quantize=args.quantize or "", calibration=args.calibration or "",
                   episode_signatures=args.episode_signatures, **_preprocessing_fields(args))
+    if args.model_output and not args.keras_model:
+        raise ValueError("--model-output picks an output of a --keras-model; the built-in backbones have one")
     if args.calibration and args.quantize != "int8":
         raise ValueError("--calibration calibrates --quantize int8; give both")
     if args.keras_model:
@@ -103,7 +106,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
             )
     result = write_export(config, args.out, model)
     names = result.metadata[C.F_CANDIDATES]
-    print(f"wrote {args.out} ({len(result.model)} bytes; candidates {result.module.config.candidate_spec}: "
+    feature = result.module.graph.feature_layer
+    embedding = "" if feature is None or model is None else (
+        f"embedding {feature.name} ({feature.rule}, {result.metadata[C.F_FEATURE_DIM]} values; --feature-layer "
+        "changes it); ")
+    print(f"wrote {args.out} ({len(result.model)} bytes; {embedding}candidates {result.module.config.candidate_spec}: "
           f"{', '.join(names)}; --candidates changes them)")
     return 0
 
@@ -174,8 +181,11 @@ def register(command: Command) -> None:
                    "that adapt's default budget can train)")
     p.add_argument("--candidate-blocks", type=ranged(int, 1, 10_000), help="shorthand for --candidates blocks:K (default 6 for lite0, "
                    "4 for the other built-in backbones)")
-    p.add_argument("--feature-layer", help="layer whose output is the embedding (default: the global pooling or "
-                   "Flatten that feeds the model's classifier)")
+    p.add_argument("--feature-layer", help="layer whose output is the embedding (default: the global pooling, "
+                   "average or max, or Flatten that feeds the model's classifier, else the input of its final Dense "
+                   "layers; the export prints which); the layers above it are dropped")
+    p.add_argument("--model-output", metavar="LAYER", help="a Keras model with several outputs: the one whose path "
+                   "holds the embedding (its classifier is dropped, the other outputs are not exported)")
     p.add_argument("--capacity", type=ranged(int, 2, 100_000), default=64, help="most classes the on-device head holds (default 64)")
     p.add_argument("--optimizer", choices=("adam", "sgd", "sgd_momentum"), default="adam",
                    help="on-device optimizer (sgd = SGD with momentum; default adam)")

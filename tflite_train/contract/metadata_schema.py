@@ -16,7 +16,8 @@ from tflite_train.contract.signatures import (APPLY_ACCUMULATED, APPLY_ACCUMULAT
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "METADATA_NAME", "SELFTEST_NAME", "CHECKSUM_NAME", "HEAD_TYPE",
-    "F_FORMAT", "F_FORMAT_VERSION", "F_BACKBONE", "F_MODEL_ID", "F_INPUT", "F_FEATURE_DIM", "F_CLASS_CAPACITY",
+    "F_FORMAT", "F_FORMAT_VERSION", "F_BACKBONE", "F_MODEL_ID", "F_INPUT", "F_FEATURE_DIM", "F_FEATURE_LAYER", "F_RULE",
+    "F_CLASS_CAPACITY",
     "F_HEAD", "F_OPTIMIZER", "F_LAYERS", "F_CANDIDATES", "F_STATE", "F_SIGNATURES", "F_TRAIN_VARIANTS",
     "F_SELFTEST", "F_CONFIG", "F_HEIGHT", "F_WIDTH", "F_CHANNELS", "F_DTYPE", "F_RANGE", "F_MEAN", "F_STD",
     "F_NORMALISATION_SOURCE", "F_CHANNEL_ORDER", "CHANNEL_ORDER_RGB", "CHANNEL_ORDER_BGR", "CHANNEL_ORDERS", "F_TYPE", "F_SCALE", "F_NAME", "F_BETA1", "F_BETA2", "F_EPSILON", "F_MOMENTUM",
@@ -46,6 +47,7 @@ F_BACKBONE = "backbone"
 F_MODEL_ID = "model_id"
 F_INPUT = "input"
 F_FEATURE_DIM = "feature_dim"
+F_FEATURE_LAYER = "feature_layer"
 F_CLASS_CAPACITY = "class_capacity"
 F_HEAD = "head"
 F_OPTIMIZER = "optimizer"
@@ -69,6 +71,7 @@ caller feeds before the normalisation (keras' caffe-mode models: ResNet50, VGG).
 CHANNEL_ORDERS = (CHANNEL_ORDER_RGB, CHANNEL_ORDER_BGR)
 """The values of ``input.channel_order``."""
 F_TYPE, F_SCALE, F_NAME = "type", "scale", "name"
+F_RULE = "rule"
 F_BETA1, F_BETA2, F_EPSILON, F_MOMENTUM = "beta1", "beta2", "epsilon", "momentum"
 F_INDEX, F_OUT_CHANNELS, F_CANDIDATE = "index", "out_channels", "candidate"
 F_PARAMS, F_FORWARD_MACS, F_IN_ACTIVATION, F_OUT_ACTIVATION = "params", "forward_macs", "in_activation", "out_activation"
@@ -123,6 +126,10 @@ METADATA_FIELDS: tuple[MetadataField, ...] = (
                   "the graph reverses the channels of the images first (callers always feed RGB; mean and std "
                   f'are in the reversed order); absent = "{CHANNEL_ORDER_RGB}"', False),
     MetadataField(F_FEATURE_DIM, "int", "D, the embedding width"),
+    MetadataField(F_FEATURE_LAYER, "object", f"{{{F_NAME}, {F_RULE}}}: the layer of the exported Keras model whose "
+                  "output is the embedding (the classifier above it is dropped) and why it was chosen: "
+                  "--feature-layer, a global average or max pooling, Flatten, the input of the classifier's Dense "
+                  "layers, or the model's output; informative, absent in older files", False),
     MetadataField(F_CLASS_CAPACITY, "int", "K, rows of the prototypes variable (most classes a head holds)"),
     MetadataField(F_HEAD, "object", f'{{"{F_TYPE}": "{HEAD_TYPE}", "{F_SCALE}": cosine scale s}}'),
     MetadataField(F_OPTIMIZER, "object", f"{F_NAME} ({' or '.join(OPTIMIZER_SLOTS)}), {LEARNING_RATE}, {F_BETA1}, "

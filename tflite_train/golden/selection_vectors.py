@@ -47,7 +47,8 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
-from tflite_train.sparse.budget import (PAPER_MEMORY_BYTES, REFERENCE_LAST_LAYER_BYTES, Budget, BudgetError, last_layer_memory,
+from tflite_train.sparse.budget import (PAPER_MEMORY_BYTES, REFERENCE_LAST_LAYER_BYTES, Budget, BudgetError,
+                                        admitting_budget, last_layer_memory,
                                         scaled_memory_budget)
 from tflite_train.sparse.channel_selection import l2_channels, live_channels, top_k_channels
 from tflite_train.sparse.cost_model import (
@@ -192,6 +193,30 @@ def _budgets(table: LayerTable, candidates: tuple[str, ...], ranking: tuple[str,
     ]
 
 
+DEFAULT_BUDGET_SETTINGS = ((0.25, "adam", 1), (1.0, "adam", 1), (0.25, "sgd_momentum", 4), (1 / 8, "sgd", 2))
+"""(channel ratio, optimizer, batch size) of the default-budget cases, per candidate set."""
+
+
+def _default_budget_cases(table: LayerTable) -> list[dict[str, Any]]:
+    """``admitting_budget`` of the paper's budget (both bounds raised: ``default_budget``; or one of them given, not
+    raised) per candidate set (the last k blocks; every layer) and ``DEFAULT_BUDGET_SETTINGS``: the budget and
+    the layer admitted (None: the paper's budget already admits a candidate, or no raise allowed would)."""
+    out = []
+    sets = [(f"blocks:{k}", tuple(table.last_blocks(k))) for k in CANDIDATE_BLOCKS] + [("all", tuple(range(len(table))))]
+    paper = Budget(memory_bytes=scaled_memory_budget(table), compute_fraction=PAPER_COMPUTE_FRACTION)
+    for label, indices in sets:
+        names = [table.layers[i].name for i in indices]
+        for ratio, optimizer, batch in DEFAULT_BUDGET_SETTINGS:
+            for raise_memory, raise_compute in ((True, True), (True, False), (False, True)):
+                settings = dict(channel_ratio=ratio, optimizer=optimizer, batch_size=batch)
+                admission = admitting_budget(paper, table, names, **settings, raise_memory=raise_memory,
+                                             raise_compute=raise_compute)
+                out.append({C.F_CANDIDATES: names, "set": label, **settings, "raise_memory": raise_memory,
+                            "raise_compute": raise_compute, "paper": paper.to_dict(), "budget": admission.budget.to_dict(),
+                            "admitted": None if admission.layer is None else table.layers[admission.layer].name})
+    return out
+
+
 def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> dict[str, Any]:
     """Selection inputs and the Python outputs for one backbone, as a JSON-ready dict."""
     table = build_layer_table(backbone, input_size)
@@ -294,6 +319,7 @@ def selection_vectors(backbone: str, input_size: int = SELECTION_INPUT_SIZE) -> 
                            "compute_limit_macs": Budget(compute_fraction=PAPER_COMPUTE_FRACTION).compute_limit(table)},
         "memory_budget": {"reference_bytes": PAPER_MEMORY_BYTES, "reference_last_layer_bytes": REFERENCE_LAST_LAYER_BYTES,
                           "last_layer_bytes": last_layer_memory(table), "memory_limit_bytes": scaled_memory_budget(table)},
+        "default_budget": _default_budget_cases(table),
         "weights": {"seed": WEIGHT_SEED, "multiplier": WEIGHT_MULTIPLIER, "layer_multiplier": WEIGHT_LAYER_MULTIPLIER,
                     "modulus": WEIGHT_MODULUS, "scale": WEIGHT_SCALE,
                     "check": {n: float(np.sum(w * w)) for n, w in weights.items() if n in pool}},

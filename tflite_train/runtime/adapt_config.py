@@ -56,7 +56,7 @@ class AdaptConfig:
         (``tflite_train.runtime.activation_cache``); False: full steps.
       cache_memory_bytes: The cache's limit in bytes; None = the bytes of the V * N augmented views as
         float32 images (the cache then never takes more memory than what full steps read).
-      prototypes: Where each update's class prototypes come from (``tflite_train.runtime.fine_tuning``):
+      prototype_mode: Where each update's class prototypes come from (``tflite_train.runtime.fine_tuning``):
         "fixed" (the untrained backbone's, set once), "refresh" (through the current backbone before every
         update, no gradient) or "episode" (computed inside the step, with the gradient through them).
       batch_mode: "batch" (one train step on ``batch_size`` pseudo-queries; the selection is priced at that
@@ -92,7 +92,7 @@ class AdaptConfig:
     augment_views: int = 4
     cache: bool = True
     cache_memory_bytes: float | None = None
-    prototypes: str = "fixed"
+    prototype_mode: str = "fixed"
     batch_mode: str = "batch"
     rate_choice: tuple[float, ...] | None = None
     choice_updates: int | None = None
@@ -138,8 +138,8 @@ class AdaptConfig:
             raise ValueError(f"refresh_head must be a bool; got {self.refresh_head!r}")
         if self.sparse_update_layers is not None:
             object.__setattr__(self, "sparse_update_layers", tuple(self.sparse_update_layers))
-        if self.prototypes not in PROTOTYPE_MODES:
-            raise ValueError(f"prototypes must be one of {', '.join(PROTOTYPE_MODES)}; got {self.prototypes!r}")
+        if self.prototype_mode not in PROTOTYPE_MODES:
+            raise ValueError(f"prototype_mode must be one of {', '.join(PROTOTYPE_MODES)}; got {self.prototype_mode!r}")
         if self.batch_mode not in BATCH_MODES:
             raise ValueError(f"batch_mode must be one of {', '.join(BATCH_MODES)}; got {self.batch_mode!r}")
         if self.rate_choice is not None:
@@ -170,7 +170,7 @@ class AdaptConfig:
         """Rows one train-step call holds, which the selection's memory is priced at (paper appendix A.4
         scales the saved activations with them): 1 when accumulating, else the batch, plus the support rows
         of an episode step."""
-        if self.prototypes == "episode":
+        if self.prototype_mode == "episode":
             return num_support + self.batch_size
         return 1 if self.batch_mode == "accumulate" else self.batch_size
 

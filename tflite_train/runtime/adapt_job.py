@@ -40,9 +40,8 @@ from tflite_train.runtime.text import printable
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.prediction import class_logits, evaluate
 from tflite_train.runtime.trainer import adapt, check_labelled_set, class_prototypes, embed
-from tflite_train.sparse.budget import scaled_memory_budget
+from tflite_train.sparse.budget import Budget, admitting_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import layer_cost
-from tflite_train.sparse.units import format_bytes
 
 DOCUMENT_RESERVE_BYTES = 2**20  # the config and report stored in the checkpoint, generously
 UNBUDGETED_POLICIES = ("none", "last_layer", "full_train")
@@ -99,6 +98,28 @@ def _read_folder(root: str | os.PathLike, model: TrainableModel, progress: Progr
     return images, folder.labels, folder.class_names
 
 
+def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool,
+                       compute: bool) -> tuple[AdaptConfig, Budget]:
+    """``config`` with the library's default budget (``sparse.default_budget``) in the bounds the user did not
+    give, and the budget before any raise (the paper's, carried to the model).
+
+    B_mem not given (``memory``): the paper's 1 MiB for MCUNet@128 scaled to this model
+    (``sparse.scaled_memory_budget``). Then, when the budget admits none of the run's candidate layers alone
+    (``config.sparse_update_layers``, else the model's), the bounds not given (``memory``, ``compute``) are
+    raised just enough to admit one (``sparse.admitting_budget``, at the run's channel ratio and batch size
+    and the model's optimizer).
+    """
+    table = layer_table(model.metadata)
+    paper = config.budget
+    if memory and math.isinf(paper.memory_bytes):
+        paper = dataclasses.replace(paper, memory_bytes=scaled_memory_budget(table))
+    budget = admitting_budget(paper, table, config.sparse_update_layers or model.candidates,
+                              channel_ratio=config.channel_ratio, optimizer=model.metadata[C.F_OPTIMIZER][C.F_NAME],
+                              batch_size=config.batch_size, raise_memory=memory, raise_compute=compute).budget
+    return dataclasses.replace(config, memory_bytes=budget.memory_bytes, compute_macs=budget.compute_macs,
+                               compute_fraction=budget.compute_fraction), paper
+
+
 def support_accuracy(model: TrainableModel, images: np.ndarray, labels: np.ndarray) -> float:
     """Accuracy of the model's current head on its own support set, in [0, 1]."""
     return evaluate(model, images, labels)
@@ -135,7 +156,7 @@ def run_adaptation(
     max_steps: int | None = None,
     progress: Progress = no_progress,
     default_memory_budget: bool = False,
-    head_only_fallback: bool = False,
+    default_compute_budget: bool = False,
 ) -> dict[str, Any]:
     """Adapts the model to ``support_dir`` and saves the checkpoint ``out``; returns the report dict.
 
@@ -150,11 +171,10 @@ def run_adaptation(
       max_steps: Refuse a run of more optimizer steps than this (before any training), or None.
       progress: Progress-bar factory (``progress.terminal_progress``).
       default_memory_budget: B_mem not given (``config.memory_bytes`` is inf): a budgeted policy gets
-        the library's default B_mem for this model, ``sparse.scaled_memory_budget`` of its layer table.
-      head_only_fallback: When the budget fits no candidate layer, adapt the head alone (the prototypes)
-        and log one warning naming ``--mem-budget``/``--compute-budget``, instead of stopping
-        (``adapt`` sets it when the user gave neither a memory budget nor ``--on-empty``): the
-        default budget then never makes a run fail.
+        the library's default B_mem for this model (``default_run_budget``).
+      default_compute_budget: B_compute not given (``config``'s is the protocol's default): the default
+        budget rule may raise it (``default_run_budget``). With both defaults, some candidate layer always
+        fits the budget.
 
     Raises:
       UserError (a ValueError) or OSError: one-line reasons; nothing is written before the checkpoint
@@ -173,15 +193,13 @@ def run_adaptation(
     _check_distinct(outputs, inputs=(pathlib.Path(model_path),))
     with output_lock(out):  # before any work: a second run into the same output stops here
         model = load_model(model_path, runtime)
-        if default_memory_budget and math.isinf(config.memory_bytes) and config.policy not in UNBUDGETED_POLICIES:
-            config = dataclasses.replace(config, memory_bytes=scaled_memory_budget(layer_table(model.metadata)))
-        fallback = head_only_fallback and config.policy not in UNBUDGETED_POLICIES
-        if fallback:
-            config = dataclasses.replace(config, on_empty="empty")
         outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
         if outside:
             raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "
                             f"candidates: {', '.join(model.candidates)}")
+        paper = None
+        if config.policy not in UNBUDGETED_POLICIES and (default_memory_budget or default_compute_budget):
+            config, paper = default_run_budget(model, config, default_memory_budget, default_compute_budget)
         reserve = checkpoint_bound_bytes(model, include_optimizer) + DOCUMENT_RESERVE_BYTES
         check_output_file(out, reserve_bytes=reserve, what="checkpoint")
         load_seconds = time.perf_counter() - started
@@ -208,18 +226,17 @@ def run_adaptation(
         read_seconds = time.perf_counter() - started - load_seconds
         before = prototype_accuracy(model, images, labels, config.chunk_size)
         result = adapt(model, images, labels, config, progress=progress)
-        if fallback and not result.selection.layers:
-            LOG.warning("the default budget (B_mem %s, B_compute %s of the full backward pass) fits no candidate layer "
-                        "of this model: only the head (the class prototypes) was adapted; give a larger --mem-budget "
-                        "or --compute-budget to train layers", format_bytes(config.memory_bytes),
-                        "unlimited" if config.compute_fraction is None else f"{config.compute_fraction:.0%}")
         report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
                   "shots": np.bincount(labels, minlength=len(names)).tolist(),
                   "support_size": int(images.shape[0]), **result.to_dict(),
                   "support_accuracy_before": before, "support_accuracy_after": support_accuracy(model, images, labels),
                   "policy": config.policy, "batch_size": config.batch_size, "checkpoint": str(out), "runtime": model.runtime,
+                  "input_shape": [int(v) for v in model.input_shape],
                   "layer_costs": layer_costs(model)}
         report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"]}
+        if paper is not None and paper != config.budget:  # the default budget was raised to admit a layer
+            report["raised_from"] = {"memory_bytes": None if math.isinf(paper.memory_bytes) else paper.memory_bytes,
+                                     "compute_limit_macs": paper.compute_limit(layer_table(model.metadata))}
         if query is not None:
             start = time.perf_counter()
             report["query_accuracy"] = evaluate(model, *query)

@@ -7,7 +7,7 @@ cross-entropy of their cosine logits against class prototypes (TinyTrain Eq. 5's
 
     L_u = 1/B sum_{(x, y) in Q_u} -log softmax_k( s cos(f(x), c_k) )[y],
 
-where the prototypes c_k come, by ``prototypes``:
+where the prototypes c_k come, by ``prototype_mode``:
 
 * "fixed": c_k = mean of f_0(x) over S'_k, the untrained backbone's, set once (the previous procedure);
 * "refresh": c_k = mean of f_u(x) over S'_k through the current backbone, recomputed before every update
@@ -64,7 +64,7 @@ class UpdatePlan:
     """How every update of an adaptation runs, resolved against the model and the budget.
 
     Attributes:
-      prototypes: One of ``PROTOTYPE_MODES``.
+      prototype_mode: One of ``PROTOTYPE_MODES``.
       mode: One of ``BATCH_MODES``.
       batch: Pseudo-queries per update (B).
       rows: Rows one train-step call holds (what B_mem was checked against): B for "batch" (plus the
@@ -72,7 +72,7 @@ class UpdatePlan:
       note: One line on what was reduced from the config, and why (empty when nothing was).
     """
 
-    prototypes: str
+    prototype_mode: str
     mode: str
     batch: int
     rows: int
@@ -83,12 +83,12 @@ class UpdatePlan:
         return dataclasses.asdict(self)
 
 
-def plan_updates(prototypes: str, mode: str, batch: int, num_support: int, *, cached: bool, episode: bool,
+def plan_updates(prototype_mode: str, mode: str, batch: int, num_support: int, *, cached: bool, episode: bool,
                  accumulate: bool, fits: Callable[[int], bool]) -> UpdatePlan:
-    """The plan for ``prototypes``/``mode``/``batch`` on this model (pure; what is reduced says so in ``note``).
+    """The plan for ``prototype_mode``/``mode``/``batch`` on this model (pure; what is reduced says so in ``note``).
 
     Args:
-      prototypes, mode, batch: The config's choice.
+      prototype_mode, mode, batch: The config's choice.
       num_support: Support images that form the prototypes of an "episode" step.
       cached: The steps run from a cached cut (episode and accumulation signatures exist per cut only).
       episode: The cut has an episode step. accumulate: the cut has an accumulation step and the file
@@ -100,6 +100,7 @@ def plan_updates(prototypes: str, mode: str, batch: int, num_support: int, *, ca
     reduced to the most rows that do (at least 1).
     """
     notes = []
+    prototypes = prototype_mode
     if prototypes == "episode":
         if not (cached and episode):
             notes.append("episode prototypes need a cached cut with an episode step: prototypes refreshed without "
@@ -203,9 +204,9 @@ def run_updates(model: TrainableModel, source: RowSource, plan: UpdatePlan, *, s
     for batch in pseudo_query_batches(rng, subset.shape[0], plan.batch, updates, views):
         rows = view_rows(batch, subset, n)
         x, y = source.views[rows], view_labels[rows]
-        if plan.prototypes == "refresh":
+        if plan.prototype_mode == "refresh":
             model.set_head(class_prototypes(source.embed(source.support[subset]), support_labels))
-        if plan.prototypes == "episode":
+        if plan.prototype_mode == "episode":
             roles = np.concatenate([np.ones(subset.shape[0], np.float32), np.zeros(rows.shape[0], np.float32)])
             out = model.episode_step_from(source.cut, np.concatenate([source.support[subset], x]),
                                           np.concatenate([support_labels, y]), roles)

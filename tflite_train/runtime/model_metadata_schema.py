@@ -146,6 +146,8 @@ MODEL_METADATA = Object({
     C.F_MODEL_ID: Field(_NAME),
     C.F_INPUT: Field(INPUT),
     C.F_FEATURE_DIM: Field(Int(1, MAX_CHANNELS)),
+    C.F_FEATURE_LAYER: Field(Object({C.F_NAME: Field(_NAME), C.F_RULE: Field(Str(max_length=MAX_NAME))}, extra=True),
+                             required=False),
     C.F_CLASS_CAPACITY: Field(Int(1, 2**20)),
     C.F_HEAD: Field(Object({C.F_TYPE: Field(Const(C.HEAD_TYPE)), C.F_SCALE: Field(Float(0, 1e6, low_open=True))},
                            extra=True)),

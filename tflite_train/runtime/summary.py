@@ -27,6 +27,17 @@ def _against(used: float, limit: float | None, fmt) -> str:
     return f"{fmt(used)} of {fmt(limit)} budget ({share:.0f} %, {verdict})"
 
 
+def _macs(value: float) -> str:
+    return format_count(value) + " MACs"
+
+
+def _raised(before: float | None, limit: float | None, fmt) -> str:
+    """", the default raised from X to admit a layer" when the default budget raised this bound, else ""."""
+    if before is None or limit is None or limit <= before:
+        return ""
+    return f"; the default, raised from the paper's {fmt(before)} to admit a layer"
+
+
 def loss_ends(losses: Sequence[float]) -> tuple[float, float, int] | None:
     """(mean of the first k losses, mean of the last k, k) with k = max(1, len // 10); None if no steps."""
     if not losses:
@@ -52,7 +63,7 @@ def format_updates(updates: Mapping[str, Any] | None, choice: Mapping[str, Any] 
         return ""
     how = (f"accumulated over {updates['batch']} image(s)" if updates["mode"] == "accumulate"
            else f"batches of {updates['batch']}")
-    line = f"{how}, prototypes {updates['prototypes']}"
+    line = f"{how}, prototypes {updates['prototype_mode']}"
     if choice:
         line += f"; learning rate {choice['rate']:g} chosen for this task ({printable(choice['reason'])})"
     if updates.get("note"):
@@ -70,13 +81,22 @@ def format_adapt_summary(report: Mapping[str, Any]) -> str:
     channels = report["selection"]["channels"]
     layer_info = report.get("layer_costs", {})
     layers = ", ".join(f"{layer} {len(c)}/{layer_info.get(layer, {}).get('out_channels', '?')}" for layer, c in channels.items())
+    raised = report.get("raised_from") or {}
+    memory, compute = report["budget"]["memory_bytes"], report["compute_limit_macs"]
     lines = [
         f"adapted {printable(str(report['model']))} with policy {report['policy']} on {report['runtime']}",
         f"  classes     {len(names)}: {listed}  [name (shots)]",
+    ]
+    shape = report.get("input_shape")
+    if shape and shape[2] == 1:
+        lines.append(f"  input       {shape[0]}x{shape[1]} grey: colour images are converted (luma, ITU-R BT.601)")
+    lines += [
         f"  selection   {len(channels)} layer(s): {layers or 'none (no update)'}  [layer channels/of]",
-        f"  memory      {_against(report['memory_bytes'], report['budget']['memory_bytes'], format_bytes)}",
-        f"  compute     {_against(report['backward_macs'], report['compute_limit_macs'], lambda v: format_count(v) + ' MACs')}"
-        f"; forward pass {format_count(report['forward_macs'])} MACs",
+        f"  memory      {_against(report['memory_bytes'], memory, format_bytes)}"
+        + _raised(raised.get("memory_bytes"), memory, format_bytes),
+        f"  compute     {_against(report['backward_macs'], compute, _macs)}"
+        + _raised(raised.get("compute_limit_macs"), compute, _macs)
+        + f"; forward pass {format_count(report['forward_macs'])} MACs",
     ]
     cache_line = format_cache(report.get("cache"))
     if cache_line:

@@ -267,7 +267,7 @@ def adapt(
         rng = np.random.default_rng(config.seed)
         views = draw_views(rng, images, config.augment_views, augment, augment_config)
         cut = model.cache_cut()
-        needs_support = config.prototypes != "fixed" or config.rate_choice is not None
+        needs_support = config.prototype_mode != "fixed" or config.rate_choice is not None
         plan = plan_cache(cut, has_cuts=bool(model.cached_cuts), enabled=config.cache, unsafe=model.cache_unsafe,
                           num_views=views.shape[0] + images.shape[0] * needs_support, image_shape=model.input_shape,
                           limit_bytes=config.cache_memory_bytes, forward_macs=total_forward_macs(table))
@@ -284,8 +284,8 @@ def adapt(
             return selection.cost(table, optimizer=optimizer, batch_size=rows).total_bytes <= budget_bytes
 
         update_plan = plan_updates(
-            config.prototypes, config.batch_mode, config.batch_size, images.shape[0], cached=used_cut is not None,
-            episode=config.prototypes == "episode" and used_cut is not None and used_cut.episode_signature is not None,
+            config.prototype_mode, config.batch_mode, config.batch_size, images.shape[0], cached=used_cut is not None,
+            episode=config.prototype_mode == "episode" and used_cut is not None and used_cut.episode_signature is not None,
             accumulate=(config.batch_mode == "accumulate" and used_cut is not None
                         and used_cut.accumulate_signature is not None and model.can_accumulate), fits=fits)
         if update_plan.note:
@@ -314,7 +314,7 @@ def adapt(
                                                  rng=rng, on_update=on_update)
             else:
                 model.set_state(initial)
-        if losses and (config.refresh_head or config.prototypes != "fixed"):
+        if losses and (config.refresh_head or config.prototype_mode != "fixed"):
             with timer.phase("head"):
                 final = embed(model, images, config.chunk_size) if source.support is None else source.embed(source.support)
                 model.set_head(class_prototypes(final, labels))

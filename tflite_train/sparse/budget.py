@@ -32,9 +32,27 @@ output channels of the last layer, Adam, batch 1), of the model against MCUNet@1
 
 with M_LastLayer(MCUNet@128) = 2,132,480 bytes (2.03 MiB), so B_mem = b exactly for MCUNet@128,
 0.770 MiB for MCUNet@64 and 4.005 MiB for EfficientNet-Lite0@128 (``scaled_memory_budget``). It is
-the one definition used by the CLI (``adapt`` without ``--mem-budget``), the demo, the benchmark and
-the Java core (``Budget.scaledMemoryBytes``). An explicit ``--mem-budget`` / ``memory_bytes`` is an
-absolute number of bytes (the device's own limit) and is not scaled.
+the paper's budget carried to the model, the base of the default budget below. An explicit
+``--mem-budget`` / ``memory_bytes`` is an absolute number of bytes (the device's own limit) and is not scaled.
+
+The default budget (``default_budget``) must let ``adapt`` train something on every model. On a small
+model the scaled B_mem (and 15 % of its short backward pass) can be below the cost of its cheapest candidate
+layer: ``tiny`` at 128 px has B_mem 193.0 KiB and B_compute 1.13 M MACs, and each of its candidates exceeds
+one or the other. So the default is the paper's budget raised, only when it admits no candidate layer
+alone, just enough to admit the candidate that needs the least raise (``admitting_budget``; ``tiny`` at
+128 px: 384.6 KiB and 2.13 M MACs, admitting ``b01_depthwise``):
+
+    c_l = backward_cost(table, {l: channel_count(C_out_l, r)})       (the selection's channels, r the ratio)
+    need_l = max(c_l.total_bytes / B_mem, c_l.backward_macs / B_compute)
+    if min_l need_l > 1:  l* = argmin_l need_l (first in forward order on ties),
+        B_mem <- max(B_mem, c_l*.total_bytes),  B_compute <- max(B_compute, c_l*.backward_macs) (in MACs)
+
+over the candidate layers l, at the run's channel ratio, optimizer and batch size; a bound the user gave
+is never raised (a layer over it is not eligible). Where some candidate fits the paper's budget, the
+default is that budget unchanged: MCUNet@128 keeps B_mem 1 MiB, EfficientNet-Lite0@128 4.005 MiB (13 of
+its 19 default candidates fit). It is the one definition used by the CLI (``adapt`` without
+``--mem-budget`` / ``--compute-budget``), the exporter's default candidate choice, the demo, the
+benchmark and the Java core (``Budget.defaultBudget``, ``Budget.admitting``).
 
 Both bounds are inclusive: a cost exactly equal to the budget fits. The paper's example budget for
 MCUNet@128 is about 1 MB and 15 % of the backward pass: ``Budget(memory_bytes=2**20,
@@ -46,8 +64,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
-from tflite_train.sparse.cost_model import BackwardCost, backward_cost, full_backward_macs
+from tflite_train.sparse.cost_model import BackwardCost, backward_cost, channel_count, full_backward_macs
 from tflite_train.sparse.layer_table import LayerTable
 
 PAPER_MEMORY_BYTES = 2**20
@@ -149,3 +168,103 @@ def scaled_memory_budget(table: LayerTable, reference_bytes: float = PAPER_MEMOR
     """
     _check_limit("reference_bytes", reference_bytes)
     return reference_bytes * last_layer_memory(table) / REFERENCE_LAST_LAYER_BYTES
+
+
+def _need(used: float, limit: float) -> float:
+    """used / limit, with 0 for an unlimited bound and inf for a zero bound that something exceeds."""
+    if math.isinf(limit) or used == 0:
+        return 0.0
+    return used / limit if limit > 0 else math.inf
+
+
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    """A budget raised, or not, to admit one candidate layer alone (``admitting_budget``).
+
+    Attributes:
+      budget: The budget: the one given, or it raised.
+      layer: Table index of the candidate it was raised to admit; None when it was not raised (it admits a
+        candidate already, or no raise allowed would admit one).
+      cost: That layer's single-layer backward cost, or None.
+    """
+
+    budget: Budget
+    layer: int | None = None
+    cost: BackwardCost | None = None
+
+
+def admitting_budget(
+    budget: Budget,
+    table: LayerTable,
+    candidates: Sequence[int | str],
+    *,
+    channel_ratio: float,
+    optimizer: str = "adam",
+    batch_size: int = 1,
+    raise_memory: bool = True,
+    raise_compute: bool = True,
+) -> Admission:
+    """``budget``, raised when it admits none of ``candidates`` alone just enough to admit the candidate that
+    needs the least raise (module docstring): l* = argmin_l max(c_l.total_bytes / B_mem, c_l.backward_macs /
+    B_compute), first in forward order on ties; B_mem <- max(B_mem, c_l*.total_bytes), B_compute <-
+    max(B_compute, c_l*.backward_macs), the latter then in absolute MACs.
+
+    Args:
+      budget: The budget to raise (the paper's scaled budget, with any bound the user gave).
+      table: The model's layer table.
+      candidates: The candidate layers (names or table indices).
+      channel_ratio: The selection's channel ratio r: a layer updates ``channel_count(C_out, r)`` channels.
+      optimizer, batch_size: The cost model's settings of the run (``cost_model.backward_cost``).
+      raise_memory, raise_compute: Which bounds are defaults that may be raised; a layer over a bound
+        that may not be raised is not eligible.
+
+    Returns:
+      The budget (raised or not) and the layer it was raised for.
+    """
+    memory, compute = budget.memory_bytes, budget.compute_limit(table)
+    best: tuple[float, int, BackwardCost] | None = None
+    for index in sorted({table.index_of(c) for c in candidates}):
+        layer = table.layers[index]
+        cost = backward_cost(table, {index: channel_count(layer.out_channels, channel_ratio)}, optimizer=optimizer,
+                             batch_size=batch_size)
+        if budget.admits(cost, table):
+            return Admission(budget)
+        if (not raise_memory and cost.total_bytes > memory) or (not raise_compute and cost.backward_macs > compute):
+            continue
+        need = max(_need(cost.total_bytes, memory) if raise_memory else 0.0,
+                   _need(cost.backward_macs, compute) if raise_compute else 0.0)
+        if best is None or need < best[0]:
+            best = (need, index, cost)
+    if best is None:
+        return Admission(budget)
+    _, index, cost = best
+    raised_memory = max(memory, cost.total_bytes) if raise_memory else memory
+    if raise_compute and cost.backward_macs > compute:
+        return Admission(Budget(memory_bytes=raised_memory, compute_macs=float(cost.backward_macs)), index, cost)
+    return Admission(Budget(memory_bytes=raised_memory, compute_macs=budget.compute_macs,
+                            compute_fraction=budget.compute_fraction), index, cost)
+
+
+def default_budget(
+    table: LayerTable,
+    candidates: Sequence[int | str],
+    *,
+    compute_fraction: float | None,
+    channel_ratio: float,
+    optimizer: str = "adam",
+    batch_size: int = 1,
+) -> Budget:
+    """The default budget of a run (module docstring): the paper's budget carried to the model,
+    ``Budget(scaled_memory_budget(table), compute_fraction=compute_fraction)``, raised by ``admitting_budget``
+    when it admits none of ``candidates`` alone.
+
+    Args:
+      table: The model's layer table.
+      candidates: Its candidate layers (names or table indices).
+      compute_fraction: The default B_compute as a fraction of the full backward pass (the protocol's
+        0.15, ``runtime.DEFAULT_PROTOCOL``), or None for no compute bound.
+      channel_ratio, optimizer, batch_size: The run's selection settings (``admitting_budget``).
+    """
+    paper = Budget(memory_bytes=scaled_memory_budget(table), compute_fraction=compute_fraction)
+    return admitting_budget(paper, table, candidates, channel_ratio=channel_ratio, optimizer=optimizer,
+                            batch_size=batch_size).budget

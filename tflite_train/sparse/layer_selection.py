@@ -112,7 +112,7 @@ def greedy_select_layers(
         )
         if on_empty == "raise":
             raise BudgetError(message)
-        # the caller asked for an empty selection here and reports it (adapt's summary, its head-only warning)
+        # the caller asked for an empty selection here and reports it (adapt's summary: "none (no update)")
         logger.info("%s; returning an empty selection (no update)", message)
     return tuple(selected)
 

@@ -37,6 +37,8 @@ import org.tflitetrain.core.model.Contract;
 import org.tflitetrain.core.model.ModelMetadata;
 import org.tflitetrain.core.model.ModelMetadataException;
 import org.tflitetrain.core.select.Budget;
+import org.tflitetrain.core.select.Criterion;
+import org.tflitetrain.core.select.OnEmpty;
 
 /**
  * Collect photos per class, adapt the model on a background thread (fisher -> selection ->
@@ -55,16 +57,18 @@ public final class MainActivity extends Activity {
    * Adaptation runs the library's default protocol (AdaptationConfig.Builder's defaults, the generated
    * Contract.PROTOCOL_*: Python's DEFAULT_PROTOCOL, as `tflite-train adapt` and the demo): PROTOCOL_EPOCHS
    * passes over the photos at batch PROTOCOL_BATCH_SIZE, B_compute PROTOCOL_COMPUTE_FRACTION of the full
-   * backward pass, the model's learning rate. B_mem per training sample: the library's default for the
-   * model, Budget.scaledMemoryBytes(table) (the paper's 1 MiB for MCUNet@128 scaled by the model's LastLayer
-   * backward memory); activation memory grows linearly with the batch, so the app allows that x the train
-   * batch size.
+   * backward pass, the model's learning rate. The budget is the library's default for the model,
+   * Budget.defaultBudget (Python's sparse.default_budget, as `tflite-train adapt`): the paper's 1 MiB for
+   * MCUNet@128 scaled by the model's LastLayer backward memory and that B_compute, raised on a small model just
+   * enough to admit one candidate layer at the policy's channel ratio and the train batch size.
    */
   /**
    * TinyTrain's dynamic selection (Fisher potential -> Eq. 3 score -> greedy layers under the budget ->
    * top 25 % channels by Fisher); when nothing fits, no update instead of an error.
    */
-  private static final SelectionPolicy POLICY = ConfiguredPolicy.tinyTrain();
+  private static final double CHANNEL_RATIO = 0.25;
+  private static final SelectionPolicy POLICY = ConfiguredPolicy.tinyTrain(CHANNEL_RATIO, Criterion.TINYTRAIN,
+      OnEmpty.EMPTY);
 
   private final ExecutorService worker = Executors.newSingleThreadExecutor();
   private final Handler ui = new Handler(Looper.getMainLooper());
@@ -263,7 +267,8 @@ public final class MainActivity extends Activity {
     SelectionPolicy policy = POLICY;
     int batch = Math.min(Contract.PROTOCOL_BATCH_SIZE, labels.length);
     AdaptationConfig config = new AdaptationConfig.Builder().evalBatchSize(8)
-        .budget(Budget.withFraction(Budget.scaledMemoryBytes(metadata.table) * batch, Contract.PROTOCOL_COMPUTE_FRACTION))
+        .budget(Budget.defaultBudget(metadata.table, metadata.candidates, Contract.PROTOCOL_COMPUTE_FRACTION,
+            CHANNEL_RATIO, metadata.optimizer.optimizer, batch))
         .build();
     cancel.set(false);
     setBusy(true);

@@ -71,6 +71,8 @@ public final class Contract {
   public static final String F_MODEL_ID = "model_id";
   public static final String F_INPUT = "input";
   public static final String F_FEATURE_DIM = "feature_dim";
+  public static final String F_FEATURE_LAYER = "feature_layer";
+  public static final String F_RULE = "rule";
   public static final String F_CLASS_CAPACITY = "class_capacity";
   public static final String F_HEAD = "head";
   public static final String F_OPTIMIZER = "optimizer";
@@ -170,7 +172,7 @@ public final class Contract {
   /** Top-level metadata fields a model must have. */
   public static final List<String> REQUIRED_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures");
   /** Every documented metadata field path (nested fields dotted). */
-  public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "input.channel_order", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "cached_cuts", "apply_accumulated_signature", "selftest", "config");
+  public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "input.channel_order", "feature_dim", "feature_layer", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "cached_cuts", "apply_accumulated_signature", "selftest", "config");
   /** Optimizer name -> slot names. */
   public static final Map<String, List<String>> OPTIMIZER_SLOTS = Map.of("adam", List.of("m", "v"), "sgd_momentum", List.of("mom"));
 
