@@ -104,3 +104,25 @@ def test_rate_choice_trains_with_the_winning_rate(model, fashion):
     assert choice.held_out == 9 and len(choice.scores) == 3
     assert choice.rate == max(choice.scores, key=lambda rs: rs[1])[0]
     assert len(result.losses) == (3 if choice.rate else 0)
+
+
+def test_accumulated_updates_equal_batched_updates(model, fashion):
+    """``batch_mode="accumulate"`` (B batch-1 passes, one apply) gives the losses and the state of B-row steps."""
+    assert model.can_accumulate, "the fixture is exported with episode signatures (converters.fixtures)"
+    xs, ys, _, _ = episode_arrays(fashion, model.input_shape, ways=3, shots=3, seed=5)
+    states, losses = {}, {}
+    for mode in ("batch", "accumulate"):
+        result = adapt(model, xs, ys, AdaptConfig(**FAST, learning_rate=1e-2, batch_mode=mode))
+        assert result.updates.mode == mode and result.updates.batch == 4
+        states[mode], losses[mode] = model.get_state(), result.losses
+    np.testing.assert_allclose(losses["accumulate"], losses["batch"], rtol=1e-5)
+    for name, value in states["batch"].items():
+        scale = max(float(np.abs(value).max()), 1e-6)
+        np.testing.assert_allclose(states["accumulate"][name], value, atol=1e-4 * scale, err_msg=name)
+
+
+def test_episode_prototypes_train_through_the_support_rows(model, fashion):
+    xs, ys, _, _ = episode_arrays(fashion, model.input_shape, ways=3, shots=2, seed=6)
+    result = adapt(model, xs, ys, AdaptConfig(**FAST, learning_rate=1e-2, prototype_mode="episode"))
+    assert result.updates.prototype_mode == "episode" and result.updates.rows == 6 + 4
+    assert len(result.losses) == 3 and all(np.isfinite(result.losses))
