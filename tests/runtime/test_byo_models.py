@@ -62,5 +62,7 @@ def test_raw_pixel_model_gets_raw_pixels(fashion, tmp_path):
     raw, _, _ = load_image_folder(support, model.input_shape, model.metadata["input"]["range"])
     unit, _, _ = load_image_folder(support, model.input_shape)
     assert raw.max() > 1.5 and unit.max() <= 1.0
+    # x / 255 * 255 differs from x by float32 rounding (~1e-5 relative), which the 16 layers carry to the
+    # embeddings (measured up to 1.7e-5 on a fresh export); a wrong range would differ by a factor of 255
     np.testing.assert_allclose(model.infer(raw)["embeddings"], model.infer(unit * 255.0)["embeddings"],
-                               rtol=1e-5, atol=1e-5)
+                               rtol=1e-4, atol=1e-4)

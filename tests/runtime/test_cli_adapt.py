@@ -76,9 +76,10 @@ def test_adapt_prints_a_summary(folders, tmp_path, capsys):
     assert main(["show", str(out)]) == 0
     assert capsys.readouterr().out == text, "show prints the summary adapt printed, from the checkpoint alone"
     labels = [line.split()[0] for line in text.splitlines()[1:]]
-    assert labels == ["classes", "selection", "memory", "compute", "cache", "loss", "support", "query", "time",
-                      "checkpoint"]
+    assert labels == ["classes", "selection", "memory", "compute", "cache", "updates", "loss", "support", "query",
+                      "time", "checkpoint"]
     assert "steps from the activation below" in text and "(the views as images:" in text
+    assert "batches of 1, prototypes fixed" in text
     assert "class0 (4), class1 (4), class2 (4)" in text and str(out) in text
     for layer, channels in report["selection"]["channels"].items():
         assert f"{layer} {len(channels)}/{report['layer_costs'][layer]['out_channels']}" in text
@@ -166,3 +167,25 @@ def test_unbudgeted_policy_with_a_budget_is_stated(folders, tmp_path, capsys, ca
     assert any("full_train ignores the memory and compute budgets" in r.getMessage() for r in caplog.records)
     memory_line = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("memory"))
     assert "of 1.0 KiB budget" in memory_line and memory_line.endswith("OVER)")
+
+
+def test_adapt_runs_the_fine_tuning_options(folders, tmp_path, capsys):
+    """--prototypes, --batch-mode, --rate-choice and --choice-score reach adapt; the summary says what ran."""
+    support, _ = folders
+    assert _adapt(tmp_path / "m.ckpt", support, "--prototypes", "refresh", "--batch-mode", "accumulate",
+                  "--batch-size", "4", "--rate-choice", "0,1e-3,1e-2", "--choice-score", "accuracy_loss",
+                  "--choice-updates", "2", "--json") == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["updates"]["prototype_mode"] == "refresh" and record["updates"]["mode"] == "accumulate"
+    assert record["rate_choice"]["held_out"] == 9 and len(record["rate_choice"]["scores"]) == 3
+    assert len(record["losses"]) == (5 if record["rate_choice"]["rate"] else 0)
+
+
+@pytest.mark.parametrize("value", ["a,b", "1e-3,-1", "", "0," * 20])
+def test_bad_rate_choice_is_one_line(folders, tmp_path, capsys, value):
+    support, _ = folders
+    with pytest.raises(SystemExit) as exit_:
+        _adapt(tmp_path / "m.ckpt", support, "--rate-choice", value)
+    assert exit_.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--rate-choice" in err[-1] and "Traceback" not in "\n".join(err)
