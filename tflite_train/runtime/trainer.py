@@ -294,14 +294,22 @@ def adapt(
         initial = model.get_state() if config.rate_choice else None
         runs = updates + config.choice_steps(images.shape[0]) * sum(r != 0 for r in config.rate_choice or ())
         with timer.phase("training"), progress("training", runs) as bar:
-            def on_update(out: Mapping[str, float]) -> None:
+            final_updates = [0]  # the final run's updates so far (the choice's runs say "choice")
+            per_epoch = -(-images.shape[0] // update_plan.batch)
+
+            def on_update(out: Mapping[str, float], final: bool = True) -> None:
                 bar.update(1)
-                bar.set_postfix_str(f"loss {out[C.LOSS]:.3f}")
+                if final:
+                    final_updates[0] += 1
+                    where = f"epoch {(final_updates[0] - 1) // per_epoch + 1}"
+                else:
+                    where = "rate choice"
+                bar.set_postfix_str(f"{where} loss {out[C.LOSS]:.3f}")
 
             rate = config.learning_rate
             if config.rate_choice:
                 choice = choose_task_rate(model, source, update_plan, config, labels, initial_embeddings, initial,
-                                          rng, on_update)
+                                          rng, lambda out: on_update(out, final=False))
                 rate = choice.rate
                 LOG.info("learning rate %g for this task: %s", rate, choice.reason)
             if rate != 0.0:
