@@ -150,13 +150,13 @@ public final class AdaptationDriver {
         choice = chooseRate(rows, plan, config, initialEmbeddings, initial, random);
         rate = choice.rate;
       }
+      rows.losses.clear();  // the result's curve is the final run's (the choice's updates were only reported)
+      rows.accuracies.clear();
       if (rate != 0f) {
         if (rates != null) {
           setState(initial);
           runner.run(Contract.SET_HPARAMS, Map.of(Contract.LEARNING_RATE, Tensor.scalar(rate)));
         }
-        rows.losses.clear();  // the result's curve is the final run's (the choice's updates were only reported)
-        rows.accuracies.clear();
         runUpdates(rows, plan, identity(n), steps, random);
         updated = true;
       } else {
