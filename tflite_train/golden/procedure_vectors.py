@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train import contract as C
 from tflite_train.runtime.fine_tuning import plan_updates
 from tflite_train.runtime.rate_choice import choose_rate, held_out_score
 
@@ -46,9 +47,8 @@ def _score_cases() -> list[dict[str, Any]]:
     out = []
     for e, y, c, s in cases:
         accuracy, loss = held_out_score(np.asarray(e), np.asarray(y), np.asarray(c), s)
-        # 12 digits: numpy builds differ in the last bit of exp/log (the workstation and the Pi env), Java's
-        # float inputs by far more
-        out.append({"embeddings": e, "labels": y, "prototypes": c, "scale": s, "accuracy": round(accuracy, 12),
+        # the loss to 12 digits: numpy builds differ in the last bit of exp/log (the workstation and the Pi env)
+        out.append({C.EMBEDDINGS: e, "labels": y, C.PROTOTYPES: c, "scale": s, "accuracy": accuracy,
                     "loss": round(loss, 12)})
     return out
 
@@ -69,7 +69,7 @@ def _choice_cases() -> list[dict[str, Any]]:
     ]
     out = []
     for rates, scores, held, rule in cases:
-        case: dict[str, Any] = {"rates": rates, "scores": [list(s) for s in scores], "held_out": held, "rule": rule}
+        case: dict[str, Any] = {"rates": rates, "scores": [list(s) for s in scores], "held_out": held, "choice_score": rule}
         try:
             choice = choose_rate(rates, scores, held, rule)
         except ValueError:

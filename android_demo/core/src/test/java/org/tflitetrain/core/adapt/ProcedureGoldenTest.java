@@ -16,6 +16,7 @@ import org.tflitetrain.core.adapt.AdaptationConfig.BatchMode;
 import org.tflitetrain.core.adapt.AdaptationConfig.ChoiceScore;
 import org.tflitetrain.core.adapt.AdaptationConfig.PrototypeMode;
 import org.tflitetrain.core.json.Json;
+import org.tflitetrain.core.model.Contract;
 
 /**
  * The pure parts of the fine-tuning procedure against Python ({@code procedure.json}, written by
@@ -60,8 +61,8 @@ public class ProcedureGoldenTest {
     for (Object item : list(golden().get("held_out_score"))) {
       Map<String, Object> c = obj(item);
       // the inputs are written as doubles with at most 4 decimals; as floats they differ by < 1e-7 relative
-      double[] score = RateChoice.heldOutScore(matrix(c.get("embeddings")), ints(c.get("labels")),
-          matrix(c.get("prototypes")), ((Number) c.get("scale")).doubleValue());
+      double[] score = RateChoice.heldOutScore(matrix(c.get(Contract.EMBEDDINGS)), ints(c.get("labels")),
+          matrix(c.get(Contract.PROTOTYPES)), ((Number) c.get("scale")).doubleValue());
       String where = "case " + cases;
       assertEquals(where, ((Number) c.get("accuracy")).doubleValue(), score[0], 0);
       assertEquals(where, ((Number) c.get("loss")).doubleValue(), score[1], 1e-5);
@@ -84,7 +85,7 @@ public class ProcedureGoldenTest {
         scores[i] = new double[] {((Number) pair.get(0)).doubleValue(), ((Number) pair.get(1)).doubleValue()};
       }
       int held = ((Number) c.get("held_out")).intValue();
-      String rule = (String) c.get("rule");
+      String rule = (String) c.get("choice_score");
       String where = "case " + cases + " " + c;
       if (c.containsKey("error")) {
         assertThrows(where, IllegalArgumentException.class,
