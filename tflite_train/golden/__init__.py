@@ -10,6 +10,7 @@ from tflite_train.golden.java_vectors import (
     render_vectors,
     write_vectors,
 )
+from tflite_train.golden.procedure_vectors import PROCEDURE_FILE, procedure_vectors, render_procedure_vectors
 from tflite_train.golden.selection_vectors import (
     SELECTION_BACKBONES,
     render_selection_vectors,
@@ -21,10 +22,13 @@ __all__ = [
     "CASES",
     "DEFAULT_OUT",
     "FORMAT_VERSION",
+    "PROCEDURE_FILE",
     "SELECTION_BACKBONES",
     "VECTORS_VERSION",
     "cost_vectors",
     "metadata_example",
+    "procedure_vectors",
+    "render_procedure_vectors",
     "render_selection_vectors",
     "render_vectors",
     "selection_vectors",

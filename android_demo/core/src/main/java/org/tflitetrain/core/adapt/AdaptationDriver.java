@@ -29,6 +29,15 @@ import org.tflitetrain.core.model.ModelMetadata;
  * (nothing below the cut changes, and the driver does not augment, so the cached rows are exactly the
  * support images), with only the layers above the cut computed per step.
  *
+ * <p>The fine-tuning procedure follows Python's {@code tflite_train.runtime.trainer.adapt} (TinyTrain appendix C,
+ * after P>M>F), by the config's {@link AdaptationConfig#prototypeMode} (prototypes fixed, refreshed before every
+ * update, or inside {@code episode_step_from_<layer>}), {@link AdaptationConfig#batchMode} (one batched call, or
+ * per-row {@code accumulate_from_<layer>} and one {@code apply_accumulated}) and
+ * {@link AdaptationConfig#rateChoice()} (the per-task rate chosen on held-out support images, {@link RateChoice});
+ * {@link UpdatePlan} resolves them against the model's signatures and B_mem (reduced, with a note, never an
+ * exception). The driver does not augment and draws with {@link Random}, so its runs are not bit-identical to
+ * Python's; the pure parts are (golden {@code procedure.json}).
+ *
  * <p>Not thread-safe: one adaptation or classification at a time per driver.
  */
 public final class AdaptationDriver {
@@ -90,19 +99,19 @@ public final class AdaptationDriver {
       runner.run(Contract.RESET_STATE, NO_INPUT);
     }
     stage(listener, AdaptationListener.Stage.PROTOTYPES, cancelled);
-    setPrototypes(embed(images, config.evalBatchSize, cancelled), labels, numClasses, cancelled);
+    float[][] initialEmbeddings = embed(images, config.evalBatchSize, cancelled);
+    setPrototypes(initialEmbeddings, labels, numClasses, cancelled);
 
     stage(listener, AdaptationListener.Stage.FISHER, cancelled);
     FisherScores fisher = fisher(images, labels, config.evalBatchSize, cancelled);
 
     stage(listener, AdaptationListener.Stage.SELECTION, cancelled);
     int trainBatch = config.batchSize == 0 ? n : Math.min(config.batchSize, n);
-    Selection selection = policy.select(metadata, fisher, config.budget, trainBatch);
+    // priced at the rows one train-step call holds (Python's AdaptConfig.rows_per_call)
+    Selection selection = policy.select(metadata, fisher, config.budget, config.rowsPerCall(n, trainBatch));
     if (selection == null) {
       throw new IllegalStateException("policy " + policy.name() + " returned no selection");
     }
-    BackwardCost cost = CostModel.backwardCostByName(metadata.table, selection.channelCounts(),
-        metadata.optimizer.optimizer, trainBatch, true);
     float[] mask = selection.toMask(metadata);
     runner.run(Contract.SET_SELECTION, Map.of(Contract.CHANNEL_MASK, Tensor.ofFloats(new int[] {mask.length}, mask)));
     if (!Float.isNaN(config.learningRate)) {
@@ -117,48 +126,199 @@ public final class AdaptationDriver {
         !metadata.cachedCuts.isEmpty(), config.cache, steps, n, metadata.input.elementsPerImage(),
         config.cacheLimitBytes, forwardMacs());
     // What every step reads: the activations at the cut (computed once) or the images.
-    Tensor inputs = cache.used ? features(cache.cut, images, config.evalBatchSize, cancelled) : images;
-    String inputName = cache.used ? Contract.ACTIVATIONS : Contract.IMAGES;
-    String trainSignature = cache.used ? cache.cut.trainSignature : Contract.TRAIN_STEP;
-    List<Float> losses = new ArrayList<>();
-    List<Float> accuracies = new ArrayList<>();
-    int[] order = identity(n);
-    Random random = new Random(config.seed);
-    int cursor = n;
-    for (int step = 1; step <= steps; step++) {
-      checkCancelled(cancelled);
-      int[] batch;
-      if (trainBatch == n) {
-        batch = identity(n);
-      } else {
-        batch = new int[trainBatch];
-        for (int i = 0; i < trainBatch; i++) {
-          if (cursor == n) {
-            shuffle(order, random);
-            cursor = 0;
-          }
-          batch[i] = order[cursor++];
-        }
+    Rows rows = new Rows(cache.used ? cache.cut : null,
+        cache.used ? features(cache.cut, images, config.evalBatchSize, cancelled) : images, labels, numClasses,
+        config.evalBatchSize, listener, cancelled);
+    UpdatePlan plan = null;
+    RateChoice choice = null;
+    int pricedRows = config.rowsPerCall(n, trainBatch);
+    boolean updated = false;
+    if (steps > 0) {
+      CachedCut cut = rows.cut;
+      plan = UpdatePlan.plan(config.prototypeMode, config.batchMode, trainBatch, n, cut != null,
+          cut != null && cut.episodeSignature != null,
+          cut != null && cut.accumulateSignature != null && metadata.applyAccumulatedSignature != null,
+          r -> CostModel.backwardCostByName(metadata.table, selection.channelCounts(), metadata.optimizer.optimizer, r,
+              true).totalBytes() <= config.budget.memoryBytes);
+      pricedRows = plan.rows;
+      float[] rates = config.rateChoice();
+      rows.total = steps + (rates == null ? 0 : config.choiceSteps(n) * (int) countNonZero(rates));
+      Random random = new Random(config.seed);
+      float rate = config.learningRate;
+      Map<String, Tensor> initial = rates == null ? null : getState();
+      if (rates != null) {
+        choice = chooseRate(rows, plan, config, initialEmbeddings, initial, random);
+        rate = choice.rate;
       }
-      Map<String, Tensor> out = runner.run(trainSignature, Map.of(
-          inputName, gather(inputs, batch), Contract.LABELS, Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch))));
-      float loss = output(out, trainSignature, Contract.LOSS).floatValue();
-      float accuracy = output(out, trainSignature, Contract.ACCURACY).floatValue();
-      losses.add(loss);
-      accuracies.add(accuracy);
-      listener.onStep(step, steps, loss, accuracy);
+      rows.losses.clear();  // the result's curve is the final run's (the choice's updates were only reported)
+      rows.accuracies.clear();
+      if (rate != 0f) {
+        if (rates != null) {
+          setState(initial);
+          runner.run(Contract.SET_HPARAMS, Map.of(Contract.LEARNING_RATE, Tensor.scalar(rate)));
+        }
+        runUpdates(rows, plan, identity(n), steps, random);
+        updated = true;
+      } else {
+        setState(initial);  // rate 0: no update, the state after the head
+      }
     }
-    if (config.refreshPrototypes) {
+    if ((config.refreshPrototypes || config.prototypeMode != AdaptationConfig.PrototypeMode.FIXED)
+        && (updated || choice == null)) {
       stage(listener, AdaptationListener.Stage.REFRESH, cancelled);
-      float[][] embeddings = cache.used
-          ? inferAll(cache.cut.inferSignature, Contract.ACTIVATIONS, inputs, config.evalBatchSize, cancelled,
-              Contract.EMBEDDINGS, metadata.featureDim)
-          : embed(images, config.evalBatchSize, cancelled);
-      setPrototypes(embeddings, labels, numClasses, cancelled);
+      setPrototypes(rows.embed(identity(n)), labels, numClasses, cancelled);
     }
+    BackwardCost cost = CostModel.backwardCostByName(metadata.table, selection.channelCounts(),
+        metadata.optimizer.optimizer, pricedRows, true);
     listener.onStage(AdaptationListener.Stage.DONE);
     return new AdaptationResult(policy.name(), selection, cost, config.budget,
-        config.budget.computeLimit(metadata.table), trainBatch, losses, accuracies, cache);
+        config.budget.computeLimit(metadata.table), plan == null ? trainBatch : plan.batch, rows.losses,
+        rows.accuracies, cache, plan, choice);
+  }
+
+  /**
+   * The rows every update reads, as Python's {@code fine_tuning.RowSource}: the activations at the cached cut
+   * (computed once per support image) or the support images themselves. The driver does not augment, so the
+   * pseudo-queries are support rows too. Collects every update's loss and accuracy and reports them.
+   */
+  private final class Rows {
+    final CachedCut cut;
+    final Tensor inputs;
+    final int[] labels;
+    final int numClasses;
+    final int evalBatch;
+    final AdaptationListener listener;
+    final BooleanSupplier cancelled;
+    final List<Float> losses = new ArrayList<>();
+    final List<Float> accuracies = new ArrayList<>();
+    int total;
+    int done;
+
+    Rows(CachedCut cut, Tensor inputs, int[] labels, int numClasses, int evalBatch, AdaptationListener listener,
+        BooleanSupplier cancelled) {
+      this.cut = cut;
+      this.inputs = inputs;
+      this.labels = labels;
+      this.numClasses = numClasses;
+      this.evalBatch = evalBatch;
+      this.listener = listener;
+      this.cancelled = cancelled;
+    }
+
+    String inputName() {
+      return cut == null ? Contract.IMAGES : Contract.ACTIVATIONS;
+    }
+
+    /** Embeddings of {@code subset}'s rows with the current state (infer, or infer_from at the cut). */
+    float[][] embed(int[] subset) throws Exception {
+      return inferAll(cut == null ? Contract.INFER : cut.inferSignature, inputName(), gather(inputs, subset), evalBatch,
+          cancelled, Contract.EMBEDDINGS, metadata.featureDim);
+    }
+
+    /** {@code signature} on the rows {@code batch} (and {@code extra} inputs); its loss and accuracy. */
+    float[] call(String signature, int[] batch, Map<String, Tensor> extra) throws Exception {
+      Map<String, Tensor> in = new LinkedHashMap<>(extra);
+      in.put(inputName(), gather(inputs, batch));
+      in.put(Contract.LABELS, Tensor.ofInts(new int[] {batch.length}, gatherInts(labels, batch)));
+      Map<String, Tensor> out = runner.run(signature, in);
+      return new float[] {output(out, signature, Contract.LOSS).floatValue(),
+          output(out, signature, Contract.ACCURACY).floatValue()};
+    }
+
+    void record(float[] out) {
+      losses.add(out[0]);
+      accuracies.add(out[1]);
+      listener.onStep(++done, Math.max(total, done), out[0], out[1]);
+    }
+  }
+
+  /**
+   * {@code updates} optimizer updates on the support rows {@code subset} by {@code plan}, as Python's
+   * {@code fine_tuning.run_updates}: each update's B rows come from successive seeded permutations of the subset
+   * (all of it, in order, when B is its size); prototypes refreshed before the update or built inside the episode
+   * step; one batched call or B accumulated rows and one {@code apply_accumulated}. The model's state holds the
+   * run's start (selection, learning rate, the prototypes "fixed" uses).
+   */
+  private void runUpdates(Rows rows, UpdatePlan plan, int[] subset, int updates, Random random) throws Exception {
+    int m = subset.length;
+    int[] order = identity(m);
+    int cursor = m;
+    int[] support = gatherInts(rows.labels, subset);
+    for (int u = 0; u < updates; u++) {
+      checkCancelled(rows.cancelled);
+      int[] batch = new int[plan.batch];
+      for (int i = 0; i < plan.batch; i++) {
+        if (plan.batch == m) {
+          batch[i] = subset[i];
+          continue;
+        }
+        if (cursor == m) {
+          shuffle(order, random);
+          cursor = 0;
+        }
+        batch[i] = subset[order[cursor++]];
+      }
+      if (plan.prototypeMode == AdaptationConfig.PrototypeMode.REFRESH) {
+        setPrototypes(rows.embed(subset), support, rows.numClasses, rows.cancelled);
+      }
+      float[] out;
+      if (plan.prototypeMode == AdaptationConfig.PrototypeMode.EPISODE) {
+        int[] all = new int[m + batch.length];
+        System.arraycopy(subset, 0, all, 0, m);
+        System.arraycopy(batch, 0, all, m, batch.length);
+        float[] roles = new float[all.length];
+        Arrays.fill(roles, 0, m, 1f);
+        out = rows.call(rows.cut.episodeSignature, all,
+            Map.of(Contract.SUPPORT_MASK, Tensor.ofFloats(new int[] {roles.length}, roles)));
+      } else if (plan.batchMode == AdaptationConfig.BatchMode.ACCUMULATE) {
+        out = new float[2];
+        for (int row : batch) {
+          float[] part = rows.call(rows.cut.accumulateSignature, new int[] {row}, Map.of());
+          out[0] += part[0] / batch.length;
+          out[1] += part[1] / batch.length;
+        }
+        runner.run(metadata.applyAccumulatedSignature, NO_INPUT);
+      } else {
+        out = rows.call(rows.cut == null ? Contract.TRAIN_STEP : rows.cut.trainSignature, batch, Map.of());
+      }
+      rows.record(out);
+    }
+  }
+
+  /**
+   * P>M>F's per-task rate ({@link RateChoice}), as Python's {@code trainer.choose_task_rate}: each non-zero
+   * candidate fine-tunes on the prototype set (one support image per class, at most K pseudo-queries per update)
+   * for {@link AdaptationConfig#choiceSteps} updates from {@code initial} and is scored on the held-out images;
+   * rate 0 is scored on the untrained embeddings. Leaves the model in some run's end state (the caller restores
+   * {@code initial}).
+   */
+  private RateChoice chooseRate(Rows rows, UpdatePlan plan, AdaptationConfig config, float[][] initialEmbeddings,
+      Map<String, Tensor> initial, Random random) throws Exception {
+    int[] labels = rows.labels;
+    int[][] split = RateChoice.heldOutSplit(labels, rows.numClasses, config.seed);
+    int[] prototypes = split[0];
+    int[] held = split[1];
+    float[] rates = config.rateChoice();
+    if (held.length == 0) {
+      return RateChoice.choose(rates, new double[0][], 0, config.choiceScore);
+    }
+    UpdatePlan choicePlan = plan.withBatch(Math.min(plan.batch, prototypes.length));
+    double[][] scores = new double[rates.length][];
+    for (int r = 0; r < rates.length; r++) {
+      float[][] embeddings = initialEmbeddings;
+      if (rates[r] != 0f) {
+        setState(initial);
+        setPrototypes(gatherRows(initialEmbeddings, prototypes), gatherInts(labels, prototypes), rows.numClasses,
+            rows.cancelled);
+        runner.run(Contract.SET_HPARAMS, Map.of(Contract.LEARNING_RATE, Tensor.scalar(rates[r])));
+        runUpdates(rows, choicePlan, prototypes, config.choiceSteps(labels.length), random);
+        embeddings = rows.embed(identity(labels.length));
+      }
+      scores[r] = RateChoice.heldOutScore(gatherRows(embeddings, held), gatherInts(labels, held),
+          classMeans(gatherRows(embeddings, prototypes), gatherInts(labels, prototypes), rows.numClasses),
+          metadata.headScale);
+    }
+    return RateChoice.choose(rates, scores, held.length, config.choiceScore);
   }
 
   /**
@@ -314,23 +474,50 @@ public final class AdaptationDriver {
   private void setPrototypes(float[][] embeddings, int[] labels, int classes, BooleanSupplier cancelled)
       throws Exception {
     int d = metadata.featureDim;
+    float[][] means = classMeans(embeddings, labels, classes);
     float[] prototypes = new float[metadata.classCapacity * d];
-    int[] counts = new int[classes];
-    for (int i = 0; i < labels.length; i++) {
-      counts[labels[i]]++;
-      for (int j = 0; j < d; j++) {
-        prototypes[labels[i] * d + j] += embeddings[i][j];
-      }
-    }
     for (int c = 0; c < classes; c++) {
-      for (int j = 0; j < d; j++) {
-        prototypes[c * d + j] /= counts[c];
-      }
+      System.arraycopy(means[c], 0, prototypes, c * d, d);
     }
     checkCancelled(cancelled);
     runner.run(Contract.SET_HEAD, Map.of(Contract.PROTOTYPES, Tensor.ofFloats(new int[] {metadata.classCapacity, d}, prototypes),
         Contract.NUM_CLASSES, Tensor.scalar(classes)));
     numClasses = classes;
+  }
+
+  /** c_k = the mean of the rows of class k, for k = 0..classes-1 (every class present). */
+  private static float[][] classMeans(float[][] embeddings, int[] labels, int classes) {
+    int d = embeddings[0].length;
+    float[][] means = new float[classes][d];
+    int[] counts = new int[classes];
+    for (int i = 0; i < labels.length; i++) {
+      counts[labels[i]]++;
+      for (int j = 0; j < d; j++) {
+        means[labels[i]][j] += embeddings[i][j];
+      }
+    }
+    for (int c = 0; c < classes; c++) {
+      for (int j = 0; j < d; j++) {
+        means[c][j] /= counts[c];
+      }
+    }
+    return means;
+  }
+
+  private static float[][] gatherRows(float[][] rows, int[] indices) {
+    float[][] out = new float[indices.length][];
+    for (int i = 0; i < indices.length; i++) {
+      out[i] = rows[indices[i]];
+    }
+    return out;
+  }
+
+  private static long countNonZero(float[] values) {
+    long count = 0;
+    for (float v : values) {
+      count += v != 0f ? 1 : 0;
+    }
+    return count;
   }
 
   /**

@@ -5,8 +5,9 @@ import org.tflitetrain.core.cost.BackwardCost;
 import org.tflitetrain.core.select.Budget;
 
 /**
- * What an adaptation chose and measured: selection, its analytic cost, budget use, loss curve, and whether
- * the steps ran from the frozen-prefix cache ({@link #cache}).
+ * What an adaptation chose and measured: selection, its analytic cost (at the rows one train-step call held),
+ * budget use, loss curve (the final run's updates, after those of the rate choice), whether the steps ran from
+ * the frozen-prefix cache ({@link #cache}), how the updates ran ({@link #updates}) and the rate choice.
  */
 public final class AdaptationResult {
   public final String policy;
@@ -20,9 +21,13 @@ public final class AdaptationResult {
   public final List<Float> accuracies;
   /** The frozen-prefix cache decision: used or not (and why), its cut and bytes. */
   public final CachePlan cache;
+  /** How the updates ran (prototypes, batch or accumulation, rows per call, what was reduced); null without training. */
+  public final UpdatePlan updates;
+  /** The per-task learning-rate choice; null when the config fixes the rate (or nothing was trained). */
+  public final RateChoice rateChoice;
 
   AdaptationResult(String policy, Selection selection, BackwardCost cost, Budget budget, double computeLimitMacs, int batchSize,
-      List<Float> losses, List<Float> accuracies, CachePlan cache) {
+      List<Float> losses, List<Float> accuracies, CachePlan cache, UpdatePlan updates, RateChoice rateChoice) {
     this.policy = policy;
     this.selection = selection;
     this.cost = cost;
@@ -32,6 +37,8 @@ public final class AdaptationResult {
     this.losses = List.copyOf(losses);
     this.accuracies = List.copyOf(accuracies);
     this.cache = cache;
+    this.updates = updates;
+    this.rateChoice = rateChoice;
   }
 
   /** Backward memory / memory budget (0 when unlimited). */

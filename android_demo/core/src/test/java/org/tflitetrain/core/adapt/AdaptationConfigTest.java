@@ -181,4 +181,28 @@ public class AdaptationConfigTest {
     assertTrue("the protocol's compute budget must leave out some of what an unlimited one selects",
         bounded.selection.channels().size() < free.selection.channels().size());
   }
+
+  @Test
+  public void procedureDefaultsArePythonsAndOptionsAreChecked() {
+    AdaptationConfig defaults = new AdaptationConfig.Builder().build();
+    assertEquals(AdaptationConfig.PrototypeMode.FIXED, defaults.prototypeMode);
+    assertEquals(AdaptationConfig.BatchMode.BATCH, defaults.batchMode);
+    assertNull(defaults.rateChoice());
+    assertEquals(AdaptationConfig.ChoiceScore.ACCURACY, defaults.choiceScore);
+    assertEquals(defaults.steps(25), defaults.choiceSteps(25));
+    assertEquals(4, defaults.rowsPerCall(25, 4));
+
+    AdaptationConfig options = new AdaptationConfig.Builder().rateChoice(0f, 1e-3f).choiceUpdates(7)
+        .batchMode(AdaptationConfig.BatchMode.ACCUMULATE).choiceScore(AdaptationConfig.ChoiceScore.ACCURACY_LOSS).build();
+    assertEquals(2, options.rateChoice().length);
+    assertEquals(7, options.choiceSteps(25));
+    assertEquals(1, options.rowsPerCall(25, 4));
+    assertEquals(29, new AdaptationConfig.Builder().prototypeMode(AdaptationConfig.PrototypeMode.EPISODE).build()
+        .rowsPerCall(25, 4));
+    assertEquals(AdaptationConfig.PrototypeMode.REFRESH, AdaptationConfig.PrototypeMode.fromName("refresh"));
+    assertThrows(IllegalArgumentException.class, () -> new AdaptationConfig.Builder().rateChoice(0f, -1f));
+    assertThrows(IllegalArgumentException.class, () -> new AdaptationConfig.Builder().rateChoice(Float.NaN));
+    assertThrows(IllegalArgumentException.class, () -> new AdaptationConfig.Builder().choiceUpdates(0));
+    assertThrows(IllegalArgumentException.class, () -> AdaptationConfig.BatchMode.fromName("accumulated"));
+  }
 }
