@@ -4,7 +4,7 @@ VENV := .venv
 PI_VENV := .venv-pi
 BENCH_VENV := .venv-bench
 
-.PHONY: demo test test-main test-zoo test-pi test-java fixtures clean-venvs data-deps npm-data icon-data data weights weights-lite0 bench bench-quick bench-powered bench-peer bench-int8 adapt-example
+.PHONY: demo test test-main test-zoo test-pi test-java fixtures clean-venvs data-deps npm-data icon-data data weights weights-lite0 bench bench-quick bench-powered bench-peer bench-int8 bench-memory adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -164,6 +164,16 @@ bench-int8: $(VENV)/.installed $(PI_VENV)/.installed data
 	    --int8 $(INT8_DIR)/$$mode.tflite --runtime tflite-runtime --no-xnnpack \
 	    --out $(INT8_FIGURES)/$${name}_tflite_runtime_2.14_builtin.json || exit 1; \
 	done
+
+# Peak resident memory of `predict` and `adapt` by phase on both runtimes (issue 43): the default export
+# (Lite0 @128), 25 tuxpaint stamps of 5 classes; writes bench/results/MEMORY.md and MEMORY.json.
+# BEFORE=DIR adds the columns of an older tflite_train package (e.g. git archive main tflite_train | tar -x -C DIR).
+MEMORY_DIR = build/memory
+bench-memory: $(VENV)/.installed $(PI_VENV)/.installed data-deps
+	mkdir -p $(MEMORY_DIR)
+	$(VENV)/bin/python -m tflite_train.cli export --out $(MEMORY_DIR)/lite0_default.tflite -q
+	PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m bench.memory_profile --make --model $(MEMORY_DIR)/lite0_default.tflite \
+	  $(if $(BEFORE),--before $(BEFORE)) --rounds 3 --out bench/results/MEMORY.md
 
 clean-venvs:
 	rm -rf $(VENV) $(PI_VENV) $(BENCH_VENV)

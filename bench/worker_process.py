@@ -1,32 +1,49 @@
 """Benchmark workers in fresh processes: the command that starts one in any env, and its peak RSS.
 
-Stdlib only: the workers run in the Pi env too (tflite-runtime 2.14, no TensorFlow, no scipy).
+No TensorFlow and no scipy: the workers run in the Pi env too (tflite-runtime 2.14).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import pathlib
-import resource
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-WORKER_BOOTSTRAP = ("import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); "
+WORKER_BOOTSTRAP = ("import os, runpy, sys; sys.path[0:0] = sys.argv.pop(1).split(os.pathsep); "
                     "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
 """Runs a ``bench`` module as ``__main__`` with this checkout first on the path, whatever the working
 directory (the ``bench`` package imports its heavy modules lazily, so this works in the Pi env too)."""
 
 
-def worker_command(python: str | pathlib.Path, module: str, *args: str) -> list[str]:
-    """The argv that runs ``python -m <module> <args>`` with ``WORKER_BOOTSTRAP`` (works in the Pi env)."""
-    return [str(python), "-c", WORKER_BOOTSTRAP, str(ROOT), module, *args]
+def worker_command(python: str | pathlib.Path, module: str, *args: str,
+                   library: str | os.PathLike | None = None) -> list[str]:
+    """The argv that runs ``python -m <module> <args>`` with ``WORKER_BOOTSTRAP`` (works in the Pi env).
+
+    ``library``: a directory put before this checkout on the path, e.g. one holding only an older
+    ``tflite_train`` package (the worker then measures that code with this checkout's ``bench``).
+    """
+    path = os.pathsep.join(([os.fspath(library)] if library else []) + [str(ROOT)])
+    return [str(python), "-c", WORKER_BOOTSTRAP, path, module, *args]
+
+
+def resident_kib() -> tuple[int, int | None]:
+    """(peak, current) resident set size of this process (KiB; current None = unknown), read by this
+    checkout's ``tflite_train/runtime/peak_memory.py`` (``VmHWM``, not ru_maxrss: its docstring says why),
+    loaded from its file: stdlib only, and the same reader when a worker measures an older ``tflite_train``
+    placed first on the path (``worker_command(library=...)``)."""
+    name = "bench_peak_memory"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tflite_train" / "runtime" / "peak_memory.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before exec: dataclasses looks the module up by name
+        spec.loader.exec_module(module)
+    memory = module.resident_memory()
+    return memory.peak_bytes // 1024, None if memory.current_bytes is None else memory.current_bytes // 1024
 
 
 def peak_rss_kib() -> int:
-    """This process's peak resident set size (KiB): ``VmHWM`` of /proc/self/status.
-
-    Not ``getrusage``'s ru_maxrss: Linux carries the forked parent's high-water mark across exec into
-    ru_maxrss, so a worker started by a TensorFlow-sized parent would report the parent's peak.
-    """
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """This process's peak resident set size (KiB; ``resident_kib``)."""
+    return resident_kib()[0]

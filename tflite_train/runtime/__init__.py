@@ -34,6 +34,7 @@ from tflite_train.runtime.model_input import load_images, to_model_input
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.output_lock import OutputLockedError, output_lock
 from tflite_train.runtime.output_path import check_output_file
+from tflite_train.runtime.peak_memory import ResidentMemory, resident_memory
 from tflite_train.runtime.plots import plot_adaptation
 from tflite_train.runtime.progress import Progress, no_progress, terminal_progress
 from tflite_train.runtime.report_schema import check_run_report
@@ -77,6 +78,7 @@ __all__ = [
     "Progress",
     "Protocol",
     "RUNTIMES",
+    "ResidentMemory",
     "SchemaError",
     "SelftestError",
     "TrainableModel",
@@ -119,6 +121,7 @@ __all__ = [
     "read_metadata",
     "read_metadata_buffers",
     "read_operator_codes",
+    "resident_memory",
     "resolve_runtime",
     "read_signature_defs",
     "remove_stale_temps",

@@ -1,0 +1,424 @@
+"""Where the resident memory of ``predict`` and ``adapt`` goes, by phase, on each runtime (issue 43).
+
+Each command runs in a fresh process per runtime: ai-edge-litert from the main env, tflite-runtime 2.14
+from the Pi env (which has no TensorFlow; the worker records whether anything imported it). The worker
+runs the real command (``tflite_train.cli.main``: ``adapt`` with the default protocol, then ``predict``
+with the checkpoint it wrote) with probes that read the process's peak and current resident set size
+(``VmHWM``/``VmRSS``, ``tflite_train.runtime.peak_memory``) after each phase: the imports, opening the
+model, reading the images, every interpreter call (a run of consecutive calls of one signature is two
+phases: its first call, which allocates the signature, and the rest), saving the checkpoint, the exit.
+A third worker measures the Python API alone: open the model, one batch-1 ``infer``, then the median
+time of further batch-1 calls.
+
+``--before DIR`` adds columns measured on an older ``tflite_train`` package (a directory holding only
+that package, e.g. ``git archive main tflite_train | tar -x -C DIR``; ``--before-model``: a file it
+exported), in the same run; with ``--rounds R`` the runs alternate R times, so that the times of before
+and now see the same machine load (times: medians over the rounds; memory: the round with the highest
+peak, which is nearly the same in every round).
+
+Support set: 5 classes x 5 images, queries 5 x 2 (``STAMP_CLASSES``: the first 7 stamps of each class of
+the Debian package tuxpaint-stamps-default, installed by ``make data-deps``), or ``--support``/``--query``.
+
+    make bench-memory   # exports the default model, then:
+    PYTHONPATH=$PWD .venv/bin/python -m bench.memory_profile --model build/memory/lite0_default.tflite \\
+        --out bench/results/MEMORY.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from bench.table_output import emit
+from bench.worker_process import ROOT, resident_kib, worker_command
+
+__all__ = ["COMMANDS", "GOALS_MIB", "PhaseProbe", "merge_phase_keys", "phases", "prepare_images", "render", "main"]
+
+LOG = logging.getLogger(__name__)
+COMMANDS = ("predict", "adapt")
+GOALS_MIB = {"predict": 128, "adapt": 160}
+"""Issue 43's peak-RSS goals of the default export, MiB."""
+ENVIRONMENTS = {"litert": ".venv/bin/python", "tflite-runtime": ".venv-pi/bin/python"}
+"""Runtime (``tflite_train.runtime.RUNTIMES`` name) -> its env's python, relative to the checkout."""
+STAMPS = pathlib.Path("/usr/share/tuxpaint/stamps")
+STAMP_CLASSES = ("animals/birds", "food/fruit", "plants/flowers", "town/roadsigns", "food/vegetables")
+SHOTS, QUERIES = 5, 2
+INFER_CALLS = 30
+"""Timed batch-1 ``infer`` calls of the API worker (after the first)."""
+MIB = 2**20
+
+
+# ----------------------------------------------------------------------------------------------- images
+def prepare_images(out: pathlib.Path, stamps: pathlib.Path = STAMPS) -> tuple[pathlib.Path, pathlib.Path]:
+    """(support, query) folders ``out/{support,query}/<class>/``: of each ``STAMP_CLASSES`` folder's PNGs in
+    name order, the first ``SHOTS`` as support and the next ``QUERIES`` as queries.
+
+    Raises:
+      FileNotFoundError: a class folder is missing or has too few PNGs (install tuxpaint-stamps-default).
+    """
+    support, query = out / "support", out / "query"
+    for folder in (support, query):
+        shutil.rmtree(folder, ignore_errors=True)
+    for name in STAMP_CLASSES:
+        files = sorted((stamps / name).glob("*.png"))
+        if len(files) < SHOTS + QUERIES:
+            raise FileNotFoundError(f"{stamps / name}: {len(files)} PNG stamps, {SHOTS + QUERIES} needed (install the "
+                                    "Debian package tuxpaint-stamps-default: make data-deps), or give --support/--query")
+        label = pathlib.PurePath(name).name
+        for folder, picked in ((support, files[:SHOTS]), (query, files[SHOTS:SHOTS + QUERIES])):
+            (folder / label).mkdir(parents=True)
+            for path in picked:
+                shutil.copyfile(path, folder / label / path.name)
+    return support, query
+
+
+# ----------------------------------------------------------------------------------------------- worker
+class PhaseProbe:
+    """Records the process's resident memory after each phase of a command run in this process.
+
+    ``installed()`` wraps, for its duration, ``TrainableModel.__init__`` ("open model"),
+    ``TrainableModel.call`` ("call <signature>") and the image reading and checkpoint saving of
+    ``adapt_job`` ("read images", "save checkpoint"); ``mark(phase)`` records any other point.
+    Each event: phase, peak and current RSS (KiB), seconds since the probe was made.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._start = time.perf_counter()
+
+    def mark(self, phase: str) -> None:
+        """Appends an event for ``phase`` (the memory now)."""
+        peak, current = resident_kib()
+        self.events.append({"phase": phase, "peak_kib": peak, "rss_kib": current,
+                            "seconds": time.perf_counter() - self._start})
+
+    def _after(self, owner: Any, name: str, phase) -> tuple[Any, str, Any]:
+        original = getattr(owner, name)
+
+        def probed(*args, **kwargs):
+            out = original(*args, **kwargs)
+            self.mark(phase(args) if callable(phase) else phase)
+            return out
+
+        setattr(owner, name, probed)
+        return owner, name, original
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["PhaseProbe"]:
+        """The probes of the class docstring, removed on exit."""
+        from tflite_train.runtime import adapt_job
+        from tflite_train.runtime.interpreter import TrainableModel
+
+        patched = [self._after(TrainableModel, "__init__", "open model"),
+                   self._after(TrainableModel, "call", lambda args: f"call {args[1]}"),
+                   self._after(adapt_job, "load_images", "read images"),
+                   self._after(adapt_job, "save_checkpoint", "save checkpoint")]
+        try:
+            yield self
+        finally:
+            for owner, name, original in reversed(patched):
+                setattr(owner, name, original)
+
+
+def _run_cli(argv: Sequence[str]) -> str:
+    """Runs ``tflite-train <argv>`` in this process; returns what it printed (RuntimeError on a non-zero exit)."""
+    from tflite_train.cli import main as cli_main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli_main(list(argv))
+    if code != 0:
+        raise RuntimeError(f"tflite-train {' '.join(argv)} exited with {code}")
+    return printed.getvalue()
+
+
+def worker(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Runs one command (``spec["kind"]``: api, adapt or predict) with a ``PhaseProbe``; returns its events,
+    its times, the environment and whether TensorFlow was imported."""
+    probe = PhaseProbe()
+    from tflite_train.cli import main as _cli  # noqa: F401  (the command's own imports, measured as one phase)
+    from tflite_train.runtime import adapt_job  # noqa: F401
+    from tflite_train.runtime.interpreter import load_interpreter_class
+    from tflite_train.runtime.runtimes import RUNTIMES
+
+    module = RUNTIMES[spec["runtime"]][0]
+    load_interpreter_class(module)
+    probe.mark("import")
+    out: dict[str, Any] = {}
+    with probe.installed():
+        if spec["kind"] == "api":
+            out.update(_api_run(spec, module, probe))
+        elif spec["kind"] == "adapt":
+            record = json.loads(_run_cli(["adapt", "--model", spec["model"], "--support", spec["support"], "--query",
+                                          spec["query"], "--out", spec["checkpoint"], "--runtime", spec["runtime"],
+                                          "--json", "-q"]))
+            out["adapt_seconds"] = {"training": record["seconds"].get("training"), "total": record["total_seconds"]}
+            out["query_accuracy"] = record.get("query_accuracy")
+        else:
+            start = time.perf_counter()
+            rows = json.loads(_run_cli(["predict", "--model", spec["model"], "--checkpoint", spec["checkpoint"],
+                                        "--runtime", spec["runtime"], "--json", "-q", *spec["images"]]))
+            out["predict_seconds"] = time.perf_counter() - start
+            out["predictions"] = len(rows)
+    probe.mark("exit")
+    from bench.environment import environment
+
+    return {**out, "events": probe.events, "environment": environment(module),
+            "tensorflow_imported": "tensorflow" in sys.modules}
+
+
+def _api_run(spec: Mapping[str, Any], module: str, probe: PhaseProbe) -> dict[str, Any]:
+    """Opens the model, runs one batch-1 ``infer`` on the first query image, then times ``INFER_CALLS`` more."""
+    from bench.call_timing import median_seconds
+    from tflite_train.runtime.interpreter import TrainableModel
+    from tflite_train.runtime.model_contract import input_range
+    from tflite_train.runtime.model_input import load_images
+
+    model = TrainableModel(spec["model"], runtime=module)
+    image = load_images(spec["images"][:1], model.input_shape, input_range(model.metadata))
+    model.infer(image)
+    probe.mark("first infer")
+    seconds, calls = median_seconds(lambda: model.infer(image), INFER_CALLS, 60.0, warm_up=0)
+    return {"infer_ms": 1e3 * seconds, "infer_calls": calls}
+
+
+# ----------------------------------------------------------------------------------------------- tables
+def phases(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The events as phases, each with the peak after it, its increase of the peak (the first phase's
+    increase is its peak) and its seconds. A run of consecutive ``call <signature>`` events is two
+    phases: its first call ("<signature>: first call" the first time the signature runs, which allocates
+    it, else "<signature>") and the rest ("<signature> (n more calls)")."""
+    out: list[dict[str, Any]] = []
+    called: set[str] = set()
+    previous_peak, previous_seconds, i = 0, 0.0, 0
+    while i < len(events):
+        phase = events[i]["phase"]
+        j = i + 1
+        runs = [(phase, events[i])]
+        if phase.startswith("call "):
+            signature = phase[len("call "):]
+            while j < len(events) and events[j]["phase"] == phase:
+                j += 1
+            runs = [(signature if signature in called else f"{signature}: first call", events[i])]
+            called.add(signature)
+            if j - i > 1:
+                runs.append((f"{signature} ({j - i - 1} more call{'s' if j - i > 2 else ''})", events[j - 1]))
+        for label, event in runs:
+            out.append({"phase": label, "peak_kib": event["peak_kib"], "rss_kib": event.get("rss_kib"),
+                        "increase_kib": event["peak_kib"] - previous_peak,
+                        "seconds": event["seconds"] - previous_seconds})
+            previous_peak, previous_seconds = event["peak_kib"], event["seconds"]
+        i = j
+    return out
+
+
+def merge_phase_keys(sequences: Sequence[Sequence[str]]) -> list[tuple[str, int]]:
+    """One row order for several runs' phase lists: keys (label, occurrence), each run's order kept, a key
+    missing from earlier runs placed after the key that precedes it in its own run."""
+    keys: list[tuple[str, int]] = []
+    for labels in sequences:
+        seen: dict[str, int] = {}
+        after = -1
+        for label in labels:
+            key = (label, seen.get(label, 0))
+            seen[label] = key[1] + 1
+            if key in keys:
+                after = keys.index(key)
+            else:
+                after += 1
+                keys.insert(after, key)
+    return keys
+
+
+def _mib(kib: float | None) -> str:
+    return "" if kib is None else f"{kib / 1024:.0f}"
+
+
+def _phase_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
+    per_run = [phases(run[command]["events"]) for run in runs]
+    keys = merge_phase_keys([[p["phase"] for p in ps] for ps in per_run])
+    lookup = []
+    for ps in per_run:
+        seen: dict[str, int] = {}
+        table = {}
+        for p in ps:
+            table[(p["phase"], seen.get(p["phase"], 0))] = p
+            seen[p["phase"]] = seen.get(p["phase"], 0) + 1
+        lookup.append(table)
+    lines = ["| phase | " + " | ".join(f"{run['label']}: peak | +" for run in runs) + " |",
+             "|---|" + "---:|---:|" * len(runs)]
+    for key in keys:
+        label = key[0] if key[1] == 0 else f"{key[0]} [{key[1] + 1}]"
+        cells = []
+        for table in lookup:
+            p = table.get(key)
+            cells += ["", ""] if p is None else [_mib(p["peak_kib"]), _mib(p["increase_kib"])]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _peak(run: Mapping[str, Any], command: str) -> int:
+    return run[command]["events"][-1]["peak_kib"]
+
+
+def _api_phase(run: Mapping[str, Any], phase: str) -> int | None:
+    return next((e["peak_kib"] for e in run["api"]["events"] if e["phase"] == phase), None)
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """MEMORY.md: the summary against the goals, the times, then ``predict`` and ``adapt`` by phase."""
+    runs = report["runs"]
+    header = "| | " + " | ".join(run["label"] for run in runs) + " |"
+    rule = "|---|" + "---:|" * len(runs)
+    lines = ["# Peak resident memory of `predict` and `adapt` (issue 43)", "",
+             f"Command: `{report['command']}`{' (`make bench-memory`)' if report.get('make') else ''}.", "",
+             f"Model: `{report['model']}` ({report['model_bytes'] / MIB:.1f} MiB)"
+             + (f"; before: `{report['before_model'] or report['model']}` run by the `tflite_train` in "
+                f"`{report['before']}`" if report.get("before") else "")
+             + f". Support {report['support_size']} images of {len(STAMP_CLASSES)} classes, "
+             f"{report['query_size']} queries. Rounds: {report['rounds']}. Machine: {report['machine']}.", "",
+             "Peak RSS = `VmHWM` of the command's own process (MiB = 2^20 bytes), read at its exit; the "
+             "Python API rows: after opening the model and after its first batch-1 `infer`.", "",
+             "## Peak RSS (MiB)", "", header + " goal |", rule + "---|"]
+    for command in COMMANDS:
+        goal = GOALS_MIB[command]
+        lines.append(f"| `{command}` | " + " | ".join(
+            f"{_mib(_peak(run, command))} {'met' if _peak(run, command) <= goal * 1024 else 'missed'}"
+            for run in runs) + f" | <= {goal} |")
+    for phase, label in (("open model", "API: open the model"), ("first infer", "... after the first batch-1 `infer`")):
+        lines.append(f"| {label} | " + " | ".join(_mib(_api_phase(run, phase)) for run in runs) + " | |")
+    lines.append("| TensorFlow imported | " + " | ".join(
+        "yes" if any(run[c]["tensorflow_imported"] for c in ("api", *COMMANDS)) else "no" for run in runs) + " | |")
+    lines += ["", f"## Time (median over {report['rounds']} interleaved round(s))", "", header, rule,
+              "| `infer`, batch 1 (ms) | " + " | ".join(f"{run['api']['infer_ms']:.2f}" for run in runs) + " |",
+              "| `adapt` training (s) | " + " | ".join(f"{run['adapt']['adapt_seconds']['training']:.2f}" for run in runs) + " |",
+              "| `adapt` total (s) | " + " | ".join(f"{run['adapt']['adapt_seconds']['total']:.2f}" for run in runs) + " |",
+              "| `predict` command (s) | " + " | ".join(f"{run['predict']['predict_seconds']:.2f}" for run in runs) + " |",
+              "| `adapt` query accuracy | " + " | ".join(
+                  "" if run["adapt"].get("query_accuracy") is None else f"{run['adapt']['query_accuracy']:.2f}"
+                  for run in runs) + " |"]
+    for command in COMMANDS:
+        lines += ["", f"## `{command}` by phase (peak RSS after the phase, and its increase, MiB)", "",
+                  *_phase_table(runs, command)]
+    lines += ["", "## Runtimes", ""]
+    lines += [f"- {run['label']}: {run['adapt']['environment']['interpreter_module']} "
+              f"{run['adapt']['environment']['interpreter_version']}, numpy {run['adapt']['environment']['numpy']}, "
+              f"python {run['adapt']['environment']['python']} (`{run['python']}`)" for run in runs]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------- driver
+def run_worker(python: str, spec: Mapping[str, Any], library: str | None = None) -> dict[str, Any]:
+    """Runs ``worker(spec)`` in a fresh ``python`` process (``library`` first on its path); its JSON result."""
+    done = subprocess.run(worker_command(python, "bench.memory_profile", "--worker", json.dumps(spec), library=library),
+                          cwd=ROOT, capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    if done.returncode != 0:
+        raise RuntimeError(f"{spec['kind']} worker ({python}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _pythons(given: Sequence[str]) -> dict[str, str]:
+    pythons = {runtime: str(ROOT / path) for runtime, path in ENVIRONMENTS.items()}
+    for item in given:
+        runtime, _, python = item.partition("=")
+        if runtime not in ENVIRONMENTS or not python:
+            raise SystemExit(f"--python {item!r}: expected RUNTIME=PATH with RUNTIME one of {', '.join(ENVIRONMENTS)}")
+        pythons[runtime] = python
+    missing = [r for r, p in pythons.items() if not pathlib.Path(p).exists()]
+    for runtime in missing:
+        LOG.warning("%s: no python at %s; skipped (give --python %s=PATH)", runtime, pythons[runtime], runtime)
+    if len(missing) == len(pythons):
+        raise SystemExit("no runtime env found; give --python RUNTIME=PATH")
+    return {r: p for r, p in pythons.items() if r not in missing}
+
+
+RUNTIME_LABELS = {"litert": "LiteRT", "tflite-runtime": "tflite-runtime"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line (module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help="the exported model (the default: `tflite-train export`)")
+    parser.add_argument("--before", help="directory holding an older tflite_train package: adds its columns")
+    parser.add_argument("--before-model", help="the model the --before code runs (default: --model)")
+    parser.add_argument("--python", action="append", default=[], metavar="RUNTIME=PATH",
+                        help=f"python of a runtime's env (default: {ENVIRONMENTS})")
+    parser.add_argument("--support", help="support folder DIR/<class>/<image> (default: tuxpaint stamps)")
+    parser.add_argument("--query", help="query folder (with --support)")
+    parser.add_argument("--work", default=str(ROOT / "build" / "memory_profile"), help="scratch folder")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (times: medians)")
+    parser.add_argument("--out", help="MEMORY.md to write (and .json beside it); default: print")
+    parser.add_argument("--make", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    logging.basicConfig(level=logging.INFO, format="memory_profile: %(message)s")
+    if not args.model:
+        parser.error("--model is required")
+    work = pathlib.Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    if args.support:
+        support, query = pathlib.Path(args.support), pathlib.Path(args.query or args.support)
+    else:
+        support, query = prepare_images(work / "images")
+    images = sorted(str(p) for p in query.glob("*/*") if p.is_file())
+    variants = [("before", args.before, args.before_model or args.model)] if args.before else []
+    variants.append(("now", None, args.model))
+    runs = [{"label": f"{RUNTIME_LABELS[runtime]}{' ' + name if args.before else ''}", "variant": name,
+             "runtime": runtime, "python": python, "library": library, "model": str(model)}
+            for runtime, python in _pythons(args.python).items() for name, library, model in variants]
+    results: list[dict[str, list[dict]]] = [{"api": [], "adapt": [], "predict": []} for _ in runs]
+    for r in range(args.rounds):
+        for run, result in zip(runs, results):
+            checkpoint = work / f"{run['runtime']}_{run['variant']}.ckpt"
+            spec = {"runtime": run["runtime"], "model": run["model"], "support": str(support), "query": str(query),
+                    "checkpoint": str(checkpoint), "images": images}
+            for kind in ("api", "adapt", "predict"):
+                result[kind].append(run_worker(run["python"], {**spec, "kind": kind}, run["library"]))
+            LOG.info("round %d %s: predict %s MiB, adapt %s MiB", r + 1, run["label"],
+                     _mib(result["predict"][-1]["events"][-1]["peak_kib"]), _mib(result["adapt"][-1]["events"][-1]["peak_kib"]))
+    for run, result in zip(runs, results):
+        for kind, rounds in result.items():
+            chosen = dict(max(rounds, key=lambda got: got["events"][-1]["peak_kib"]))
+            for key in ("infer_ms", "predict_seconds"):
+                if key in chosen:
+                    chosen[key] = statistics.median(got[key] for got in rounds)
+            if "adapt_seconds" in chosen:
+                chosen["adapt_seconds"] = {k: statistics.median(got["adapt_seconds"][k] for got in rounds)
+                                           for k in chosen["adapt_seconds"]}
+            run[kind] = chosen
+    command = "python -m bench.memory_profile " + " ".join(argv if argv is not None else sys.argv[1:])
+    report = {"command": command.replace(" --make", ""), "make": args.make, "model": args.model,
+              "model_bytes": os.path.getsize(args.model), "before": args.before, "before_model": args.before_model,
+              "support_size": sum(1 for p in support.glob("*/*") if p.is_file()), "query_size": len(images),
+              "rounds": args.rounds, "machine": _machine(), "runs": runs}
+    if args.out:
+        pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        emit(json.dumps(report, indent=1) + "\n", str(pathlib.Path(args.out).with_suffix(".json")))
+    emit(render(report), args.out)
+    return 0
+
+
+def _machine() -> str:
+    from bench.environment import environment
+
+    env = environment("")
+    return f"{env['cpu']}, {env['cores']} usable cores, {env['os']}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
