@@ -106,8 +106,9 @@ def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool,
     B_mem not given (``memory``): the paper's 1 MiB for MCUNet@128 scaled to this model
     (``sparse.scaled_memory_budget``). Then, when the budget admits none of the run's candidate layers alone
     (``config.sparse_update_layers``, else the model's), the bounds not given (``memory``, ``compute``) are
-    raised just enough to admit one (``sparse.admitting_budget``, at the run's channel ratio and batch size
-    and the model's optimizer).
+    raised just enough to admit one (``sparse.admitting_budget``, at the run's channel ratio, the rows one
+    train-step call holds (``AdaptConfig.rows_per_call``; an episode step's support rows counted as at least
+    the batch, the support set being read later) and the model's optimizer).
     """
     table = layer_table(model.metadata)
     paper = config.budget
@@ -115,7 +116,8 @@ def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool,
         paper = dataclasses.replace(paper, memory_bytes=scaled_memory_budget(table))
     budget = admitting_budget(paper, table, config.sparse_update_layers or model.candidates,
                               channel_ratio=config.channel_ratio, optimizer=model.metadata[C.F_OPTIMIZER][C.F_NAME],
-                              batch_size=config.batch_size, raise_memory=memory, raise_compute=compute).budget
+                              batch_size=config.rows_per_call(config.batch_size), raise_memory=memory,
+                              raise_compute=compute).budget
     return dataclasses.replace(config, memory_bytes=budget.memory_bytes, compute_macs=budget.compute_macs,
                                compute_fraction=budget.compute_fraction), paper
 
