@@ -8,8 +8,8 @@ tflite-runtime 2.14 in ``.venv-pi``)::
 
 The unit is the model's own batch-1 ``infer`` (median of ``--calls`` warm calls, one thread), measured in the
 same process, before and after the adaptations (their mean), so that the ratio holds on a noisy machine.
-Each procedure of ``bench.procedures`` given by ``--procedures`` adapts to the same support set (the first
-task of the cache's first target with ``--support`` images, 5-way) under the model's default budget
+Each procedure of ``bench.procedures`` given by ``--procedures`` adapts to the same support set (the bench's
+timing task of the cache's first target: 5-way, ``--support`` images) under the model's default budget
 (``tflite_train.sparse.default_budget``, as ``adapt`` without flags): the whole adaptation (head, Fisher,
 selection, cache, every update and the per-task choice), ``--repeats`` times, median reported, per phase.
 The goal of issue 39: the default adaptation <= 500 ``infer`` calls on both runtimes.
@@ -100,12 +100,13 @@ def render(results: list[dict], command: str, support: int) -> str:
 
 
 def first_task(cache: str, support: int):
-    """The first test task of the cache's first target: 5-way, at most ``support`` support images."""
+    """The benchmark's timing task of the cache's first target: 5-way, ``support`` support images
+    (``bench.tasks.timing_task``)."""
     from bench.config import BenchConfig
-    from bench.tasks import cache_targets, target_tasks
+    from bench.tasks import cache_targets, timing_task
 
-    config = BenchConfig(cache_dir=cache, size_caches=(), min_ways=5, max_ways=5, max_support_total=support)
-    return target_tasks(config, cache_targets(config)[0], 1)[0]
+    config = BenchConfig(cache_dir=cache, size_caches=(), timing_support=support)
+    return timing_task(config, cache_targets(config)[0])
 
 
 def main(argv: list[str] | None = None) -> int:
