@@ -190,7 +190,7 @@ class BenchConfig:
     int8_mode: str = "int8-candidates"
     int8_calibration: str = ""
     procedures: tuple[str, ...] = ("previous", "pmf", "pmf_fixed", "pmf_fixed_ties", "pmf_one_rate",
-                                   "pmf_fixed_ties_short")
+                                   "pmf_fixed_ties_short", "pmf_fixed_ties_batch5")
     procedure_tasks: int = 20
 
     def __post_init__(self) -> None:

@@ -81,6 +81,10 @@ PROCEDURES: Mapping[str, Procedure] = {p.name: p for p in (
     _procedure("pmf_fixed_ties_short", "as pmf_fixed_ties at about a quarter of the cost: 10 updates of 10 "
                "accumulated pseudo-queries, rates {0, 1e-3, 1e-2}", prototype_mode="fixed", choice_score="accuracy_loss",
                **{**_PMF, "batch_size": 10, "iterations": 10, "rate_choice": (0.0, 1e-3, 1e-2)}),
+    _procedure("pmf_fixed_ties_batch5", "as pmf_fixed_ties with real batches of 5 pseudo-queries instead of "
+               "accumulation: the selection counts the 5 rows against B_mem (fewer or smaller layers), each update "
+               "one train step", prototype_mode="fixed", choice_score="accuracy_loss",
+               **{**_PMF, "batch_mode": "batch", "batch_size": 5}),
 )}
 """Every procedure the bench knows, by name."""
 
