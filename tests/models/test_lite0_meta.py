@@ -116,7 +116,8 @@ def _captured_export(monkeypatch, argv):
 
     def fake_write_export(config, out, model=None):
         seen["config"] = config
-        return types.SimpleNamespace(model=b"", metadata={"candidates": []}, module=types.SimpleNamespace(config=config))
+        module = types.SimpleNamespace(config=config, graph=types.SimpleNamespace(feature_layer=None))
+        return types.SimpleNamespace(model=b"", metadata={"candidates": []}, module=module)
 
     monkeypatch.setattr(converters.export, "write_export", fake_write_export)
     assert main(argv) == 0
