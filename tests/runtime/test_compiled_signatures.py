@@ -43,7 +43,11 @@ def test_the_same_outputs_as_the_interpreter(name):
 
 
 def test_nothing_reaches_stderr(capfd):
+    """LiteRT logs at creation, at the first buffer write, at every run of a signature with a constant output
+    (the setters' ``ok``) and when the model is released; all of it is muted, the other runs are not."""
     model = TrainableModel(fixture_model("tiny_adam_33"), runtime="ai_edge_litert.interpreter")
+    outputs = model.interpreter.constant_outputs
+    assert outputs[C.SET_HEAD] == {C.OK} and outputs[C.RESET_STATE] == {C.OK} and not outputs[C.INFER]
     model.set_head(np.ones((2, model.feature_dim), np.float32))
     model.infer(np.zeros((1,) + model.input_shape, np.float32))
     del model

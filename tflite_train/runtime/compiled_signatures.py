@@ -20,6 +20,7 @@ input shape first, as the ``Interpreter``'s runner does) and returns fresh array
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import os
 import sys
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train.runtime.flatbuffer_graph import constant_outputs
 from tflite_train.runtime.native_stderr import native_stderr_silenced
 
 __all__ = ["WEIGHT_CACHE", "CompiledSignatures", "compiled_model_available"]
@@ -79,7 +81,9 @@ class _Runner:
         signature = owner.get_signature_list()[name]
         self._inputs, self._outputs = list(signature["inputs"]), list(signature["outputs"])
         self._shapes: tuple | None = None
-        self._buffers: tuple[dict, dict, dict] | None = None
+        self._buffers: tuple[list, list, dict] | None = None
+        self._quiet = bool(owner.constant_outputs.get(name))
+        """Runs muted: LiteRT logs an INFO line at every run of a signature with a constant output."""
 
     def release(self) -> None:
         """Drops the buffers (the owner does, before it drops the model)."""
@@ -93,9 +97,10 @@ class _Runner:
                 if tuple(current[name]["shape"]) != shape:
                     model.resize_input_tensor(i, list(shape), self._index, strict=False)
             details = model.get_output_tensor_details(self._name)
-            self._buffers = ({n: model.create_input_buffer_by_name(self._name, n) for n in self._inputs},
-                             {n: model.create_output_buffer_by_name(self._name, n) for n in self._outputs},
-                             {n: (tuple(details[n]["shape"]), np.dtype(details[n]["dtype"])) for n in self._outputs})
+            self._buffers = ([model.create_input_buffer_by_name(self._name, n) for n in self._inputs],
+                             [model.create_output_buffer_by_name(self._name, n) for n in self._outputs],
+                             {n: (tuple(details[n]["shape"]), np.dtype(details[n]["dtype"]),
+                                  int(np.prod(details[n]["shape"]))) for n in self._outputs})
             self._shapes = shapes
         return self._buffers
 
@@ -105,13 +110,15 @@ class _Runner:
         owner = self._owner()
         if owner is None or owner.model is None:
             raise RuntimeError(f"signature {self._name!r}: its model was released")
-        with native_stderr_silenced():  # LiteRT logs an INFO line at every run of a constant output
+        # muted: a signature with a constant output, and every first call (the first buffer write creates
+        # LiteRT's process-wide environment, which logs the accelerators it looked for)
+        with native_stderr_silenced() if self._quiet or self._buffers is None else contextlib.nullcontext():
             ins, outs, details = self._prepare(owner.model, inputs)
-            for name, buffer in ins.items():
+            for name, buffer in zip(self._inputs, ins):
                 buffer.write(np.asarray(inputs[name]))
-            owner.model.run_by_name(self._name, ins, outs)
-        return {name: outs[name].read(int(np.prod(shape)), dtype).reshape(shape)
-                for name, (shape, dtype) in details.items()}
+            owner.model.run_by_index(self._index, ins, outs)
+        return {name: buffer.read(size, dtype).reshape(shape)
+                for buffer, (name, (shape, dtype, size)) in zip(outs, details.items())}
 
 
 class CompiledSignatures:
@@ -142,6 +149,8 @@ class CompiledSignatures:
             self.model = compiled.CompiledModel.from_buffer(content, options=settings)
         _quiet_exit()
         self._signatures = self.model.get_signature_list()
+        self.constant_outputs = constant_outputs(content)
+        """Signature -> its outputs that are constants (``flatbuffer_graph.constant_outputs``)."""
         self._runners: dict[str, _Runner] = {}
 
     def __del__(self) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from tflite_train.runtime.builtin_ops import BUILTIN_OPS
 from tflite_train.runtime.metadata import _buffer_span, _Reader, _root
 
-__all__ = ["Graph", "Operator", "read_graph"]
+__all__ = ["Graph", "Operator", "constant_outputs", "read_graph"]
 
 IF_OPTIONS, WHILE_OPTIONS, CALL_OPTIONS, CALL_ONCE_OPTIONS, VAR_HANDLE_OPTIONS = 92, 93, 16, 103, 111
 """``BuiltinOptions`` union type values (schema.fbs)."""
@@ -142,6 +142,20 @@ class Graph:
         for slot, table in enumerate(tables):
             at = vector + 4 + 4 * slot
             struct.pack_into("<I", data, at, table - at)
+
+
+def constant_outputs(data: bytes | bytearray) -> dict[str, set[str]]:
+    """Per signature, the names of its outputs that are constants (a tensor with a buffer of data), read
+    from the signature defs alone (no operator is read)."""
+    reader = _Reader(data)
+    root = _root(reader)
+    subgraphs, buffers = reader.table_vector(root, 2), reader.table_vector(root, 4)
+    out: dict[str, set[str]] = {}
+    for signature, key, subgraph in reader.named_refs(root, 7, 2, 4, subgraphs, "signature"):
+        tensors = reader.table_vector(subgraph, 0)
+        out[key] = {name for _, name, tensor in reader.named_refs(signature, 1, 0, 1, tensors, f"signature {key!r} outputs")
+                    if 0 < (b := reader.u32_field(tensor, 2)) < len(buffers) and _buffer_span(reader, buffers[b])[1]}
+    return out
 
 
 def read_graph(data: bytes | bytearray) -> Graph:
