@@ -5,8 +5,8 @@
 the output's lock (``output_lock.output_lock``: a second run into the same output stops there, with
 nothing written), then the model and the images. It adapts and writes ONE file atomically: the
 checkpoint, holding the resolved config (inputs, flags) and the report (selection, cost vs budget,
-per-phase seconds, losses, support/query accuracy, the process's peak resident memory) of the run (``checkpoint`` module docstring). A
-failure or a kill at any moment leaves any earlier file at ``out`` untouched and complete;
+per-phase seconds, losses, support/query accuracy, the process's peak resident memory) of the run
+(``checkpoint`` module docstring). A failure or a kill at any moment leaves any earlier file at ``out`` untouched and complete;
 ``run_record`` reads the config and report back (``tflite-train show``).
 """
 

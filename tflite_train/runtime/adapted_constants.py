@@ -80,11 +80,11 @@ def _layer_branches(graph: Graph) -> dict[str, list[_Branch]]:
         if len(body) != 1 or body[0].name not in FILTER_TRANSPOSE or len(body[0].inputs) != 3:
             raise ConstantLayoutError(f"{layer}: the constant branch of infer is not one CONV_2D/DEPTHWISE_CONV_2D")
         _, weights, bias = body[0].inputs
-        for tensor in (weights, bias):
-            if graph.tensor_type(branch, tensor) != FLOAT32 or not graph.buffer_span(graph.tensor_buffer(branch, tensor))[1]:
-                raise ConstantLayoutError(f"{layer}: the constant branch's weights are not float32 constants")
-        found.setdefault(layer, []).append(_Branch(branch, body[0].name, graph.tensor_buffer(branch, weights),
-                                                   graph.tensor_buffer(branch, bias), graph.tensor_shape(branch, weights)))
+        buffers = [graph.tensor_buffer(branch, tensor) for tensor in (weights, bias)]
+        if any(graph.tensor_type(branch, t) != FLOAT32 for t in (weights, bias)) or not all(
+                graph.buffer_span(b)[1] for b in buffers):
+            raise ConstantLayoutError(f"{layer}: the constant branch's weights are not float32 constants")
+        found.setdefault(layer, []).append(_Branch(branch, body[0].name, *buffers, graph.tensor_shape(branch, weights)))
     return found
 
 
@@ -98,8 +98,9 @@ def _init_keeps(graph: Graph, subgraphs: set[int], dropped: set[str]) -> dict[in
         producer = {t: i for i, op in enumerate(operators) for t in op.outputs}
         kept: set[int] = set()
         for i, op in enumerate(operators):
-            handle = operators[producer[op.inputs[0]]] if op.name == "ASSIGN_VARIABLE" and op.inputs[0] in producer else None
-            if op.name == "ASSIGN_VARIABLE" and (handle is None or handle.variable not in dropped):
+            assign = op.name == "ASSIGN_VARIABLE"
+            handle = operators[producer[op.inputs[0]]] if assign and op.inputs[0] in producer else None
+            if assign and (handle is None or handle.variable not in dropped):
                 stack = [i]
                 while stack:
                     j = stack.pop()
@@ -125,7 +126,8 @@ def _check_readers(graph: Graph, subgraphs: set[int], keeps: dict[int, list[int]
                     continue
                 owner = owners.get(graph.tensor_buffer(index, tensor))
                 if owner is not None and index not in owner[1]:
-                    raise ConstantLayoutError(f"{owner[0]}: its constant is also read by a {op.name} of subgraph {index}")
+                    raise ConstantLayoutError(f"{owner[0]}: its constant is also read by a {op.name} of "
+                                              f"subgraph {index}")
 
 
 def _constant_writes(graph: Graph, data: bytearray, model: TrainableModel, writes: list[StateWrite],
@@ -172,8 +174,9 @@ def adapted_constants_edit(checkpoint: Checkpoint) -> Callable[[bytearray, Train
             raise ConstantLayoutError("the model runs subgraphs through other control flow than IF/WHILE/CALL_ONCE")
         # what runs (subgraph 0, which keep_signatures leaves whole for LiteRT's delegate, is never called)
         subgraphs = graph.reachable(graph.signatures[name] for name in INFERENCE_SIGNATURES)
-        dropped = {name for layer in model.candidates for name in model.state_specs
-                   if name.startswith((layer + C.KERNEL_SUFFIX, layer + C.BIAS_SUFFIX)) or name == layer + C.MASK_SUFFIX}
+        dropped = {name for layer in model.candidates for name in model.state_specs  # weights, slots, masks
+                   if name.startswith((layer + C.KERNEL_SUFFIX, layer + C.BIAS_SUFFIX))
+                   or name == layer + C.MASK_SUFFIX}
         keeps = _init_keeps(graph, subgraphs, dropped)
         branches = _layer_branches(graph)
         if set(branches) != set(model.candidates):
@@ -183,7 +186,7 @@ def adapted_constants_edit(checkpoint: Checkpoint) -> Callable[[bytearray, Train
         owners: dict[int, tuple[str, set[int]]] = {}
         for layer in checkpoint.selection.layers:
             own = {branch.subgraph for branch in branches[layer]}
-            owners.update({buffer: (layer, own) for branch in branches[layer] for buffer in (branch.weights, branch.bias)})
+            owners.update({b: (layer, own) for branch in branches[layer] for b in (branch.weights, branch.bias)})
             targets += _constant_writes(graph, data, model, [w for w in writes if w.layer == layer], branches[layer])
         _check_readers(graph, subgraphs, keeps, owners)
         for view, index, value in targets:

@@ -137,7 +137,8 @@ class Graph:
         vector = r.deref(pos)
         tables = [self.operators[subgraph][i].table for i in kept]
         if any(table <= vector + 4 + 4 * slot for slot, table in enumerate(tables)):
-            raise ValueError(f"subgraph {subgraph}: an operator table lies before its vector slot; not editable in place")
+            raise ValueError(f"subgraph {subgraph}: an operator table lies before its vector slot; "
+                             "not editable in place")
         struct.pack_into("<I", data, vector, len(tables))
         for slot, table in enumerate(tables):
             at = vector + 4 + 4 * slot
@@ -153,7 +154,8 @@ def constant_outputs(data: bytes | bytearray) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for signature, key, subgraph in reader.named_refs(root, 7, 2, 4, subgraphs, "signature"):
         tensors = reader.table_vector(subgraph, 0)
-        out[key] = {name for _, name, tensor in reader.named_refs(signature, 1, 0, 1, tensors, f"signature {key!r} outputs")
+        outputs = reader.named_refs(signature, 1, 0, 1, tensors, f"signature {key!r} outputs")
+        out[key] = {name for _, name, tensor in outputs
                     if 0 < (b := reader.u32_field(tensor, 2)) < len(buffers) and _buffer_span(reader, buffers[b])[1]}
     return out
 

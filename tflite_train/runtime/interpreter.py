@@ -87,10 +87,10 @@ class TrainableModel:
         every signature (``compiled_signatures``: about 200 MiB less on EfficientNet-Lite0@128, the
         same outputs); False (or an older ai-edge-litert): its ``Interpreter``.
       max_rows: Most images (or activations) one ``infer``/``features`` call hands the interpreter; a
-        larger batch runs in chunks of this many, with the same rows up to float rounding (the interpreter keeps a
-        signature's tensors sized for the largest batch it has run: on EfficientNet-Lite0@128, ``features``
-        at 32 images holds about 110 MiB). None: no limit. Not applied with the explicit XNNPACK
-        delegate, which breaks on batch-size changes (module docstring).
+        larger batch runs in chunks of this many, with the same rows up to float rounding (the
+        interpreter keeps a signature's tensors sized for the largest batch it has run: on
+        EfficientNet-Lite0@128, ``features`` at 32 images holds about 110 MiB). None: no limit. Not
+        applied with the explicit XNNPACK delegate, which breaks on batch-size changes (module docstring).
       signatures: Open only these signatures (``signature_subset``: the others' subgraphs are emptied
         before the interpreter is built, so nothing is allocated or packed for them; calling one is a
         ValueError); None: all.
@@ -120,7 +120,8 @@ class TrainableModel:
         signatures: Collection[str] | None = None,
         edit: Callable[[bytearray, "TrainableModel"], None] | None = None,
     ) -> None:
-        content = model if isinstance(model, (bytes, bytearray)) else _read(model, edit is not None or signatures is not None)
+        edited = edit is not None or signatures is not None
+        content = model if isinstance(model, (bytes, bytearray)) else _read(model, mutable=edited)
         source = "model bytes" if isinstance(model, (bytes, bytearray)) else str(model)
         check_model_bytes(bytes(content), source)
         self.metadata: dict[str, Any] = check_model_metadata(read_metadata(content), source)
@@ -151,8 +152,10 @@ class TrainableModel:
         """The frozen-prefix cuts, ascending (empty for files exported without them)."""
         self.signatures: frozenset[str] | None = None if signatures is None else frozenset(signatures)
         """The signatures this model opened (None: all of the file's)."""
-        if edit is not None or signatures is not None:
-            content = bytes(self._edited(bytearray(content) if isinstance(content, bytes) else content, edit, signatures))
+        if edited:  # the file as read is released once its edited copy exists
+            data = bytearray(content) if isinstance(content, bytes) else content
+            content = bytes(self._edited(data, edit, signatures))
+            del data
         self.interpreter = self._build(interpreter_cls, bytes(content), num_threads, xnnpack, weight_cache)
 
     def _edited(self, data: bytearray, edit: Callable[[bytearray, "TrainableModel"], None] | None,
