@@ -99,10 +99,15 @@ class PhaseProbe:
         self._start = time.perf_counter()
 
     def mark(self, phase: str) -> None:
-        """Appends an event for ``phase`` (the memory now)."""
+        """Appends an event for ``phase`` (the memory now); the third and later of consecutive calls of one
+        signature update the second instead (its ``calls`` counts them), so 1,000 steps are two events."""
         peak, current = resident_kib()
-        self.events.append({"phase": phase, "peak_kib": peak, "rss_kib": current,
-                            "seconds": time.perf_counter() - self._start})
+        event = {"phase": phase, "peak_kib": peak, "rss_kib": current, "seconds": time.perf_counter() - self._start}
+        run = [e for e in self.events[-2:] if e["phase"] == phase]
+        if phase.startswith("call ") and len(run) == 2:
+            self.events[-1].update(event, calls=self.events[-1].get("calls", 1) + 1)
+        else:
+            self.events.append(event)
 
     def _after(self, owner: Any, name: str, phase) -> tuple[Any, str, Any]:
         original = getattr(owner, name)
@@ -213,8 +218,9 @@ def phases(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 j += 1
             runs = [(signature if signature in called else f"{signature}: first call", events[i])]
             called.add(signature)
-            if j - i > 1:
-                runs.append((f"{signature} ({j - i - 1} more call{'s' if j - i > 2 else ''})", events[j - 1]))
+            more = sum(e.get("calls", 1) for e in events[i + 1:j])
+            if more:
+                runs.append((f"{signature} ({more} more call{'s' if more > 1 else ''})", events[j - 1]))
         for label, event in runs:
             out.append({"phase": label, "peak_kib": event["peak_kib"], "rss_kib": event.get("rss_kib"),
                         "increase_kib": event["peak_kib"] - previous_peak,
