@@ -173,7 +173,7 @@ bench-memory: $(VENV)/.installed $(PI_VENV)/.installed data-deps
 	mkdir -p $(MEMORY_DIR)
 	$(VENV)/bin/python -m tflite_train.cli export --out $(MEMORY_DIR)/lite0_default.tflite -q
 	PYTHONPATH=$(CURDIR) $(VENV)/bin/python -m bench.memory_profile --make --model $(MEMORY_DIR)/lite0_default.tflite \
-	  $(if $(BEFORE),--before $(BEFORE)) --rounds 3 --out bench/results/MEMORY.md
+	  $(if $(BEFORE),--before $(BEFORE)) --rounds 5 --out bench/results/MEMORY.md
 
 clean-venvs:
 	rm -rf $(VENV) $(PI_VENV) $(BENCH_VENV)

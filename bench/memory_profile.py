@@ -99,10 +99,15 @@ class PhaseProbe:
         self._start = time.perf_counter()
 
     def mark(self, phase: str) -> None:
-        """Appends an event for ``phase`` (the memory now)."""
+        """Appends an event for ``phase`` (the memory now); the third and later of consecutive calls of one
+        signature update the second instead (its ``calls`` counts them), so 1,000 steps are two events."""
         peak, current = resident_kib()
-        self.events.append({"phase": phase, "peak_kib": peak, "rss_kib": current,
-                            "seconds": time.perf_counter() - self._start})
+        event = {"phase": phase, "peak_kib": peak, "rss_kib": current, "seconds": time.perf_counter() - self._start}
+        run = [e for e in self.events[-2:] if e["phase"] == phase]
+        if phase.startswith("call ") and len(run) == 2:
+            self.events[-1].update(event, calls=self.events[-1].get("calls", 1) + 1)
+        else:
+            self.events.append(event)
 
     def _after(self, owner: Any, name: str, phase) -> tuple[Any, str, Any]:
         original = getattr(owner, name)
@@ -213,8 +218,9 @@ def phases(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 j += 1
             runs = [(signature if signature in called else f"{signature}: first call", events[i])]
             called.add(signature)
-            if j - i > 1:
-                runs.append((f"{signature} ({j - i - 1} more call{'s' if j - i > 2 else ''})", events[j - 1]))
+            more = sum(e.get("calls", 1) for e in events[i + 1:j])
+            if more:
+                runs.append((f"{signature} ({more} more call{'s' if more > 1 else ''})", events[j - 1]))
         for label, event in runs:
             out.append({"phase": label, "peak_kib": event["peak_kib"], "rss_kib": event.get("rss_kib"),
                         "increase_kib": event["peak_kib"] - previous_peak,
@@ -301,14 +307,16 @@ def render(report: Mapping[str, Any]) -> str:
         lines.append(f"| {label} | " + " | ".join(_mib(_api_phase(run, phase)) for run in runs) + " | |")
     lines.append("| TensorFlow imported | " + " | ".join(
         "yes" if any(run[c]["tensorflow_imported"] for c in ("api", *COMMANDS)) else "no" for run in runs) + " | |")
+    def row(label: str, cell) -> str:
+        return f"| {label} | " + " | ".join(cell(run) for run in runs) + " |"
+
     lines += ["", f"## Time (median over {report['rounds']} interleaved round(s))", "", header, rule,
-              "| `infer`, batch 1 (ms) | " + " | ".join(f"{run['api']['infer_ms']:.2f}" for run in runs) + " |",
-              "| `adapt` training (s) | " + " | ".join(f"{run['adapt']['adapt_seconds']['training']:.2f}" for run in runs) + " |",
-              "| `adapt` total (s) | " + " | ".join(f"{run['adapt']['adapt_seconds']['total']:.2f}" for run in runs) + " |",
-              "| `predict` command (s) | " + " | ".join(f"{run['predict']['predict_seconds']:.2f}" for run in runs) + " |",
-              "| `adapt` query accuracy | " + " | ".join(
-                  "" if run["adapt"].get("query_accuracy") is None else f"{run['adapt']['query_accuracy']:.2f}"
-                  for run in runs) + " |"]
+              row("`infer`, batch 1 (ms)", lambda run: f"{run['api']['infer_ms']:.2f}"),
+              row("`adapt` training (s)", lambda run: f"{run['adapt']['adapt_seconds']['training']:.2f}"),
+              row("`adapt` total (s)", lambda run: f"{run['adapt']['adapt_seconds']['total']:.2f}"),
+              row("`predict` command (s)", lambda run: f"{run['predict']['predict_seconds']:.2f}"),
+              row("`adapt` query accuracy", lambda run: "" if run["adapt"].get("query_accuracy") is None
+                  else f"{run['adapt']['query_accuracy']:.2f}")]
     for command in COMMANDS:
         lines += ["", f"## `{command}` by phase (peak RSS after the phase, and its increase, MiB)", "",
                   *_phase_table(runs, command)]
@@ -323,7 +331,8 @@ def render(report: Mapping[str, Any]) -> str:
 def run_worker(python: str, spec: Mapping[str, Any], library: str | None = None) -> dict[str, Any]:
     """Runs ``worker(spec)`` in a fresh ``python`` process (``library`` first on its path); its JSON result."""
     done = subprocess.run(worker_command(python, "bench.memory_profile", "--worker", json.dumps(spec), library=library),
-                          cwd=ROOT, capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+                          cwd=ROOT, capture_output=True, text=True,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
     if done.returncode != 0:
         raise RuntimeError(f"{spec['kind']} worker ({python}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -390,7 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for kind in ("api", "adapt", "predict"):
                 result[kind].append(run_worker(run["python"], {**spec, "kind": kind}, run["library"]))
             LOG.info("round %d %s: predict %s MiB, adapt %s MiB", r + 1, run["label"],
-                     _mib(result["predict"][-1]["events"][-1]["peak_kib"]), _mib(result["adapt"][-1]["events"][-1]["peak_kib"]))
+                     _mib(result["predict"][-1]["events"][-1]["peak_kib"]),
+                     _mib(result["adapt"][-1]["events"][-1]["peak_kib"]))
     for run, result in zip(runs, results):
         for kind, rounds in result.items():
             chosen = dict(max(rounds, key=lambda got: got["events"][-1]["peak_kib"]))

@@ -4,6 +4,8 @@ import pytest
 
 from bench.memory_profile import STAMP_CLASSES, merge_phase_keys, phases, prepare_images, render
 
+pytestmark = pytest.mark.pi
+
 
 def _event(phase, peak_mib, seconds):
     return {"phase": phase, "peak_kib": peak_mib * 1024, "rss_kib": peak_mib * 1024 - 10, "seconds": seconds}
@@ -19,6 +21,19 @@ def test_consecutive_calls_become_a_first_call_and_the_rest():
     assert got == [("import", 40, 40, 0.5), ("open model", 60, 20, 0.2), ("infer: first call", 90, 30, 0.3),
                    ("infer (2 more calls)", 95, 5, 0.3), ("set_head: first call", 95, 0, 0.1),
                    ("infer", 96, 1, 0.1), ("exit", 96, 0, 0.1)]
+
+
+def test_the_probe_keeps_two_events_of_a_run_of_calls(monkeypatch):
+    import bench.memory_profile as profile
+
+    peaks = iter([10, 11, 12, 15, 15, 16])
+    monkeypatch.setattr(profile, "resident_kib", lambda: (next(peaks) * 1024, 0))
+    probe = profile.PhaseProbe()
+    for phase in ("open model", "call step", "call step", "call step", "call step", "exit"):
+        probe.mark(phase)
+    assert [(e["phase"], e["peak_kib"] // 1024, e.get("calls", 1)) for e in probe.events] == [
+        ("open model", 10, 1), ("call step", 11, 1), ("call step", 15, 3), ("exit", 16, 1)]
+    assert [p["phase"] for p in phases(probe.events)] == ["open model", "step: first call", "step (3 more calls)", "exit"]
 
 
 def test_one_more_call_is_singular():

@@ -11,6 +11,7 @@ import pytest
 from runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
 from tflite_train.runtime.checkpoint import load_checkpoint
+from tflite_train.sparse.units import format_bytes
 
 MODEL = "tiny_adam_33"
 
@@ -38,6 +39,7 @@ def test_adapt_json_then_predict(folders, tmp_path, capsys):
     assert record["cache"]["used"] and record["cache"]["cache_bytes"] <= record["cache"]["image_bytes"]
     assert record["shots"] == [4, 4, 4] and len(record["losses"]) == 5
     assert set(record["fisher_potentials"]) == set(record["layer_costs"])
+    assert isinstance(record["peak_rss_bytes"], int) and record["peak_rss_bytes"] > 0  # read from the OS (no figure)
     checkpoint = load_checkpoint(out)  # one file: the config and the report travel inside the checkpoint
     assert sorted(p.name for p in out.parent.iterdir()) == ["m.ckpt"], "no sidecar, lock or temporary file"
     config, report = checkpoint.config, checkpoint.report
@@ -85,6 +87,7 @@ def test_adapt_prints_a_summary(folders, tmp_path, capsys):
         assert f"{layer} {len(channels)}/{report['layer_costs'][layer]['out_channels']}" in text
     assert "of 1.0 MiB budget" in text and "within" in text
     assert f"{100 * report['support_accuracy_after']:.1f} %" in text
+    assert f"; peak RSS {format_bytes(report['peak_rss_bytes'])}" in text
 
 
 @pytest.mark.parametrize("policy", ["none", "last_layer", "full_train", "sparse_update", "tinytrain"])

@@ -5,8 +5,8 @@
 the output's lock (``output_lock.output_lock``: a second run into the same output stops there, with
 nothing written), then the model and the images. It adapts and writes ONE file atomically: the
 checkpoint, holding the resolved config (inputs, flags) and the report (selection, cost vs budget,
-per-phase seconds, losses, support/query accuracy) of the run (``checkpoint`` module docstring). A
-failure or a kill at any moment leaves any earlier file at ``out`` untouched and complete;
+per-phase seconds, losses, support/query accuracy, the process's peak resident memory) of the run
+(``checkpoint`` module docstring). A failure or a kill at any moment leaves any earlier file at ``out`` untouched and complete;
 ``run_record`` reads the config and report back (``tflite-train show``).
 """
 
@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.checkpoint import load_checkpoint, restore_checkpoint, save_checkpoint
+from tflite_train.runtime.adapted_constants import INFERENCE_SIGNATURES, ConstantLayoutError, adapted_constants_edit
+from tflite_train.runtime.checkpoint import (Checkpoint, checkpoint_arrays, load_checkpoint, restore_checkpoint,
+                                            save_checkpoint)
 from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.image_folder import scan_image_folder
 from tflite_train.runtime.model_input import load_images
@@ -33,6 +35,7 @@ from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.output_lock import output_lock
 from tflite_train.runtime.output_path import check_output_file
+from tflite_train.runtime.peak_memory import resident_memory
 from tflite_train.runtime.progress import Progress, no_progress
 from tflite_train.runtime.report_schema import check_run_report
 from tflite_train.runtime.runtimes import resolve_runtime
@@ -44,6 +47,11 @@ from tflite_train.sparse.budget import Budget, admitting_budget, scaled_memory_b
 from tflite_train.sparse.cost_model import layer_cost
 
 DOCUMENT_RESERVE_BYTES = 2**20  # the config and report stored in the checkpoint, generously
+COMMAND_MAX_ROWS = 4
+"""Images per ``infer``/``features`` call of ``adapt`` and ``predict`` (``TrainableModel.max_rows``): the
+interpreter keeps a signature's tensors sized for the largest batch it ran (EfficientNet-Lite0@128:
+``features`` at 32 images +112 MiB peak RSS, ``infer`` at 25 +60 MiB), while the time per image is
+the same from 1 to 32 images (measured on both runtimes; ``bench/results/MEMORY.md``)."""
 UNBUDGETED_POLICIES = ("none", "last_layer", "full_train")
 LOG = logging.getLogger(__name__)
 
@@ -53,9 +61,40 @@ def load_model(model_path: str | os.PathLike, runtime: str | None = None) -> Tra
     and checks its metadata (ValueError naming the file otherwise)."""
     module = resolve_runtime(runtime)
     _require_regular_file(model_path, "model file")
-    model = TrainableModel(pathlib.Path(model_path), runtime=module)
+    model = TrainableModel(pathlib.Path(model_path), runtime=module, max_rows=COMMAND_MAX_ROWS)
     check_metadata(model.metadata)
     return model
+
+
+def open_adapted(model_path: str | os.PathLike, checkpoint: Checkpoint | str | os.PathLike,
+                 runtime: str | None = None) -> tuple[TrainableModel, Checkpoint]:
+    """(model, checkpoint): the model with ``checkpoint`` applied, for classifying only: the inference-only
+    model (``adapted_constants``: the adapted weights in the exported constants, ``infer`` and ``set_head``
+    opened, the head set) when the file is laid out for it, else the whole model restored through the
+    contract (``restore_checkpoint``). Errors come in the whole model's order: the model file, its
+    metadata, then the checkpoint (read only then) and whether it fits the model (CheckpointError).
+    """
+    module = resolve_runtime(runtime)
+    _require_regular_file(model_path, "model file")
+    loaded = [checkpoint] if isinstance(checkpoint, Checkpoint) else []
+
+    def edit(data: bytearray, model: TrainableModel) -> None:
+        check_metadata(model.metadata)
+        if not loaded:
+            loaded.append(load_checkpoint(checkpoint))
+        adapted_constants_edit(loaded[0])(data, model)
+
+    try:
+        # two signatures share no constant: LiteRT's Interpreter packs each once and weighs less than the
+        # CompiledModel that shares packed weights (measured: 6 MiB); one image per call holds the least
+        model = TrainableModel(pathlib.Path(model_path), runtime=module, max_rows=1, weight_cache=False,
+                               signatures=INFERENCE_SIGNATURES, edit=edit)
+    except ConstantLayoutError as err:
+        LOG.info("restoring the checkpoint through get_state/set_state: %s", err)
+        model = load_model(model_path, runtime)
+        return model, restore_checkpoint(model, loaded[0])
+    model.set_head(loaded[0].arrays[C.PROTOTYPES])
+    return model, loaded[0]
 
 
 def checkpoint_bound_bytes(model: TrainableModel, include_optimizer: bool) -> int:
@@ -248,10 +287,12 @@ def run_adaptation(
                     "query": None if query_dir is None else str(query_dir), "out": str(out),
                     C.CK_INCLUDE_OPTIMIZER: include_optimizer, "adapt": config.to_dict(),
                     C.F_MODEL_ID: model.metadata[C.F_MODEL_ID], "runtime": model.runtime}
+        arrays = checkpoint_arrays(model, result.selection.ordered(layer_table(model.metadata)), include_optimizer)
         report["total_seconds"] = time.perf_counter() - started
+        report["peak_rss_bytes"] = resident_memory().peak_bytes  # all but encoding and writing the small file
         # one file, one rename: the checkpoint, its config and its report are replaced together
         report["checkpoint_bytes"] = save_checkpoint(out, model, result.selection, include_optimizer=include_optimizer,
-                                                     class_names=names, config=resolved, report=report)
+                                                     class_names=names, config=resolved, report=report, arrays=arrays)
         return report
 
 
@@ -289,8 +330,7 @@ def run_prediction(
     if not image_paths:
         raise UserError("no images given to predict")
     _require_regular_file(checkpoint_path, "checkpoint")
-    model = load_model(model_path, runtime)
-    checkpoint = restore_checkpoint(model, load_checkpoint(checkpoint_path))
+    model, checkpoint = open_adapted(model_path, checkpoint_path, runtime)
     with progress("reading", len(image_paths)) as bar:
         images = load_images(image_paths, model.input_shape, input_range(model.metadata), progress=bar.update)
     logits = class_logits(model, images, progress=progress).astype(np.float64)

@@ -71,17 +71,18 @@ class Checkpoint:
     report: Mapping[str, Any] | None = None
 
 
-def _channel_axis(model: TrainableModel, layer: str, key: str, value: np.ndarray) -> int:
-    """Output-channel axis of a state tensor: 0 for biases, 2 for depthwise kernels [k, k, C, 1], else -1."""
-    if value.ndim == 1:
+def _channel_axis(model: TrainableModel, layer: str, shape: tuple[int, ...]) -> int:
+    """Output-channel axis of a state tensor of ``shape``: 0 for biases, 2 for depthwise kernels [k, k, C, 1],
+    else the last."""
+    if len(shape) == 1:
         return 0
     channels = model.candidate_channels[layer]
-    if value.ndim == 4 and value.shape[-1] == 1 and value.shape[2] == channels and channels != 1:
+    if len(shape) == 4 and shape[-1] == 1 and shape[2] == channels and channels != 1:
         return 2
-    return value.ndim - 1
+    return len(shape) - 1
 
 
-def _layer_keys(state: Mapping[str, np.ndarray], layer: str, include_optimizer: bool) -> list[str]:
+def _layer_keys(state: Mapping[str, Any], layer: str, include_optimizer: bool) -> list[str]:
     keys = [layer + C.KERNEL_SUFFIX, layer + C.BIAS_SUFFIX]
     if include_optimizer:
         keys += sorted(k for k in state if k.startswith((f"{layer}{C.KERNEL_SUFFIX}_", f"{layer}{C.BIAS_SUFFIX}_")))
@@ -99,7 +100,7 @@ def checkpoint_arrays(model: TrainableModel, selection: Selection, include_optim
     for layer in selection.layers:
         idx = np.asarray(selection.channels[layer], np.int64)
         for key in _layer_keys(state, layer, include_optimizer):
-            arrays[key] = np.take(state[key], idx, axis=_channel_axis(model, layer, key, state[key]))
+            arrays[key] = np.take(state[key], idx, axis=_channel_axis(model, layer, state[key].shape))
     if include_optimizer:
         arrays[C.STEP] = np.asarray(state[C.STEP])
     return {name: np.array(value, order="C") for name, value in arrays.items()}
@@ -204,17 +205,20 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
 def save_checkpoint(path: str | os.PathLike, model: TrainableModel, selection: Selection, *,
                     include_optimizer: bool = False, class_names: tuple[str, ...] = (),
                     config: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None,
-                    chunk_size: int = 1 << 16, on_chunk: Callable[[int, int], None] | None = None) -> int:
+                    chunk_size: int = 1 << 16, on_chunk: Callable[[int, int], None] | None = None,
+                    arrays: Mapping[str, np.ndarray] | None = None) -> int:
     """Saves ``model``'s adapted state under ``selection`` to ``path`` atomically; returns the file size.
 
     ``class_names`` (optional, one per head class) are stored for ``predict``; ``config`` and
     ``report`` (optional JSON objects) are stored in the same file, so they are replaced with it.
+    ``arrays``: ``checkpoint_arrays(model, selection, include_optimizer)`` when the caller has them already.
     Two processes saving to one path: hold ``output_lock.output_lock(path)`` around the whole run.
     """
     if not isinstance(selection, Selection):
         raise TypeError(f"selection must be a Selection; got {type(selection).__name__}")
     selection = selection.ordered(layer_table(model.metadata))
-    arrays = checkpoint_arrays(model, selection, include_optimizer)
+    if arrays is None:
+        arrays = checkpoint_arrays(model, selection, include_optimizer)
     if class_names and len(class_names) != int(arrays[C.NUM_CLASSES]):
         raise ValueError(f"class_names must name {int(arrays[C.NUM_CLASSES])} classes; got {len(class_names)}")
     data = encode_checkpoint(str(model.metadata[C.F_MODEL_ID]), selection, arrays, include_optimizer, tuple(class_names),
@@ -232,14 +236,25 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     return decode_checkpoint(data, str(path))
 
 
-def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.PathLike) -> Checkpoint:
-    """Resets ``model`` to its exported state and applies the checkpoint (slices, head, selection mask).
+@dataclasses.dataclass(frozen=True)
+class StateWrite:
+    """One write of a checkpoint into the exported state: ``state[name]`` at ``index`` along ``axis`` (the
+    output-channel axis; ``()`` for a scalar) becomes ``value``; ``layer`` names the candidate it belongs to."""
+
+    name: str
+    index: Any
+    axis: int
+    value: np.ndarray
+    layer: str | None = None
+
+
+def checkpoint_writes(model: TrainableModel, checkpoint: Checkpoint) -> list[StateWrite]:
+    """What restoring ``checkpoint`` writes into ``model``'s exported state, every array checked against the
+    model first (its ``model_id``, candidates, class capacity and ``state_specs``; the model is not called).
 
     Raises:
-      CheckpointError: the checkpoint belongs to another model (``model_id`` differs) or does not fit it.
+      CheckpointError: the checkpoint belongs to another model or does not fit it (one line naming the array).
     """
-    if not isinstance(checkpoint, Checkpoint):
-        checkpoint = load_checkpoint(checkpoint)
     if C.NUM_CLASSES not in checkpoint.arrays or checkpoint.arrays[C.NUM_CLASSES].shape != ():
         raise CheckpointError(f"checkpoint has no scalar {C.NUM_CLASSES!r} array")
     check_checkpoint_fits(checkpoint.model_id, checkpoint.selection.layers, checkpoint.selection.channels,
@@ -251,45 +266,66 @@ def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.
     for name, value in checkpoint.arrays.items():
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             raise CheckpointError(f"checkpoint array {name!r} holds NaN or Inf")
-    previous = model.get_state()
-    model.reset_state()
-    state = {k: v.copy() for k, v in model.get_state().items()}
-    model.set_state(previous)  # nothing changes until the whole checkpoint has been checked
+    specs = model.state_specs
     arrays = dict(checkpoint.arrays)
 
     def fitted(name: str, value: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        if value.shape != shape or value.dtype != dtype:
+        if value.shape != tuple(shape) or value.dtype != dtype:
             raise CheckpointError(f"checkpoint array {name!r} is {value.dtype} {list(value.shape)}; "
                                   f"this model needs {np.dtype(dtype).name} {list(shape)}")
         return value
 
+    writes: list[StateWrite] = []
     try:
         k = int(fitted(C.NUM_CLASSES, arrays.pop(C.NUM_CLASSES), (), np.dtype(np.int32)))
         if not 1 <= k <= model.capacity:
             raise CheckpointError(f"checkpoint num_classes {k} is outside 1..{model.capacity}")
-        protos = state[C.PROTOTYPES]
-        state[C.PROTOTYPES][:k] = fitted(C.PROTOTYPES, arrays.pop(C.PROTOTYPES),
-                                                (k, protos.shape[1]), protos.dtype)
-        state[C.NUM_CLASSES] = np.asarray(k, np.int32)
-        state[C.LEARNING_RATE] = fitted(C.LEARNING_RATE, arrays.pop(C.LEARNING_RATE), (),
-                                               np.dtype(np.float32))
+        proto_shape, proto_dtype = specs[C.PROTOTYPES]
+        writes.append(StateWrite(C.PROTOTYPES, slice(0, k), 0, fitted(C.PROTOTYPES, arrays.pop(C.PROTOTYPES),
+                                                                        (k, proto_shape[1]), np.dtype(proto_dtype))))
+        writes.append(StateWrite(C.NUM_CLASSES, (), 0, np.asarray(k, np.int32)))
+        writes.append(StateWrite(C.LEARNING_RATE, (), 0, fitted(C.LEARNING_RATE, arrays.pop(C.LEARNING_RATE), (),
+                                                                  np.dtype(np.float32))))
         if C.STEP in arrays:
-            state[C.STEP] = arrays.pop(C.STEP).astype(state[C.STEP].dtype)
+            writes.append(StateWrite(C.STEP, (), 0, arrays.pop(C.STEP).astype(specs[C.STEP][1])))
         for layer in checkpoint.selection.layers:
             idx = np.asarray(checkpoint.selection.channels[layer], np.int64)
-            for key in _layer_keys(state, layer, checkpoint.include_optimizer):
-                target = state[key]
-                axis = _channel_axis(model, layer, key, target)
-                shape = list(target.shape)
-                shape[axis] = len(idx)
-                moved = np.moveaxis(target, axis, 0)
-                moved[idx] = np.moveaxis(fitted(key, arrays.pop(key), tuple(shape), target.dtype), axis, 0)
-            state[layer + C.MASK_SUFFIX][idx] = 1.0
+            for key in _layer_keys(specs, layer, checkpoint.include_optimizer):
+                shape, dtype = specs[key]
+                axis = _channel_axis(model, layer, shape)
+                sliced = list(shape)
+                sliced[axis] = len(idx)
+                writes.append(StateWrite(key, idx, axis, fitted(key, arrays.pop(key), tuple(sliced), np.dtype(dtype)),
+                                         layer))
+            mask = layer + C.MASK_SUFFIX
+            writes.append(StateWrite(mask, idx, 0, np.ones(len(idx), specs[mask][1]), layer))
     except CheckpointError:
         raise
     except (KeyError, ValueError, IndexError, TypeError) as err:
         raise CheckpointError(f"checkpoint does not fit this model: {err!r}") from err
     if arrays:
         raise CheckpointError(f"checkpoint has unexpected arrays {sorted(arrays)}")
+    return writes
+
+
+def restore_checkpoint(model: TrainableModel, checkpoint: Checkpoint | str | os.PathLike) -> Checkpoint:
+    """Resets ``model`` to its exported state and applies the checkpoint (slices, head, selection mask):
+    ``reset_state``, one ``get_state``, the checkpoint's arrays written into it, one ``set_state``. Nothing
+    is called before every array has been checked (``checkpoint_writes``).
+
+    Raises:
+      CheckpointError: the checkpoint belongs to another model (``model_id`` differs) or does not fit it.
+    """
+    if not isinstance(checkpoint, Checkpoint):
+        checkpoint = load_checkpoint(checkpoint)
+    writes = checkpoint_writes(model, checkpoint)
+    model.reset_state()
+    state = model.get_state()  # the exported state, written in place
+    for write in writes:
+        target = state[write.name]
+        if target.ndim == 0:
+            state[write.name] = np.asarray(write.value, target.dtype)
+        else:
+            np.moveaxis(target, write.axis, 0)[write.index] = np.moveaxis(write.value, write.axis, 0)
     model.set_state(state)
     return checkpoint

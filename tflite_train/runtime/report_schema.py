@@ -69,6 +69,7 @@ RUN_REPORT = Object({
     "query_size": Field(Int(0, 2**62), required=False),
     "seconds": Field(MapOf(_TEXT, _COUNT, 1000)),
     "total_seconds": Field(_COUNT),
+    "peak_rss_bytes": Field(_COUNT, required=False),
 }, extra=True)
 """The report fields ``show`` prints (``summary.format_adapt_summary``)."""
 

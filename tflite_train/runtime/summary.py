@@ -115,7 +115,8 @@ def format_adapt_summary(report: Mapping[str, Any]) -> str:
     if "query_accuracy" in report:
         lines.append(f"  query acc   {100 * report['query_accuracy']:.1f} % on {report['query_size']} images")
     phases = ", ".join(f"{k.replace('_', '+')} {v:.1f}" for k, v in report["seconds"].items())
-    lines.append(f"  time        {report['total_seconds']:.1f} s  [{phases}]")
+    peak = "" if report.get("peak_rss_bytes") is None else f"; peak RSS {format_bytes(report['peak_rss_bytes'])}"
+    lines.append(f"  time        {report['total_seconds']:.1f} s  [{phases}]{peak}")
     lines.append(f"  checkpoint  {printable(str(report['checkpoint']))} ({format_bytes(report['checkpoint_bytes'])}; "
                  f"with its config and report: tflite-train show)")
     return "\n".join(lines)

@@ -10,11 +10,10 @@ this.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import importlib
-import os
-import sys
+
+from tflite_train.runtime.native_stderr import native_stderr_silenced
 
 __all__ = ["XnnpackDelegate", "delegated_node_count"]
 
@@ -27,22 +26,6 @@ class _Options(ctypes.Structure):
 
     _fields_ = [("num_threads", ctypes.c_int32), ("flags", ctypes.c_uint32), ("weights_cache", ctypes.c_void_p),
                 ("handle_variable_ops", ctypes.c_bool), ("_reserved", ctypes.c_byte * 64)]
-
-
-@contextlib.contextmanager
-def _native_stderr_silenced():
-    """File descriptor 2 points at /dev/null inside the block: ``TfLiteXNNPackDelegateCreate`` writes
-    "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." to the process's stderr, which would break
-    the CLI's promise of one line on stderr per error (success is judged by the returned pointer)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 class XnnpackDelegate:
@@ -73,7 +56,7 @@ class XnnpackDelegate:
         options.num_threads = int(num_threads)
         self._cache, self._finalize, self._delete_cache = self._weights_cache(lib)
         options.weights_cache = self._cache
-        with _native_stderr_silenced():
+        with native_stderr_silenced():  # its INFO line is not one of the CLI's errors
             pointer = create(ctypes.byref(options))
         if not pointer:
             raise RuntimeError("TfLiteXNNPackDelegateCreate returned no delegate")

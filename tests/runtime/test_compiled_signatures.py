@@ -1,0 +1,62 @@
+"""ai-edge-litert's CompiledModel with XNNPACK's weight cache (``compiled_signatures``, the default on LiteRT)
+computes exactly what its Interpreter computes (the same XNNPACK kernels), over a sequence of signatures that
+share the state, and keeps LiteRT's log lines off stderr."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime_fixtures import fixture_model
+from tflite_train import contract as C
+from tflite_train.runtime import TrainableModel
+from tflite_train.runtime.compiled_signatures import CompiledSignatures, compiled_model_available
+
+pytestmark = pytest.mark.skipif(not compiled_model_available(), reason="needs ai-edge-litert's CompiledModel API")
+
+
+def _run(model: TrainableModel) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    low, high = model.metadata[C.F_INPUT][C.F_RANGE]
+    x = rng.uniform(low, high, (4,) + model.input_shape).astype(np.float32)
+    labels = np.array([0, 1, 2, 0])
+    model.set_head(rng.standard_normal((3, model.feature_dim)).astype(np.float32))
+    out = {"infer1": model.infer(x[:1])[C.LOGITS], **{f"fisher {k}": v for k, v in model.fisher(x, labels).items()}}
+    model.set_selection({n: np.arange(0, c, 2) for n, c in model.candidate_channels.items()})
+    out.update({f"loss {i}": np.float32(model.train_step(x[i:i + 1], labels[i:i + 1])[C.LOSS]) for i in range(3)})
+    out.update({"infer4": model.infer(x)[C.EMBEDDINGS], **{f"state {k}": v for k, v in model.get_state().items()}})
+    model.reset_state()
+    out["infer after reset"] = model.infer(x[:2])[C.EMBEDDINGS]
+    return out
+
+
+@pytest.mark.parametrize("name", ["tiny_adam_33", "mcunet_adam_35"])
+def test_the_same_outputs_as_the_interpreter(name):
+    cached = TrainableModel(fixture_model(name), runtime="ai_edge_litert.interpreter")
+    plain = TrainableModel(fixture_model(name), runtime="ai_edge_litert.interpreter", weight_cache=False)
+    assert isinstance(cached.interpreter, CompiledSignatures) and not isinstance(plain.interpreter, CompiledSignatures)
+    assert cached.delegated
+    got, want = _run(cached), _run(plain)
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+def test_nothing_reaches_stderr(capfd):
+    """LiteRT logs at creation, at the first buffer write, at every run of a signature with a constant output
+    (the setters' ``ok``) and when the model is released; all of it is muted, the other runs are not."""
+    model = TrainableModel(fixture_model("tiny_adam_33"), runtime="ai_edge_litert.interpreter")
+    outputs = model.interpreter.constant_outputs
+    assert outputs[C.SET_HEAD] == {C.OK} and outputs[C.RESET_STATE] == {C.OK} and not outputs[C.INFER]
+    model.set_head(np.ones((2, model.feature_dim), np.float32))
+    model.infer(np.zeros((1,) + model.input_shape, np.float32))
+    del model
+    assert capfd.readouterr().err == ""
+
+
+def test_an_unknown_signature_is_refused():
+    model = TrainableModel(fixture_model("tiny_adam_33"), runtime="ai_edge_litert.interpreter")
+    with pytest.raises(ValueError, match="nope"):
+        model.interpreter.get_signature_runner("nope")
+    with pytest.raises(ValueError, match="takes inputs"):
+        model.interpreter.get_signature_runner(C.INFER)(wrong=np.zeros(1, np.float32))

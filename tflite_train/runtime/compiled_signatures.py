@@ -1,0 +1,175 @@
+"""An exported model's signatures on ai-edge-litert's CompiledModel API, with XNNPACK's in-memory weight cache.
+
+LiteRT's ``Interpreter`` applies its default XNNPACK delegate to every subgraph of the file at the first
+allocation, and XNNPACK packs the constant weights of each delegated subgraph separately. An exported
+trainable model reads the same constants from many subgraphs (each signature's copy-on-write branch of
+each candidate layer, ``converters.copy_on_write``): on the default EfficientNet-Lite0@128 export 187 MiB
+of constants summed over its 507 subgraphs, 12.9 MiB of distinct ones, and the first call of any
+signature raises the process's peak RSS by about 210 MiB (``bench/results/MEMORY.md``). The Python
+``Interpreter`` has no option for XNNPACK's weight cache; the ``CompiledModel`` API of the same package
+has one (``CpuOptions.xnnpack_weight_cache_path``), and its in-memory form (``":memory"``) packs each
+distinct constant once for all subgraphs (13.4 MiB on that export). The same interpreter runs underneath:
+the resource variables are shared by every signature, and the outputs are bit-identical to the
+``Interpreter``'s.
+
+``CompiledSignatures`` offers what ``TrainableModel`` uses of an interpreter: ``get_signature_list`` and
+``get_signature_runner(name)``, whose runner takes the inputs as keyword arrays (resizing a changed
+input shape first, as the ``Interpreter``'s runner does) and returns fresh arrays.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import os
+import sys
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tflite_train.runtime.flatbuffer_graph import constant_outputs
+from tflite_train.runtime.native_stderr import native_stderr_silenced
+
+__all__ = ["WEIGHT_CACHE", "CompiledSignatures", "compiled_model_available"]
+
+WEIGHT_CACHE = ":memory"
+"""XNNPACK's weight cache path that keeps the packed weights in memory (no file is written)."""
+PACKAGE = "ai_edge_litert"
+
+
+def compiled_model_available() -> bool:
+    """True when ai-edge-litert with a CompiledModel API that takes an XNNPACK weight cache is installed."""
+    try:
+        options = importlib.import_module(f"{PACKAGE}.cpu_options")
+        importlib.import_module(f"{PACKAGE}.compiled_model")
+    except ImportError:
+        return False
+    return "xnnpack_weight_cache_path" in getattr(options.CpuOptions, "__dataclass_fields__", {})
+
+
+_EXIT_REGISTERED: list[bool] = []
+
+
+def _quiet_exit() -> None:
+    """At exit, points file descriptor 2 at /dev/null (once registered): the first buffer write creates a
+    process-wide LiteRT environment, destroyed after Python's last output, which logs one line per
+    accelerator (Python's own report of an uncaught exception comes before ``atexit``)."""
+    if not _EXIT_REGISTERED:
+        atexit.register(_silence_stderr)
+        _EXIT_REGISTERED.append(True)
+
+
+def _silence_stderr() -> None:
+    sys.stderr.flush()
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+
+
+class _Runner:
+    """One signature: ``runner(**inputs) -> {output name: array}``; buffers kept for the last input shapes."""
+
+    def __init__(self, owner: "CompiledSignatures", name: str) -> None:
+        # a weak reference: the owner alone holds the model, so that it releases the model and every
+        # runner's buffers together, with LiteRT's log muted (CompiledSignatures.__del__), and no cycle
+        # keeps a model alive until the garbage collector runs
+        self._owner, self._name = weakref.ref(owner), name
+        self._index = owner.model.get_signature_index(name)
+        signature = owner.get_signature_list()[name]
+        self._inputs, self._outputs = list(signature["inputs"]), list(signature["outputs"])
+        self._shapes: tuple | None = None
+        self._buffers: tuple[list, list, dict] | None = None
+        self._quiet = bool(owner.constant_outputs.get(name))
+        """Runs muted: LiteRT logs an INFO line at every run of a signature with a constant output."""
+
+    def release(self) -> None:
+        """Drops the buffers (the owner does, before it drops the model)."""
+        self._buffers, self._shapes = None, None
+
+    def _prepare(self, model, inputs: Mapping[str, np.ndarray]) -> tuple[dict, dict, dict]:
+        shapes = tuple(tuple(np.shape(inputs[n])) for n in self._inputs)
+        if shapes != self._shapes or self._buffers is None:
+            current = model.get_input_tensor_details(self._name)
+            for i, (name, shape) in enumerate(zip(self._inputs, shapes)):
+                if tuple(current[name]["shape"]) != shape:
+                    model.resize_input_tensor(i, list(shape), self._index, strict=False)
+            details = model.get_output_tensor_details(self._name)
+            self._buffers = ([model.create_input_buffer_by_name(self._name, n) for n in self._inputs],
+                             [model.create_output_buffer_by_name(self._name, n) for n in self._outputs],
+                             {n: (tuple(details[n]["shape"]), np.dtype(details[n]["dtype"]),
+                                  int(np.prod(details[n]["shape"]))) for n in self._outputs})
+            self._shapes = shapes
+        return self._buffers
+
+    def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
+        if set(inputs) != set(self._inputs):
+            raise ValueError(f"signature {self._name!r} takes inputs {self._inputs}; got {sorted(inputs)}")
+        owner = self._owner()
+        if owner is None or owner.model is None:
+            raise RuntimeError(f"signature {self._name!r}: its model was released")
+        # muted: a signature with a constant output, and every first call (the first buffer write creates
+        # LiteRT's process-wide environment, which logs the accelerators it looked for)
+        with native_stderr_silenced() if self._quiet or self._buffers is None else contextlib.nullcontext():
+            ins, outs, details = self._prepare(owner.model, inputs)
+            for name, buffer in zip(self._inputs, ins):
+                buffer.write(np.asarray(inputs[name]))
+            owner.model.run_by_index(self._index, ins, outs)
+        return {name: buffer.read(size, dtype).reshape(shape)
+                for buffer, (name, (shape, dtype, size)) in zip(outs, details.items())}
+
+
+class CompiledSignatures:
+    """The signatures of a ``.tflite`` file on LiteRT's CompiledModel (CPU, XNNPACK, in-memory weight cache).
+
+    Args:
+      content: The file's bytes (kept referenced for the model's lifetime).
+      num_threads: CPU threads.
+
+    Raises:
+      ImportError: ai-edge-litert or its CompiledModel API is missing.
+      RuntimeError, ValueError: LiteRT could not compile the model.
+    """
+
+    delegated = True
+    """The CPU accelerator runs the model on XNNPACK."""
+
+    def __init__(self, content: bytes, num_threads: int = 1) -> None:
+        compiled = importlib.import_module(f"{PACKAGE}.compiled_model")
+        cpu = importlib.import_module(f"{PACKAGE}.cpu_options")
+        options = importlib.import_module(f"{PACKAGE}.options")
+        accelerator = importlib.import_module(f"{PACKAGE}.hardware_accelerator")
+        self._content = content
+        settings = options.Options(hardware_accelerators=accelerator.HardwareAccelerator.CPU,
+                                   cpu_options=cpu.CpuOptions(num_threads=num_threads,
+                                                              xnnpack_weight_cache_path=WEIGHT_CACHE))
+        with native_stderr_silenced():  # the environment logs every accelerator it looked for
+            self.model = compiled.CompiledModel.from_buffer(content, options=settings)
+        _quiet_exit()
+        self._signatures = self.model.get_signature_list()
+        self.constant_outputs = constant_outputs(content)
+        """Signature -> its outputs that are constants (``flatbuffer_graph.constant_outputs``)."""
+        self._runners: dict[str, _Runner] = {}
+
+    def __del__(self) -> None:
+        # releasing the model and the buffers destroys their LiteRT environment, which logs one line per
+        # accelerator to stderr; only this object holds them (the runners refer to it weakly)
+        if getattr(self, "model", None) is not None:
+            with native_stderr_silenced():
+                for runner in self._runners.values():
+                    runner.release()
+                self.model = None
+
+    def get_signature_list(self) -> dict[str, dict[str, list[str]]]:
+        """``{signature: {"inputs": [names], "outputs": [names]}}``."""
+        return self._signatures
+
+    def get_signature_runner(self, name: str) -> _Runner:
+        """The runner of signature ``name`` (ValueError for an unknown one)."""
+        if name not in self._signatures:
+            raise ValueError(f"Invalid signature_key provided: {name!r}")
+        if name not in self._runners:
+            self._runners[name] = _Runner(self, name)
+        return self._runners[name]
