@@ -191,7 +191,7 @@ def _api_run(spec: Mapping[str, Any], module: str, probe: PhaseProbe) -> dict[st
     from tflite_train.runtime.model_contract import input_range
     from tflite_train.runtime.model_input import load_images
 
-    model = TrainableModel(spec["model"], runtime=module)
+    model = TrainableModel(spec["model"], runtime=module, weight_cache=True)
     image = load_images(spec["images"][:1], model.input_shape, input_range(model.metadata))
     model.infer(image)
     probe.mark("first infer")

@@ -32,7 +32,7 @@ def _run(model: TrainableModel) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("name", ["tiny_adam_33", "mcunet_adam_35"])
 def test_the_same_outputs_as_the_interpreter(name):
-    cached = TrainableModel(fixture_model(name), runtime="ai_edge_litert.interpreter")
+    cached = TrainableModel(fixture_model(name), runtime="ai_edge_litert.interpreter", weight_cache=True)
     plain = TrainableModel(fixture_model(name), runtime="ai_edge_litert.interpreter", weight_cache=False)
     assert isinstance(cached.interpreter, CompiledSignatures) and not isinstance(plain.interpreter, CompiledSignatures)
     assert cached.delegated
@@ -45,7 +45,7 @@ def test_the_same_outputs_as_the_interpreter(name):
 def test_nothing_reaches_stderr(capfd):
     """LiteRT logs at creation, at the first buffer write, at every run of a signature with a constant output
     (the setters' ``ok``) and when the model is released; all of it is muted, the other runs are not."""
-    model = TrainableModel(fixture_model("tiny_adam_33"), runtime="ai_edge_litert.interpreter")
+    model = TrainableModel(fixture_model("tiny_adam_33"), runtime="ai_edge_litert.interpreter", weight_cache=True)
     outputs = model.interpreter.constant_outputs
     assert outputs[C.SET_HEAD] == {C.OK} and outputs[C.RESET_STATE] == {C.OK} and not outputs[C.INFER]
     model.set_head(np.ones((2, model.feature_dim), np.float32))
@@ -55,7 +55,7 @@ def test_nothing_reaches_stderr(capfd):
 
 
 def test_an_unknown_signature_is_refused():
-    model = TrainableModel(fixture_model("tiny_adam_33"), runtime="ai_edge_litert.interpreter")
+    model = TrainableModel(fixture_model("tiny_adam_33"), runtime="ai_edge_litert.interpreter", weight_cache=True)
     with pytest.raises(ValueError, match="nope"):
         model.interpreter.get_signature_runner("nope")
     with pytest.raises(ValueError, match="takes inputs"):
