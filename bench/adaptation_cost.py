@@ -20,11 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import statistics
 import subprocess
 import sys
 import time
 
+from bench.call_timing import median_seconds
 from bench.table_output import emit
 from bench.worker_process import ROOT, worker_command
 
@@ -34,14 +34,9 @@ GOAL_CALLS = 500
 """Issue 39's cost goal: the default adaptation in at most this many batch-1 ``infer`` calls."""
 
 
-def _median_seconds(fn, calls: int) -> float:
-    fn()
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def _infer_seconds(model, one, calls: int) -> float:
+    """Median seconds of ``calls`` batch-1 ``infer`` calls after one warm-up call."""
+    return median_seconds(lambda: model.infer(one), calls, float("inf"), warm_up=1, min_calls=calls)[0]
 
 
 def measure(model_path: str, support_path: str, procedures: list[str], calls: int, repeats: int) -> dict:
@@ -62,7 +57,7 @@ def measure(model_path: str, support_path: str, procedures: list[str], calls: in
     one = images[:1]
     model.reset_state()
     adapt(model, images, labels, AdaptConfig(policy="none"))
-    before = _median_seconds(lambda: model.infer(one), calls)
+    before = _infer_seconds(model, one, calls)
     rows = {}
     for name in procedures:
         config = procedure(name).apply(base)
@@ -75,7 +70,7 @@ def measure(model_path: str, support_path: str, procedures: list[str], calls: in
         rows[name] = {"seconds": seconds, "phases": dict(result.seconds), "updates": len(result.losses),
                       "rate": None if result.rate_choice is None else result.rate_choice.rate,
                       "layers": list(result.selection.layers)}
-    after = _median_seconds(lambda: model.infer(one), calls)
+    after = _infer_seconds(model, one, calls)
     return {"runtime": model.runtime, "infer_seconds": (before + after) / 2, "infer_before": before,
             "infer_after": after, "rows": rows}
 

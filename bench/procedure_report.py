@@ -30,6 +30,13 @@ def procedure_report(section: Mapping, targets: list[str], lines: list[str]) -> 
                          + f" | **{mean_ci_text(acc[AVERAGE])}** | "
                          + (mean_ci_text(row["delta_none"][AVERAGE], signed=True) if row["delta_none"] else "-")
                          + f" | {row['seconds']:.2f} | {row['trained_tasks']} |")
+        cis = [row["delta_none"][AVERAGE]["ci95"] for row in run["rows"].values()
+               if row["delta_none"] and row["trained_tasks"]]
+        if cis:
+            lines += ["", f"What N = {n} tasks per target can show: the average deltas' 95 % CIs here are "
+                      f"±{min(cis):.1f}-{max(cis):.1f} pp, so two procedures closer than that are not told apart; the "
+                      "decision below follows its rule on the means, and the paired section's test tasks (N >= 60 "
+                      "per target) settle what it chose. A row with 0 trained tasks left every task untrained (a no-op)."]
         d = run["decision"]
         other = {w: s for w, s in d["weights_scores"].items() if w != d["weights"]}
         lines += ["", f"**Decision** (N = {n} validation tasks per target, {n * len(targets)} in all): procedure "

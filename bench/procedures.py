@@ -41,11 +41,8 @@ class Procedure:
     fields: tuple[tuple[str, Any], ...]
 
     def apply(self, config: AdaptConfig) -> AdaptConfig:
-        """``config`` with this procedure's fields (``iterations`` replaces ``epochs`` when set)."""
-        fields = dict(self.fields)
-        if "iterations" in fields:
-            fields["epochs"] = None
-        return dataclasses.replace(config, **fields)
+        """``config`` with this procedure's fields (``AdaptConfig`` drops ``epochs`` when ``iterations`` is set)."""
+        return dataclasses.replace(config, **dict(self.fields))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record."""

@@ -42,7 +42,7 @@ from tflite_train.runtime.cached_cut import CachedCut
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.pseudo_queries import pseudo_query_batches
 
-__all__ = ["BATCH_MODES", "PROTOTYPE_MODES", "RowSource", "UpdatePlan", "class_prototypes", "plan_updates",
+__all__ = ["BATCH_MODES", "PROTOTYPE_MODES", "RowSource", "UpdatePlan", "class_prototypes", "embed", "plan_updates",
            "run_updates"]
 
 LOG = logging.getLogger(__name__)
@@ -51,6 +51,12 @@ PROTOTYPE_MODES = ("fixed", "refresh", "episode")
 """Where each update's prototypes come from (module docstring)."""
 BATCH_MODES = ("batch", "accumulate")
 """How an update's B pseudo-queries become one optimizer step (module docstring)."""
+
+
+def embed(model: TrainableModel, images: np.ndarray, chunk_size: int = 32) -> np.ndarray:
+    """``infer`` embeddings f32[N, D] in chunks of ``chunk_size``."""
+    return np.concatenate([model.infer(images[i:i + chunk_size])[C.EMBEDDINGS]
+                           for i in range(0, images.shape[0], chunk_size)])
 
 
 def class_prototypes(embeddings: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -100,21 +106,20 @@ def plan_updates(prototype_mode: str, mode: str, batch: int, num_support: int, *
     reduced to the most rows that do (at least 1).
     """
     notes = []
-    prototypes = prototype_mode
-    if prototypes == "episode":
+    if prototype_mode == "episode":
         if not (cached and episode):
             notes.append("episode prototypes need a cached cut with an episode step: prototypes refreshed without "
                          "gradient instead")
-            prototypes = "refresh"
+            prototype_mode = "refresh"
         elif not fits(num_support + batch):
             notes.append(f"an episode step of {num_support} support + {batch} pseudo-query rows exceeds B_mem: "
                          "prototypes refreshed without gradient instead")
-            prototypes = "refresh"
+            prototype_mode = "refresh"
         else:
-            return UpdatePlan(prototypes, "batch", batch, num_support + batch, "")
+            return UpdatePlan(prototype_mode, "batch", batch, num_support + batch, "")
     if mode == "accumulate":
         if cached and accumulate:
-            return UpdatePlan(prototypes, mode, batch, 1, "; ".join(notes))
+            return UpdatePlan(prototype_mode, mode, batch, 1, "; ".join(notes))
         notes.append("the model has no gradient accumulation at this cut: real batches instead")
         mode = "batch"
     rows = batch
@@ -122,7 +127,7 @@ def plan_updates(prototype_mode: str, mode: str, batch: int, num_support: int, *
         rows -= 1
     if rows < batch:
         notes.append(f"a batch of {batch} pseudo-queries exceeds B_mem: reduced to {rows}")
-    return UpdatePlan(prototypes, "batch", rows, rows, "; ".join(notes))
+    return UpdatePlan(prototype_mode, "batch", rows, rows, "; ".join(notes))
 
 
 class RowSource:
@@ -146,22 +151,19 @@ class RowSource:
         self.support = None if support is None else self._rows(support)
         self.views = self._rows(views)
 
+    def _chunked(self, call: Callable[[np.ndarray], np.ndarray], rows: np.ndarray) -> np.ndarray:
+        return np.concatenate([call(rows[i:i + self.chunk_size]) for i in range(0, rows.shape[0], self.chunk_size)])
+
     def _rows(self, images: np.ndarray) -> np.ndarray:
         if self.cut is None:
             return images
-        return np.concatenate([self.model.features(self.cut, images[i:i + self.chunk_size])
-                               for i in range(0, images.shape[0], self.chunk_size)])
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the source holds (support and views)."""
-        return int(self.views.nbytes + (0 if self.support is None else self.support.nbytes))
+        return self._chunked(lambda x: self.model.features(self.cut, x), images)
 
     def embed(self, rows: np.ndarray) -> np.ndarray:
         """Embeddings f32 [n, D] of ``rows`` (support rows, in the source's form) with the current state."""
-        call = (lambda x: self.model.infer(x)) if self.cut is None else (lambda x: self.model.infer_from(self.cut, x))
-        return np.concatenate([call(rows[i:i + self.chunk_size])[C.EMBEDDINGS]
-                               for i in range(0, rows.shape[0], self.chunk_size)])
+        if self.cut is None:
+            return embed(self.model, rows, self.chunk_size)
+        return self._chunked(lambda x: self.model.infer_from(self.cut, x)[C.EMBEDDINGS], rows)
 
     def step(self, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         """One optimizer step on the rows ``x``."""

@@ -16,7 +16,7 @@
    or the rate choice need it) and every update runs from it (only the layers above the cut), else from
    the images. Each update takes ``batch_size`` pseudo-queries from a seeded epoch-wise permutation
    (``tflite_train.runtime.pseudo_queries``), with prototypes fixed, refreshed or inside the step
-   (``prototypes``), as one batch or accumulated (``batch_mode``);
+   (``prototype_mode``), as one batch or accumulated (``batch_mode``);
    with ``rate_choice``, the learning rate is first chosen for this task on held-out support images
    (``tflite_train.runtime.rate_choice``; rate 0 = no update);
 5. the prototypes are recomputed from the adapted backbone's support embeddings (``refresh_head``; always
@@ -44,7 +44,8 @@ from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.progress import Progress, no_progress
-from tflite_train.runtime.fine_tuning import RowSource, UpdatePlan, class_prototypes, plan_updates, run_updates
+from tflite_train.runtime.fine_tuning import (RowSource, UpdatePlan, class_prototypes, embed, plan_updates,
+                                              run_updates)
 from tflite_train.runtime.pseudo_queries import Augment, draw_views
 from tflite_train.runtime.rate_choice import RateChoice, choose_rate, held_out_score, held_out_split
 from tflite_train.runtime.timing import PhaseTimer
@@ -156,12 +157,6 @@ def check_labelled_set(
     if classes.size > model.capacity:
         raise ValueError(f"{name} set has {classes.size} classes; the model's class capacity is {model.capacity}")
     return images, labels.astype(np.int32)
-
-
-def embed(model: TrainableModel, images: np.ndarray, chunk_size: int = 32) -> np.ndarray:
-    """``infer`` embeddings f32[N, D] in chunks of ``chunk_size``."""
-    return np.concatenate([model.infer(images[i:i + chunk_size])[C.EMBEDDINGS]
-                           for i in range(0, images.shape[0], chunk_size)])
 
 
 def support_fisher(
@@ -294,16 +289,14 @@ def adapt(
         initial = model.get_state() if config.rate_choice else None
         runs = updates + config.choice_steps(images.shape[0]) * sum(r != 0 for r in config.rate_choice or ())
         with timer.phase("training"), progress("training", runs) as bar:
-            final_updates = [0]  # the final run's updates so far (the choice's runs say "choice")
+            final_updates = 0  # the final run's updates so far (the choice's runs say "rate choice")
             per_epoch = -(-images.shape[0] // update_plan.batch)
 
             def on_update(out: Mapping[str, float], final: bool = True) -> None:
+                nonlocal final_updates
                 bar.update(1)
-                if final:
-                    final_updates[0] += 1
-                    where = f"epoch {(final_updates[0] - 1) // per_epoch + 1}"
-                else:
-                    where = "rate choice"
+                final_updates += final
+                where = f"epoch {(final_updates - 1) // per_epoch + 1}" if final else "rate choice"
                 bar.set_postfix_str(f"{where} loss {out[C.LOSS]:.3f}")
 
             rate = config.learning_rate
