@@ -31,13 +31,20 @@ from typing import Any
 import numpy as np
 
 from tflite_train.runtime.flatbuffer_graph import constant_outputs
+from tflite_train.runtime.metadata import read_signature_defs
 from tflite_train.runtime.native_stderr import native_stderr_silenced
+from tflite_train.runtime.static_shapes import expected_output_shapes
 
-__all__ = ["WEIGHT_CACHE", "CompiledSignatures", "compiled_model_available"]
+__all__ = ["WEIGHT_CACHE", "CompiledSignatures", "OutputShapeError", "compiled_model_available"]
 
 WEIGHT_CACHE = ":memory"
 """XNNPACK's weight cache path that keeps the packed weights in memory (no file is written)."""
 PACKAGE = "ai_edge_litert"
+
+
+class OutputShapeError(RuntimeError):
+    """After an input resize, LiteRT reports output shapes other than the file's declared ones for that batch:
+    output buffers sized from them could be too small (``static_shapes``); nothing was run."""
 
 
 def compiled_model_available() -> bool:
@@ -89,20 +96,37 @@ class _Runner:
         """Drops the buffers (the owner does, before it drops the model)."""
         self._buffers, self._shapes = None, None
 
-    def _prepare(self, model, inputs: Mapping[str, np.ndarray]) -> tuple[dict, dict, dict]:
+    def _prepare(self, owner: "CompiledSignatures", inputs: Mapping[str, np.ndarray]) -> tuple[dict, dict, dict]:
+        model = owner.model
         shapes = tuple(tuple(np.shape(inputs[n])) for n in self._inputs)
         if shapes != self._shapes or self._buffers is None:
+            self._buffers, self._shapes = None, None
             current = model.get_input_tensor_details(self._name)
             for i, (name, shape) in enumerate(zip(self._inputs, shapes)):
                 if tuple(current[name]["shape"]) != shape:
                     model.resize_input_tensor(i, list(shape), self._index, strict=False)
             details = model.get_output_tensor_details(self._name)
+            self._check_outputs(owner.declared_shapes[self._name], dict(zip(self._inputs, shapes)), details)
             self._buffers = ([model.create_input_buffer_by_name(self._name, n) for n in self._inputs],
                              [model.create_output_buffer_by_name(self._name, n) for n in self._outputs],
                              {n: (tuple(details[n]["shape"]), np.dtype(details[n]["dtype"]),
                                   int(np.prod(details[n]["shape"]))) for n in self._outputs})
             self._shapes = shapes
         return self._buffers
+
+    def _check_outputs(self, declared: Mapping[str, Mapping[str, tuple]], shapes: Mapping[str, tuple],
+                       details: Mapping[str, Mapping[str, Any]]) -> None:
+        """OutputShapeError unless every output's reported shape is the declared one for these input shapes
+        (``static_shapes.expected_output_shapes``): the output buffers are sized from the reported shapes,
+        and an output whose shape LiteRT learns only while running would overflow them."""
+        expected = expected_output_shapes({n: shape for n, (shape, _) in declared["inputs"].items()}, shapes,
+                                          {n: shape for n, (shape, _) in declared["outputs"].items()})
+        reported = {n: tuple(int(d) for d in details[n]["shape"]) for n in self._outputs}
+        if expected != reported:
+            raise OutputShapeError(
+                f"signature {self._name!r} on inputs {dict(shapes)}: LiteRT's CompiledModel reports output shapes "
+                f"{reported}, not the {expected} the file declares (an output shape known only at run time); not "
+                "run. Open the model with weight_cache=False")
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         if set(inputs) != set(self._inputs):
@@ -113,7 +137,7 @@ class _Runner:
         # muted: a signature with a constant output, and every first call (the first buffer write creates
         # LiteRT's process-wide environment, which logs the accelerators it looked for)
         with native_stderr_silenced() if self._quiet or self._buffers is None else contextlib.nullcontext():
-            ins, outs, details = self._prepare(owner.model, inputs)
+            ins, outs, details = self._prepare(owner, inputs)
             for name, buffer in zip(self._inputs, ins):
                 buffer.write(np.asarray(inputs[name]))
             owner.model.run_by_index(self._index, ins, outs)
@@ -150,6 +174,8 @@ class CompiledSignatures:
         _quiet_exit()
         self._signatures = self.model.get_signature_list()
         self.constant_outputs = constant_outputs(content)
+        self.declared_shapes = read_signature_defs(content)
+        """The file's signature shapes (``metadata.read_signature_defs``: -1 marks the batch)."""
         """Signature -> its outputs that are constants (``flatbuffer_graph.constant_outputs``)."""
         self._runners: dict[str, _Runner] = {}
 

@@ -68,6 +68,11 @@ class _Reader:
         self._check(pos, 4)
         return struct.unpack_from("<i", self.data, pos)[0]
 
+    def i32s(self, pos: int, n: int) -> tuple[int, ...]:
+        """``n`` consecutive int32 at ``pos`` (one bounds check, one unpack)."""
+        self._check(pos, 4 * n)
+        return struct.unpack_from(f"<{n}i", self.data, pos)
+
     def u64(self, pos):
         self._check(pos, 8)
         return struct.unpack_from("<Q", self.data, pos)[0]
@@ -95,7 +100,8 @@ class _Reader:
 
     def table_vector(self, table: int, index: int) -> list[int]:
         start, n = self.vector(table, index)
-        return [self.deref(start + 4 * i) for i in range(n)]
+        self._check(start, 4 * n)
+        return [start + 4 * i + off for i, off in enumerate(struct.unpack_from(f"<{n}I", self.data, start))]
 
     def u32_field(self, table: int, index: int, default: int = 0) -> int:
         pos = self.field(table, index)
