@@ -109,7 +109,8 @@ FORCED_ON_THE_CACHE = """
 import sys
 import numpy as np
 from tflite_train.runtime.compiled_signatures import CompiledSignatures, OutputShapeError
-runner = CompiledSignatures(open(sys.argv[1], "rb").read()).get_signature_runner("infer")
+compiled = CompiledSignatures(open(sys.argv[1], "rb").read())
+runner = compiled.get_signature_runner("infer")
 print(runner(images=np.zeros((1, 32, 32, 3), np.float32))["logits"].shape)
 try:
     runner(images=np.zeros((3, 32, 32, 3), np.float32))
