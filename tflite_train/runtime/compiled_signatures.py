@@ -76,8 +76,31 @@ def _silence_stderr() -> None:
     os.close(null)
 
 
+ALIGNMENT = 64
+"""Bytes: LiteRT wraps host memory aligned to this (``LITERT_HOST_MEMORY_BUFFER_ALIGNMENT``)."""
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(array, storage): an uninitialised C-contiguous array of ``shape`` whose data starts on an ``ALIGNMENT``
+    boundary, and the 1-D view of ``max(nbytes, the array's bytes)`` bytes from that start (what LiteRT may
+    require of an output buffer; the array is its first elements)."""
+    count = int(np.prod(shape, dtype=np.int64))
+    items = max(count, -(-nbytes // dtype.itemsize), 1)
+    raw = np.empty(items * dtype.itemsize + ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    storage = raw[start:start + items * dtype.itemsize].view(dtype)
+    return storage[:count].reshape(shape), storage
+
+
 class _Runner:
-    """One signature: ``runner(**inputs) -> {output name: array}``; buffers kept for the last input shapes."""
+    """One signature: ``runner(**inputs) -> {output name: array}``.
+
+    Input buffers are LiteRT's, kept for the last input shapes and written at each call. The outputs are
+    written by LiteRT straight into fresh numpy arrays (wrapped host memory, no copy and no LiteRT-owned
+    output buffer: ``get_state`` of EfficientNet-Lite0@128 returns 33 MiB once, not twice). The model keeps a
+    pointer to the last run's output arrays until this signature runs again, so the runner keeps them
+    referenced until then: their memory is never freed while LiteRT can reach it.
+    """
 
     def __init__(self, owner: "CompiledSignatures", name: str) -> None:
         # a weak reference: the owner alone holds the model, so that it releases the model and every
@@ -88,15 +111,18 @@ class _Runner:
         signature = owner.get_signature_list()[name]
         self._inputs, self._outputs = list(signature["inputs"]), list(signature["outputs"])
         self._shapes: tuple | None = None
-        self._buffers: tuple[list, list, dict] | None = None
+        self._buffers: tuple[list, dict] | None = None
+        self._last_outputs: tuple | None = None
+        """The last run's output TensorBuffers and the arrays under them (class docstring)."""
         self._quiet = bool(owner.constant_outputs.get(name))
         """Runs muted: LiteRT logs an INFO line at every run of a signature with a constant output."""
 
     def release(self) -> None:
-        """Drops the buffers (the owner does, before it drops the model)."""
-        self._buffers, self._shapes = None, None
+        """Drops the buffers and the last outputs (the owner does, once it dropped the model)."""
+        self._buffers, self._shapes, self._last_outputs = None, None, None
 
-    def _prepare(self, owner: "CompiledSignatures", inputs: Mapping[str, np.ndarray]) -> tuple[dict, dict, dict]:
+    def _prepare(self, owner: "CompiledSignatures", inputs: Mapping[str, np.ndarray]) -> tuple[list, dict]:
+        """(input buffers, {output: (shape, dtype, bytes LiteRT requires)}) for these input shapes."""
         model = owner.model
         shapes = tuple(tuple(np.shape(inputs[n])) for n in self._inputs)
         if shapes != self._shapes or self._buffers is None:
@@ -108,9 +134,9 @@ class _Runner:
             details = model.get_output_tensor_details(self._name)
             self._check_outputs(owner.declared_shapes[self._name], dict(zip(self._inputs, shapes)), details)
             self._buffers = ([model.create_input_buffer_by_name(self._name, n) for n in self._inputs],
-                             [model.create_output_buffer_by_name(self._name, n) for n in self._outputs],
-                             {n: (tuple(details[n]["shape"]), np.dtype(details[n]["dtype"]),
-                                  int(np.prod(details[n]["shape"]))) for n in self._outputs})
+                             {n: (tuple(int(d) for d in details[n]["shape"]), np.dtype(details[n]["dtype"]),
+                                  int(model.get_output_buffer_requirements(i, self._index)["buffer_size"]))
+                              for i, n in enumerate(self._outputs)})
             self._shapes = shapes
         return self._buffers
 
@@ -137,12 +163,15 @@ class _Runner:
         # muted: a signature with a constant output, and every first call (the first buffer write creates
         # LiteRT's process-wide environment, which logs the accelerators it looked for)
         with native_stderr_silenced() if self._quiet or self._buffers is None else contextlib.nullcontext():
-            ins, outs, details = self._prepare(owner, inputs)
+            ins, outputs = self._prepare(owner, inputs)
             for name, buffer in zip(self._inputs, ins):
                 buffer.write(np.asarray(inputs[name]))
+            arrays = [aligned_empty(*spec) for spec in outputs.values()]
+            outs = [owner.host_buffer(storage) for _, storage in arrays]
+            self._last_outputs = (self._last_outputs, outs, arrays)  # both, should the run fail midway
             owner.model.run_by_index(self._index, ins, outs)
-        return {name: buffer.read(size, dtype).reshape(shape)
-                for buffer, (name, (shape, dtype, size)) in zip(outs, details.items())}
+            self._last_outputs = (outs, arrays)
+        return {name: array for name, (array, _) in zip(outputs, arrays)}
 
 
 class CompiledSignatures:
@@ -174,19 +203,22 @@ class CompiledSignatures:
         _quiet_exit()
         self._signatures = self.model.get_signature_list()
         self.constant_outputs = constant_outputs(content)
+        """Signature -> its outputs that are constants (``flatbuffer_graph.constant_outputs``)."""
         self.declared_shapes = read_signature_defs(content)
         """The file's signature shapes (``metadata.read_signature_defs``: -1 marks the batch)."""
-        """Signature -> its outputs that are constants (``flatbuffer_graph.constant_outputs``)."""
+        self.host_buffer = importlib.import_module(f"{PACKAGE}.tensor_buffer").TensorBuffer.create_from_host_memory
+        """Wraps a 64-byte aligned, C-contiguous array as a TensorBuffer (no copy; the array must outlive it)."""
         self._runners: dict[str, _Runner] = {}
 
     def __del__(self) -> None:
         # releasing the model and the buffers destroys their LiteRT environment, which logs one line per
-        # accelerator to stderr; only this object holds them (the runners refer to it weakly)
+        # accelerator to stderr; only this object holds them (the runners refer to it weakly). The model
+        # goes first: it may point into the runners' last output arrays (_Runner docstring)
         if getattr(self, "model", None) is not None:
             with native_stderr_silenced():
+                self.model = None
                 for runner in self._runners.values():
                     runner.release()
-                self.model = None
 
     def get_signature_list(self) -> dict[str, dict[str, list[str]]]:
         """``{signature: {"inputs": [names], "outputs": [names]}}``."""
