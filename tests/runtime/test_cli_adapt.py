@@ -192,3 +192,18 @@ def test_bad_rate_choice_is_one_line(folders, tmp_path, capsys, value):
     assert exit_.value.code != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert "--rate-choice" in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_adapt_runs_fisher_one_image_at_a_time(folders, tmp_path, monkeypatch):
+    """The command's Fisher pass holds one image's activations and gradients (``adapt_job.COMMAND_FISHER_ROWS``);
+    the checkpoint's config records the chunk it ran."""
+    from tflite_train.runtime.interpreter import TrainableModel
+
+    rows = []
+    fisher = TrainableModel.fisher
+    monkeypatch.setattr(TrainableModel, "fisher", lambda self, images, labels: rows.append(len(images))
+                        or fisher(self, images, labels))
+    out = tmp_path / "m.ckpt"
+    assert _adapt(out, folders[0], "--policy", "TinyTrain", "-q") == 0
+    assert rows == [1] * 12  # 3 classes x 4 shots
+    assert load_checkpoint(out).config["adapt"]["fisher_chunk_size"] == 1
