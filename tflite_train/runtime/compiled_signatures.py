@@ -15,6 +15,13 @@ the resource variables are shared by every signature, and the outputs are bit-id
 ``CompiledSignatures`` offers what ``TrainableModel`` uses of an interpreter: ``get_signature_list`` and
 ``get_signature_runner(name)``, whose runner takes the inputs as keyword arrays (resizing a changed
 input shape first, as the ``Interpreter``'s runner does) and returns fresh arrays.
+
+The CompiledModel sizes a signature's output buffers from the output shapes its interpreter reports after
+a resize, before running. A model with an output shape known only at run time (``static_shapes``) would
+get buffers too small for a new batch size and the kernels would write past them (the crash of a
+ConvNeXt-style model; LiteRT issue 5774): ``TrainableModel`` does not open such a model here, and each
+runner compares the reported output shapes with the file's declared ones before every run on new input
+shapes and raises ``OutputShapeError`` instead of running on a difference.
 """
 
 from __future__ import annotations
