@@ -23,7 +23,7 @@ import numpy as np
 from bench.config import BenchConfig
 from bench.learning_rates import with_settings
 from bench.methods import no_update_row, paired_methods
-from bench.models import BASELINE, FULL, SPARSE, ensure_models, model_key
+from bench.models import BASELINE, BASELINE_FULL, FULL, SPARSE, ensure_models, model_key
 from bench.paired_accuracy import summarize
 from bench.policy_runs import Job, Method, MethodResult, model_memory_budget, run_records, source_fisher_tasks
 from bench.successive_halving import NO_OP_SHARE, TUNING_RULE, ValidationScore, kept_choices, successive_halving
@@ -192,7 +192,7 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
         validation = {t: target_tasks(config, t, config.tuning_tasks, VALIDATION, run.input_size) for t in targets}
         tests = {t: target_tasks(config, t, config.tasks, TEST, run.input_size) for t in targets}
         # exported when first needed (in run order), so a cached backbone starts while another is missing
-        paths.update(ensure_models(config, tuple(model_key(run, m) for m in (SPARSE, FULL, BASELINE))))
+        paths.update(ensure_models(config, tuple(model_key(run, m) for m in (SPARSE, FULL, BASELINE, BASELINE_FULL))))
         sparse = paths[model_key(run, SPARSE)]
         probe = TrainableModel(str(sparse), num_threads=config.threads)
         memory = model_memory_budget(config, probe)
