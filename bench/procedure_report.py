@@ -20,7 +20,7 @@ def procedure_report(section: Mapping, targets: list[str], lines: list[str]) -> 
               "same tasks (95 % CIs as in section 1). Procedures (`bench/procedures.py`):", ""]
     lines += [f"- **{name}**: {p['description']}" for name, p in section["procedures"].items()]
     lines.append("")
-    for run in section["runs"].values():
+    for key, run in section["runs"].items():
         lines += [f"### {run['label']}", "",
                   "| row | " + " | ".join(targets) + f" | **{AVERAGE}** | − None ({AVERAGE}) | s / task | trained tasks |",
                   "|---|" + "---|" * (len(targets) + 4)]
@@ -37,6 +37,10 @@ def procedure_report(section: Mapping, targets: list[str], lines: list[str]) -> 
                       f"±{min(cis):.1f}-{max(cis):.1f} pp, so two procedures closer than that are not told apart; the "
                       "decision below follows its rule on the means, and the paired section's test tasks (N >= 60 "
                       "per target) settle what it chose. A row with 0 trained tasks left every task untrained (a no-op)."]
+        figure = section.get("figures", {}).get(key)
+        if figure:
+            lines += ["", "Gain over no training against the cost of one adaptation, per procedure and weights:", "",
+                      f"![procedures]({figure})"]
         d = run["decision"]
         other = {w: s for w, s in d["weights_scores"].items() if w != d["weights"]}
         lines += ["", f"**Decision** (N = {n} validation tasks per target, {n * len(targets)} in all): procedure "
