@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from bench.config import BenchConfig, preset_config, quick_config
+from bench.config import LITE0, BenchConfig, preset_config, quick_config
 from bench.learning_rates import setting_key
 from bench.methods import NO_META
 from bench.run_cost import estimate_seconds
@@ -191,6 +191,9 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
     """One backbone run's tables; returns whether it has a summary (finished or partial)."""
     if run["meta_trained"]:
         weights = (f"meta-trained weights `{run['weights']}`; without meta-training: `{run['baseline_weights']}`")
+        if run["backbone"] == LITE0:
+            weights += (" (the rows *... without meta-training* are the default export's: `tflite_train.default_weights`)"
+                        if not default_lite0_meta_trained() else " (the default export's weights)")
         if "meta_ablation" in str(run["baseline_weights"]) and "meta_ablation" not in str(run["weights"]):
             weights += (" (the pre-training stage of a separate `train-weights` run, `weights/meta_ablation/`; the "
                         "shipped weights' own pre-training stage is not kept, so this delta also holds run-to-run "
