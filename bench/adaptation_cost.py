@@ -26,7 +26,7 @@ import time
 
 from bench.call_timing import median_seconds
 from bench.table_output import emit
-from bench.worker_process import ROOT, worker_command
+from bench.worker_process import ROOT, worker_command, worker_env
 
 LOG = logging.getLogger(__name__)
 PI_PYTHON = ROOT / ".venv-pi" / "bin" / "python"
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                                  args.procedures, "--calls", str(args.calls), "--repeats", str(args.repeats),
                                  "--worker", support, out)
             LOG.info("%s: %s", runtime, " ".join(cmd[-8:]))
-            subprocess.run(cmd, check=True)
+            subprocess.run(cmd, check=True, env=worker_env())
             with open(out) as f:
                 results.append(json.load(f))
     command = "python -m bench.adaptation_cost " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from bench.table_output import emit
-from bench.worker_process import ROOT, resident_kib, worker_command
+from bench.worker_process import ROOT, resident_kib, worker_command, worker_env
 
 __all__ = ["COMMANDS", "GOALS_MIB", "PhaseProbe", "merge_phase_keys", "phases", "prepare_images", "render", "main"]
 
@@ -330,9 +330,8 @@ def render(report: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------------- driver
 def run_worker(python: str, spec: Mapping[str, Any], library: str | None = None) -> dict[str, Any]:
     """Runs ``worker(spec)`` in a fresh ``python`` process (``library`` first on its path); its JSON result."""
-    done = subprocess.run(worker_command(python, "bench.memory_profile", "--worker", json.dumps(spec), library=library),
-                          cwd=ROOT, capture_output=True, text=True,
-                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    done = subprocess.run(worker_command(python, "bench.memory_profile", "--worker", json.dumps(spec)),
+                          cwd=ROOT, capture_output=True, text=True, env=worker_env(library))
     if done.returncode != 0:
         raise RuntimeError(f"{spec['kind']} worker ({python}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -9,7 +9,7 @@ the depthwise layers move at all rewrites the expand layers, and a rate gentle o
 the depthwise layers where they were (issue 28: SparseUpdate, which selects depthwise layers only,
 changes no query prediction on most line_icons tasks at its tuned 1e-3).
 
-    python -m bench.step_scale --model M.tflite [--learning-rates 3e-4 1e-3 3e-3] [--out bench/results/STEP_SCALE.md]
+    python -m tools.diagnostics.step_scale --model M.tflite [--learning-rates 3e-4 1e-3 3e-3] [--out bench/results/STEP_SCALE.md]
 
 Numpy and an interpreter only (the kernels are read from the model's state after ``reset_state``).
 """
@@ -57,7 +57,7 @@ def layer_scales(kernels: Mapping[str, np.ndarray]) -> list[LayerScale]:
 def render(model: str, scales: Sequence[LayerScale], learning_rates: Sequence[float], command: str = "") -> str:
     """A Markdown table: layer, shape, kernel RMS and lr / RMS per learning rate (``command``: how to regenerate it)."""
     rates = " | ".join(f"lr {lr:g}: lr / RMS" for lr in learning_rates)
-    lines = ["# One Adam step relative to each candidate kernel's scale (`bench/step_scale.py`)", "",
+    lines = ["# One Adam step relative to each candidate kernel's scale (`tools/diagnostics/step_scale.py`)", "",
              f"Model: `{model}`. Adam moves every weight by about lr per step (exactly lr on the first), so a "
              "layer moves by about lr / RMS of its scale per step." + (f" Command: `{command}`." if command else ""), "",
              f"| layer | kernel shape | RMS | {rates} |", "|---" * (3 + len(learning_rates)) + "|"]
@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     model = TrainableModel(args.model, num_threads=1)
     model.reset_state()
-    command = "python -m bench.step_scale " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m tools.diagnostics.step_scale " + " ".join(argv if argv is not None else sys.argv[1:])
     text = render(args.model, layer_scales(candidate_weights(model)), args.learning_rates, command)
     emit(text, args.out)
     return 0

@@ -19,12 +19,12 @@ LiteRT's Python API has no op profiler, so the step is taken apart two ways, in 
 (tflite-runtime 2.14, no TensorFlow) it profiles the step on 2.14 with its explicit XNNPACK delegate,
 as the peer bench runs it::
 
-    PYTHONPATH=$PWD .venv-pi/bin/python -m bench.train_step_profile --decompose-only \\
+    PYTHONPATH=$PWD .venv-pi/bin/python -m tools.diagnostics.train_step_profile --decompose-only \\
         --out bench/results/TRAIN_STEP_PROFILE_tflite_runtime.md
 
 One command (main env: TensorFlow builds the single-op models, ai-edge-litert times them)::
 
-    PYTHONPATH=$PWD .venv/bin/python -m bench.train_step_profile \\
+    PYTHONPATH=$PWD .venv/bin/python -m tools.diagnostics.train_step_profile \\
         --model build/peer/models/efficientnet_lite0_128_sparse_k6.tflite \\
         --before build/prof/before_main/efficientnet_lite0_128_sparse_k6.tflite \\
         --out bench/results/TRAIN_STEP_PROFILE.md
@@ -44,9 +44,9 @@ import pathlib
 import numpy as np
 
 from bench.call_timing import median_seconds
+from bench.worker_process import ROOT
 from tflite_train import contract as C
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 B1, B2, EPS = 0.9, 0.999, 1e-8
 POINTWISE = {"exp4": (4, 192, 1152), "final4": (4, 320, 1280), "proj4": (4, 1152, 192)}
 """name: (spatial size, C_in, C_out) of a 1x1 conv of EfficientNet-Lite0@128."""
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     runtime, exports["now"] = decompose(args.model, selection, inputs, args.repeats, args.rounds)
     parts = None if args.decompose_only else time_parts(args.parts_dir, args.repeats, args.rounds)
     argv_text = " ".join(argv) if argv is not None else " ".join(os.sys.argv[1:])
-    result = {"command": f"python -m bench.train_step_profile {argv_text}".strip(), "runtime": runtime,
+    result = {"command": f"python -m tools.diagnostics.train_step_profile {argv_text}".strip(), "runtime": runtime,
               "rounds": args.rounds,
               "load": (load_start, os.getloadavg()[0]), "exports": exports, "parts": parts}
     args.out.write_text(render(result))

@@ -6,9 +6,9 @@ gradients down to the cut and, per selected layer, its weight gradient and maske
 same step with an all-zero selection mask separates the part every step pays, whatever is selected, from the
 part each selected layer adds (issue 26: the goal is a cached step <= 0.75x ``infer`` on LiteRT).
 
-    python -m bench.cached_step_overhead --model M.tflite [--cache build/data_cache] [--out bench/results/CACHED_STEP_OVERHEAD.md]
+    python -m tools.diagnostics.cached_step_overhead --model M.tflite [--cache build/data_cache] [--out bench/results/CACHED_STEP_OVERHEAD.md]
 
-The model must have frozen-prefix cache signatures (``bench.step_ratios`` exports one). One interpreter
+The model must have frozen-prefix cache signatures (``tools.diagnostics.step_ratios`` exports one). One interpreter
 thread; pin the process (``taskset -c 0``) on a quiet machine; medians of ``--repeats`` calls, the lowest of
 ``--rounds`` interleaved rounds. Numpy and an interpreter only.
 """
@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bench.call_timing import median_seconds
 from bench.table_output import emit
 
 __all__ = ["CachedStep", "Timing", "add_model_arguments", "cached_step", "main", "measure", "policy_selection",
@@ -51,7 +52,7 @@ def render(model: str, cut: str, timings: Sequence[Timing], command: str = "", l
     if "infer" not in by_label:
         raise ValueError("timings need an 'infer' row")
     base = by_label["infer"]
-    lines = ["# A TinyTrain step from the frozen-prefix cache, decomposed (`bench/cached_step_overhead.py`)", "",
+    lines = ["# A TinyTrain step from the frozen-prefix cache, decomposed (`tools/diagnostics/cached_step_overhead.py`)", "",
              f"Model: `{model}`, cut `{cut}`." + (f" Command: `{command}`." if command else "")
              + (f" {load}" if load else ""), "",
              "| call | ms | x `infer` |", "|---|---|---|"]
@@ -108,7 +109,7 @@ def cached_step(model_path: str, cache: str) -> CachedStep:
     Raises:
       ValueError: the model has no frozen-prefix cache signatures for that selection.
     """
-    from bench.step_ratios import support_set
+    from tools.diagnostics.step_ratios import support_set
     from tflite_train.runtime import TrainableModel
 
     model = TrainableModel(model_path, num_threads=1)
@@ -124,7 +125,8 @@ def cached_step(model_path: str, cache: str) -> CachedStep:
 def measure(model_path: str, cache: str, repeats: int, rounds: int) -> tuple[str, list[Timing]]:
     """Times the calls of the module docstring on a 5-way 5-shot fashion_mnist support set; returns the cut
     and the timings (the lowest of ``rounds`` medians each)."""
-    from bench.export_step_time import timed
+    def timed(call) -> float:
+        return median_seconds(call, repeats, warm_up=1)[0]
 
     setup = cached_step(model_path, cache)
     model, selection, cut = setup.model, setup.selection, setup.cut
@@ -141,12 +143,12 @@ def measure(model_path: str, cache: str, repeats: int, rounds: int) -> tuple[str
     best: dict[str, float] = {}
     for _ in range(rounds):
         for label_, call in calls.items():
-            best[label_] = min(best.get(label_, float("inf")), timed(call, repeats))
+            best[label_] = min(best.get(label_, float("inf")), timed(call))
         for label_, chosen in steps.items():
             model.set_state(state)
             model.set_selection(chosen)
             best[label_] = min(best.get(label_, float("inf")),
-                               timed(lambda: model.train_step_from(cut, activation, label), repeats))
+                               timed(lambda: model.train_step_from(cut, activation, label)))
     return cut.layer, [Timing(k, v) for k, v in best.items()]
 
 
@@ -169,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cut, timings = measure(args.model, args.cache, args.repeats, args.rounds)
     load = (f"One interpreter thread; medians of {args.repeats} calls, the lowest of {args.rounds} rounds; "
             f"load average {start:.2f} (start) / {os.getloadavg()[0]:.2f} (end).")
-    command = "python -m bench.cached_step_overhead " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m tools.diagnostics.cached_step_overhead " + " ".join(argv if argv is not None else sys.argv[1:])
     text = render(args.model, cut, timings, command, load)
     emit(text, args.out)
     return 0

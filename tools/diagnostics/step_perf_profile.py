@@ -1,6 +1,6 @@
 """Where the interpreter's time goes inside one signature call, from CPU samples of the native code.
 
-TFLite's Python interpreters expose no per-op profiler, and single-op models (``bench.train_step_profile``)
+TFLite's Python interpreters expose no per-op profiler, and single-op models (``tools.diagnostics.train_step_profile``)
 time each part alone, with its tensors hot in the cache: their sum fell well short of the whole cached
 TinyTrain step (``bench/results/CACHED_STEP_OVERHEAD.md``). This script samples the whole call instead:
 a child process runs one signature ``--calls`` times under Linux ``perf record`` (call graphs from DWARF
@@ -19,10 +19,10 @@ wins, read from the innermost frame outward):
 Each category is split by where the sample lies: inside an ``IF`` branch (the copy-on-write forward and
 the per-layer update branches of ``converters.backward_pass``) or in the signature's own graph.
 
-    python -m bench.step_perf_profile --model M.tflite [--calls 2500] [--out bench/results/STEP_PERF_PROFILE.md]
+    python -m tools.diagnostics.step_perf_profile --model M.tflite [--calls 2500] [--out bench/results/STEP_PERF_PROFILE.md]
 
 Workloads: ``infer``; the step from the frozen-prefix cache with nothing selected; the same step with the
-TinyTrain policy's selection (``bench.cached_step_overhead.policy_selection``). ai-edge-litert, one thread,
+TinyTrain policy's selection (``tools.diagnostics.cached_step_overhead.policy_selection``). ai-edge-litert, one thread,
 pinned to CPU 0. Needs ``perf`` (Debian ``linux-perf``) and ``perf_event_paranoid`` <= 2; the parsing and
 attribution are pure functions of ``perf script -F ip,sym`` text.
 """
@@ -44,8 +44,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from bench.cached_step_overhead import add_model_arguments, cached_step
 from bench.table_output import emit
+from bench.worker_process import worker_command, worker_env
+from tools.diagnostics.cached_step_overhead import add_model_arguments, cached_step
 
 __all__ = ["CATEGORIES", "Profile", "attribute", "main", "parse_perf_script", "render"]
 
@@ -155,7 +156,7 @@ def render(model: str, profiles: dict[str, Profile], ms_per_call: dict[str, floa
            load: str = "") -> str:
     """A Markdown table per workload: each category's share of the interpreter's samples, split into IF
     branches and the signature's graph, and its share of the measured ms per call (pure)."""
-    lines = ["# Where a signature call spends its time: CPU samples of the native code (`bench/step_perf_profile.py`)",
+    lines = ["# Where a signature call spends its time: CPU samples of the native code (`tools/diagnostics/step_perf_profile.py`)",
              "", f"Model: `{model}`." + (f" Command: `{command}`." if command else "") + (f" {load}" if load else ""),
              ""]
     for workload, profile in profiles.items():
@@ -201,10 +202,10 @@ def profile_workload(model_path: str, workload: str, calls: int, cache: str, fre
     """Samples a child process running ``workload`` under ``perf record``; returns its profile and ms per call."""
     with tempfile.TemporaryDirectory() as tmp:
         data, result = os.path.join(tmp, "perf.data"), os.path.join(tmp, "result.json")
-        child = [sys.executable, "-m", "bench.step_perf_profile", "--worker", workload, "--model", model_path,
-                 "--calls", str(calls), "--cache", cache, "--result", result]
+        child = worker_command(sys.executable, "tools.diagnostics.step_perf_profile", "--worker", workload, "--model",
+                               model_path, "--calls", str(calls), "--cache", cache, "--result", result)
         subprocess.run(["perf", "record", "-q", "-F", str(frequency), "--call-graph", "dwarf,32768", "-o", data,
-                        "taskset", "-c", "0", *child], check=True, stdout=subprocess.DEVNULL)
+                        "taskset", "-c", "0", *child], check=True, stdout=subprocess.DEVNULL, env={**os.environ, **worker_env()})
         with subprocess.Popen(["perf", "script", "-i", data, "-F", "ip,sym"], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True) as script:
             stacks = parse_perf_script(script.stdout)
@@ -247,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = (f"ai-edge-litert, one interpreter thread, pinned to CPU 0; {args.calls} calls per workload sampled at "
             f"{args.frequency} Hz; ms per call of the sampled loop (perf's unwinding slows it); load average "
             f"{start:.2f} (start) / {os.getloadavg()[0]:.2f} (end).")
-    command = "python -m bench.step_perf_profile " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m tools.diagnostics.step_perf_profile " + " ".join(argv if argv is not None else sys.argv[1:])
     emit(render(args.model, profiles, ms, command, load), args.out)
     return 0
 

@@ -5,7 +5,7 @@ infer-only process, on both TFLite runtimes, for built-in and user models.
 One command (main env; exports what is missing into ``--model-dir`` first, then times every model on
 ai-edge-litert in this env and on tflite-runtime 2.14 in ``.venv-pi``, each in fresh subprocesses)::
 
-    .venv/bin/python -m bench.step_ratios --cache build/data_cache
+    .venv/bin/python -m tools.diagnostics.step_ratios --cache build/data_cache
 
 Models at 128x128: the default export (``lite0_default``: ``tflite-train export`` without flags, the
 meta-trained EfficientNet-Lite0, last 6 blocks trainable; no FullTrain export), MCUNet with the shipped weights (``weights/mcunet_64_meta.weights.h5``),
@@ -39,9 +39,9 @@ import subprocess
 import sys
 import time
 
-from bench.worker_process import peak_rss_kib, worker_command
+from bench.call_timing import median_seconds
+from bench.worker_process import ROOT, peak_rss_kib, worker_command, worker_env
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 PI_PYTHON = ROOT / ".venv-pi" / "bin" / "python"
 MODELS = ("lite0_default", "mcunet", "efficientnet_lite0", "mobilenet_v2_035")
 NO_FULL_EXPORT = ("lite0_default",)
@@ -91,13 +91,13 @@ def export_missing(model_dir: pathlib.Path, candidate_blocks: int, models=MODELS
 
 
 def support_set(model, cache: str, seed: int = 0):
-    """A real 5-way 5-shot task (10 queries per class) of Fashion-MNIST, in the model's input range."""
-    import numpy as np
+    """A real 5-way 5-shot task (10 queries per class) of Fashion-MNIST (``bench.tasks.dataset_task``), in the
+    model's input range: (support images, labels, query images, labels)."""
+    from bench.tasks import dataset_task
+    from tflite_train.runtime import input_range
 
-    from bench.adaptation_overhead import _task
-
-    xs, ys, xq, yq = _task(model, cache, "fashion_mnist", 5, 5, 10, seed)
-    return xs, ys.astype(np.int32), xq, yq
+    task = dataset_task(cache, "fashion_mnist", 5, 5, 10, seed).for_model(model.input_shape, input_range(model.metadata))
+    return task.support, task.support_labels, task.query, task.query_labels
 
 
 def adapt_config(table, args):
@@ -115,7 +115,6 @@ def worker_timing(args) -> dict:
     """Times infer / TinyTrain step / full step on this interpreter."""
     import numpy as np
 
-    from bench.export_step_time import timed
     from tflite_train.runtime import TrainableModel, layer_table
     from tflite_train.runtime.trainer import adapt
     from tflite_train.sparse.cost_model import total_forward_macs
@@ -137,17 +136,21 @@ def worker_timing(args) -> dict:
     signature = tiny.train_signature()
     cut = tiny.cache_cut()
     activation = tiny.features(cut, image) if cut is not None else None
+
+    def median(fn, repeats: int = args.repeats) -> float:
+        return median_seconds(fn, repeats, warm_up=1)[0]
+
     for _ in range(3):
-        rounds["infer"].append(timed(lambda: tiny.infer(image), args.repeats))
+        rounds["infer"].append(median(lambda: tiny.infer(image)))
         tiny.set_selection(selection)
-        rounds["tinytrain"].append(timed(lambda: tiny.train_step(image, label), args.repeats))
+        rounds["tinytrain"].append(median(lambda: tiny.train_step(image, label)))
         if cut is not None:
-            rounds["tinytrain_cached"].append(timed(lambda: tiny.train_step_from(cut, activation, label), args.repeats))
+            rounds["tinytrain_cached"].append(median(lambda: tiny.train_step_from(cut, activation, label)))
         if full is not None:
-            rounds["full"].append(timed(lambda: full.train_step(image, label), max(5, args.repeats // 4)))
+            rounds["full"].append(median(lambda: full.train_step(image, label), max(5, args.repeats // 4)))
         # decomposition: the same step with only the top candidate layer at 1/4 of its channels
         tiny.set_selection({top: np.arange(max(1, tiny.candidate_channels[top] // 4))})
-        rounds["top_layer"].append(timed(lambda: tiny.train_step(image, label), args.repeats))
+        rounds["top_layer"].append(median(lambda: tiny.train_step(image, label)))
     protocol = dataclasses.replace(adapt_config(layer_table(tiny.metadata), args), epochs=40)
     adaptation = {}
     for cache in (True, False):
@@ -181,12 +184,12 @@ def worker_rss(args) -> dict:
 
 
 def _run_worker(python: pathlib.Path, worker: str, model: str, args) -> dict:
-    cmd = worker_command(python, "bench.step_ratios", "--worker", worker, "--model", model, "--cache", args.cache,
+    cmd = worker_command(python, "tools.diagnostics.step_ratios", "--worker", worker, "--model", model, "--cache", args.cache,
            "--model-dir", args.model_dir, "--repeats", str(args.repeats), "--steps", str(args.steps),
            "--compute-fraction", str(args.compute_fraction), *(() if args.mem_budget is None else
                                                                 ("--mem-budget", str(args.mem_budget))))
-    env = {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=worker_env(TF_CPP_MIN_LOG_LEVEL="2"),
+                          check=False)
     if done.returncode != 0:
         raise SystemExit(f"worker {worker} ({python}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
 """The train-step profile report: increments and shares computed from the cumulative rows."""
 
-from bench.train_step_profile import render
+from tools.diagnostics.train_step_profile import render
 
 ROWS = [
     {"part": "infer", "signature": "infer", "ms": 4.0},
@@ -11,7 +11,7 @@ ROWS = [
 
 
 def _result(parts, runtime):
-    return {"command": "python -m bench.train_step_profile", "runtime": runtime, "rounds": 2, "load": (0.5, 0.7),
+    return {"command": "python -m tools.diagnostics.train_step_profile", "runtime": runtime, "rounds": 2, "load": (0.5, 0.7),
             "exports": {"now": ROWS}, "parts": parts}
 
 

@@ -1,6 +1,6 @@
-"""The CPU-sample attribution of ``bench.step_perf_profile`` on hand-written ``perf script -F ip,sym`` text."""
+"""The CPU-sample attribution of ``tools.diagnostics.step_perf_profile`` on hand-written ``perf script -F ip,sym`` text."""
 
-from bench.step_perf_profile import CATEGORIES, Profile, attribute, parse_perf_script, render
+from tools.diagnostics.step_perf_profile import CATEGORIES, Profile, attribute, parse_perf_script, render
 
 INVOKE = "5a10 tflite::Subgraph::Invoke"
 IF = "5b20 tflite::ops::builtin::if_kernel::Eval"
@@ -91,7 +91,7 @@ def test_attribute_by_hand():
 
 def test_render_by_hand():
     profile = Profile(10, 8, {"matmul and convolution (GEMM)": (2, 4), "other": (0, 2), "depthwise convolution": (0, 0)})
-    text = render("m.tflite", {"infer": profile}, {"infer": 4.0}, command="python -m bench.step_perf_profile")
+    text = render("m.tflite", {"infer": profile}, {"infer": 4.0}, command="python -m tools.diagnostics.step_perf_profile")
     assert "## infer: 4.00 ms per call" in text and "8 of 10 samples" in text
     # 6 of 8 samples = 75 %, 3.00 of 4 ms; 2 of 8 in IF branches = 25 %
     assert "| matmul and convolution (GEMM) | 75.0 % | 25.0 % | 50.0 % | 3.00 |" in text
