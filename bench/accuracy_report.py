@@ -10,6 +10,7 @@ from bench.learning_rates import setting_key
 from bench.methods import NO_META
 from bench.run_cost import estimate_seconds
 from bench.successive_halving import NO_OP_SHARE
+from bench.table_output import markdown_table
 from tflite_train import contract as C
 from tflite_train.default_weights import default_lite0_meta_trained
 
@@ -173,10 +174,8 @@ def _sparse_update_criterion(run: Mapping) -> str:
 
 def _tasks_done(targets: list[str], run: Mapping, expected: int, lines: list[str]) -> None:
     lines += ["Tasks done per cell (of N = %d):" % expected, "",
-              "| policy | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
-    for label in run["methods"]:
-        lines.append(f"| {label} | " + " | ".join(str(run["per_target"][t][label]["tasks"]) for t in targets) + " |")
-    lines.append("")
+              *markdown_table(("policy", *targets), ([label, *(str(run["per_target"][t][label]["tasks"]) for t in targets)]
+                                                    for label in run["methods"])), ""]
 
 
 def _cost_cell(method: Mapping, cost: Mapping) -> str:
@@ -235,22 +234,21 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
     shown = run.get("summary_targets", targets)
     means, deltas = summary["means"], summary["deltas"]
     average = "**average**" if len(shown) == len(targets) else f"**average of {len(shown)}**"
-    lines += ["| policy | " + " | ".join(targets) + f" | {average} | lr | passes | backward memory (MiB) | "
-              "backward MACs (M) | s / task |",
-              "|---" * (len(targets) + 7) + "|"]
+    table = []
     for label, method in run["methods"].items():
         tuned = run["tuning"].get(label)
         lr = "-" if tuned is None else f"{tuned['learning_rate']:g}"
         ep = "-" if tuned is None else str(tuned["epochs"])
         c = run["cost"][label]
-        lines.append(f"| {label} | " + " | ".join(mean_ci_text(means[label].get(t)) for t in targets)
-                     + f" | **{mean_ci_text(means[label]['average'])}** | {lr} | {ep} | {c['memory_bytes'] / MIB:.2f} | "
-                     f"{c['backward_macs'] / 1e6:.2f} | {_cost_cell(method, c)} |")
+        table.append([label, *(mean_ci_text(means[label].get(t)) for t in targets),
+                      f"**{mean_ci_text(means[label]['average'])}**", lr, ep, f"{c['memory_bytes'] / MIB:.2f}",
+                      f"{c['backward_macs'] / 1e6:.2f}", _cost_cell(method, c)])
+    lines += markdown_table(("policy", *targets, average, "lr", "passes", "backward memory (MiB)", "backward MACs (M)",
+                             "s / task"), table)
     lines += ["", "Paired deltas (pp; A − B on the same tasks, mean ± paired 95 % CI):", "",
-              "| delta | " + " | ".join(targets) + f" | {average} |", "|---" * (len(targets) + 2) + "|"]
-    for name, d in deltas.items():
-        lines.append(f"| {name} | " + " | ".join(mean_ci_text(d.get(t), signed=True) for t in targets)
-                     + f" | **{mean_ci_text(d['average'], signed=True)}** |")
+              *markdown_table(("delta", *targets, average),
+                              ([name, *(mean_ci_text(d.get(t), signed=True) for t in targets),
+                                f"**{mean_ci_text(d['average'], signed=True)}**"] for name, d in deltas.items()))]
     lines += ["", _power_words(run, deltas, targets), ""]
     lines += noop_table(run, targets)
     for n in run.get("noop", []):
@@ -287,8 +285,7 @@ def noop_table(run: Mapping, targets: Sequence[str]) -> list[str]:
              "are compared by accuracy. Equal accuracy does not mean unchanged predictions on small query sets "
              + ("(mean queries per task: " + ", ".join(f"{t} {queries[t]:.1f}" for t in targets if t in queries)
                 + ")" if queries else "") + ":", "",
-             "| policy | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
-    lines += [f"| {label} | " + " | ".join(text(c) for c in row) + " |" for label, row in cells.items()]
+             *markdown_table(("policy", *targets), ([label, *map(text, row)] for label, row in cells.items()))]
     return lines + [""]
 
 
@@ -302,8 +299,8 @@ def _tuning_table(run: Mapping, lines: list[str]) -> None:
     lines += ["Validation accuracy (%, mean over targets of the validation-pool task means) per learning rate / "
               "passes and round (tasks per target); bold = chosen, - = not run (dropped in an earlier round), "
               f"† = no-op (the untrained row's outcome unchanged on more than {NO_OP_SHARE:.0%} of the tasks: "
-              "equal predictions, or equal accuracy for tasks stored without predictions):", "",
-              "| policy | round | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
+              "equal predictions, or equal accuracy for tasks stored without predictions):", ""]
+    table = []
     for label, t in tuning.items():
         best = f"{t['learning_rate']:g}/{t['epochs']}"
         rounds = t.get("rounds") or [{"tasks": None, "scores": t["scores"]}]
@@ -313,9 +310,8 @@ def _tuning_table(run: Mapping, lines: list[str]) -> None:
             cells = ["-" if key not in r["scores"] else
                      (f"**{r['scores'][key]:.1f}**" if last and key == best else f"{r['scores'][key]:.1f}")
                      + ("†" if key in noop else "") for key in keys]
-            name = label if k == 0 else ""
-            lines.append(f"| {name} | {k + 1} ({r['tasks'] or '?'}) | " + " | ".join(cells) + " |")
-    lines.append("")
+            table.append([label if k == 0 else "", f"{k + 1} ({r['tasks'] or '?'})", *cells])
+    lines += [*markdown_table(("policy", "round", *keys), table), ""]
 
 
 def weights_decision(run: Mapping) -> list[str]:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from bench.call_timing import median_seconds
-from bench.table_output import emit
+from bench.table_output import emit, markdown_table
 
 __all__ = ["CachedStep", "Timing", "add_model_arguments", "cached_step", "main", "measure", "policy_selection",
            "render"]
@@ -55,8 +55,8 @@ def render(model: str, cut: str, timings: Sequence[Timing], command: str = "", l
     lines = ["# A TinyTrain step from the frozen-prefix cache, decomposed (`tools/diagnostics/cached_step_overhead.py`)", "",
              f"Model: `{model}`, cut `{cut}`." + (f" Command: `{command}`." if command else "")
              + (f" {load}" if load else ""), "",
-             "| call | ms | x `infer` |", "|---|---|---|"]
-    lines += [f"| {t.label} | {t.seconds * 1e3:.2f} | {t.seconds / base:.2f} |" for t in timings]
+             *markdown_table(("call", "ms", "x `infer`"),
+                             ([t.label, f"{t.seconds * 1e3:.2f}", f"{t.seconds / base:.2f}"] for t in timings))]
     nothing, forward = by_label.get("step, nothing selected"), by_label.get("forward above the cut")
     if nothing is not None and forward is not None:
         lines += ["", f"A step that updates nothing costs {nothing / forward:.1f}x the forward above the cut "

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from bench.table_output import emit
+from bench.table_output import emit, markdown_table
 from bench.worker_process import worker_command, worker_env
 from tools.diagnostics.cached_step_overhead import add_model_arguments, cached_step
 
@@ -162,18 +162,17 @@ def render(model: str, profiles: dict[str, Profile], ms_per_call: dict[str, floa
     for workload, profile in profiles.items():
         ms = ms_per_call.get(workload)
         lines += [f"## {workload}" + (f": {ms:.2f} ms per call" if ms is not None else ""), "",
-                  f"{profile.invoke} of {profile.samples} samples inside the interpreter's invoke.", "",
-                  "| category | share | in IF branches | in the signature's graph | ms per call |",
-                  "|---|---|---|---|---|"]
+                  f"{profile.invoke} of {profile.samples} samples inside the interpreter's invoke.", ""]
         total = max(profile.invoke, 1)
+        rows = []
         for label, (in_if, main) in sorted(profile.shares.items(), key=lambda kv: -sum(kv[1])):
             if in_if + main == 0:
                 continue
             share = (in_if + main) / total
-            cost = f"{share * ms:.2f}" if ms is not None else ""
-            lines.append(f"| {label} | {100 * share:.1f} % | {100 * in_if / total:.1f} % | {100 * main / total:.1f} % "
-                         f"| {cost} |")
-        lines.append("")
+            rows.append([label, f"{100 * share:.1f} %", f"{100 * in_if / total:.1f} %", f"{100 * main / total:.1f} %",
+                         f"{share * ms:.2f}" if ms is not None else ""])
+        lines += [*markdown_table(("category", "share", "in IF branches", "in the signature's graph", "ms per call"),
+                                  rows), ""]
     return "\n".join(lines)
 
 

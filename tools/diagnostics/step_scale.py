@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from bench.table_output import emit
+from bench.table_output import emit, markdown_table
 
 __all__ = ["LayerScale", "layer_scales", "main", "render"]
 
@@ -56,14 +56,12 @@ def layer_scales(kernels: Mapping[str, np.ndarray]) -> list[LayerScale]:
 
 def render(model: str, scales: Sequence[LayerScale], learning_rates: Sequence[float], command: str = "") -> str:
     """A Markdown table: layer, shape, kernel RMS and lr / RMS per learning rate (``command``: how to regenerate it)."""
-    rates = " | ".join(f"lr {lr:g}: lr / RMS" for lr in learning_rates)
     lines = ["# One Adam step relative to each candidate kernel's scale (`tools/diagnostics/step_scale.py`)", "",
              f"Model: `{model}`. Adam moves every weight by about lr per step (exactly lr on the first), so a "
              "layer moves by about lr / RMS of its scale per step." + (f" Command: `{command}`." if command else ""), "",
-             f"| layer | kernel shape | RMS | {rates} |", "|---" * (3 + len(learning_rates)) + "|"]
-    for s in scales:
-        lines.append(f"| {s.name} | {'x'.join(map(str, s.shape))} | {s.rms:.4f} | "
-                     + " | ".join(f"{s.relative_step(lr):.2%}" for lr in learning_rates) + " |")
+             *markdown_table(("layer", "kernel shape", "RMS", *(f"lr {lr:g}: lr / RMS" for lr in learning_rates)),
+                             ([s.name, "x".join(map(str, s.shape)), f"{s.rms:.4f}",
+                               *(f"{s.relative_step(lr):.2%}" for lr in learning_rates)] for s in scales))]
     if scales:
         low, high = min(scales, key=lambda s: s.rms), max(scales, key=lambda s: s.rms)
         lines += ["", f"Largest / smallest kernel RMS: {high.name} {high.rms:.4f} / {low.name} {low.rms:.4f} = "

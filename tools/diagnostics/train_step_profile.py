@@ -44,6 +44,7 @@ import pathlib
 import numpy as np
 
 from bench.call_timing import median_seconds
+from bench.table_output import markdown_table
 from bench.worker_process import ROOT
 from tflite_train import contract as C
 
@@ -211,8 +212,8 @@ def render(result: dict) -> str:
              "Increment = the layer's update IF (weight gradient + optimizer step) + the input gradients between "
              "it and the layer above.", ""]
     exports = result["exports"]
-    head = "| part | signature | " + " | ".join(f"{k} ms | {k} increment | {k} share of step" for k in exports) + " |"
-    lines += [head, "|" + "---|" * (2 + 3 * len(exports))]
+    header = ["part", "signature", *(f"{k} {what}" for k in exports for what in ("ms", "increment", "share of step"))]
+    table = []
     n = len(next(iter(exports.values())))
     for i in range(n):
         row = next(iter(exports.values()))[i]
@@ -223,22 +224,21 @@ def render(result: dict) -> str:
             inc = ms - rows[i - 1]["ms"] if i >= 2 else ms if i == 1 else None
             cells += [f"{ms:.2f}", f"{inc:.2f}" if inc is not None else "", f"{inc / total:.0%}" if inc is not None
                       else ""]
-        lines.append("| " + " | ".join(cells) + " |")
+        table.append(cells)
+    lines += markdown_table(header, table)
     parts = result["parts"]
     if parts is None:
         return "\n".join([*lines, ""])
+
+    def variant_table(names, variants: dict[str, str]) -> list[str]:
+        rows = ([name, *(f"{parts[f'{name}_{v}']:.0f}" for v in variants)] for name in names)
+        return [*markdown_table(("layer", *variants), rows), "", *[f"- `{k}`: {v}" for k, v in variants.items()], ""]
+
     lines += ["", "## 2. Parts at the layers' real shapes (single-op models, µs)", "",
               "Update of one layer (x, g_z given; kernel, bias and both Adam slots are variables; 1/4 of the "
               "channels selected):", "",
-              "| layer | " + " | ".join(UPDATE_VARIANTS) + " |", "|" + "---|" * (1 + len(UPDATE_VARIANTS))]
-    for name in [*[n for n in POINTWISE if n != "proj4"], *DEPTHWISE]:
-        lines.append(f"| {name} | " + " | ".join(f"{parts[f'{name}_{v}']:.0f}" for v in UPDATE_VARIANTS) + " |")
-    lines += ["", *[f"- `{k}`: {v}" for k, v in UPDATE_VARIANTS.items()], "",
-              "Input gradient of a 1x1 conv (g_z given):", "",
-              "| layer | " + " | ".join(INPUT_GRAD_VARIANTS) + " |", "|" + "---|" * (1 + len(INPUT_GRAD_VARIANTS))]
-    for name in POINTWISE:
-        lines.append(f"| {name} | " + " | ".join(f"{parts[f'{name}_{v}']:.0f}" for v in INPUT_GRAD_VARIANTS) + " |")
-    lines += ["", *[f"- `{k}`: {v}" for k, v in INPUT_GRAD_VARIANTS.items()], ""]
+              *variant_table([*[n for n in POINTWISE if n != "proj4"], *DEPTHWISE], UPDATE_VARIANTS),
+              "Input gradient of a 1x1 conv (g_z given):", "", *variant_table(POINTWISE, INPUT_GRAD_VARIANTS)]
     return "\n".join(lines)
 
 
