@@ -173,9 +173,8 @@ def _sparse_update_criterion(run: Mapping) -> str:
 
 
 def _tasks_done(targets: list[str], run: Mapping, expected: int, lines: list[str]) -> None:
-    lines += ["Tasks done per cell (of N = %d):" % expected, "",
-              *markdown_table(("policy", *targets), ([label, *(str(run["per_target"][t][label]["tasks"]) for t in targets)]
-                                                    for label in run["methods"])), ""]
+    done = ([label, *(str(run["per_target"][t][label]["tasks"]) for t in targets)] for label in run["methods"])
+    lines += ["Tasks done per cell (of N = %d):" % expected, "", *markdown_table(("policy", *targets), done), ""]
 
 
 def _cost_cell(method: Mapping, cost: Mapping) -> str:

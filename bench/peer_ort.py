@@ -190,7 +190,8 @@ def export_configs(args: argparse.Namespace) -> dict:
 def policy_selection(model_path: pathlib.Path, args: argparse.Namespace):
     """(support images, labels, prototypes, {layer: channels}) of the TinyTrain policy on one task."""
     from bench.tasks import dataset_task
-    from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, class_prototypes, embed, input_range, layer_table
+    from tflite_train.runtime import (AdaptConfig, TrainableModel, adapt, class_prototypes, embed, input_range,
+                                      layer_table)
     from tflite_train.sparse import scaled_memory_budget
 
     model = TrainableModel(model_path)

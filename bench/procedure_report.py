@@ -26,9 +26,8 @@ def procedure_report(section: Mapping, targets: list[str], lines: list[str]) -> 
                   f"**{mean_ci_text(row['accuracy'][AVERAGE])}**",
                   mean_ci_text(row["delta_none"][AVERAGE], signed=True) if row["delta_none"] else "-",
                   f"{row['seconds']:.2f}", str(row["trained_tasks"])] for label, row in run["rows"].items()]
-        lines += [f"### {run['label']}", "",
-                  *markdown_table(("row", *targets, f"**{AVERAGE}**", f"− None ({AVERAGE})", "s / task", "trained tasks"),
-                                  table)]
+        header = ("row", *targets, f"**{AVERAGE}**", f"− None ({AVERAGE})", "s / task", "trained tasks")
+        lines += [f"### {run['label']}", "", *markdown_table(header, table)]
         cis = [row["delta_none"][AVERAGE]["ci95"] for row in run["rows"].values()
                if row["delta_none"] and row["trained_tasks"]]
         if cis:

@@ -162,8 +162,8 @@ def _gathered(episode: Episode, images: np.ndarray) -> Task:
 
 def fixed_task(images: np.ndarray, labels: np.ndarray, ways: int, shots: int, queries: int, seed: int) -> Task:
     """One seeded ``ways``-way ``shots``-shot episode of (images, labels) with ``queries`` queries per class."""
-    episode = sample_episode(labels, np.random.default_rng(seed), EpisodeConfig(ways=ways, shots=shots, queries=queries))
-    return _gathered(episode, images)
+    config = EpisodeConfig(ways=ways, shots=shots, queries=queries)
+    return _gathered(sample_episode(labels, np.random.default_rng(seed), config), images)
 
 
 def dataset_task(cache_dir: str, dataset: str, ways: int = 5, shots: int = 5, queries: int = 10, seed: int = 0) -> Task:

@@ -204,7 +204,8 @@ def profile_workload(model_path: str, workload: str, calls: int, cache: str, fre
         child = worker_command(sys.executable, "tools.diagnostics.step_perf_profile", "--worker", workload, "--model",
                                model_path, "--calls", str(calls), "--cache", cache, "--result", result)
         subprocess.run(["perf", "record", "-q", "-F", str(frequency), "--call-graph", "dwarf,32768", "-o", data,
-                        "taskset", "-c", "0", *child], check=True, stdout=subprocess.DEVNULL, env={**os.environ, **worker_env()})
+                        "taskset", "-c", "0", *child], check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, **worker_env()})
         with subprocess.Popen(["perf", "script", "-i", data, "-F", "ip,sym"], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True) as script:
             stacks = parse_perf_script(script.stdout)

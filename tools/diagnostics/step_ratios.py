@@ -96,7 +96,8 @@ def support_set(model, cache: str, seed: int = 0):
     from bench.tasks import dataset_task
     from tflite_train.runtime import input_range
 
-    task = dataset_task(cache, "fashion_mnist", 5, 5, 10, seed).for_model(model.input_shape, input_range(model.metadata))
+    task = dataset_task(cache, "fashion_mnist", 5, 5, 10, seed)
+    task = task.for_model(model.input_shape, input_range(model.metadata))
     return task.support, task.support_labels, task.query, task.query_labels
 
 
@@ -184,10 +185,10 @@ def worker_rss(args) -> dict:
 
 
 def _run_worker(python: pathlib.Path, worker: str, model: str, args) -> dict:
-    cmd = worker_command(python, "tools.diagnostics.step_ratios", "--worker", worker, "--model", model, "--cache", args.cache,
-           "--model-dir", args.model_dir, "--repeats", str(args.repeats), "--steps", str(args.steps),
-           "--compute-fraction", str(args.compute_fraction), *(() if args.mem_budget is None else
-                                                                ("--mem-budget", str(args.mem_budget))))
+    budget = () if args.mem_budget is None else ("--mem-budget", str(args.mem_budget))
+    cmd = worker_command(python, "tools.diagnostics.step_ratios", "--worker", worker, "--model", model, "--cache",
+                         args.cache, "--model-dir", args.model_dir, "--repeats", str(args.repeats), "--steps",
+                         str(args.steps), "--compute-fraction", str(args.compute_fraction), *budget)
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=worker_env(TF_CPP_MIN_LOG_LEVEL="2"),
                           check=False)
     if done.returncode != 0:
