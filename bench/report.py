@@ -65,9 +65,9 @@ def _cost_section(config: BenchConfig, results: Mapping, lines: list[str]) -> No
                           f"{_fmt_mib(r['activation_bytes'])} / {pm('activation_mib')}",
                           f"{_fmt_mib(r['total_bytes'])} / {pm('total_mib')}",
                           f"{r['backward_macs'] / 1e6:.2f} / {paper_macs}", r["description"]])
-        lines += [f"**{backbone}, {optimizer}**", "",
-                  *markdown_table(("method", "batch", "weights", "optimizer", "activations", "total (ours / paper)",
-                                   "MACs M (ours / paper)", "selection"), table), ""]
+        header = ("method | batch | weights | optimizer | activations | total (ours / paper) | MACs M (ours / paper) | "
+                  "selection").split(" | ")
+        lines += [f"**{backbone}, {optimizer}**", "", *markdown_table(header, table), ""]
     for backbone in ("mcunet", "mbv2", "proxyless"):
         value = section.get(f"{backbone}/unfused_full_train_bytes")
         if value is not None:
