@@ -51,11 +51,16 @@ def shell_commands(text: str) -> list[list[str]]:
 
 
 def split_command(line: str) -> list[list[str]]:
-    """The simple commands of one shell ``line`` (words; operators and comments dropped)."""
+    """The simple commands of one shell ``line`` (words; operators and comments dropped; a line that is not
+    shell, with an unbalanced quote, is split at white space)."""
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        tokens = line.split()
     commands, words = [], []
-    for token in lexer:
+    for token in tokens:
         if token in OPERATORS:
             commands.append(words)
             words = []
