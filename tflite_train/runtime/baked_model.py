@@ -59,7 +59,7 @@ from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.text import printable
 
 __all__ = ["NORM_EPS", "BakeError", "BakeResult", "ExportedModelFile", "bake_classifier", "head_weights",
-           "inference_constant_bytes", "read_exported_model", "run_bake"]
+           "inference_part_bytes", "read_exported_model", "run_bake"]
 
 NORM_EPS = 1e-12
 """eps of the cosine head's normalisation (the exporter's ``converters.cosine_head.NORM_EPS``; a test checks)."""
@@ -117,14 +117,20 @@ def head_weights(prototypes: np.ndarray, scale: float) -> np.ndarray:
     return (scale * p / np.sqrt(np.sum(p * p, axis=1, keepdims=True) + NORM_EPS)).astype(np.float32)
 
 
-def inference_constant_bytes(graph: Graph) -> int:
-    """Bytes of the constants ``infer`` reads (its subgraphs and their branches, without the ``CALL_ONCE``
-    init that holds the variables' initial values): the inference part of an export."""
+def inference_part_bytes(data: bytes) -> tuple[int, int]:
+    """(constants, tables): the bytes of the constants ``infer`` reads and of its subgraphs' tables (laid out by
+    ``flatbuffer_tables``, as a baked file is), over ``infer``'s subgraphs and their branches without the
+    ``CALL_ONCE`` init that holds the variables' initial values: the inference part of an export, which also
+    reads the prototypes from its state."""
+    graph = read_graph(data)
+    reader = _Reader(data)
     subgraphs = graph.reachable([graph.signatures[C.INFER]])
-    inits = {op.subgraphs[0] for index in subgraphs for op in graph.operators[index] if op.name == "CALL_ONCE"}
-    buffers = {graph.tensor_buffer(index, t) for index in subgraphs - inits for op in graph.operators[index]
+    subgraphs -= {op.subgraphs[0] for index in subgraphs for op in graph.operators[index] if op.name == "CALL_ONCE"}
+    buffers = {graph.tensor_buffer(index, t) for index in subgraphs for op in graph.operators[index]
                for t in op.inputs if t >= 0}
-    return sum(graph.buffer_span(b)[1] for b in buffers)
+    positions = reader.table_vector(_root(reader), MODEL_SUBGRAPHS)
+    tables = sum(len(write_flatbuffer(read_table(reader, positions[index], "SubGraph"))) for index in subgraphs)
+    return sum(graph.buffer_span(b)[1] for b in buffers), tables
 
 
 def _branch_reads(graph: Graph, branch: int) -> list[int]:
@@ -375,20 +381,28 @@ def bake_classifier(model_data: bytes, checkpoint_data: bytes, model_source: str
 
 @dataclasses.dataclass(frozen=True)
 class BakeResult:
-    """What ``run_bake`` wrote: the file, its size, its classes, and the export's inference constants."""
+    """What ``run_bake`` wrote (the file, its size and classes) and the export's inference part to compare."""
 
     out: str
     size_bytes: int
     class_names: tuple[str, ...]
-    inference_bytes: int
-    """``inference_constant_bytes`` of the export (the goal: the baked file is at most this size)."""
+    inference_constants: int
+    inference_tables: int
+    head_bytes: int
+    """Bytes of the checkpoint's prototypes (float32 [k, D]), which the export's ``infer`` reads from its state."""
+
+    @property
+    def inference_part(self) -> int:
+        """The export's inference part for this head (``inference_part_bytes`` and the prototypes): the goal is a
+        baked file of at most this size."""
+        return self.inference_constants + self.inference_tables + self.head_bytes
 
     def describe(self) -> str:
         """The command's summary lines."""
         names = ", ".join(self.class_names[:8]) + (" ..." if len(self.class_names) > 8 else "")
         return (f"wrote {printable(self.out)}: {len(self.class_names)} classes ({printable(names)}), "
-                f"{self.size_bytes / 2**20:.2f} MiB (the export's inference constants: "
-                f"{self.inference_bytes / 2**20:.2f} MiB)\n"
+                f"{self.size_bytes / 2**20:.2f} MiB (the export's inference part: {self.inference_part / 2**20:.2f} "
+                f"MiB, infer's constants and tables and the {len(self.class_names)} prototypes)\n"
                 f"  run it with any TFLite runtime: signature {C.CLASSIFY!r}, input {C.IMAGES!r}, "
                 f"output {C.LOGITS!r} [N, {len(self.class_names)}]")
 
@@ -420,5 +434,6 @@ def run_bake(model_path: str | os.PathLike, checkpoint_path: str | os.PathLike, 
     data = bake_classifier(model_data, checkpoint_data, str(model_path), str(checkpoint_path))
     metadata = read_baked_metadata(data, str(target))
     write_atomic(target, data)
-    return BakeResult(str(target), len(data), tuple(metadata[C.CK_CLASS_NAMES]),
-                      inference_constant_bytes(read_graph(model_data)))
+    names = tuple(metadata[C.CK_CLASS_NAMES])
+    return BakeResult(str(target), len(data), names, *inference_part_bytes(model_data),
+                      4 * len(names) * int(read_metadata(model_data)[C.F_FEATURE_DIM]))
