@@ -190,7 +190,7 @@ class _Writer:
             start = len(self.out)
             self.out += struct.pack("<I", len(child)) + child + b"\0"
             return start
-        self._pad(max(child.align, child.width, 4), 4)  # the elements, after the u32 length, are aligned
+        self._pad(max(child.align, child.width, 4), -4)  # the elements, after the u32 length, are aligned
         start = len(self.out)
         self.out += struct.pack("<I", len(child.data) // child.width)
         self.out += child.data
