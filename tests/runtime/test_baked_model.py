@@ -4,12 +4,14 @@ Parity: the baked file's ``classify`` scores on the standard signature runner ag
 (``open_adapted``: the inference-only model with the same checkpoint), within 1e-5 of the largest logit (the
 head's constant W = s P_hat is rounded once to float32, and XNNPACK sums the dot products in another order),
 and the same predicted classes; on mcunet (trained layers), Lite0 with the optimizer state in the
-checkpoint (not baked), the tiny fixture whose zero biases share one buffer across layers, and an int8
-export with a prototypes-only checkpoint (its (DEQUANTIZE, CONV_2D) branches inlined as they are).
+checkpoint (not baked), the tiny fixture whose zero biases share one buffer across layers, and the int8
+exports (``--quantize int8-candidates``, ``int8``): trained layers' int8 kernels dequantized into float
+constants, and with a prototypes-only checkpoint their (DEQUANTIZE, CONV_2D) branches inlined as they are.
+Each trained case also checks that the export's own weights are more than 1e-4 off (the test sees the
+trained weights).
 The file: one signature, one subgraph, no variable or control flow; its metadata names the classes, the
 export's input, head, model_id and the checkpoint's sha256. Refusals: a checkpoint of another model (one
-line naming the file, exit 2, no traceback), trained int8 candidates; nothing written on a failure or an
-interrupted write. The loader refuses an export, a damaged file and a re-sealed one whose metadata lies.
+line naming the file, exit 2, no traceback); nothing written on a failure or an interrupted write. The loader refuses an export, a damaged file and a re-sealed one whose metadata lies.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, atomic_file
 from tflite_train.runtime.adapt_job import open_adapted
 from tflite_train.runtime.baked_classifier import STATEFUL_OPS, BakedClassifier, BakedModelError, read_baked_metadata
-from tflite_train.runtime.baked_model import NORM_EPS, BakeError, head_weights, run_bake
+from tflite_train.runtime.baked_model import NORM_EPS, head_weights, run_bake
 from tflite_train.runtime.checkpoint import save_checkpoint
 from tflite_train.runtime.flatbuffer_graph import read_graph
 from tflite_train.runtime.integrity import seal
@@ -62,7 +64,8 @@ def baked(fashion, tmp_path_factory):
 
 @pytest.mark.parametrize("name,policy,include_optimizer", [
     ("mcunet_adam_35", "tinytrain", False), ("lite0_meta_adam_64", "tinytrain", True),
-    ("tiny_adam_33", "tinytrain", False), ("tiny_int8c_33", "none", False)])
+    ("tiny_adam_33", "tinytrain", False), ("tiny_int8c_33", "tinytrain", False), ("tiny_int8_33", "tinytrain", False),
+    ("tiny_int8c_33", "none", False)])
 def test_baked_scores_equal_predict(fashion, tmp_path, name, policy, include_optimizer):
     config = CONFIG if policy == "tinytrain" else AdaptConfig(policy=policy, iterations=0)
     checkpoint, xq, selection = _adapted(fashion, tmp_path, name, config, include_optimizer)
@@ -71,10 +74,14 @@ def test_baked_scores_equal_predict(fashion, tmp_path, name, policy, include_opt
     classifier = BakedClassifier(tmp_path / "c.tflite")
     assert classifier.class_names == NAMES == result.class_names and classifier.input_shape == xq.shape[1:]
     got = classifier.logits(xq)
-    lean, _ = open_adapted(fixture_model(name), checkpoint)
+    lean, stored = open_adapted(fixture_model(name), checkpoint)
     want = lean.infer(xq)[C.LOGITS][:, :3]
     assert got.shape == (len(xq), 3) and got.dtype == np.float32
     assert relative_error(got, want) < 1e-5
+    if selection.layers:  # the trained weights matter at this tolerance: the export's own weights are far off
+        untrained = TrainableModel(fixture_model(name))
+        untrained.set_head(stored.arrays[C.PROTOTYPES])
+        assert relative_error(untrained.infer(xq)[C.LOGITS][:, :3], want) > 1e-4
     np.testing.assert_array_equal(np.argmax(got, 1), np.argmax(want, 1))
     assert result.size_bytes == (tmp_path / "c.tflite").stat().st_size <= result.inference_part
 
@@ -120,13 +127,6 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line(baked, tmp_path, c
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert str(checkpoint) in err and "not this model" in err
     assert not out.exists() and not list(tmp_path.iterdir())
-
-
-def test_trained_int8_candidates_are_refused(fashion, tmp_path):
-    checkpoint, _, _ = _adapted(fashion, tmp_path, "tiny_int8c_33")
-    with pytest.raises(BakeError, match="constants cannot be written"):
-        run_bake(fixture_model("tiny_int8c_33"), checkpoint, tmp_path / "c.tflite")
-    assert not (tmp_path / "c.tflite").exists()
 
 
 def test_a_failed_or_interrupted_bake_leaves_the_output_as_it_was(baked, tmp_path, monkeypatch):

@@ -38,8 +38,8 @@ from tflite_train.runtime.checkpoint import Checkpoint, StateWrite, checkpoint_w
 from tflite_train.runtime.flatbuffer_graph import Graph, read_graph
 from tflite_train.runtime.interpreter import TrainableModel
 
-__all__ = ["INFERENCE_SIGNATURES", "ConstantBranch", "ConstantLayoutError", "ConstantWrite", "adapted_constants_edit",
-           "constant_branches", "constant_writes"]
+__all__ = ["INFERENCE_SIGNATURES", "ConstantLayoutError", "adapted_constants_edit", "copy_on_write_branches",
+           "filter_write"]
 
 INFERENCE_SIGNATURES = (C.INFER, C.SET_HEAD)
 """What the inference-only model opens."""
@@ -55,7 +55,7 @@ class ConstantLayoutError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class ConstantBranch:
+class _Branch:
     """The else-branch of one copy-on-write ``IF``: its subgraph, operator and constant buffers."""
 
     subgraph: int
@@ -65,18 +65,33 @@ class ConstantBranch:
     weights_shape: tuple[int, ...]
 
 
-def constant_branches(graph: Graph) -> dict[str, list[ConstantBranch]]:
-    """Candidate layer -> the else-branches of the ``IF`` operators of ``infer``'s main subgraph that run it
-    (whose inputs include the handles of ``<layer>_kernel`` and ``<layer>_bias``)."""
+def copy_on_write_branches(graph: Graph) -> list[tuple[str, int]]:
+    """(candidate layer, else-branch subgraph) of each ``IF`` operator of ``infer``'s main subgraph that runs a
+    layer (whose inputs include the handles of ``<layer>_kernel`` and ``<layer>_bias``), in order."""
     operators = graph.operators[graph.signatures[C.INFER]]
     handles = {out: op.variable for op in operators if op.name == "VAR_HANDLE" for out in op.outputs}
-    found: dict[str, list[ConstantBranch]] = {}
+    found = []
     for op in operators:
         names = {handles.get(t) for t in op.inputs} - {None}
         kernels = [n[:-len(C.KERNEL_SUFFIX)] for n in names if n.endswith(C.KERNEL_SUFFIX)]
-        if op.name != "IF" or len(kernels) != 1 or kernels[0] + C.BIAS_SUFFIX not in names:
-            continue
-        layer, branch = kernels[0], op.subgraphs[1]
+        if op.name == "IF" and len(kernels) == 1 and kernels[0] + C.BIAS_SUFFIX in names:
+            found.append((kernels[0], op.subgraphs[1]))
+    return found
+
+
+def filter_write(op: str, write: StateWrite) -> tuple[Any, np.ndarray]:
+    """(index, value) of a kernel write (the contract's [kh, kw, I, C] resp. [k, k, C, 1] slice) in the filter
+    of ``op`` (``FILTER_TRANSPOSE``: CONV_2D [O, kh, kw, I], the channels on axis 0; DEPTHWISE_CONV_2D
+    [1, k, k, C], on axis 3)."""
+    index = write.index if op == "CONV_2D" else (slice(None),) * 3 + (write.index,)
+    return index, np.transpose(write.value, FILTER_TRANSPOSE[op])
+
+
+def _layer_branches(graph: Graph) -> dict[str, list[_Branch]]:
+    """Candidate layer -> the else-branches of ``copy_on_write_branches``, each one ``CONV_2D`` or
+    ``DEPTHWISE_CONV_2D`` on float32 constants (ConstantLayoutError otherwise)."""
+    found: dict[str, list[_Branch]] = {}
+    for layer, branch in copy_on_write_branches(graph):
         body = graph.operators[branch]
         if len(body) != 1 or body[0].name not in FILTER_TRANSPOSE or len(body[0].inputs) != 3:
             raise ConstantLayoutError(f"{layer}: the constant branch of infer is not one CONV_2D/DEPTHWISE_CONV_2D")
@@ -85,8 +100,7 @@ def constant_branches(graph: Graph) -> dict[str, list[ConstantBranch]]:
         if any(graph.tensor_type(branch, t) != FLOAT32 for t in (weights, bias)) or not all(
                 graph.buffer_span(b)[1] for b in buffers):
             raise ConstantLayoutError(f"{layer}: the constant branch's weights are not float32 constants")
-        found.setdefault(layer, []).append(ConstantBranch(branch, body[0].name, *buffers,
-                                                          graph.tensor_shape(branch, weights)))
+        found.setdefault(layer, []).append(_Branch(branch, body[0].name, *buffers, graph.tensor_shape(branch, weights)))
     return found
 
 
@@ -132,43 +146,27 @@ def _check_readers(graph: Graph, subgraphs: set[int], keeps: dict[int, list[int]
                                               f"subgraph {index}")
 
 
-@dataclasses.dataclass(frozen=True)
-class ConstantWrite:
-    """One write of a checkpoint into a float32 constant of an else-branch: the constant's ``buffer`` (its
-    bytes read as ``shape``) at ``index`` becomes ``value``."""
-
-    layer: str
-    subgraph: int
-    buffer: int
-    shape: tuple[int, ...]
-    index: Any
-    value: np.ndarray
-
-
-def constant_writes(graph: Graph, model: TrainableModel, writes: list[StateWrite],
-                    branches: list[ConstantBranch]) -> list[ConstantWrite]:
-    """Each kernel and bias write of one layer into each of its branches (the kernel slice transposed to the
-    branch's filter layout), every shape checked first (ConstantLayoutError)."""
+def _constant_writes(graph: Graph, data: bytearray, model: TrainableModel, writes: list[StateWrite],
+                     branches: list[_Branch]) -> list[tuple[np.ndarray, Any, np.ndarray]]:
+    """(view of a constant in ``data``, index, value) of each kernel and bias write of one layer into each of
+    its branches, every shape checked first."""
     out = []
     for write in writes:
         shape = model.state_specs[write.name][0]
         for branch in branches:
             kernel = write.name.endswith(C.KERNEL_SUFFIX)
-            buffer = branch.weights if kernel else branch.bias
-            size = graph.buffer_span(buffer)[1]
+            start, size = graph.buffer_span(branch.weights if kernel else branch.bias)
             if size != 4 * int(np.prod(shape)):
                 raise ConstantLayoutError(f"{write.layer}: a constant of {size} bytes for {write.name} {list(shape)}")
             if not kernel:
-                out.append(ConstantWrite(write.layer, branch.subgraph, buffer, (size // 4,), write.index, write.value))
+                out.append((np.frombuffer(data, np.float32, size // 4, start), write.index, write.value))
                 continue
             transpose = FILTER_TRANSPOSE[branch.op]
             if len(shape) != 4 or branch.weights_shape != tuple(shape[a] for a in transpose):
                 raise ConstantLayoutError(f"{write.layer}: filter {list(branch.weights_shape)} is not {write.name} "
                                           f"{list(shape)} transposed")
-            # CONV_2D [O, kh, kw, I]: the channels on axis 0; DEPTHWISE_CONV_2D [1, k, k, C]: on axis 3
-            index = write.index if branch.op == "CONV_2D" else (slice(None),) * 3 + (write.index,)
-            out.append(ConstantWrite(write.layer, branch.subgraph, buffer, branch.weights_shape, index,
-                                     np.transpose(write.value, transpose)))
+            view = np.frombuffer(data, np.float32, size // 4, start).reshape(branch.weights_shape)
+            out.append((view, *filter_write(branch.op, write)))
     return out
 
 
@@ -192,7 +190,7 @@ def adapted_constants_edit(checkpoint: Checkpoint) -> Callable[[bytearray, Train
                    if name.startswith((layer + C.KERNEL_SUFFIX, layer + C.BIAS_SUFFIX))
                    or name == layer + C.MASK_SUFFIX}
         keeps = _init_keeps(graph, subgraphs, dropped)
-        branches = constant_branches(graph)
+        branches = _layer_branches(graph)
         if set(branches) != set(model.candidates):
             raise ConstantLayoutError(f"infer has copy-on-write branches for {sorted(branches)}, not for every "
                                       f"candidate {model.candidates}")
@@ -201,11 +199,10 @@ def adapted_constants_edit(checkpoint: Checkpoint) -> Callable[[bytearray, Train
         for layer in checkpoint.selection.layers:
             own = {branch.subgraph for branch in branches[layer]}
             owners.update({b: (layer, own) for branch in branches[layer] for b in (branch.weights, branch.bias)})
-            targets += constant_writes(graph, model, [w for w in writes if w.layer == layer], branches[layer])
+            targets += _constant_writes(graph, data, model, [w for w in writes if w.layer == layer], branches[layer])
         _check_readers(graph, subgraphs, keeps, owners)
-        for target in targets:
-            start, size = graph.buffer_span(target.buffer)
-            np.frombuffer(data, np.float32, size // 4, start).reshape(target.shape)[target.index] = target.value
+        for view, index, value in targets:
+            view[index] = value
         for init, kept in keeps.items():
             graph.keep_operators(data, init, kept)
 

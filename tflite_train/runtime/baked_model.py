@@ -6,10 +6,12 @@ the export's ``infer`` and the checkpoint, laid out as CONTRACT.md "Baked classi
 1. the operators of ``infer``'s main subgraph that compute the normalised embedding
    e_hat = e (|e|^2 + eps)^-1/2, i.e. the input of the head's ``FULLY_CONNECTED`` (the one whose weights are
    read from the ``prototypes`` variable), with everything they read; every copy-on-write ``IF`` among them
-   (``converters.copy_on_write``) is replaced by the operators of its else-branch, the constant path, whose
-   constants hold the checkpoint's adapted channels for the selected layers (``adapted_constants``:
-   ``constant_branches``, ``constant_writes``; each write lands in a copy of its own, so a constant that
-   several layers share is never written for another); nothing that reads or writes a variable is kept;
+   (``converters.copy_on_write``) is replaced by the operators of its else-branch, the constant path; for a
+   trained layer its kernel and bias become float32 constants with the checkpoint's channels written
+   (``adapted_constants``: ``copy_on_write_branches``, ``filter_write``), each a copy of its own, so a constant
+   that several layers share is never written for another; an int8 kernel (``--quantize int8-candidates``,
+   ``int8``: a ``DEQUANTIZE`` before the convolution) is dequantized as that operator does and the
+   ``DEQUANTIZE`` dropped; nothing that reads or writes a variable is kept;
 2. the head, one ``FULLY_CONNECTED`` with constant weights (TinyTrain's cosine classifier, as in ``infer``):
    logits_c = s <e_hat, p_hat_c>, p_hat_c = p_c (|p_c|^2 + eps)^-1/2, with W = s P_hat [k, D] computed here
    in float64 from the checkpoint's k prototypes and the metadata's scale s (``head_weights``);
@@ -24,8 +26,8 @@ after restoring the checkpoint) up to float rounding: W's rounding and the order
 
 A checkpoint of another model, or one that does not fit it, is refused before anything is built
 (``checkpoint.checkpoint_writes``); so is a file this bake cannot read (``BakeError``: a head or branch of
-another form, a selected layer whose constants are not float32, as in ``--quantize int8-candidates``
-exports). ``run_bake`` is the file-level edge: inputs read once, the output written atomically
+another form, a trained layer whose constants are neither float32 nor per-channel int8). ``run_bake`` is the
+file-level edge: inputs read once, the output written atomically
 (``atomic_file.write_atomic``), nothing written on any failure.
 """
 
@@ -43,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.adapted_constants import ConstantLayoutError, constant_branches, constant_writes
+from tflite_train.runtime.adapted_constants import FILTER_TRANSPOSE, copy_on_write_branches, filter_write
 from tflite_train.runtime.atomic_file import write_atomic
 from tflite_train.runtime.baked_classifier import STATEFUL_OPS, read_baked_metadata
 from tflite_train.runtime.checkpoint import Checkpoint, checkpoint_writes, decode_checkpoint
@@ -63,12 +65,14 @@ __all__ = ["NORM_EPS", "BakeError", "BakeResult", "ExportedModelFile", "bake_cla
 
 NORM_EPS = 1e-12
 """eps of the cosine head's normalisation (the exporter's ``converters.cosine_head.NORM_EPS``; a test checks)."""
-FLOAT32 = 0
-"""Schema ``TensorType`` code of float32."""
+FLOAT32, INT8 = 0, 9
+"""Schema ``TensorType`` codes of float32 and int8."""
 # schema field ids (tflite_schema.SCHEMA)
 MODEL_VERSION, MODEL_CODES, MODEL_SUBGRAPHS, MODEL_DESCRIPTION, MODEL_BUFFERS = 0, 1, 2, 3, 4
 MODEL_METADATA, MODEL_SIGNATURES = 6, 7
-TENSOR_SHAPE, TENSOR_TYPE, TENSOR_BUFFER, TENSOR_NAME, TENSOR_IS_VARIABLE, TENSOR_SHAPE_SIGNATURE = 0, 1, 2, 3, 5, 7
+TENSOR_SHAPE, TENSOR_TYPE, TENSOR_BUFFER, TENSOR_NAME, TENSOR_QUANTIZATION, TENSOR_IS_VARIABLE = 0, 1, 2, 3, 4, 5
+TENSOR_SHAPE_SIGNATURE = 7
+QUANT_SCALE, QUANT_ZERO_POINT, QUANT_DIMENSION = 2, 3, 6
 OP_OPCODE, OP_INPUTS, OP_OUTPUTS, OP_MUTATING, OP_INTERMEDIATES, OP_LARGE_CUSTOM = 0, 1, 2, 7, 8, 9
 DESCRIPTION = b"tflite-train bake: a classifier baked from an adapted checkpoint"
 
@@ -80,7 +84,7 @@ class BakeError(UserError):
 @dataclasses.dataclass(frozen=True)
 class ExportedModelFile:
     """An exported model's checked metadata and state variables, read without an interpreter: what
-    ``checkpoint.checkpoint_writes`` and ``adapted_constants.constant_writes`` read of a ``TrainableModel``."""
+    ``checkpoint.checkpoint_writes`` reads of a ``TrainableModel``."""
 
     metadata: Mapping[str, Any]
     state_specs: Mapping[str, tuple[tuple[int, ...], str]]
@@ -193,8 +197,9 @@ class _Baker:
     """The baked subgraph's tensors, buffers, operators and operator codes, copied from the export (tensor
     indices renumbered, each buffer copied once) or new."""
 
-    def __init__(self, graph: Graph, data: bytes, adapted: Mapping[tuple[int, int], np.ndarray]) -> None:
-        self.graph, self.data, self.adapted = graph, data, adapted
+    def __init__(self, graph: Graph, data: bytes, constants: Mapping[tuple[int, int], np.ndarray],
+                 replaced: set[tuple[int, int]]) -> None:
+        self.graph, self.data, self.constants, self.replaced = graph, data, constants, replaced
         self.reader = _Reader(data)
         self.code_tables = self.reader.table_vector(_root(self.reader), MODEL_CODES)
         self.tensors: list[Table] = []
@@ -221,8 +226,8 @@ class _Baker:
             raise BakeError(f"the classifier would read the variable tensor {table.refs.get(TENSOR_NAME, b'')!r}")
         old = self.graph.tensor_buffer(*key)
         start, size = self.graph.buffer_span(old)
-        if (key[0], old) in self.adapted:
-            new = self.buffer(self.adapted[key[0], old].tobytes())
+        if key in self.constants:
+            new = self.buffer(self.constants[key].astype("<f4").tobytes())
         elif size and old in self._buffers:
             new = self._buffers[old]
         elif size:
@@ -268,13 +273,15 @@ class _Baker:
         self.operators.append(table)
 
     def inline(self, main: int, op: Operator) -> None:
-        """Appends the operators of a copy-on-write ``IF``'s else-branch in its place."""
+        """Appends the operators of a copy-on-write ``IF``'s else-branch in its place (not a replaced
+        ``DEQUANTIZE``: its output is then the float constant of the trained kernel)."""
         branch = op.subgraphs[1]
         inputs, outputs = self.graph.subgraph_io(branch)
         self.alias.update({(branch, t): (main, op.inputs[1 + j]) for j, t in enumerate(inputs)})
         self.alias.update({(branch, t): (main, op.outputs[j]) for j, t in enumerate(outputs)})
-        for inner in self.graph.operators[branch]:
-            self.operator(branch, inner)
+        for position, inner in enumerate(self.graph.operators[branch]):
+            if (branch, position) not in self.replaced:
+                self.operator(branch, inner)
 
     def check_dataflow(self, images: int) -> None:
         """BakeError unless every tensor an operator reads is produced before it, a constant, or the images."""
@@ -288,30 +295,70 @@ class _Baker:
             available.update(int(t) for t in np.frombuffer(table.refs[OP_OUTPUTS].data, "<i4"))
 
 
-def _adapted_constants(graph: Graph, data: bytes, model: ExportedModelFile,
-                       checkpoint: Checkpoint) -> dict[tuple[int, int], np.ndarray]:
-    """(else-branch subgraph, buffer) -> that constant with the checkpoint's channels written, a copy per branch."""
+def _float_constant(graph: Graph, reader: _Reader, data: bytes, subgraph: int, tensor: int, what: str) -> np.ndarray:
+    """A copy of a float32 constant, or an int8 one dequantized as TFLite's ``DEQUANTIZE`` does:
+    scale_c (q - zero_point_c) per channel c of its ``quantized_dimension``."""
+    start, size = graph.buffer_span(graph.tensor_buffer(subgraph, tensor))
+    shape = graph.tensor_shape(subgraph, tensor)
+    kind = graph.tensor_type(subgraph, tensor)
+    if kind == FLOAT32 and size == 4 * int(np.prod(shape)):
+        return np.frombuffer(data, "<f4", size // 4, start).reshape(shape).copy()
+    quantization = read_table(reader, graph.tensor_table(subgraph, tensor), "Tensor").refs.get(TENSOR_QUANTIZATION)
+    if kind != INT8 or size != int(np.prod(shape)) or not isinstance(quantization, Table) or \
+            not {QUANT_SCALE, QUANT_ZERO_POINT} <= set(quantization.refs):
+        raise BakeError(f"{what} is not a float32 or quantized int8 constant")
+    axis = int(quantization.get(QUANT_DIMENSION, "i"))
+    scale = np.frombuffer(quantization.refs[QUANT_SCALE].data, "<f4")
+    zero_point = np.frombuffer(quantization.refs[QUANT_ZERO_POINT].data, "<i8")
+    if not 0 <= axis < len(shape) or len(scale) not in (1, shape[axis]) or len(zero_point) != len(scale):
+        raise BakeError(f"{what}: quantization of {len(scale)} scales on axis {axis} of {list(shape)}")
+    per_channel = [1] * len(shape)
+    per_channel[axis] = len(scale)
+    q = np.frombuffer(data, "i1", size, start).reshape(shape).astype(np.int32)
+    return ((q - zero_point.reshape(per_channel)).astype(np.float32) * scale.reshape(per_channel)).astype(np.float32)
+
+
+def _trained_constants(graph: Graph, data: bytes, model: ExportedModelFile, checkpoint: Checkpoint
+                       ) -> tuple[dict[tuple[int, int], np.ndarray], set[tuple[int, int]]]:
+    """What the trained layers change in their else-branches: (branch subgraph, tensor) -> its float32 constant
+    with the checkpoint's channels written (a copy per branch), and the (branch, position) of each
+    ``DEQUANTIZE`` whose int8 kernel that float constant replaces."""
     writes = [w for w in checkpoint_writes(model, checkpoint)  # the weights: not the slots, masks or head
               if w.layer is not None and w.name in (w.layer + C.KERNEL_SUFFIX, w.layer + C.BIAS_SUFFIX)]
-    if not checkpoint.selection.layers:
-        return {}
-    try:
-        branches = constant_branches(graph)
-        targets = [target for layer in checkpoint.selection.layers for target in constant_writes(
-            graph, model, [w for w in writes if w.layer == layer], branches.get(layer, []))]
-    except ConstantLayoutError as err:
-        raise BakeError(f"the trained layers' constants cannot be written: {err}") from None
-    missing = [layer for layer in checkpoint.selection.layers if layer not in branches]
+    reader = _Reader(data)
+    branches = copy_on_write_branches(graph) if checkpoint.selection.layers else []
+    missing = sorted(set(checkpoint.selection.layers) - {layer for layer, _ in branches})
     if missing:
         raise BakeError(f"infer has no copy-on-write branch for the trained layers {missing}")
-    adapted: dict[tuple[int, int], np.ndarray] = {}
-    for target in targets:
-        key = (target.subgraph, target.buffer)
-        if key not in adapted:
-            start, size = graph.buffer_span(target.buffer)
-            adapted[key] = np.frombuffer(data, "<f4", size // 4, start).reshape(target.shape).copy()
-        adapted[key][target.index] = target.value
-    return adapted
+    constants: dict[tuple[int, int], np.ndarray] = {}
+    replaced: set[tuple[int, int]] = set()
+    for layer, branch in branches:
+        if layer not in checkpoint.selection.layers:
+            continue
+        body = graph.operators[branch]
+        conv = body[-1]
+        dequantize = len(body) == 2 and body[0].name == "DEQUANTIZE" and conv.inputs[1:2] == body[0].outputs
+        if conv.name not in FILTER_TRANSPOSE or len(conv.inputs) != 3 or len(body) != 1 + dequantize:
+            raise BakeError(f"{layer}: its constant branch in infer is not one CONV_2D/DEPTHWISE_CONV_2D (after a "
+                            f"DEQUANTIZE of its kernel) but {[op.name for op in body]}")
+        source = body[0].inputs[0] if dequantize else conv.inputs[1]
+        kernel = _float_constant(graph, reader, data, branch, source, f"{layer}'s kernel")
+        bias = _float_constant(graph, reader, data, branch, conv.inputs[2], f"{layer}'s bias")
+        for write in (w for w in writes if w.layer == layer):
+            shape = model.state_specs[write.name][0]
+            if write.name.endswith(C.KERNEL_SUFFIX):
+                if kernel.shape != tuple(shape[a] for a in FILTER_TRANSPOSE[conv.name]):
+                    raise BakeError(f"{layer}: filter {list(kernel.shape)} is not {write.name} {list(shape)} transposed")
+                index, value = filter_write(conv.name, write)
+                kernel[index] = value
+            elif bias.shape == tuple(shape):
+                bias[write.index] = write.value
+            else:
+                raise BakeError(f"{layer}: bias {list(bias.shape)} is not {write.name} {list(shape)}")
+        constants[branch, conv.inputs[1]], constants[branch, conv.inputs[2]] = kernel, bias
+        if dequantize:
+            replaced.add((branch, 0))
+    return constants, replaced
 
 
 def bake_classifier(model_data: bytes, checkpoint_data: bytes, model_source: str = "model",
@@ -328,7 +375,7 @@ def bake_classifier(model_data: bytes, checkpoint_data: bytes, model_source: str
     checkpoint = decode_checkpoint(checkpoint_data, checkpoint_source)
     graph = read_graph(model_data)
     try:
-        adapted = _adapted_constants(graph, model_data, model, checkpoint)
+        constants, replaced = _trained_constants(graph, model_data, model, checkpoint)
     except CheckpointError as err:
         message = str(err)
         raise CheckpointError(message if message.startswith(checkpoint_source) else
@@ -342,7 +389,7 @@ def bake_classifier(model_data: bytes, checkpoint_data: bytes, model_source: str
     stateful = sorted({operators[i].name for i in kept} & (STATEFUL_OPS - {"IF"}))
     if stateful:
         raise BakeError(f"infer's embedding runs {stateful}; the bake keeps no state")
-    baker = _Baker(graph, model_data, adapted)
+    baker = _Baker(graph, model_data, constants, replaced)
     reader = baker.reader
     images = baker.tensor(main, _signature_tensor(reader, C.INFER, 0, C.IMAGES))
     for i in kept:
