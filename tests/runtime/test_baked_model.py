@@ -180,3 +180,12 @@ def test_images_of_another_shape_are_refused(baked):
     _, out, xq = baked
     with pytest.raises(ValueError, match="images must be float32"):
         BakedClassifier(out).logits(xq[:, :-1])
+
+
+def test_the_help_says_what_the_file_is_and_how_to_run_it(capsys):
+    assert run_cli(["bake", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: None)" not in text
+    for phrase in (f"one signature, '{C.CLASSIFY}'", "get_signature_runner", "Interpreter.runSignature",
+                   C.BAKED_METADATA_NAME, "written atomically", "--checkpoint"):
+        assert phrase in text

@@ -9,10 +9,9 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.Paths;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import org.junit.Assume;
 import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
@@ -36,9 +35,7 @@ public class BakedClassifierTest {
   public TemporaryFolder tmp = new TemporaryFolder();
 
   private static Path fixture() {
-    String dir = System.getProperty("tflitetrain.fixtures");
-    Assume.assumeTrue("system property tflitetrain.fixtures not set", dir != null);
-    return Paths.get(dir, FIXTURE + ".tflite");
+    return BridgeRunner.fixture(FIXTURE);
   }
 
   @Test
@@ -117,7 +114,7 @@ public class BakedClassifierTest {
   private static float[][] rows(float[] flat, int width) {
     float[][] out = new float[flat.length / width][];
     for (int i = 0; i < out.length; i++) {
-      out[i] = java.util.Arrays.copyOfRange(flat, i * width, (i + 1) * width);
+      out[i] = Arrays.copyOfRange(flat, i * width, (i + 1) * width);
     }
     return out;
   }
