@@ -91,15 +91,18 @@ class ExportedModelFile:
 
     @property
     def candidates(self) -> list[str]:
+        """The candidate layers, in forward order."""
         return list(self.metadata[C.F_CANDIDATES])
 
     @property
     def candidate_channels(self) -> dict[str, int]:
+        """Candidate layer -> its output channels."""
         return {layer[C.F_NAME]: int(layer[C.F_OUT_CHANNELS]) for layer in self.metadata[C.F_LAYERS]
                 if layer[C.F_NAME] in self.metadata[C.F_CANDIDATES]}
 
     @property
     def capacity(self) -> int:
+        """K, the most classes a head holds."""
         return int(self.metadata[C.F_CLASS_CAPACITY])
 
 
@@ -152,8 +155,10 @@ def _branch_reads(graph: Graph, branch: int) -> list[int]:
 
 
 def _upstream(graph: Graph, operators: Sequence[Operator], tensors: Iterable[int]) -> set[int]:
-    """Positions of the operators that ``tensors`` depend on; an ``IF`` depends on the inputs its
-    else-branch reads only (not on its condition or the variable handles it passes on)."""
+    """Positions of the operators that ``tensors`` depend on; a copy-on-write ``IF`` depends on the inputs its
+    else-branch reads only (not on its condition or the variable handles it passes on); any other ``IF`` is a
+    BakeError (the bake would not know which branch runs)."""
+    copy_on_write = {branch for _, branch in copy_on_write_branches(graph)}
     producer = {t: i for i, op in enumerate(operators) for t in op.outputs}
     seen: set[int] = set()
     stack = list(tensors)
@@ -163,6 +168,8 @@ def _upstream(graph: Graph, operators: Sequence[Operator], tensors: Iterable[int
             continue
         seen.add(i)
         op = operators[i]
+        if op.name == "IF" and op.subgraphs[1] not in copy_on_write:
+            raise BakeError(f"infer runs an IF (subgraphs {list(op.subgraphs)}) that is not a copy-on-write layer")
         if op.name == "IF":
             stack += [op.inputs[1 + j] for j in _branch_reads(graph, op.subgraphs[1])]
         else:
@@ -375,11 +382,19 @@ def bake_classifier(model_data: bytes, checkpoint_data: bytes, model_source: str
     checkpoint = decode_checkpoint(checkpoint_data, checkpoint_source)
     graph = read_graph(model_data)
     try:
-        constants, replaced = _trained_constants(graph, model_data, model, checkpoint)
+        return _bake(graph, model_data, model, checkpoint, hashlib.sha256(checkpoint_data).hexdigest())
     except CheckpointError as err:
         message = str(err)
         raise CheckpointError(message if message.startswith(checkpoint_source) else
                               f"{checkpoint_source}: {message}") from None
+    except BakeError as err:
+        raise BakeError(f"{model_source}: cannot bake: {err}") from None
+
+
+def _bake(graph: Graph, model_data: bytes, model: ExportedModelFile, checkpoint: Checkpoint,
+          checkpoint_sha256: str) -> bytes:
+    """``bake_classifier`` on the checked export and checkpoint (CheckpointError, BakeError without the file)."""
+    constants, replaced = _trained_constants(graph, model_data, model, checkpoint)
     if not graph.plain_control_flow or C.INFER not in graph.signatures:
         raise BakeError("infer runs subgraphs through other control flow than IF/WHILE/CALL_ONCE")
     main = graph.signatures[C.INFER]
@@ -407,7 +422,7 @@ def bake_classifier(model_data: bytes, checkpoint_data: bytes, model_source: str
         C.F_FORMAT: C.BAKED_FORMAT, C.F_FORMAT_VERSION: C.BAKED_FORMAT_VERSION,
         C.CK_CLASS_NAMES: list(checkpoint.class_names or (str(c) for c in range(k))),
         C.F_INPUT: model.metadata[C.F_INPUT], C.F_HEAD: model.metadata[C.F_HEAD],
-        C.F_MODEL_ID: model.metadata[C.F_MODEL_ID], C.F_CHECKPOINT_SHA256: hashlib.sha256(checkpoint_data).hexdigest(),
+        C.F_MODEL_ID: model.metadata[C.F_MODEL_ID], C.F_CHECKPOINT_SHA256: checkpoint_sha256,
     }
     entries = [(C.BAKED_METADATA_NAME, json.dumps(metadata, sort_keys=True, allow_nan=False).encode()),
                (C.CHECKSUM_NAME, PLACEHOLDER)]
