@@ -189,3 +189,10 @@ def test_the_help_says_what_the_file_is_and_how_to_run_it(capsys):
     for phrase in (f"one signature, '{C.CLASSIFY}'", "get_signature_runner", "Interpreter.runSignature",
                    C.BAKED_METADATA_NAME, "written atomically", "--checkpoint"):
         assert phrase in text
+
+
+def test_a_baked_file_given_as_the_model_is_refused_in_one_line(baked, tmp_path, capsys):
+    checkpoint, out, _ = baked
+    code = run_cli(["bake", "--model", str(out), "--checkpoint", str(checkpoint), "--out", str(tmp_path / "c.tflite")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"{out}: a baked classifier, not an export" in err

@@ -54,7 +54,7 @@ from tflite_train.runtime.flatbuffer_graph import Graph, Operator, read_graph
 from tflite_train.runtime.flatbuffer_tables import (BUFFER_ALIGNMENT, Table, Vector, new_table, read_table,
                                                     write_flatbuffer)
 from tflite_train.runtime.integrity import PLACEHOLDER, check_model_bytes, seal
-from tflite_train.runtime.metadata import _Reader, _root, read_metadata, read_signature_defs
+from tflite_train.runtime.metadata import _Reader, _root, read_metadata, read_metadata_buffers, read_signature_defs
 from tflite_train.runtime.model_contract import check_metadata
 from tflite_train.runtime.model_metadata_schema import check_model_metadata
 from tflite_train.runtime.output_path import check_output_file
@@ -111,7 +111,13 @@ def read_exported_model(data: bytes, source: str = "model") -> ExportedModelFile
     metadata schema, the contract's version and fields, the graph against the metadata (ValueErrors naming
     ``source``)."""
     check_model_bytes(data, source)
-    metadata = check_model_metadata(read_metadata(data), source)
+    try:
+        raw = read_metadata(data)
+    except ValueError as err:
+        baked = C.BAKED_METADATA_NAME in read_metadata_buffers(data)
+        raise BakeError(f"{source}: " + ("a baked classifier, not an export: bake from the exported model" if baked
+                                         else str(err))) from None
+    metadata = check_model_metadata(raw, source)
     check_metadata(metadata)
     signature_defs = read_signature_defs(data)
     C.validate_graph(metadata, signature_defs)
@@ -355,7 +361,8 @@ def _trained_constants(graph: Graph, data: bytes, model: ExportedModelFile, chec
             shape = model.state_specs[write.name][0]
             if write.name.endswith(C.KERNEL_SUFFIX):
                 if kernel.shape != tuple(shape[a] for a in FILTER_TRANSPOSE[conv.name]):
-                    raise BakeError(f"{layer}: filter {list(kernel.shape)} is not {write.name} {list(shape)} transposed")
+                    raise BakeError(f"{layer}: filter {list(kernel.shape)} is not {write.name} {list(shape)} "
+                                    "transposed")
                 index, value = filter_write(conv.name, write)
                 kernel[index] = value
             elif bias.shape == tuple(shape):
