@@ -1,4 +1,4 @@
-"""The on-device commands (no TensorFlow): adapt, predict and show."""
+"""The on-device commands (no TensorFlow): adapt, predict, show and bake."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import math
 from typing import TYPE_CHECKING
 
+from tflite_train import contract as C
 from tflite_train.cli.flag_types import (MAX_BATCH, MAX_EPOCHS, MAX_ITERATIONS, MAX_SEED, MAX_STEPS, byte_budget,
                                          policy_name, ranged, rate_list)
 from tflite_train.cli.parser import Command
@@ -35,6 +36,20 @@ Without flags it runs the default protocol: """ + DEFAULT_PROTOCOL.describe() + 
 PREDICT_HELP = """\
 Classifies images with a model adapted by `adapt`; prints one row per image: file, class and the
 confidence (softmax over the classes of the adapted head), as a table, --json or --csv."""
+
+BAKE_HELP = f"""\
+Ships what `adapt` learned as one plain classifier file: the exported model with the checkpoint's
+trained weights and class prototypes written in as constants, and nothing else (no training
+signatures, no variables). Runs on this device, with no TensorFlow.
+
+The result maps images to class scores in one signature, '{C.CLASSIFY}': input '{C.IMAGES}' float32
+[N, H, W, C] (the export's size and pixel range; the normalisation is inside the model), output
+'{C.LOGITS}' float32 [N, classes] (softmax gives the confidences `predict` prints). Any TFLite runtime
+runs it with its standard signature runner (Python: interpreter.get_signature_runner('{C.CLASSIFY}');
+Android: Interpreter.runSignature), at least as fast as the export's {C.INFER}. The class names, the
+input size and range, and the export and checkpoint it came from are in its metadata entry
+'{C.BAKED_METADATA_NAME}' (JSON). OUT is written atomically: on any error nothing is written and an
+earlier OUT stays as it was. A checkpoint of another model is refused."""
 
 
 def adapt_config(args: argparse.Namespace) -> AdaptConfig:
@@ -126,8 +141,16 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bake(args: argparse.Namespace) -> int:
+    """Writes the baked classifier and prints what was written."""
+    from tflite_train.runtime.baked_model import run_bake
+
+    print(run_bake(args.model, args.checkpoint, args.out).describe())
+    return 0
+
+
 def register(command: Command) -> None:
-    """Adds adapt, predict and show."""
+    """Adds adapt, predict, show and bake."""
     p = command("adapt", "fine-tune an exported model to your image folder, on this device (no TensorFlow)", ADAPT_HELP)
     p.add_argument("--model", required=True, metavar="FILE.tflite", help="the exported model")
     p.add_argument("--support", required=True, metavar="DIR", help="training images: DIR/<class>/<image>, 2 classes or more")
@@ -222,3 +245,9 @@ def register(command: Command) -> None:
     p.add_argument("checkpoint", help="checkpoint written by `adapt --out`")
     p.add_argument("--json", action="store_true", help="print the config and the full report as JSON")
     p.set_defaults(func=_cmd_show)
+
+    p = command("bake", "write a plain classifier .tflite from a model and its checkpoint (no TensorFlow)", BAKE_HELP)
+    p.add_argument("--model", required=True, metavar="FILE.tflite", help="the exported model the checkpoint was adapted from")
+    p.add_argument("--checkpoint", required=True, help="checkpoint written by `adapt --out`")
+    p.add_argument("--out", required=True, metavar="FILE.tflite", help="the classifier file to write")
+    p.set_defaults(func=_cmd_bake)

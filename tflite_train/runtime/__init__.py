@@ -57,9 +57,16 @@ from tflite_train.runtime.trainer import (
 from tflite_train.runtime.pseudo_queries import draw_views, pseudo_query_batches
 from tflite_train.runtime.activation_cache import CachePlan, plan_cache
 
+# Shipping what was learned (issue 42): a plain classifier baked from an export and a checkpoint.
+from tflite_train.runtime.baked_classifier import BakedClassifier, BakedModelError, read_baked_metadata
+from tflite_train.runtime.baked_model import BakeError, bake_classifier, run_bake
+
 __all__ = [
     "AdaptConfig",
     "AdaptResult",
+    "BakeError",
+    "BakedClassifier",
+    "BakedModelError",
     "CachePlan",
     "CachedCut",
     "DEFAULT_PROTOCOL",
@@ -85,6 +92,7 @@ __all__ = [
     "UserError",
     "adapt",
     "adapt_record",
+    "bake_classifier",
     "check_labelled_set",
     "check_checkpoint_header",
     "check_header",
@@ -117,6 +125,7 @@ __all__ = [
     "predict",
     "printable",
     "pseudo_query_batches",
+    "read_baked_metadata",
     "read_image",
     "read_metadata",
     "read_metadata_buffers",
@@ -126,6 +135,7 @@ __all__ = [
     "read_signature_defs",
     "remove_stale_temps",
     "restore_checkpoint",
+    "run_bake",
     "save_checkpoint",
     "scan_image_folder",
     "sibling_stem",

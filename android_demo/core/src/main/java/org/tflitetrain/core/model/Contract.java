@@ -155,6 +155,13 @@ public final class Contract {
   public static final String SEL_LAYERS = "layers";
   public static final String SEL_CHANNELS = "channels";
 
+  // tflite_train.contract.baked_format
+  public static final String BAKED_FORMAT = "tflite-train-classifier";
+  public static final int BAKED_FORMAT_VERSION = 1;
+  public static final String BAKED_METADATA_NAME = "tflite_train_classifier";
+  public static final String CLASSIFY = "classify";
+  public static final String F_CHECKPOINT_SHA256 = "checkpoint_sha256";
+
   // tflite_train.runtime.protocol.DEFAULT_PROTOCOL: the default adaptation protocol (AdaptationConfig.Builder's defaults)
   /** Passes over the support set: epochs * ceil(N_support / batch size) optimizer steps. */
   public static final int PROTOCOL_EPOCHS = 40;
@@ -173,6 +180,8 @@ public final class Contract {
   public static final List<String> REQUIRED_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures");
   /** Every documented metadata field path (nested fields dotted). */
   public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "input.channel_order", "feature_dim", "feature_layer", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "cached_cuts", "apply_accumulated_signature", "selftest", "config");
+  /** Every field of a baked classifier's metadata (all required). */
+  public static final List<String> BAKED_FIELDS = List.of("format", "format_version", "class_names", "input", "head", "model_id", "checkpoint_sha256");
   /** Optimizer name -> slot names. */
   public static final Map<String, List<String>> OPTIMIZER_SLOTS = Map.of("adam", List.of("m", "v"), "sgd_momentum", List.of("mom"));
 
