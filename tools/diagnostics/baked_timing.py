@@ -1,6 +1,6 @@
 """A baked classifier against the export it came from (issue 42, item 5): ``infer`` speed side by side, and size.
 
-``python -m bench.baked_timing --model M --checkpoint C [--out figures.json]`` bakes ``C`` into ``M``
+``python -m tools.diagnostics.baked_timing --model M --checkpoint C [--out figures.json]`` bakes ``C`` into ``M``
 (``tflite_train.runtime.baked_model.bake_classifier``) and times, in one process, batch-1 calls of:
 
 * ``clean``: the export as exported (``TrainableModel``, the prototypes of ``C`` set as the head, no trained
@@ -94,7 +94,7 @@ def baked_timing(model_path: pathlib.Path, checkpoint_path: pathlib.Path, runtim
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.baked_timing", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.diagnostics.baked_timing", description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, type=pathlib.Path, help="an exported model")
     parser.add_argument("--checkpoint", required=True, type=pathlib.Path, help="a checkpoint of it (adapt --out)")
     parser.add_argument("--runtime", choices=("litert", "tflite-runtime", "tensorflow"), help="TFLite interpreter")

@@ -1,21 +1,16 @@
-"""``bench.baked_timing`` on the tiny fixture: every model timed, ratios to the clean export, sizes, parity.
+"""``tools.diagnostics.baked_timing`` on the tiny fixture: every model timed, ratios to the clean export, sizes, parity.
 
 Timings are not asserted (the machine is shared); the figures' structure, the ratio arithmetic, the size
 relation (the baked file within the export's inference part) and the baked logits' agreement with
 ``predict``'s are.
 """
 
-import pathlib
-import sys
-
 import pytest
 
-from bench.baked_timing import baked_timing
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model, load_fashion
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
 from tflite_train.runtime.checkpoint import save_checkpoint
-
-sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "runtime"))  # the runtime tests' fixture helpers
-from runtime_fixtures import episode_arrays, fixture_model, load_fashion  # noqa: E402
+from tools.diagnostics.baked_timing import baked_timing
 
 pytestmark = pytest.mark.pi
 
