@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from bench.learning_rates import Setting, best_setting, setting_key, with_setting
 from bench.policy_runs import Method
+from tflite_train.sparse.policies import policy_spec
 
 __all__ = ["NO_OP_SHARE", "TUNING_RULE", "ValidationScore", "kept_choices", "ranked", "successive_halving"]
 
@@ -141,7 +142,7 @@ def successive_halving(
         raise ValueError(f"rounds must be increasing task counts >= 1; got {list(rounds)}")
     if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
         raise ValueError(f"eta must be an int >= 2; got {eta!r}")
-    trained = [m for m in methods if m.adapt is not None and m.adapt.policy != "none"]
+    trained = [m for m in methods if m.adapt is not None and policy_spec(m.adapt.policy).trains]
     if not trained:
         return {}
     settings = [(float(lr), int(e)) for lr, e in grid]
