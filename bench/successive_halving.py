@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from bench.learning_rates import Setting, best_setting, setting_key, with_setting
 from bench.policy_runs import Method
+from bench.task_store import stored_adapt
 from tflite_train.sparse.policies import policy_spec
 
 __all__ = ["NO_OP_SHARE", "TUNING_RULE", "ValidationScore", "kept_choices", "ranked", "successive_halving"]
@@ -64,7 +65,7 @@ def kept_choices(saved: Mapping, methods: Sequence[Method], model_ids: Mapping[s
         return {}
 
     def untuned(adapt: Mapping) -> dict:
-        return {k: v for k, v in adapt.items() if k not in ("learning_rate", "epochs")}
+        return {k: v for k, v in stored_adapt(adapt).items() if k not in ("learning_rate", "epochs")}
 
     saved_methods, saved_ids, tuning = saved.get("methods", {}), saved.get("model_ids", {}), saved.get("tuning", {})
     out = {}
