@@ -13,6 +13,7 @@ from bench.successive_halving import NO_OP_SHARE
 from bench.table_output import markdown_table
 from tflite_train import contract as C
 from tflite_train.default_weights import default_lite0_meta_trained
+from tflite_train.sparse.policies import policy_spec
 
 __all__ = ["accuracy_section", "mean_ci_text"]
 
@@ -165,7 +166,7 @@ def _stored_words(config: BenchConfig, section: Mapping) -> str:
 def _sparse_update_criterion(run: Mapping) -> str:
     """How the run's SparseUpdate ranked its layers, in words (its saved ``adapt.criterion``)."""
     criterion = next((m["adapt"].get("criterion", "tinytrain") for m in run["methods"].values()
-                      if m["adapt"]["policy"] == "sparse_update"), "tinytrain")
+                      if policy_spec(m["adapt"]["policy"]).static_ranking), "tinytrain")
     if criterion == "fisher":
         return ("the mean Fisher potential alone (the layers' contribution, as MIT's search maximises it; "
                 "`tflite_train.sparse.SPARSE_UPDATE_CRITERION`)")
@@ -180,7 +181,7 @@ def _tasks_done(targets: list[str], run: Mapping, expected: int, lines: list[str
 def _cost_cell(method: Mapping, cost: Mapping) -> str:
     value = cost.get("seconds_per_task")
     seconds = "-" if value is None else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
-    if method["adapt"]["policy"] == "none" or "cache_used" not in cost:
+    if not policy_spec(method["adapt"]["policy"]).trains or "cache_used" not in cost:
         return seconds
     return f"{seconds} (cache {cost['cache_used']}/{cost['tasks']})"
 
@@ -220,7 +221,8 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
               "(`AdaptConfig.compute_fraction`, the library's definition); TinyTrain and "
               "TinyTrain without meta-training are held to both. LastLayer and FullTrain have no budget"
               + (", nor has MIT's SparseUpdate list (the paper's row)." if any(
-                  (m["adapt"]["sparse_update_layers"] for m in run["methods"].values() if m["adapt"]["policy"] == "sparse_update"))
+                  (m["adapt"]["sparse_update_layers"] for m in run["methods"].values()
+                   if policy_spec(m["adapt"]["policy"]).static_ranking))
                  else "; SparseUpdate (no published list for this backbone) is the static ranking of source "
                       "meta-training tasks under TinyTrain's budgets, by "
                       + _sparse_update_criterion(run) + "."), ""]
@@ -269,7 +271,7 @@ def noop_table(run: Mapping, targets: Sequence[str]) -> list[str]:
     equal accuracy, which small query sets make common without any no-op. Empty for runs stored without
     the counts."""
     cells = {label: [run["per_target"][t][label] for t in targets] for label, method in run["methods"].items()
-             if method["adapt"]["policy"] != "none"}
+             if policy_spec(method["adapt"]["policy"]).trains}
     if not cells or any("unchanged_from_none" not in c for row in cells.values() for c in row):
         return []
     queries = run.get("queries_per_task", {})

@@ -56,19 +56,20 @@ def adapt_config(args: argparse.Namespace) -> AdaptConfig:
     """The ``AdaptConfig`` of parsed ``adapt`` flags: the default protocol (``DEFAULT_PROTOCOL``) where a flag
     is not given."""
     from tflite_train.runtime.adapt_config import AdaptConfig
+    from tflite_train.sparse.policies import policy_spec
 
     layers = tuple(n.strip() for n in args.sparse_update_layers.split(",")) if args.sparse_update_layers else None
-    criterion = "l2" if args.policy == "sparse_update" and layers is None else "tinytrain"  # a static ranking
+    policy = policy_spec(args.policy)
+    # a static ranking without a fixed layer list: by weight norms (adapt has no meta-training Fisher tasks)
+    criterion = "l2" if policy.static_ranking and layers is None else "tinytrain"
     if args.compute_budget is not None and args.compute_macs is not None:
         raise ValueError("--compute-budget and --compute-macs are two compute budgets: give one")
     if args.iterations is not None and args.epochs is not None:
         raise ValueError("--iterations and --epochs are two training lengths: give one")
-    from tflite_train.runtime.adapt_job import UNBUDGETED_POLICIES
-
     protocol = DEFAULT_PROTOCOL
     # the protocol's B_compute for the budgeted policies; the others ignore budgets (only given ones are said)
     compute_fraction = args.compute_budget if args.compute_budget is not None else (
-        None if args.compute_macs is not None or args.policy in UNBUDGETED_POLICIES else protocol.compute_fraction)
+        None if args.compute_macs is not None or not policy.budgeted else protocol.compute_fraction)
     return AdaptConfig(
         policy=args.policy, memory_bytes=math.inf if args.mem_budget is None else float(args.mem_budget),
         compute_fraction=compute_fraction, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,

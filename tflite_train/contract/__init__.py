@@ -14,6 +14,7 @@ Modules, by concept: :mod:`~tflite_train.contract.signatures` (signatures, tenso
 :mod:`~tflite_train.contract.validation` (version rule, graph vs. metadata),
 :mod:`~tflite_train.contract.protocol_constants` (the default adaptation protocol's numbers for Java,
 read from ``tflite_train.runtime.protocol`` only when asked for),
+:mod:`~tflite_train.contract.strict_json` (the JSON both sides read: duplicate keys and NaN refused),
 :mod:`~tflite_train.contract.rendering` (CONTRACT.md tables, Contract.java). Every public name is
 re-exported here and read as ``contract.NAME``.
 """
@@ -26,6 +27,7 @@ from tflite_train.contract import (
     protocol_constants,
     rendering,
     signatures,
+    strict_json,
     validation,
 )
 from tflite_train.contract.baked_format import *  # noqa: F403 (names listed in its __all__)
@@ -35,8 +37,9 @@ from tflite_train.contract.metadata_schema import *  # noqa: F403
 from tflite_train.contract.protocol_constants import *  # noqa: F403
 from tflite_train.contract.rendering import *  # noqa: F403
 from tflite_train.contract.signatures import *  # noqa: F403
+from tflite_train.contract.strict_json import *  # noqa: F403
 from tflite_train.contract.validation import *  # noqa: F403
 
 __all__ = [*signatures.__all__, *metadata_schema.__all__, *checkpoint_format.__all__,
            *baked_format.__all__, *errors.__all__,
-           *validation.__all__, *protocol_constants.__all__, *rendering.__all__]
+           *validation.__all__, *protocol_constants.__all__, *rendering.__all__, *strict_json.__all__]

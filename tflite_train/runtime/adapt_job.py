@@ -45,6 +45,7 @@ from tflite_train.runtime.prediction import class_logits, evaluate
 from tflite_train.runtime.trainer import adapt, check_labelled_set, class_prototypes, embed
 from tflite_train.sparse.budget import Budget, admitting_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import layer_cost
+from tflite_train.sparse.policies import policy_spec
 
 DOCUMENT_RESERVE_BYTES = 2**20  # the config and report stored in the checkpoint, generously
 COMMAND_MAX_ROWS = 4
@@ -52,7 +53,6 @@ COMMAND_MAX_ROWS = 4
 interpreter keeps a signature's tensors sized for the largest batch it ran (EfficientNet-Lite0@128:
 ``features`` at 32 images +112 MiB peak RSS, ``infer`` at 25 +60 MiB), while the time per image is
 the same from 1 to 32 images (measured on both runtimes; ``bench/results/MEMORY.md``)."""
-UNBUDGETED_POLICIES = ("none", "last_layer", "full_train")
 LOG = logging.getLogger(__name__)
 
 
@@ -225,7 +225,8 @@ def run_adaptation(
     started = time.perf_counter()
     out = pathlib.Path(out)
     budgeted = not math.isinf(config.memory_bytes) or config.compute_fraction is not None or config.compute_macs is not None
-    if budgeted and config.policy in UNBUDGETED_POLICIES:
+    budgeted_policy = policy_spec(config.policy).budgeted
+    if budgeted and not budgeted_policy:
         LOG.warning("policy %s ignores the memory and compute budgets (the summary shows its cost against them)",
                     config.policy)
     outputs = (out, *(pathlib.Path(p) for p in extra_outputs))
@@ -239,7 +240,7 @@ def run_adaptation(
             raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "
                             f"candidates: {', '.join(model.candidates)}")
         paper = None
-        if config.policy not in UNBUDGETED_POLICIES and (default_memory_budget or default_compute_budget):
+        if budgeted_policy and (default_memory_budget or default_compute_budget):
             config, paper = default_run_budget(model, config, default_memory_budget, default_compute_budget)
         reserve = checkpoint_bound_bytes(model, include_optimizer) + DOCUMENT_RESERVE_BYTES
         check_output_file(out, reserve_bytes=reserve, what="checkpoint")

@@ -17,7 +17,6 @@ A defect is one line naming the file and the field (``BakedModelError``).
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import re
@@ -67,10 +66,6 @@ BAKED_METADATA = Object({
 """The baked metadata's fields as readers check them (``contract.BAKED_FIELDS``); unknown fields are ignored."""
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
-
-
 def check_baked_metadata(raw: bytes, source: str = "classifier") -> dict[str, Any]:
     """The baked metadata entry's bytes parsed and checked (module docstring, step 2).
 
@@ -78,7 +73,7 @@ def check_baked_metadata(raw: bytes, source: str = "classifier") -> dict[str, An
       BakedModelError: not UTF-8 strict JSON, another format or version, or a field that does not fit.
     """
     try:
-        metadata = json.loads(bytes(raw).decode("utf-8"), parse_constant=_reject_constant)
+        metadata = C.loads_strict(bytes(raw).decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as err:
         raise BakedModelError(f"{source}: {C.BAKED_METADATA_NAME} metadata is not UTF-8 JSON "
                               f"({type(err).__name__}: {str(err)[:200]})") from None

@@ -150,17 +150,14 @@ def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, 
     return body + hashlib.sha256(body).digest()
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
-
-
 def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
     """Parses and verifies checkpoint bytes: the digest, then every header field against the declared
     schema (``checkpoint_schema``) before any value is used, then the payload's own rules.
 
     Raises:
-      CheckpointError: wrong magic/format/version, truncated, checksum mismatch, or a header field of
-        the wrong type, out of range or inconsistent (one line naming the field).
+      CheckpointError: wrong magic/format/version, truncated, checksum mismatch, a header that is not strict
+        JSON (``contract.loads_strict``: a duplicate key or a NaN, as the Java core refuses them), or a
+        header field of the wrong type, out of range or inconsistent (one line naming the key or field).
     """
     if len(data) < _PREFIX.size + _DIGEST_BYTES:
         raise CheckpointError(f"{source}: truncated checkpoint ({len(data)} bytes)")
@@ -176,8 +173,7 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
         raise CheckpointError(f"{source}: header length {header_len} exceeds the file's {len(body) - _PREFIX.size} "
                               "bytes after the prefix")
     try:
-        parsed = json.loads(body[_PREFIX.size:_PREFIX.size + header_len].decode("utf-8"),
-                            parse_constant=_reject_constant)
+        parsed = C.loads_strict(body[_PREFIX.size:_PREFIX.size + header_len].decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as err:
         raise CheckpointError(f"{source}: malformed checkpoint header ({type(err).__name__}: {str(err)[:200]})") from None
     header = check_checkpoint_header(parsed, source)

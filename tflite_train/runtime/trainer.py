@@ -52,7 +52,7 @@ from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs, total_forward_macs
 from tflite_train.sparse.fisher import fisher_potentials
-from tflite_train.sparse.policies import select
+from tflite_train.sparse.policies import policy_spec, select
 from tflite_train.sparse.selection import Selection
 
 LOG = logging.getLogger(__name__)
@@ -241,11 +241,11 @@ def adapt(
             model.set_learning_rate(float(config.learning_rate))
     with timer.phase("fisher_selection"):
         fisher = None
-        if config.policy == "tinytrain":
+        policy = policy_spec(config.policy)
+        if policy.needs_fisher:
             subset = fisher_subset(labels, config.fisher_samples, config.seed)
             fisher = support_fisher(model, images[subset], labels[subset], config.fisher_chunk_size, progress)
-        needs_weights = config.policy == "sparse_update" or (
-            config.policy == "tinytrain" and "l2" in (config.criterion, config.channel_method))
+        needs_weights = policy.needs_weights(config.criterion, config.channel_method)
         weights = candidate_weights(model) if needs_weights else None
         selection = select(table, selection_config, candidates=model.candidates, fisher=fisher,
                            fisher_tasks=fisher_tasks, weights=weights).ordered(table)
