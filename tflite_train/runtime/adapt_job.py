@@ -321,7 +321,7 @@ def run_adaptation(
                   "policy": config.policy, "batch_size": config.batch_size, "checkpoint": str(out), "runtime": model.runtime,
                   "input_shape": [int(v) for v in model.input_shape],
                   "layer_costs": layer_costs(model)}
-        report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"], "replay": replay_seconds}
+        report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"], "remember": replay_seconds}
         report["replay_memory"] = replay_report(memory, replay_budget, names, model)
         if start is not None:
             report["continued_from"] = {
