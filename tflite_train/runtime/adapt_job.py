@@ -31,9 +31,9 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.adapted_constants import INFERENCE_SIGNATURES, ConstantLayoutError, adapted_constants_edit
-from tflite_train.runtime.checkpoint import (Checkpoint, checkpoint_arrays, load_checkpoint, restore_checkpoint,
+from tflite_train.runtime.checkpoint import (Checkpoint, load_checkpoint, restore_checkpoint,
                                             save_checkpoint)
-from tflite_train.runtime.continual import AdaptStart, continue_from, describe_start, memory_after, saved_selection
+from tflite_train.runtime.continual import AdaptStart, checkpoint_after, continue_from, describe_start
 from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.image_folder import scan_image_folder
 from tflite_train.runtime.model_input import load_images
@@ -288,13 +288,12 @@ def run_adaptation(
             _check_layers_above(config, start, model)
             LOG.info("continuing from %s: %s", printable(os.fspath(start_from)), describe_start(start))
         rows = images.shape[0] + (0 if start is None or start.replay is None else len(start.replay))
-        what = f"{images.shape[0]} support images" + (f" and {rows - images.shape[0]} replayed" if rows > images.shape[0]
-                                                      else "")
+        replayed = f" and {rows - images.shape[0]} replayed" if rows > images.shape[0] else ""
         if config.batch_size > rows:
-            raise UserError(f"batch size {config.batch_size} exceeds the {what}")
+            raise UserError(f"batch size {config.batch_size} exceeds the {images.shape[0]} support images{replayed}")
         steps = config.num_steps(rows)
         if max_steps is not None and steps > max_steps:
-            raise UserError(f"{steps} optimizer steps ({config.epochs} epochs x {what} / batch "
+            raise UserError(f"{steps} optimizer steps ({config.epochs} epochs x {images.shape[0]} images{replayed} / batch "
                             f"{config.batch_size}) exceed the limit of {max_steps}")
         query = None
         if query_dir is not None:
@@ -308,11 +307,9 @@ def run_adaptation(
         read_seconds = time.perf_counter() - started - load_seconds
         before = prototype_accuracy(model, images, labels, config.chunk_size, start)
         result = adapt(model, images, labels, config, progress=progress, start=start)
-        table = layer_table(model.metadata)
-        saved = result.selection if start is None else saved_selection(start.checkpoint.selection, result.selection, table)
         replay_start = time.perf_counter()
-        memory = memory_after(model, start, result.selection, images, labels, replay_budget, config.seed,
-                              config.chunk_size)
+        adapted = checkpoint_after(model, result.selection, start, images, labels, names, replay_budget=replay_budget,
+                                   seed=config.seed, include_optimizer=include_optimizer, chunk_size=config.chunk_size)
         replay_seconds = time.perf_counter() - replay_start
         report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
                   "shots": np.bincount(labels, minlength=len(names)).tolist(),
@@ -322,14 +319,14 @@ def run_adaptation(
                   "input_shape": [int(v) for v in model.input_shape],
                   "layer_costs": layer_costs(model)}
         report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"], "remember": replay_seconds}
-        report["replay_memory"] = replay_report(memory, replay_budget, names, model)
+        report["replay_memory"] = replay_report(adapted.replay, replay_budget, names, model)
         if start is not None:
             report["continued_from"] = {
                 "checkpoint": os.fspath(start_from), "classes": list(previous.class_names),
                 "new_classes": list(names[len(previous.class_names):]),
                 "replayed": 0 if start.replay is None else len(start.replay),
                 "selection_from": None if start.replay is None else start.replay.cut_layer,
-                "saved_selection": saved.to_dict()}
+                "saved_selection": adapted.selection.to_dict()}
         if paper is not None and paper != config.budget:  # the default budget was raised to admit a layer
             report["raised_from"] = {"memory_bytes": None if math.isinf(paper.memory_bytes) else paper.memory_bytes,
                                      "compute_limit_macs": paper.compute_limit(layer_table(model.metadata))}
@@ -343,13 +340,12 @@ def run_adaptation(
                     C.CK_INCLUDE_OPTIMIZER: include_optimizer, "adapt": config.to_dict(),
                     C.F_MODEL_ID: model.metadata[C.F_MODEL_ID], "runtime": model.runtime,
                     "from": None if start_from is None else os.fspath(start_from), "replay_budget": replay_budget}
-        arrays = checkpoint_arrays(model, saved.ordered(table), include_optimizer)
         report["total_seconds"] = time.perf_counter() - started
         report["peak_rss_bytes"] = resident_memory().peak_bytes  # all but encoding and writing the small file
         # one file, one rename: the checkpoint, its config and its report are replaced together
-        report["checkpoint_bytes"] = save_checkpoint(out, model, saved, include_optimizer=include_optimizer,
-                                                     class_names=names, config=resolved, report=report, arrays=arrays,
-                                                     replay=memory)
+        report["checkpoint_bytes"] = save_checkpoint(out, model, adapted.selection, include_optimizer=include_optimizer,
+                                                     class_names=names, config=resolved, report=report,
+                                                     arrays=adapted.arrays, replay=adapted.replay)
         return report
 
 

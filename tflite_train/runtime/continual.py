@@ -37,7 +37,7 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.cached_cut import CachedCut
-from tflite_train.runtime.checkpoint import Checkpoint, checkpoint_writes, restore_checkpoint
+from tflite_train.runtime.checkpoint import Checkpoint, checkpoint_arrays, checkpoint_writes, restore_checkpoint
 from tflite_train.runtime.checkpoint_schema import check_replay_fits
 from tflite_train.runtime.errors import UserError
 from tflite_train.runtime.fine_tuning import class_prototypes, embed, embed_from
@@ -48,7 +48,8 @@ from tflite_train.runtime.text import printable
 from tflite_train.sparse.layer_table import LayerTable
 from tflite_train.sparse.selection import Selection
 
-__all__ = ["AdaptStart", "continue_from", "describe_start", "memory_after", "merged_class_names", "saved_selection"]
+__all__ = ["AdaptStart", "checkpoint_after", "continue_from", "describe_start", "memory_after", "merged_class_names",
+           "saved_selection"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,3 +207,26 @@ def memory_after(model: TrainableModel, start: AdaptStart | None, selection: Sel
     activations = np.concatenate([model.features(cut, images[i:i + chunk_size])
                                   for i in range(0, images.shape[0], chunk_size)])
     return remember(memory, cut, activations, labels, budget_bytes, seed)
+
+
+def checkpoint_after(model: TrainableModel, selection: Selection, start: AdaptStart | None, images: np.ndarray,
+                     labels: np.ndarray, class_names: Sequence[str], *, replay_budget: int, seed: int,
+                     include_optimizer: bool = False, chunk_size: int = 32) -> Checkpoint:
+    """The checkpoint of ``model``'s state after a run (in memory; ``checkpoint.save_checkpoint`` or
+    ``encode_checkpoint`` write it, ``adapt(..., start=continue_from(it, ...))`` continues from it).
+
+    Args:
+      model: The model after ``adapt``.
+      selection: The run's selection (``AdaptResult.selection``); with ``start``, stored as ``saved_selection``.
+      start: The run's start, or None for a run from the export.
+      images, labels: The run's support images and their head classes (for the replay memory).
+      class_names: The head's classes (``start.class_names`` for a continued run).
+      replay_budget, seed: The memory's budget and seed (``memory_after``).
+      include_optimizer: Store the optimizer slots too.
+      chunk_size: Images per ``features`` call.
+    """
+    table = layer_table(model.metadata)
+    saved = (selection if start is None else saved_selection(start.checkpoint.selection, selection, table)).ordered(table)
+    memory = memory_after(model, start, selection, images, labels, replay_budget, seed, chunk_size)
+    return Checkpoint(str(model.metadata[C.F_MODEL_ID]), saved, include_optimizer,
+                      checkpoint_arrays(model, saved, include_optimizer), tuple(class_names), replay=memory)
