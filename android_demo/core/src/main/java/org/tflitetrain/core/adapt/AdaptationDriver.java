@@ -38,6 +38,11 @@ import org.tflitetrain.core.model.ModelMetadata;
  * exception). The driver does not augment and draws with {@link Random}, so its runs are not bit-identical to
  * Python's; the pure parts are (golden {@code procedure.json}).
  *
+ * <p>{@link #adaptFrom} continues from a checkpoint instead ({@link Continuation}, issue 42): restore, the
+ * checkpoint's classes then the new ones, the rows of the new images and of its replay memory (steps from the
+ * memory's cut, selection among the layers at or above it); {@link #checkpointAfter} writes the result with the
+ * union selection and the next replay memory ({@link ReplayMemory}).
+ *
  * <p>Not thread-safe: one adaptation or classification at a time per driver.
  */
 public final class AdaptationDriver {
