@@ -57,12 +57,18 @@ from tflite_train.runtime.trainer import (
 from tflite_train.runtime.pseudo_queries import draw_views, pseudo_query_batches
 from tflite_train.runtime.activation_cache import CachePlan, plan_cache
 
+# Continued adaptation (issue 42): a run from a checkpoint, and the replay memory it keeps.
+from tflite_train.runtime.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows
+from tflite_train.runtime.continual import AdaptStart, checkpoint_after, continue_from, saved_selection
+
 __all__ = [
     "AdaptConfig",
     "AdaptResult",
+    "AdaptStart",
     "CachePlan",
     "CachedCut",
     "DEFAULT_PROTOCOL",
+    "DEFAULT_REPLAY_BUDGET_BYTES",
     "CHECKPOINT_FORMAT_VERSION",
     "Checkpoint",
     "CheckpointError",
@@ -78,6 +84,7 @@ __all__ = [
     "Progress",
     "Protocol",
     "RUNTIMES",
+    "ReplayMemory",
     "ResidentMemory",
     "SchemaError",
     "SelftestError",
@@ -86,6 +93,7 @@ __all__ = [
     "adapt",
     "adapt_record",
     "check_labelled_set",
+    "checkpoint_after",
     "check_checkpoint_header",
     "check_header",
     "check_metadata",
@@ -96,6 +104,7 @@ __all__ = [
     "check_output_file",
     "class_logits",
     "class_prototypes",
+    "continue_from",
     "decode_image",
     "draw_views",
     "embed",
@@ -104,6 +113,7 @@ __all__ = [
     "format_adapt_summary",
     "format_predictions",
     "input_range",
+    "keep_rows",
     "layer_table",
     "plan_cache",
     "load_checkpoint",
@@ -127,6 +137,7 @@ __all__ = [
     "remove_stale_temps",
     "restore_checkpoint",
     "save_checkpoint",
+    "saved_selection",
     "scan_image_folder",
     "sibling_stem",
     "support_fisher",
