@@ -293,8 +293,8 @@ def run_adaptation(
             raise UserError(f"batch size {config.batch_size} exceeds the {images.shape[0]} support images{replayed}")
         steps = config.num_steps(rows)
         if max_steps is not None and steps > max_steps:
-            raise UserError(f"{steps} optimizer steps ({config.epochs} epochs x {images.shape[0]} images{replayed} / batch "
-                            f"{config.batch_size}) exceed the limit of {max_steps}")
+            raise UserError(f"{steps} optimizer steps ({config.epochs} epochs x {images.shape[0]} images{replayed} "
+                            f"/ batch {config.batch_size}) exceed the limit of {max_steps}")
         query = None
         if query_dir is not None:
             q_images, q_labels, q_names = _read_folder(query_dir, model, progress)
@@ -318,7 +318,8 @@ def run_adaptation(
                   "policy": config.policy, "batch_size": config.batch_size, "checkpoint": str(out), "runtime": model.runtime,
                   "input_shape": [int(v) for v in model.input_shape],
                   "layer_costs": layer_costs(model)}
-        report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"], "remember": replay_seconds}
+        report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"],
+                             "remember": replay_seconds}
         report["replay_memory"] = replay_report(adapted.replay, replay_budget, names, model)
         if start is not None:
             report["continued_from"] = {
@@ -359,7 +360,8 @@ def _check_layers_above(config: AdaptConfig, start: AdaptStart, model: Trainable
                         f"updates only {', '.join(start.candidates(model))} (or give a replay budget of 0)")
 
 
-def replay_report(memory: ReplayMemory | None, budget: int, names: Sequence[str], model: TrainableModel) -> dict[str, Any]:
+def replay_report(memory: ReplayMemory | None, budget: int, names: Sequence[str],
+                  model: TrainableModel) -> dict[str, Any]:
     """The report's ``replay_memory``: the stored memory's summary (``ReplayMemory.report``), or why none is kept."""
     if memory is not None:
         return memory.report(names)

@@ -81,7 +81,8 @@ class ReplayMemory:
             raise ValueError(f"replay activations must be float32 [R >= 1, {', '.join(map(str, self.shape))}]; "
                              f"got {activations.dtype} {list(activations.shape)}")
         if labels.dtype != np.int32 or labels.shape != (activations.shape[0],):
-            raise ValueError(f"replay labels must be int32 [{activations.shape[0]}]; got {labels.dtype} {list(labels.shape)}")
+            raise ValueError(f"replay labels must be int32 [{activations.shape[0]}]; got {labels.dtype} "
+                             f"{list(labels.shape)}")
         if activations.nbytes > self.budget_bytes:
             raise ValueError(f"replay activations take {activations.nbytes} bytes, over their budget of "
                              f"{self.budget_bytes}")

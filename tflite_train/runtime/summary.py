@@ -76,8 +76,9 @@ def format_continued(continued: Mapping[str, Any] | None) -> str:
     if not continued:
         return ""
     new = [printable(n) for n in continued["new_classes"]]
+    listed = ", ".join(new[:MAX_LISTED_CLASSES]) + (", ..." if len(new) > MAX_LISTED_CLASSES else "")
     line = (f"{printable(str(continued['checkpoint']))}: {len(continued['classes'])} classes + {len(new)} new"
-            + (f" ({', '.join(new[:MAX_LISTED_CLASSES])}{', ...' if len(new) > MAX_LISTED_CLASSES else ''})" if new else ""))
+            + (f" ({listed})" if new else ""))
     if continued.get("selection_from"):
         cut = printable(str(continued["selection_from"]))
         line += (f"; trained on {continued['replayed']} replayed example(s) too; layers from {cut} up only (the "

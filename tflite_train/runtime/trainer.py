@@ -349,7 +349,8 @@ def adapt(
     return AdaptResult(
         selection=selection, cost=cost, budget=config.budget, compute_limit_macs=config.budget.compute_limit(table),
         forward_macs=total_forward_macs(table), full_backward_macs=full_backward_macs(table),
-        num_classes=int(labels.max()) + 1 if start is None else start.num_classes, losses=tuple(losses), accuracies=tuple(accuracies), seconds=dict(timer.seconds),
+        num_classes=int(labels.max()) + 1 if start is None else start.num_classes, losses=tuple(losses),
+        accuracies=tuple(accuracies), seconds=dict(timer.seconds),
         potentials=fisher_potentials(fisher) if fisher is not None else {}, cache=plan, updates=update_plan,
         rate_choice=choice,
     )

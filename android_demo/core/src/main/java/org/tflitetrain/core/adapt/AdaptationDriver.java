@@ -695,7 +695,7 @@ public final class AdaptationDriver {
   }
 
   /** Rows {@code rows} (along the first axis) of a float tensor of any rank >= 1. */
-  private static Tensor gather(Tensor tensor, int[] rows) {
+  static Tensor gather(Tensor tensor, int[] rows) {
     int[] shape = tensor.shape();
     int per = shape[0] == 0 ? 0 : tensor.size() / shape[0];
     float[] data = tensor.floats();

@@ -100,7 +100,8 @@ public final class Checkpoint {
     if (replay != null) {
       for (int label : replay.labels()) {
         if (label < 0 || label >= k) {
-          throw new IllegalArgumentException("replay labels must be classes 0.." + (k - 1) + " of the head; got " + label);
+          throw new IllegalArgumentException("replay labels must be classes 0.." + (k - 1) + " of the head; got "
+              + label);
         }
       }
     }

@@ -273,7 +273,8 @@ public final class CheckpointHeader {
     if (!"float32".equals(activations.dtype) || rows < 1 || !java.util.Arrays.equals(
         java.util.Arrays.copyOfRange(activations.shape, 1, activations.shape.length), replay.shape)) {
       throw f.error(where, "must be float32 [R >= 1, " + join(replay.shape) + "] (" + Contract.CK_REPLAY + "."
-          + Contract.RP_ACTIVATION_SHAPE + "); got " + activations.dtype + " " + java.util.Arrays.toString(activations.shape));
+          + Contract.RP_ACTIVATION_SHAPE + "); got " + activations.dtype + " "
+          + java.util.Arrays.toString(activations.shape));
     }
     if (activations.nbytes > replay.budgetBytes) {
       throw f.error(where, "takes " + activations.nbytes + " bytes, over " + Contract.CK_REPLAY + "."

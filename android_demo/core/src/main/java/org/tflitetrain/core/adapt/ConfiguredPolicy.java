@@ -16,9 +16,9 @@ import org.tflitetrain.core.select.SelectionConfig;
 /**
  * A {@link SelectionPolicy} backed by the Java port of the Python policies ({@link Policies}). The
  * driver's budget, train batch size and the model's optimizer replace the template config's values on
- * every call; the candidates are the metadata's (or a continued run's, above its replay cut). TinyTrain's default is {@link #tinyTrain()}: Eq. 3
- * scores, greedy layers under the budget, top-K Fisher channels at ratio 0.25, no update when nothing
- * fits ({@link OnEmpty#EMPTY}).
+ * every call; the candidates are the metadata's (or a continued run's, above its replay cut). TinyTrain's
+ * default is {@link #tinyTrain()}: Eq. 3 scores, greedy layers under the budget, top-K Fisher channels at ratio
+ * 0.25, no update when nothing fits ({@link OnEmpty#EMPTY}).
  */
 public final class ConfiguredPolicy implements SelectionPolicy {
   private final SelectionConfig template;

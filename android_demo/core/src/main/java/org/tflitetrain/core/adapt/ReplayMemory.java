@@ -129,8 +129,8 @@ public final class ReplayMemory {
   public static ReplayMemory remember(ReplayMemory memory, CachedCut cut, Tensor activations, int[] labels,
       long budgetBytes, long seed) {
     if (memory != null && (!memory.cutLayer.equals(cut.layer) || !Arrays.equals(memory.shape, cut.shape()))) {
-      throw new IllegalArgumentException("the replay memory is at cut " + memory.cutLayer + "; the run's activations at "
-          + cut.layer);
+      throw new IllegalArgumentException("the replay memory is at cut " + memory.cutLayer
+          + "; the run's activations at " + cut.layer);
     }
     int per = Math.toIntExact(cut.elementsPerImage());
     int n = labels.length;

@@ -55,11 +55,11 @@ public class RealModelContinualTest {
 
       // 1. Java: 3 classes, a checkpoint with a replay memory of all 9 images
       AdaptationDriver driver = new AdaptationDriver(m, runner);
-      AdaptationResult first = driver.adapt(gather(support, old), pick(labels, old), 3, ConfiguredPolicy.tinyTrain(),
+      AdaptationResult first = driver.adapt(AdaptationDriver.gather(support, old), pick(labels, old), 3, ConfiguredPolicy.tinyTrain(),
           config, AdaptationListener.NONE, () -> false);
       List<String> names = List.of("a", "b", "c");
       Path one = tmp.getRoot().toPath().resolve("one.ckpt");
-      Checkpoint.writeAtomic(one, driver.checkpointAfter(null, first, gather(support, old), pick(labels, old), names,
+      Checkpoint.writeAtomic(one, driver.checkpointAfter(null, first, AdaptationDriver.gather(support, old), pick(labels, old), names,
           BUDGET, 0, false));
       Checkpoint javaOne = Checkpoint.decode(Files.readAllBytes(one), "one");
       assertNotNull(javaOne.replay);
@@ -68,7 +68,7 @@ public class RealModelContinualTest {
       // 2. Python continues from Java's checkpoint with a new class "d"
       Path two = tmp.getRoot().toPath().resolve("two.ckpt");
       Map<String, Object> continued = bridge.call("{\"op\": \"continue\", \"checkpoint\": " + BridgeRunner.quote(one.toString())
-          + ", \"save\": " + BridgeRunner.quote(two.toString()) + ", \"images\": " + BridgeRunner.tensor(gather(support, added))
+          + ", \"save\": " + BridgeRunner.quote(two.toString()) + ", \"images\": " + BridgeRunner.tensor(AdaptationDriver.gather(support, added))
           + ", \"labels\": " + BridgeRunner.tensor(Tensor.ofInts(new int[] {added.length}, new int[added.length]))
           + ", \"names\": [\"d\"], \"queries\": " + BridgeRunner.tensor(query) + ", \"iterations\": " + ITERATIONS
           + ", \"batch_size\": 4, \"replay_budget\": " + BUDGET + "}");
@@ -82,7 +82,7 @@ public class RealModelContinualTest {
       assertEquals(javaOne.replay.cutLayer, pythonTwo.replay.cutLayer);
       Continuation start = Continuation.of(pythonTwo, List.of("b"), true);
       int[] more = Arrays.copyOf(rows(BridgeRunner.tensorOf(episode.get("query_labels")).ints(), 1), 2);
-      Tensor moreImages = gather(query, more);
+      Tensor moreImages = AdaptationDriver.gather(query, more);
       int[] moreLabels = start.headLabels(new int[more.length]);
       assertArrayEquals(new int[] {1, 1}, moreLabels);
       AdaptationDriver next = new AdaptationDriver(m, runner);
@@ -122,18 +122,6 @@ public class RealModelContinualTest {
 
   private static int[] pick(int[] values, int[] rows) {
     return Arrays.stream(rows).map(i -> values[i]).toArray();
-  }
-
-  private static Tensor gather(Tensor tensor, int[] rows) {
-    int[] shape = tensor.shape();
-    int per = tensor.size() / shape[0];
-    float[] data = tensor.floats();
-    float[] out = new float[rows.length * per];
-    for (int i = 0; i < rows.length; i++) {
-      System.arraycopy(data, rows[i] * per, out, i * per, per);
-    }
-    shape[0] = rows.length;
-    return Tensor.ofFloats(shape, out);
   }
 
   private static int[] argmax(float[][] logits) {
