@@ -157,6 +157,22 @@ def test_sparse_update_layers_below_the_cut_are_refused(lineage, capsys):
                      "--sparse-update-layers", below[0], "--replay-budget", "0") == 0
 
 
+def test_the_default_budget_admits_a_layer_above_the_cut(lineage, capsys):
+    """Without --mem-budget the default budget is raised, if need be, to admit one layer the run may select."""
+    import json
+
+    from runtime_fixtures import run_cli
+
+    first, second, run = lineage
+    assert adapt_cli(first, run / "last.ckpt", "--policy", "last_layer") == 0  # its memory's cut: final
+    capsys.readouterr()
+    assert run_cli(["adapt", "--model", str(fixture_model(MODEL)), "--support", str(second), "--from",
+                    str(run / "last.ckpt"), "--out", str(run / "two.ckpt"), "--iterations", "3", "--json",
+                    "--quiet"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert list(record["selection"]["channels"]) == ["final"] and record["within_budget"]
+
+
 def test_merged_names_and_saved_selection_by_hand():
     assert merged_class_names(("a", "b", "c"), ("c", "d", "a", "e")) == ("a", "b", "c", "d", "e")
     model = TrainableModel(fixture_model(MODEL))

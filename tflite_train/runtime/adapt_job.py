@@ -48,7 +48,7 @@ from tflite_train.runtime.runtimes import resolve_runtime
 from tflite_train.runtime.text import printable
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.prediction import class_logits, evaluate
-from tflite_train.runtime.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory
+from tflite_train.runtime.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, layers_above
 from tflite_train.runtime.trainer import adapt, check_labelled_set, class_prototypes, embed
 from tflite_train.sparse.budget import Budget, admitting_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import layer_cost
@@ -144,14 +144,15 @@ def _read_folder(root: str | os.PathLike, model: TrainableModel, progress: Progr
     return images, folder.labels, folder.class_names
 
 
-def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool,
-                       compute: bool) -> tuple[AdaptConfig, Budget]:
+def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool, compute: bool,
+                       candidates: Sequence[str] | None = None) -> tuple[AdaptConfig, Budget]:
     """``config`` with the library's default budget (``sparse.default_budget``) in the bounds the user did not
     give, and the budget before any raise (the paper's, carried to the model).
 
     B_mem not given (``memory``): the paper's 1 MiB for MCUNet@128 scaled to this model
     (``sparse.scaled_memory_budget``). Then, when the budget admits none of the run's candidate layers alone
-    (``config.sparse_update_layers``, else the model's), the bounds not given (``memory``, ``compute``) are
+    (``config.sparse_update_layers``, else ``candidates``: a continued run's layers above its replay memory's
+    cut, else the model's), the bounds not given (``memory``, ``compute``) are
     raised just enough to admit one (``sparse.admitting_budget``, at the run's channel ratio, the rows one
     train-step call holds (``AdaptConfig.rows_per_call``; an episode step's support rows counted as at least
     the batch, the support set being read later) and the model's optimizer).
@@ -160,7 +161,7 @@ def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool,
     paper = config.budget
     if memory and math.isinf(paper.memory_bytes):
         paper = dataclasses.replace(paper, memory_bytes=scaled_memory_budget(table))
-    budget = admitting_budget(paper, table, config.sparse_update_layers or model.candidates,
+    budget = admitting_budget(paper, table, config.sparse_update_layers or candidates or model.candidates,
                               channel_ratio=config.channel_ratio, optimizer=model.metadata[C.F_OPTIMIZER][C.F_NAME],
                               batch_size=config.rows_per_call(config.batch_size), raise_memory=memory,
                               raise_compute=compute).budget
@@ -265,7 +266,11 @@ def run_adaptation(
                             f"candidates: {', '.join(model.candidates)}")
         paper = None
         if config.policy not in UNBUDGETED_POLICIES and (default_memory_budget or default_compute_budget):
-            config, paper = default_run_budget(model, config, default_memory_budget, default_compute_budget)
+            allowed = None  # a run from a replay memory selects above its cut: the default budget admits one of those
+            if previous is not None and previous.replay is not None and replay_budget > 0:
+                index = {layer.name: layer.index for layer in layer_table(model.metadata)}
+                allowed = layers_above(previous.replay.cut_index, model.candidates, index)
+            config, paper = default_run_budget(model, config, default_memory_budget, default_compute_budget, allowed)
         reserve = checkpoint_bound_bytes(model, include_optimizer) + replay_budget + DOCUMENT_RESERVE_BYTES
         check_output_file(out, reserve_bytes=reserve, what="checkpoint")
         load_seconds = time.perf_counter() - started
