@@ -22,10 +22,13 @@ ones. ``continue_from(checkpoint, support_names, ...)`` makes the run's ``AdaptS
 **Without replay (budget 0) the old classes drift.** A class with no row keeps the prototype c_k its own run
 computed, the mean of f_old(x) over its images, while this run moves the backbone to f_new (the selected
 layers train on the new images only). Its test images then embed as f_new(x), whose cosine to c_k is no
-longer what the head was built on, and nothing in the loss keeps f_new near f_old on those classes:
-old-class accuracy falls by as much as the backbone moves (measured in ``tests/runtime/test_continual.py``
-and in the final report of issue 42). A memory both re-centres c_k on f_new (the prototypes of the replayed
-rows) and keeps old-class rows in every epoch's loss.
+longer what the head was built on, and nothing in the loss keeps f_new near f_old on those classes: the
+updates, whose rows are all of the new classes, pull every embedding towards the new prototypes. Measured on the
+tiny test fixture (``tests/runtime/test_continual.py::test_drift_without_replay_and_the_memory_that_prevents_it``,
+printed with ``-s``; 3-way 5-shot Fashion-MNIST, then +1 way, 4 epochs): old-class query accuracy 68.9 % before
+(3-way head), then on the 4-way head 31.1 % without replay and 64.4 % with the memory; the stored prototypes'
+cosine to their classes' means through the moved backbone falls to 0.977 without replay. A memory both re-centres
+c_k on f_new (the prototypes of the replayed rows) and keeps old-class rows in every epoch's loss.
 """
 
 from __future__ import annotations
