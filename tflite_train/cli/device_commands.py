@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 
 from tflite_train import contract as C
 from tflite_train.cli.flag_types import (MAX_BATCH, MAX_EPOCHS, MAX_ITERATIONS, MAX_SEED, MAX_STEPS, byte_budget,
-                                         policy_name, ranged, rate_list)
+                                         policy_name, ranged, rate_list, replay_budget)
 from tflite_train.cli.parser import Command
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
+from tflite_train.runtime.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES
 from tflite_train.runtime.text import printable
 
 if TYPE_CHECKING:
@@ -30,6 +31,12 @@ on white, centre-cropped to the model's aspect ratio and resized (bilinear); at 
 and writes ONE file, the checkpoint OUT, which also holds the run's config and report (print them
 with `tflite-train show OUT`). An earlier OUT stays untouched unless the run succeeds; while it
 runs, OUT.lock keeps a second adapt into the same OUT from starting (it stops with an error).
+
+Teach it more later: `--from OLD.ckpt` starts from an earlier checkpoint of the same model, with its
+classes (matched by folder name), and adds the support folder's new classes and new images of known
+ones; OLD.ckpt is only read, OUT must be another file. Each checkpoint keeps a replay memory of its
+support images (their activations inside the network, under --replay-budget) that a later --from run
+trains on, so the old classes are not forgotten.
 
 Without flags it runs the default protocol: """ + DEFAULT_PROTOCOL.describe() + "."
 
@@ -99,6 +106,7 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
         require_matplotlib()
     config = adapt_config(args)
     report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
+                            start_from=args.start_from, replay_budget=args.replay_budget,
                             include_optimizer=args.include_optimizer, runtime=args.runtime,
                             extra_outputs=(args.plot,) if args.plot else (), max_steps=MAX_STEPS,
                             progress=terminal_progress(not args.quiet and not args.json),
@@ -157,6 +165,18 @@ def register(command: Command) -> None:
     p.add_argument("--support", required=True, metavar="DIR", help="training images: DIR/<class>/<image>, 2 classes or more")
     p.add_argument("--query", metavar="DIR", help="optional test images DIR/<class>/<image> (support classes) to report accuracy on")
     p.add_argument("--out", required=True, help="checkpoint file to write (it holds the run's config and report too)")
+    p.add_argument("--from", dest="start_from", metavar="CKPT",
+                   help="continue from this earlier checkpoint of the same model: keep its classes (matched by "
+                        "folder name) and weights, add the support folder's new classes and images (one class "
+                        "is enough), train on its replay memory too, and write --out (a different file; CKPT is "
+                        "only read). With a replay memory, only the layers above the memory's cut can be "
+                        "updated (the stored activations come from the layers below it)")
+    p.add_argument("--replay-budget", type=replay_budget, default=DEFAULT_REPLAY_BUDGET_BYTES, metavar="SIZE",
+                   help="most bytes of replay memory the checkpoint keeps: activations of support images at the "
+                        "frozen-prefix cut, chosen class-balanced, most recent first; a later --from run trains on "
+                        "them. 0 = none (a --from run then neither trains on the old memory nor keeps one, and the "
+                        "old classes keep their stored prototypes while the network moves) (default: 1MiB, about "
+                        "85 images on the default Lite0 @128)")
     p.add_argument("--policy", type=policy_name, default="tinytrain",
                    help="which weights to update: none (prototypes only) | last_layer | full_train | sparse_update "
                         "(static: --sparse-update-layers, else layers ranked by weight norm) | tinytrain (this task's "

@@ -21,6 +21,10 @@ C-order bytes}``. Requests:
   (``adapt_job.open_adapted``, ``prediction.class_logits``) with that checkpoint.
 * ``{"op": "bake", "checkpoint": path, "out": path}`` -> ``{"bytes"}``: ``tflite-train bake`` of MODEL with
   that checkpoint (``baked_model.run_bake``).
+* ``{"op": "continue", "checkpoint": path, "save": path, "images", "labels", "names", "queries", "iterations",
+  "batch_size", "replay_budget"}`` -> ``{"class_names", "replayed", "selection", "predictions"}``: a fresh model
+  continued from the checkpoint (``continual.continue_from``; ``labels`` index ``names``) by ``adapt(...,
+  start=...)`` (identity augmentation), its checkpoint with the next replay memory (``checkpoint_after``) saved.
 
 MODEL may also be a baked classifier (``tflite-train bake``'s file): then only ``run`` is served, on its
 ``classify`` signature through the interpreter's standard signature runner.
@@ -103,6 +107,24 @@ def handle(path: pathlib.Path, model: TrainableModel | BakedClassifier, request:
         return {"logits": encode(class_logits(adapted, decode(request["queries"])))}
     if op == "bake":
         return {"bytes": run_bake(path, request["checkpoint"], request["out"]).size_bytes}
+    if op == "continue":
+        from tflite_train.runtime.checkpoint import load_checkpoint
+        from tflite_train.runtime.continual import checkpoint_after, continue_from
+
+        fresh = TrainableModel(path)
+        images = decode(request["images"])
+        start, index = continue_from(load_checkpoint(request["checkpoint"]), request["names"],
+                                     use_replay=request["replay_budget"] > 0)
+        labels = index[decode(request["labels"])]
+        config = AdaptConfig(iterations=request["iterations"], batch_size=request["batch_size"])
+        result = adapt(fresh, images, labels, config, augment=lambda x, rng, cfg: x, start=start)
+        after = checkpoint_after(fresh, result.selection, start, images, labels, start.class_names,
+                                 replay_budget=request["replay_budget"], seed=0)
+        save_checkpoint(request["save"], fresh, after.selection, class_names=after.class_names, arrays=after.arrays,
+                        replay=after.replay)
+        return {"class_names": list(after.class_names), "replayed": 0 if start.replay is None else len(start.replay),
+                "selection": sorted(result.selection.layers),
+                "predictions": encode(predict(fresh, decode(request["queries"])))}
     raise ValueError(f"unknown op {op!r}")
 
 

@@ -154,6 +154,16 @@ public final class Contract {
   public static final String SEL_POLICY = "policy";
   public static final String SEL_LAYERS = "layers";
   public static final String SEL_CHANNELS = "channels";
+  public static final String CK_REPLAY = "replay";
+  public static final String REPLAY_FORMAT = "tflite-train-replay";
+  public static final int REPLAY_FORMAT_VERSION = 1;
+  public static final String RP_CUT_LAYER = "cut_layer";
+  public static final String RP_CUT_INDEX = "cut_index";
+  public static final String RP_ACTIVATION_SHAPE = "activation_shape";
+  public static final String RP_BUDGET_BYTES = "budget_bytes";
+  public static final String REPLAY_RULE = "class_balanced_recent";
+  public static final String REPLAY_ACTIVATIONS = "replay_activations";
+  public static final String REPLAY_LABELS = "replay_labels";
 
   // tflite_train.contract.baked_format
   public static final String BAKED_FORMAT = "tflite-train-classifier";
