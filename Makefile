@@ -72,7 +72,8 @@ data: $(VENV)/.installed data-deps npm-data icon-data
 weights: data
 	nice -n 10 $(VENV)/bin/tflite-train train-weights --cache $(DATA_CACHE) --out weights --threads 2
 
-# The shipped default: EfficientNet-Lite0 @ 128 with meta-trained upper blocks on three sources (prefix features
+# The meta-trained EfficientNet-Lite0 @ 128 (an option of export; the default ships the ImageNet weights alone,
+# tflite_train.default_weights): upper blocks meta-trained on three sources (prefix features
 # cached once in build/lite0_features; about 12 min on 2 shared CPU cores), written to weights/efficientnet_lite0/.
 weights-lite0: data
 	bash -o pipefail -c 'nice -n 5 $(VENV)/bin/tflite-train train-weights --backbone lite0 --cache $(DATA_CACHE) \

@@ -4,6 +4,7 @@ the results (accuracy vs cost and accuracy vs backward compute per paired backbo
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -15,7 +16,8 @@ from bench.tasks import Task
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, class_prototypes, embed, layer_table, support_fisher
 
-__all__ = ["cost_panels", "fisher_task_figures", "write_accuracy_figures", "write_plots"]
+__all__ = ["cost_panels", "fisher_task_figures", "procedure_points", "write_accuracy_figures", "write_plots",
+           "write_procedure_figures"]
 
 
 def fisher_task_figures(config: BenchConfig, model_path: pathlib.Path, task: Task, tinytrain: AdaptConfig) -> dict:
@@ -83,6 +85,33 @@ def write_accuracy_figures(results: dict, out: pathlib.Path) -> dict[str, str]:
         figures[key] = plots.accuracy_vs_cost(
             cost_panels(run), out / f"accuracy_vs_cost_{key}.png",
             f"{run['label']} px: accuracy (mean, 95 % CI, N = {tasks} tasks per target) vs adaptation cost").name
+    return figures
+
+
+def procedure_points(run: Mapping) -> dict[str, list[dict]]:
+    """Weights -> {"label": procedure, "delta", "ci95", "seconds"} of every trained row of one backbone run of the
+    procedure section (its average paired delta over None, for ``plots.delta_vs_seconds``)."""
+    groups: dict[str, list[dict]] = {}
+    for row in run["rows"].values():
+        if row["delta_none"] and row["trained_tasks"]:
+            delta = row["delta_none"][AVERAGE]
+            name = "weights before meta-training" if row["weights"] != "main" else "the run's main weights"
+            groups.setdefault(name, []).append({"label": row["procedure"], "delta": delta["mean"],
+                                                          "ci95": delta["ci95"], "seconds": row["seconds"]})
+    return groups
+
+
+def write_procedure_figures(results: Mapping, out: pathlib.Path) -> dict[str, str]:
+    """``procedures_<run>.png`` per backbone run of the procedure section; returns run key -> file name."""
+    section = results["sections"]["procedure"]
+    figures = {}
+    for key, run in section["runs"].items():
+        groups = procedure_points(run)
+        if groups:
+            figures[key] = plots.delta_vs_seconds(
+                groups, out / f"procedures_{key}.png",
+                f"{run['label']} px: TinyTrain − None per procedure, {section['tasks']} validation tasks per target"
+                ).name
     return figures
 
 

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 
 from bench.config import BackboneRun, BenchConfig
-from bench.models import BASELINE, FULL, SPARSE, model_key
+from bench.models import BASELINE, BASELINE_FULL, FULL, SPARSE, model_key
 from bench.policy_runs import Method, compute_budget_macs, sparse_update_layers
 from tflite_train.architectures import build_layer_table
 from tflite_train.runtime import AdaptConfig
@@ -50,16 +50,26 @@ def accuracy_methods(config: BenchConfig, memory_bytes: float, candidates: Seque
     ]
 
 
-NO_META = "TinyTrain without meta-training"
-NONE_NO_META = "None without meta-training"
-PAIRED_POLICIES = ("None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain", NO_META)
-"""The paired accuracy section's policies (rows), in report order."""
+WITHOUT_META = " without meta-training"
+"""Suffix of a row's label when it runs on the backbone's weights without meta-training."""
+
+
+def without_meta(label: str) -> str:
+    """``label`` on the weights without meta-training, e.g. "TinyTrain without meta-training"."""
+    return label + WITHOUT_META
+
+
+NO_META = without_meta("TinyTrain")
+NONE_NO_META = without_meta("None")
+PAIRED_POLICIES = ("None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain")
+"""The paired accuracy section's policies, in report order; a run with meta-trained weights has each of
+them again on the weights without meta-training (``without_meta``)."""
 
 
 def no_update_row(label: str) -> str:
     """The row without training on the same weights as row ``label`` (the no-op check's reference):
-    "None without meta-training" for "TinyTrain without meta-training", else "None"."""
-    return NONE_NO_META if label == NO_META else "None"
+    "None without meta-training" for any row without meta-training, else "None"."""
+    return NONE_NO_META if label.endswith(WITHOUT_META) else "None"
 
 
 def paired_methods(config: BenchConfig, run: BackboneRun, memory_bytes: float,
@@ -67,13 +77,14 @@ def paired_methods(config: BenchConfig, run: BackboneRun, memory_bytes: float,
     """The paired section's rows for one backbone run (every row on the same tasks).
 
     None, LastLayer, FullTrain, SparseUpdate and TinyTrain run on the run's meta-trained weights (or its
-    baseline weights when it has none); "TinyTrain without meta-training" (and its None row, no
-    training: the prototypes alone) runs TinyTrain on the same backbone's weights without meta-training.
+    baseline weights when it has none); when the run has both, each policy runs again on the weights without
+    meta-training (label ``without_meta``; FullTrain from the baseline's every-block export), so that every
+    comparison the shipped default's choice rests on is paired on one set of weights.
     B_compute is ``compute_fraction`` of the model's full backward pass (the library's definition,
     ``AdaptConfig.compute_fraction``); B_mem is ``memory_bytes``. SparseUpdate is MIT's static list
     (unbudgeted, the paper's row) when the backbone has one, else the static Fisher ranking of source
-    tasks (``SPARSE_UPDATE_CRITERION``) under TinyTrain's budgets. Epochs and learning rates are placeholders
-    until tuned.
+    tasks (``SPARSE_UPDATE_CRITERION``, on the row's own weights) under TinyTrain's budgets. Epochs and
+    learning rates are placeholders until tuned.
     """
     mit = sparse_update_layers(run.backbone, candidates)
     base = dict(memory_bytes=memory_bytes, compute_fraction=config.compute_fraction, channel_ratio=config.channel_ratio,
@@ -82,18 +93,18 @@ def paired_methods(config: BenchConfig, run: BackboneRun, memory_bytes: float,
     sparse_update = AdaptConfig(**{**(unbounded if mit else dict(base, criterion=SPARSE_UPDATE_CRITERION)),
                                    "channel_ratio": config.sparse_update_channel_ratio},
                                 policy="sparse_update", sparse_update_layers=mit)
+    configs = {
+        "None": AdaptConfig(**unbounded, policy="none"),
+        "LastLayer": AdaptConfig(**unbounded, policy="last_layer"),
+        "FullTrain": AdaptConfig(**{**unbounded, "batch_size": config.full_train_batch}, policy="full_train"),
+        "SparseUpdate": sparse_update,
+        "TinyTrain": AdaptConfig(**base, policy="tinytrain"),
+    }
     key = functools.partial(model_key, run)
-    rows = [
-        Method("None", key(SPARSE), AdaptConfig(**unbounded, policy="none")),
-        Method("LastLayer", key(SPARSE), AdaptConfig(**unbounded, policy="last_layer")),
-        Method("FullTrain", key(FULL), AdaptConfig(**{**unbounded, "batch_size": config.full_train_batch},
-                                                   policy="full_train")),
-        Method("SparseUpdate", key(SPARSE), sparse_update),
-        Method("TinyTrain", key(SPARSE), AdaptConfig(**base, policy="tinytrain")),
-    ]
+    rows = [Method(label, key(FULL if label == "FullTrain" else SPARSE), configs[label]) for label in PAIRED_POLICIES]
     if run.meta_trained:
-        rows += [Method(NO_META, key(BASELINE), AdaptConfig(**base, policy="tinytrain")),
-                 Method(NONE_NO_META, key(BASELINE), AdaptConfig(**unbounded, policy="none"))]
+        rows += [Method(without_meta(label), key(BASELINE_FULL if label == "FullTrain" else BASELINE), configs[label])
+                 for label in PAIRED_POLICIES]
     return rows
 
 

@@ -5,7 +5,8 @@ Per backbone run of the paired accuracy section (``BenchConfig.backbones``), key
 None), ``full`` (every block and the stem: FullTrain; without depth variants and cache signatures, which
 FullTrain never uses, or the ``sparse`` file itself when that already has every block), both from the
 meta-trained weights, and
-``baseline`` (as ``sparse``, from the weights without meta-training) when the run has both, and with the
+``baseline`` and ``baseline_full`` (as ``sparse`` and ``full``, from the weights without meta-training) when
+the run has both, and with the
 ``int8`` section ``int8`` (as ``sparse``, exported with ``BenchConfig.int8_mode``). The other
 sections use ``sparse`` and ``full`` of ``BenchConfig.backbone``/``weights`` (keys without a run).
 Keys with identical export configs share one file. A model is re-exported only when its file or its
@@ -28,7 +29,7 @@ from bench.config import IMAGENET, LITE0, BackboneRun, BenchConfig
 from tflite_train.architectures import get_config
 
 LOG = logging.getLogger(__name__)
-SPARSE, FULL, BASELINE, INT8 = "sparse", "full", "baseline", "int8"
+SPARSE, FULL, BASELINE, BASELINE_FULL, INT8 = "sparse", "full", "baseline", "baseline_full", "int8"
 
 
 def model_key(run: BackboneRun | None, model: str) -> str:
@@ -126,12 +127,14 @@ def run_export_configs(run: BackboneRun, train_variants: int) -> dict[str, objec
         if run.meta_trained and run.baseline_weights is not None:
             out[BASELINE] = _lite0_config(run.baseline_weights, run.input_size, f"blocks:{run.candidate_blocks}",
                                           train_variants)
+            out[BASELINE_FULL] = _lite0_config(run.baseline_weights, run.input_size, "all", **FULL_TRAIN_ONLY)
         return out
     out = _builtin_configs(run.backbone, run.input_size, main, run.candidate_blocks, train_variants)
     if run.meta_trained and run.baseline_weights is not None:
         if pathlib.Path(run.baseline_weights).exists():
-            out[BASELINE] = _builtin_configs(run.backbone, run.input_size, run.baseline_weights, run.candidate_blocks,
-                                             train_variants)[SPARSE]
+            baseline = _builtin_configs(run.backbone, run.input_size, run.baseline_weights, run.candidate_blocks,
+                                        train_variants)
+            out[BASELINE], out[BASELINE_FULL] = baseline[SPARSE], baseline[FULL]
         else:
             LOG.warning("%s: weights without meta-training %s not found: no 'without meta-training' row",
                         run.key, run.baseline_weights)

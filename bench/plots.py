@@ -119,3 +119,36 @@ def fisher_layers(names: Sequence[str], potentials: Sequence[float], scores: Seq
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def delta_vs_seconds(groups: Mapping[str, Sequence[Mapping]], path: str | pathlib.Path, title: str) -> pathlib.Path:
+    """Each fine-tuning procedure's paired gain over no training against its seconds per adaptation.
+
+    One point per procedure (annotated with its name), its paired 95 % CI as a vertical error bar; one colour
+    per group (a set of weights); a dashed line at 0 (no gain).
+
+    Args:
+      groups: Group name -> rows {"label", "delta" (pp), "ci95" (pp), "seconds" (per adaptation, > 0)}.
+      path: Output PNG.
+      title: Figure title.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 4.6), layout="constrained")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, (group, rows) in enumerate(groups.items()):
+        for n, row in enumerate(rows):
+            ax.errorbar([row["seconds"]], [row["delta"]], yerr=[[row["ci95"]], [row["ci95"]]], fmt="os"[k % 2],
+                        color=colors[k % len(colors)], capsize=3, markersize=6, label=group if n == 0 else None)
+            ax.annotate(row["label"], (row["seconds"], row["delta"]), textcoords="offset points", xytext=(5, 3),
+                        fontsize=7, color=colors[k % len(colors)])
+    ax.axhline(0.0, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds per adaptation (one thread, log)")
+    ax.set_ylabel("accuracy − no training (pp, paired 95 % CI)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=10)
+    path = pathlib.Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

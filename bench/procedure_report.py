@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from bench.accuracy_report import mean_ci_text
 from bench.paired_accuracy import AVERAGE
 from bench.procedure_section import BEFORE_META
+from bench.table_output import markdown_table
 
 __all__ = ["procedure_report"]
 
@@ -20,16 +21,13 @@ def procedure_report(section: Mapping, targets: list[str], lines: list[str]) -> 
               "same tasks (95 % CIs as in section 1). Procedures (`bench/procedures.py`):", ""]
     lines += [f"- **{name}**: {p['description']}" for name, p in section["procedures"].items()]
     lines.append("")
-    for run in section["runs"].values():
-        lines += [f"### {run['label']}", "",
-                  "| row | " + " | ".join(targets) + f" | **{AVERAGE}** | − None ({AVERAGE}) | s / task | trained tasks |",
-                  "|---|" + "---|" * (len(targets) + 4)]
-        for label, row in run["rows"].items():
-            acc = row["accuracy"]
-            lines.append(f"| {label} | " + " | ".join(mean_ci_text(acc[t]) for t in targets)
-                         + f" | **{mean_ci_text(acc[AVERAGE])}** | "
-                         + (mean_ci_text(row["delta_none"][AVERAGE], signed=True) if row["delta_none"] else "-")
-                         + f" | {row['seconds']:.2f} | {row['trained_tasks']} |")
+    for key, run in section["runs"].items():
+        table = [[label, *(mean_ci_text(row["accuracy"][t]) for t in targets),
+                  f"**{mean_ci_text(row['accuracy'][AVERAGE])}**",
+                  mean_ci_text(row["delta_none"][AVERAGE], signed=True) if row["delta_none"] else "-",
+                  f"{row['seconds']:.2f}", str(row["trained_tasks"])] for label, row in run["rows"].items()]
+        header = ("row", *targets, f"**{AVERAGE}**", f"− None ({AVERAGE})", "s / task", "trained tasks")
+        lines += [f"### {run['label']}", "", *markdown_table(header, table)]
         cis = [row["delta_none"][AVERAGE]["ci95"] for row in run["rows"].values()
                if row["delta_none"] and row["trained_tasks"]]
         if cis:
@@ -37,6 +35,10 @@ def procedure_report(section: Mapping, targets: list[str], lines: list[str]) -> 
                       f"±{min(cis):.1f}-{max(cis):.1f} pp, so two procedures closer than that are not told apart; the "
                       "decision below follows its rule on the means, and the paired section's test tasks (N >= 60 "
                       "per target) settle what it chose. A row with 0 trained tasks left every task untrained (a no-op)."]
+        figure = section.get("figures", {}).get(key)
+        if figure:
+            lines += ["", "Gain over no training against the cost of one adaptation, per procedure and weights:", "",
+                      f"![procedures]({figure})"]
         d = run["decision"]
         other = {w: s for w, s in d["weights_scores"].items() if w != d["weights"]}
         lines += ["", f"**Decision** (N = {n} validation tasks per target, {n * len(targets)} in all): procedure "

@@ -28,7 +28,7 @@ import numpy as np
 from bench.backward_cost_section import backward_cost_section
 from bench.config import SECTIONS, BenchConfig
 from bench.environment import environment
-from bench.figures import fisher_task_figures, write_accuracy_figures, write_plots
+from bench.figures import fisher_task_figures, write_accuracy_figures, write_plots, write_procedure_figures
 from bench.int8_section import int8_section
 from bench.learning_rates import with_settings
 from bench.methods import TINYTL_NOTE, ablation_methods, accuracy_methods
@@ -144,7 +144,8 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         section_seconds["procedure"] = time.time() - t0
     if "accuracy" in config.sections:
         t0 = time.time()
-        results["sections"]["accuracy"] = paired_section(config, targets, paths, runs, None, checkpoint)
+        saved = (previous or {}).get("sections", {}).get("accuracy")  # an update keeps its unchanged tuning choices
+        results["sections"]["accuracy"] = paired_section(config, targets, paths, runs, saved, checkpoint)
         section_seconds["accuracy"] = time.time() - t0
     accuracy = results["sections"].get("accuracy") or (previous or {}).get("sections", {}).get("accuracy")
     if "int8" in config.sections:
@@ -229,6 +230,8 @@ def _write_figures(config: BenchConfig, results: dict, out: pathlib.Path) -> Non
     """The PNGs of ``results`` (their file names recorded in it)."""
     if "accuracy" in results["sections"]:
         results["sections"]["accuracy"]["figures"] = write_accuracy_figures(results, out)
+    if "procedure" in results["sections"]:
+        results["sections"]["procedure"]["figures"] = write_procedure_figures(results, out)
     if "plots" in results["sections"]:
         results["sections"]["plots"]["files"] = write_plots(config, results, out)
 

@@ -1,7 +1,7 @@
 """The README's main job: the end-to-end demo on the embedded default.
 
-1. Export the shipped default -- EfficientNet-Lite0 at 128 px, ImageNet weights with meta-trained
-   upper blocks -- to a trainable builtins-only ``.tflite`` (once; reused while its resolved export
+1. Export the shipped default -- EfficientNet-Lite0 at 128 px with the weights
+   ``tflite_train.default_weights`` ships (ImageNet-only) -- to a trainable builtins-only ``.tflite`` (once; reused while its resolved export
    config is unchanged). The cache's images are mapped to the model's input size and range as a
    device does (``tflite_train.runtime.model_input.to_model_input``).
 2. Prepare (or confirm) the offline data cache at the model's input size.
@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train.default_weights import DEFAULT_LITE0_WEIGHTS, IMAGENET
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
 from tflite_train.sparse.budget import Budget
 
@@ -34,8 +35,10 @@ class DemoConfig:
     """Settings of the end-to-end demo (written to ``<out>/demo_config.json``).
 
     Attributes:
-      weights: Shipped weights (their ``.json`` sidecar sets backbone, input and head scale); default
-        the meta-trained Lite0 (``weights/efficientnet_lite0/lite0_128_meta.weights.h5``).
+      weights: ``"imagenet"`` (EfficientNet-Lite0 at 128 px with its ImageNet weights) or shipped weights (their
+        ``.json`` sidecar sets backbone, input and head scale, e.g. the meta-trained Lite0
+        ``weights/efficientnet_lite0/lite0_128_meta.weights.h5``); default the export's default
+        (``tflite_train.default_weights``).
       cache: Data cache folder, built if missing at the exported model's input size (images prepared as the
         device prepares them, never upscaled from a smaller cache).
       out: Output folder for the exported model and the report.
@@ -62,7 +65,7 @@ class DemoConfig:
       seed: Seed of the task sampling and of the adaptation.
     """
 
-    weights: str = "weights/efficientnet_lite0/lite0_128_meta.weights.h5"
+    weights: str = DEFAULT_LITE0_WEIGHTS
     cache: str = "build/data_cache_128"
     out: str = "build/demo"
     target: str = "fashion_mnist"
@@ -83,9 +86,14 @@ class DemoConfig:
 def _export(config: DemoConfig) -> pathlib.Path:
     """Exports the shipped weights unless an export with the same resolved config exists."""
     from converters.export import ensure_export
+    from converters.export_config import DEFAULT_INPUT_SIZE, ExportConfig
     from converters.weights_spec import resolve_export_config
 
-    export_config = resolve_export_config(config.weights, candidate_blocks=config.candidate_blocks)
+    if config.weights == IMAGENET:
+        export_config = ExportConfig(backbone="lite0", input_size=(DEFAULT_INPUT_SIZE,) * 2,
+                                     candidate_blocks=config.candidate_blocks)
+    else:
+        export_config = resolve_export_config(config.weights, candidate_blocks=config.candidate_blocks)
     path = pathlib.Path(config.out) / f"{export_config.backbone}_{export_config.input_size[0]}.tflite"
     ensure_export(export_config, path)
     return path

@@ -16,13 +16,22 @@ def _run(meta: float, base: float, meta_trained: bool = True) -> dict:
 
 def test_the_better_validation_score_wins():
     (line, blank), = [weights_decision(_run(71.25, 70.0))]
-    assert "71.2 % on the meta-trained weights and 70.0 % without" in line and "so the meta-trained weights (`meta.h5`)" in line
+    assert "71.2 % on the meta-trained weights and 70.0 % without" in line
+    assert "which favours the meta-trained weights (`meta.h5`)" in line
     assert blank == ""
-    assert "so the weights without meta-training (`imagenet`)" in weights_decision(_run(69.0, 70.0))[0]
+    assert "which favours the weights without meta-training (`imagenet`)" in weights_decision(_run(69.0, 70.0))[0]
+
+
+def test_the_line_names_what_the_default_export_ships():
+    from tflite_train.default_weights import default_lite0_meta_trained
+
+    shipped = "`meta.h5`" if default_lite0_meta_trained() else "`imagenet`"
+    assert f"the default export ships the {'meta-trained weights' if default_lite0_meta_trained() else 'weights without meta-training'} ({shipped})" \
+        in weights_decision(_run(71.25, 70.0))[0]
 
 
 def test_a_tie_ships_the_weights_without_meta_training():
-    assert "so the weights without meta-training" in weights_decision(_run(70.0, 70.0))[0]
+    assert "which favours the weights without meta-training" in weights_decision(_run(70.0, 70.0))[0]
 
 
 def test_no_decision_without_both_rows():

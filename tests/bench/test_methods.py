@@ -31,3 +31,20 @@ def test_sparse_update_is_mits_list_where_published():
     sparse = next(m.adapt for m in accuracy_methods(BenchConfig(), 4e6, (*layers, "final"))
                   if m.label == "SparseUpdate")
     assert sparse.sparse_update_layers == layers and sparse.memory_bytes == math.inf and sparse.compute_macs is None
+
+
+def test_every_policy_runs_on_both_weights_of_a_meta_trained_run():
+    """The shipped default's choice between the weights rests on paired rows: each policy again on the weights
+    without meta-training, from that run's own exports (FullTrain: its every-block export), at the same config."""
+    from bench.methods import NONE_NO_META, PAIRED_POLICIES, no_update_row, without_meta
+    from bench.models import BASELINE, BASELINE_FULL, FULL, SPARSE, model_key
+
+    rows = {m.label: m for m in paired_methods(preset_config("powered"), LITE0_128, 4e6, LITE0_CANDIDATES)}
+    assert list(rows) == [*PAIRED_POLICIES, *(without_meta(p) for p in PAIRED_POLICIES)]
+    for policy in PAIRED_POLICIES:
+        meta, base = rows[policy], rows[without_meta(policy)]
+        assert base.adapt == meta.adapt
+        full = policy == "FullTrain"
+        assert (meta.model, base.model) == (model_key(LITE0_128, FULL if full else SPARSE),
+                                            model_key(LITE0_128, BASELINE_FULL if full else BASELINE))
+        assert no_update_row(meta.label) == "None" and no_update_row(base.label) == NONE_NO_META

@@ -40,3 +40,19 @@ def test_time_target_by_hand():
     assert time_sentence(v).endswith("**missed**, 0.36×.")
     assert time_verdict({**cost, "TinyTrain": {"seconds_per_task": 12.5}})["met"]
     assert time_verdict({"TinyTrain": {"seconds_per_task": 1.0}}) is None
+
+
+def test_issue_39_goal_needs_every_target_and_applies_to_each_set_of_weights():
+    """TinyTrain − None: average +3.5 pp with a tight CI, but t2 is below 0 -> missed, naming t2; the same goal
+    is checked on the rows without meta-training."""
+    none = {"t1": [40.0, 50.0, 60.0], "t2": [41.0, 51.0, 61.0]}  # TinyTrain − None: t1 +10, t2 -1 (constant)
+    base = {"t1": [44.0, 54.0, 64.0], "t2": [37.0, 47.0, 57.0]}  # +6 and +3: met on every target
+    rows = {"TinyTrain": TT, "None": none,
+            "TinyTrain without meta-training": TT, "None without meta-training": base}
+    verdicts = {(v["a"], v["b"]): v for v in summarize(rows, ["t1", "t2"])["targets"]}
+    meta = verdicts[("TinyTrain", "None")]
+    assert meta["delta"] == pytest.approx(4.5) and meta["low"] == pytest.approx(4.5)
+    assert not meta["met"] and meta["below"] == {"t2": pytest.approx(-1.0)}
+    assert verdict_sentence(meta).endswith("the average meets it; below on t2 (-1.0 pp).")
+    assert "every target ≥ +0 pp" in verdict_sentence(meta)
+    assert verdicts[("TinyTrain without meta-training", "None without meta-training")]["met"]

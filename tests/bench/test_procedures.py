@@ -46,3 +46,22 @@ def test_decision_ties_go_to_the_cheaper_procedure_and_the_main_weights():
             "b'": _row(BEFORE_META, "b", 72.0)}
     assert decide(rows, ["a", "b"])["procedure"] == "b"
     assert decide(rows, ["a", "b"])["weights"] == MAIN
+
+
+def test_procedure_points_keep_trained_rows_by_weights_and_the_plot_is_written(tmp_path):
+    from bench.figures import procedure_points, write_procedure_figures
+
+    delta = {"average": {"mean": 1.5, "ci95": 2.0}}
+    rows = {"None": {"weights": "main", "procedure": None, "delta_none": None, "trained_tasks": 0, "seconds": 0.1},
+            "TinyTrain [a]": {"weights": "main", "procedure": "a", "delta_none": delta, "trained_tasks": 80,
+                              "seconds": 5.0},
+            "TinyTrain [b]": {"weights": "main", "procedure": "b", "delta_none": delta, "trained_tasks": 0,
+                              "seconds": 0.1},  # a no-op: nothing trained, no point
+            "TinyTrain [a] before": {"weights": "before meta-training", "procedure": "a", "delta_none": delta,
+                                     "trained_tasks": 80, "seconds": 3.0}}
+    groups = procedure_points({"rows": rows})
+    assert groups == {"the run's main weights": [{"label": "a", "delta": 1.5, "ci95": 2.0, "seconds": 5.0}],
+                      "weights before meta-training": [{"label": "a", "delta": 1.5, "ci95": 2.0, "seconds": 3.0}]}
+    results = {"sections": {"procedure": {"tasks": 20, "runs": {"r": {"label": "Net @ 8", "rows": rows}}}}}
+    assert write_procedure_figures(results, tmp_path) == {"r": "procedures_r.png"}
+    assert (tmp_path / "procedures_r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

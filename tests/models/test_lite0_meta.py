@@ -124,16 +124,22 @@ def _captured_export(monkeypatch, argv):
     return seen["config"]
 
 
-def test_export_defaults_to_the_meta_trained_lite0_at_128(monkeypatch, tmp_path):
+def test_export_defaults_to_the_shipped_lite0_weights_at_128(monkeypatch, tmp_path):
+    """Without flags: Lite0 at 128 px, 6 trainable blocks, the weights ``tflite_train.default_weights`` ships
+    (ImageNet-only: weights None, the default head scale); the meta-trained ones by their path."""
+    from tflite_train.default_weights import DEFAULT_LITE0_WEIGHTS, IMAGENET
+
     config = _captured_export(monkeypatch, ["export", "--out", str(tmp_path / "m.tflite")])
     assert config.backbone == "lite0" and config.input_size == (128, 128) and config.candidate_blocks == 6
-    assert config.weights == str(META_WEIGHTS_PATH) and config.mean is None  # the model's own (x - 127) / 128
-    assert config.cosine_scale == pytest.approx(sidecar()["cosine_head"]["scale"])
-    imagenet = _captured_export(monkeypatch, ["export", "--backbone", "lite0", "--weights", "imagenet",
-                                              "--input-size", "96", "--out", str(tmp_path / "i.tflite")])
-    assert imagenet.weights is None and imagenet.input_size == (96, 96)
+    assert DEFAULT_LITE0_WEIGHTS == IMAGENET and config.weights is None and config.mean is None  # (x - 127) / 128 in the model
+    assert config.cosine_scale == 10.0
+    imagenet = _captured_export(monkeypatch, ["export", "--weights", "imagenet", "--input-size", "96", "--out",
+                                              str(tmp_path / "i.tflite")])
+    assert imagenet.backbone == "lite0" and imagenet.weights is None and imagenet.input_size == (96, 96)
     paper = _captured_export(monkeypatch, ["export", "--backbone", "mcunet", "--out", str(tmp_path / "p.tflite")])
     assert paper.backbone == "mcunet" and paper.input_size == (128, 128) and paper.candidate_blocks == 4
     sidecar_run = _captured_export(monkeypatch, ["export", "--weights", str(META_WEIGHTS_PATH), "--out",
                                                  str(tmp_path / "s.tflite")])
+    assert sidecar_run.weights == str(META_WEIGHTS_PATH)
+    assert sidecar_run.cosine_scale == pytest.approx(sidecar()["cosine_head"]["scale"])
     assert sidecar_run.backbone == "lite0" and sidecar_run.candidate_blocks == 6 and sidecar_run.mean is None

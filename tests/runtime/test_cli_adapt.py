@@ -35,7 +35,7 @@ def test_adapt_json_then_predict(folders, tmp_path, capsys):
                   "--policy", "TinyTrain", "--seed", "3", "--json") == 0
     record = json.loads(capsys.readouterr().out)
     assert 0.0 <= record["query_accuracy"] <= 1.0 and record["within_budget"]
-    assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "cache", "training", "eval"}
+    assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "cache", "training", "remember", "eval"}
     assert record["cache"]["used"] and record["cache"]["cache_bytes"] <= record["cache"]["image_bytes"]
     assert record["shots"] == [4, 4, 4] and len(record["losses"]) == 5
     assert set(record["fisher_potentials"]) == set(record["layer_costs"])
@@ -79,7 +79,7 @@ def test_adapt_prints_a_summary(folders, tmp_path, capsys):
     assert capsys.readouterr().out == text, "show prints the summary adapt printed, from the checkpoint alone"
     labels = [line.split()[0] for line in text.splitlines()[1:]]
     assert labels == ["classes", "selection", "memory", "compute", "cache", "updates", "loss", "support", "query",
-                      "time", "checkpoint"]
+                      "replay", "time", "checkpoint"]
     assert "steps from the activation below" in text and "(the views as images:" in text
     assert "batches of 1, prototypes fixed" in text
     assert "class0 (4), class1 (4), class2 (4)" in text and str(out) in text

@@ -1,5 +1,5 @@
-"""The shipped default (meta-trained EfficientNet-Lite0) on the device side, no TensorFlow: its
-exported fixture (small: 64 px, last 2 blocks) passes ``verify`` and adapts with TinyTrain.
+"""EfficientNet-Lite0 (the default backbone; this fixture has the meta-trained weights, the default export the
+same graph with the ImageNet weights alone) on the device side, no TensorFlow: its exported fixture (small: 64 px, last 2 blocks) passes ``verify`` and adapts with TinyTrain.
 Runs in the main env and in the Pi env (tflite-runtime 2.14)."""
 
 from __future__ import annotations

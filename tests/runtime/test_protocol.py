@@ -8,6 +8,7 @@ import pytest
 
 from tflite_train.cli.device_commands import adapt_config
 from tflite_train.cli.parser import build_parser
+from tflite_train.default_weights import default_lite0_meta_trained
 from tflite_train.runtime import DEFAULT_PROTOCOL, AdaptConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -68,7 +69,7 @@ def test_demo_uses_the_protocol():
 
 def test_protocol_is_the_powered_benchmarks_choice():
     """Once bench/results holds a powered run's tuning (>= 60 tasks, >= 5 tuning tasks per target), the
-    protocol's passes and learning rate are TinyTrain's validated choice on the default backbone."""
+    protocol's passes and learning rate are TinyTrain's validated choice on the default export (backbone and weights)."""
     config_path, results_path = ROOT / "bench/results/config.json", ROOT / "bench/results/results.json"
     config = json.loads(config_path.read_text())
     if config.get("tasks", 0) < 60 or config.get("tuning_tasks", 0) < 5:
@@ -77,7 +78,8 @@ def test_protocol_is_the_powered_benchmarks_choice():
     run = json.loads(results_path.read_text())["sections"].get("accuracy", {}).get("runs", {}).get("lite0_128", {})
     if run.get("stage") not in ("tests", "done"):  # stage "tuning": successive halving still running
         pytest.skip("the powered run's tuning is not finished (resume it with `make bench-powered`)")
-    chosen = run["tuning"]["TinyTrain"]
+    shipped = "TinyTrain" if default_lite0_meta_trained() else "TinyTrain without meta-training"
+    chosen = run["tuning"][shipped]  # the row of the weights the default export ships
     assert DEFAULT_PROTOCOL.epochs == chosen["epochs"]
     assert DEFAULT_PROTOCOL.learning_rate == chosen["learning_rate"]
 

@@ -9,6 +9,7 @@ from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
 from tflite_train.cli.flag_types import MAX_SEED, finite_float, positive_float, ranged
 from tflite_train.cli.parser import Command
 from tflite_train.cli.tf_logging import quiet_tensorflow
+from tflite_train.default_weights import DEFAULT_LITE0_WEIGHTS, DEFAULT_WEIGHTS_PROVENANCE, IMAGENET, LITE0_META_WEIGHTS
 
 __all__ = ["PREPROCESSING_PRESETS", "register"]
 
@@ -84,17 +85,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
                               **common)
     else:
         model = None
-        backbone = args.backbone or (None if args.weights else DEFAULT_BACKBONE)
-        if backbone == "lite0" and args.weights in (None, "imagenet"):
-            # the shipped meta-trained Lite0 (or the ImageNet-only one), at any --input-size
-            from tflite_train.models.lite0_meta import META_WEIGHTS_PATH, sidecar
-
-            meta = args.weights is None
-            config = ExportConfig(backbone="lite0", input_size=size or (DEFAULT_INPUT_SIZE,) * 2,
-                                  weights=str(META_WEIGHTS_PATH) if meta else None,
+        backbone = args.backbone or (None if args.weights not in (None, IMAGENET) else DEFAULT_BACKBONE)
+        if backbone == "lite0" and (args.weights or DEFAULT_LITE0_WEIGHTS) == IMAGENET:
+            # the shipped default (tflite_train.default_weights says why), at any --input-size
+            config = ExportConfig(backbone="lite0", input_size=size or (DEFAULT_INPUT_SIZE,) * 2, weights=None,
                                   candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS["lite0"],
-                                  cosine_scale=args.cosine_scale or (sidecar()["cosine_head"]["scale"] if meta else 10.0),
-                                  **common)
+                                  cosine_scale=args.cosine_scale or 10.0, **common)
         else:
             if args.weights is None:  # a paper backbone without weights: seeded initialisation at 128
                 size = size or (DEFAULT_INPUT_SIZE,) * 2
@@ -153,10 +149,11 @@ def register(command: Command) -> None:
                    "and replaced by the cosine head; Rescaling/Normalization at its input become the input spec")
     p.add_argument("--backbone", choices=sorted(set(BACKBONES) | set(PRETRAINED_BACKBONES)),
                    help="a built-in backbone (default: the weights' sidecar, else lite0 = EfficientNet-Lite0 at 128 px "
-                   "with the shipped meta-trained weights; mcunet, mbv2, proxyless: the paper's)")
+                   "with ImageNet weights; mcunet, mbv2, proxyless: the paper's)")
     p.add_argument("--weights", default=None,
                    help="Keras X.weights.h5 of a built-in backbone; X.json beside it sets backbone, input, head scale "
-                   "(lite0: default the shipped meta-trained weights; 'imagenet' = ImageNet only)")
+                   f"(lite0: default {DEFAULT_LITE0_WEIGHTS!r}, because "
+                   + DEFAULT_WEIGHTS_PROVENANCE.replace("%", "%%") + f"; the meta-trained ones: {LITE0_META_WEIGHTS})")
     p.add_argument("--out", required=True, help="the .tflite file to write (its resolved config goes beside it)")
     p.add_argument("--input-size", type=ranged(int, 1, 4096), nargs="+", metavar="H [W]",
                    help="input height and width in pixels (default: the Keras model's, the weights' sidecar, or 128)")

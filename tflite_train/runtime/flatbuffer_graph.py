@@ -96,23 +96,28 @@ class Graph:
                                 subgraphs, variable))
         return out
 
-    def _tensor(self, subgraph: int, tensor: int) -> int:
-        """The position of a tensor's table (each subgraph's tensor vector read once)."""
+    def subgraph_io(self, subgraph: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(inputs, outputs): a subgraph's input and output tensor indices."""
+        table = self._subgraphs[subgraph]
+        return self._ints(table, 1), self._ints(table, 2)
+
+    def tensor_table(self, subgraph: int, tensor: int) -> int:
+        """The position of a tensor's table in the file."""
         if subgraph not in self._tensor_tables:
             self._tensor_tables[subgraph] = self._reader.table_vector(self._subgraphs[subgraph], 0)
         return self._tensor_tables[subgraph][tensor]
 
     def tensor_buffer(self, subgraph: int, tensor: int) -> int:
         """The buffer index of a tensor (0 = no data)."""
-        return self._reader.u32_field(self._tensor(subgraph, tensor), 2)
+        return self._reader.u32_field(self.tensor_table(subgraph, tensor), 2)
 
     def tensor_shape(self, subgraph: int, tensor: int) -> tuple[int, ...]:
         """A tensor's ``shape``."""
-        return self._ints(self._tensor(subgraph, tensor), 0)
+        return self._ints(self.tensor_table(subgraph, tensor), 0)
 
     def tensor_type(self, subgraph: int, tensor: int) -> int:
         """A tensor's schema ``TensorType`` code (0 = float32)."""
-        pos = self._reader.field(self._tensor(subgraph, tensor), 1)
+        pos = self._reader.field(self.tensor_table(subgraph, tensor), 1)
         return self._reader.i8(pos) if pos is not None else 0
 
     def buffer_span(self, buffer: int) -> tuple[int, int]:

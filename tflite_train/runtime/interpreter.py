@@ -135,7 +135,7 @@ class TrainableModel:
         content = model if isinstance(model, (bytes, bytearray)) else _read(model, mutable=edited)
         source = "model bytes" if isinstance(model, (bytes, bytearray)) else str(model)
         check_model_bytes(bytes(content), source)
-        self.metadata: dict[str, Any] = check_model_metadata(read_metadata(content), source)
+        self.metadata: dict[str, Any] = check_model_metadata(read_metadata(content, source), source)
         signature_defs = read_signature_defs(content)
         C.validate_graph(self.metadata, signature_defs)
         self.state_specs: dict[str, tuple[tuple[int, ...], str]] = dict(signature_defs[C.GET_STATE][C.F_OUTPUTS])
