@@ -12,6 +12,7 @@ import pytest
 from runtime_fixtures import fixture_model
 from tflite_train import contract as C
 from tflite_train.runtime import TrainableModel
+from tflite_train.runtime import compiled_signatures
 from tflite_train.runtime.compiled_signatures import CompiledSignatures, OutputShapeError, compiled_model_available
 
 pytestmark = pytest.mark.skipif(not compiled_model_available(), reason="needs ai-edge-litert's CompiledModel API")
@@ -46,6 +47,22 @@ def test_the_same_outputs_as_the_interpreter(name):
     assert got.keys() == want.keys()
     for key, value in want.items():
         np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+@pytest.mark.parametrize("host_output_bytes", [0, 2**62])
+def test_outputs_in_fresh_arrays_or_kept_buffers(monkeypatch, host_output_bytes):
+    """Every output written into fresh numpy arrays (threshold 0), or every output through kept LiteRT buffers:
+    the same values as the Interpreter's, and arrays returned earlier are not overwritten by later calls."""
+    monkeypatch.setattr(compiled_signatures, "HOST_OUTPUT_BYTES", host_output_bytes)
+    cached = TrainableModel(fixture_model("tiny_adam_33"), runtime="ai_edge_litert.interpreter")
+    plain = TrainableModel(fixture_model("tiny_adam_33"), runtime="ai_edge_litert.interpreter", weight_cache=False)
+    got, want = _run(cached), _run(plain)
+    for key, value in want.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+    first = cached.infer(np.zeros((2,) + cached.input_shape, np.float32))[C.LOGITS]
+    kept = first.copy()
+    cached.infer(np.ones((2,) + cached.input_shape, np.float32))
+    np.testing.assert_array_equal(first, kept)
 
 
 def test_a_signature_whose_reported_output_shapes_differ_is_not_run():
