@@ -40,7 +40,7 @@ import numpy as np
 from tflite_train import contract as C
 from tflite_train.runtime.cached_cut import CachedCut
 from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime.pseudo_queries import pseudo_query_batches
+from tflite_train.runtime.pseudo_queries import ViewDraw, pseudo_query_batches
 
 __all__ = ["BATCH_MODES", "PROTOTYPE_MODES", "RowSource", "UpdatePlan", "class_prototypes", "embed", "embed_from",
            "plan_updates", "run_updates"]
@@ -156,7 +156,10 @@ class RowSource:
     """The support images and their pseudo-query views as the steps read them.
 
     With a cut, both are activations at the cut (``features_<layer>``, computed once: nothing below the cut
-    changes while only layers above it are selected); without one, the images themselves.
+    changes while only layers above it are selected); without one, the images themselves. Views given as a
+    ``ViewDraw`` are drawn chunk by chunk as their activations are computed (``ViewDraw.chunks``: the same
+    pixels and the same ``features`` calls as from the drawn array, without holding every view), or all
+    at once without a cut.
 
     A continued run's replay memory (``tflite_train.runtime.replay_memory``) adds R stored activations at the
     cut after the N support images: rows N..N+R-1 of ``support``, and in every view of the pseudo-query rows
@@ -167,19 +170,24 @@ class RowSource:
       cut: The cached cut, or None for full steps.
       support: f32 [N, H, W, C] support images, or None when no update reads them ("fixed" prototypes and
         no rate choice).
-      views: f32 [V * N, H, W, C] pseudo-query views, view-major (``draw_views``).
+      views: f32 [V * N, H, W, C] pseudo-query views, view-major (``draw_views``), or their ``ViewDraw``.
       chunk_size: Images per ``features``/``infer`` call.
       replay: f32 [R, *cut.shape] stored activations at ``cut`` (needs ``cut`` and ``support``), or None.
     """
 
     def __init__(self, model: TrainableModel, cut: CachedCut | None, support: np.ndarray | None,
-                 views: np.ndarray, chunk_size: int, replay: np.ndarray | None = None) -> None:
+                 views: np.ndarray | ViewDraw, chunk_size: int, replay: np.ndarray | None = None) -> None:
         if replay is not None and (cut is None or support is None):
             raise ValueError("replayed activations need a cut and the support rows")
         self.model, self.cut, self.chunk_size = model, cut, chunk_size
         self.new_rows = 0 if support is None else support.shape[0]
         self.support = None if support is None else self._rows(support)
-        self.views = self._rows(views)
+        if not isinstance(views, ViewDraw):
+            self.views = self._rows(views)
+        elif self.cut is None:
+            self.views = views.all()
+        else:
+            self.views = np.concatenate([self.model.features(self.cut, x) for x in views.chunks(self.chunk_size)])
         self.replay = replay
         if replay is not None:
             self.support = np.concatenate([self.support, replay])

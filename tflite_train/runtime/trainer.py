@@ -9,12 +9,13 @@
 3. selection (Algorithm 1 lines 1-4) with ``tflite_train.sparse.select`` under the budget
    (B_mem, B_compute), priced by the analytic cost model;
 4. ``set_selection``; the fine-tuning (``tflite_train.runtime.fine_tuning``, P>M>F's procedure of the
-   paper's appendix C): ``augment_views`` augmented views of every support image are drawn up front (flips,
-   shifts, brightness/contrast; ``tflite_train.data.augment``); when the model has frozen-prefix
+   paper's appendix C): ``augment_views`` augmented views of every support image are drawn before the first
+   step (flips, shifts, brightness/contrast; ``tflite_train.data.augment``); when the model has frozen-prefix
    signatures and the cache fits (``tflite_train.runtime.activation_cache``), the activation at the cut
    below the deepest selected layer is computed once per view (and per support image, when the prototypes
-   or the rate choice need it) and every update runs from it (only the layers above the cut), else from
-   the images. Each update takes ``batch_size`` pseudo-queries from a seeded epoch-wise permutation
+   or the rate choice need it), the views drawn chunk by chunk as they are (``pseudo_queries.ViewDraw``:
+   the same pixels, never all held), and every update runs from it (only the layers above the cut), else
+   from the images. Each update takes ``batch_size`` pseudo-queries from a seeded epoch-wise permutation
    (``tflite_train.runtime.pseudo_queries``), with prototypes fixed, refreshed or inside the step
    (``prototype_mode``), as one batch or accumulated (``batch_mode``);
    with ``rate_choice``, the learning rate is first chosen for this task on held-out support images
@@ -53,7 +54,7 @@ from tflite_train.runtime.model_contract import check_metadata, input_range, lay
 from tflite_train.runtime.progress import Progress, no_progress
 from tflite_train.runtime.fine_tuning import (RowSource, UpdatePlan, class_prototypes, embed, plan_updates,
                                               run_updates)
-from tflite_train.runtime.pseudo_queries import Augment, draw_views
+from tflite_train.runtime.pseudo_queries import Augment, ViewDraw
 from tflite_train.runtime.rate_choice import RateChoice, choose_rate, held_out_score, held_out_split
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
@@ -282,11 +283,11 @@ def adapt(
     if not selection.is_empty and updates > 0:
         model.set_selection(selection.channel_mask(table, model.candidates))
         rng = np.random.default_rng(config.seed)
-        views = draw_views(rng, images, config.augment_views, augment, augment_config)
+        views = ViewDraw(rng, images, config.augment_views, augment, augment_config)  # drawn by RowSource
         cut = model.cache_cut() if replay is None else start.cut(model)  # a memory fixes the cut
         needs_support = config.prototype_mode != "fixed" or config.rate_choice is not None or replay is not None
         plan = plan_cache(cut, has_cuts=bool(model.cached_cuts), enabled=config.cache, unsafe=model.cache_unsafe,
-                          num_views=views.shape[0] + images.shape[0] * needs_support + num_rows - images.shape[0],
+                          num_views=views.rows + images.shape[0] * needs_support + num_rows - images.shape[0],
                           image_shape=model.input_shape, limit_bytes=config.cache_memory_bytes,
                           forward_macs=total_forward_macs(table))
         if not plan.used and replay is not None:
@@ -297,7 +298,6 @@ def adapt(
         with timer.phase("cache"):
             source = RowSource(model, cut if plan.used else None, images if needs_support else None, views,
                                config.chunk_size, None if replay is None else replay.activations)
-            del views  # the cache replaces the views in memory (activation_cache module docstring)
         used_cut = source.cut
         budget_bytes = config.memory_bytes
 
