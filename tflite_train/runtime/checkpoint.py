@@ -96,8 +96,11 @@ def _layer_keys(state: Mapping[str, Any], layer: str, include_optimizer: bool) -
 
 
 def checkpoint_arrays(model: TrainableModel, selection: Selection, include_optimizer: bool = False) -> dict[str, np.ndarray]:
-    """The arrays a checkpoint of ``model``'s current state under ``selection`` holds (module docstring)."""
-    state = model.get_state()
+    """The arrays a checkpoint of ``model``'s current state under ``selection`` holds (module docstring), read
+    by one ``get_state`` run that copies out only the variables they come from (``TrainableModel.get_state``)."""
+    keys = [key for layer in selection.layers for key in _layer_keys(model.state_specs, layer, include_optimizer)]
+    state = model.get_state([C.NUM_CLASSES, C.PROTOTYPES, C.LEARNING_RATE, *keys,
+                             *([C.STEP] if include_optimizer else [])])
     k = int(state[C.NUM_CLASSES])
     if k < 1:
         raise ValueError("the model has no head (num_classes is 0): adapt it before saving a checkpoint")

@@ -14,7 +14,9 @@ the resource variables are shared by every signature, and the outputs are bit-id
 
 ``CompiledSignatures`` offers what ``TrainableModel`` uses of an interpreter: ``get_signature_list`` and
 ``get_signature_runner(name)``, whose runner takes the inputs as keyword arrays (resizing a changed
-input shape first, as the ``Interpreter``'s runner does) and returns fresh arrays.
+input shape first, as the ``Interpreter``'s runner does) and returns fresh arrays; its ``run(inputs, read)``
+returns only the outputs ``read``, the others written into one scratch buffer they share (``get_state`` of
+the selected layers without a fresh copy of the whole state).
 
 The CompiledModel sizes a signature's output buffers from the output shapes its interpreter reports after
 a resize, before running. A model with an output shape known only at run time (``static_shapes``) would
@@ -32,7 +34,7 @@ import importlib
 import os
 import sys
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -42,7 +44,7 @@ from tflite_train.runtime.metadata import read_signature_defs
 from tflite_train.runtime.native_stderr import native_stderr_silenced
 from tflite_train.runtime.static_shapes import expected_output_shapes
 
-__all__ = ["WEIGHT_CACHE", "CompiledSignatures", "OutputShapeError", "compiled_model_available"]
+__all__ = ["WEIGHT_CACHE", "CompiledRunner", "CompiledSignatures", "OutputShapeError", "compiled_model_available"]
 
 WEIGHT_CACHE = ":memory"
 """XNNPACK's weight cache path that keeps the packed weights in memory (no file is written)."""
@@ -103,7 +105,7 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple
     return storage[:count].reshape(shape), storage
 
 
-class _Runner:
+class CompiledRunner:
     """One signature: ``runner(**inputs) -> {output name: array}``.
 
     Input buffers are LiteRT's, kept for the last input shapes and written at each call. Large outputs
@@ -172,6 +174,15 @@ class _Runner:
                 "run. Open the model with weight_cache=False")
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
+        return self.run(inputs)
+
+    def run(self, inputs: Mapping[str, Any], read: Collection[str] | None = None) -> dict[str, np.ndarray]:
+        """Runs the signature on ``inputs``; returns the outputs ``read`` (None: all) in fresh arrays.
+
+        With ``read``, the other outputs are written into one scratch buffer of the largest of them, which
+        they all wrap (nothing reads them, and no operator of a signature reads its own outputs back: the
+        ``get_state`` parity test), so the run holds the read outputs and that buffer, not every output.
+        """
         if set(inputs) != set(self._inputs):
             raise ValueError(f"signature {self._name!r} takes inputs {self._inputs}; got {sorted(inputs)}")
         owner = self._owner()
@@ -183,15 +194,29 @@ class _Runner:
             ins, kept, specs = self._prepare(owner, inputs)
             for name, buffer in zip(self._inputs, ins):
                 buffer.write(np.asarray(inputs[name]))
-            arrays = [] if kept is not None else [aligned_empty(*spec) for spec in specs.values()]
-            outs = kept if kept is not None else [owner.host_buffer(storage) for _, storage in arrays]
+            if read is not None:
+                kept = None  # fresh arrays for the read outputs, the scratch for the rest
+            arrays, outs = self._output_buffers(owner, kept, specs, read)
             self._held = (self._held, ins, outs, arrays)  # the previous run's too, should this one fail midway
             owner.model.run_by_index(self._index, ins, outs)
             self._held = (ins, outs, arrays)
         if kept is None:
-            return {name: array for name, (array, _) in zip(specs, arrays)}
+            return {name: array for name, (array, _) in zip(specs, arrays) if read is None or name in read}
         return {name: buffer.read(int(np.prod(shape, dtype=np.int64)), dtype).reshape(shape)
                 for buffer, (name, (shape, dtype, _)) in zip(kept, specs.items())}
+
+    @staticmethod
+    def _output_buffers(owner: "CompiledSignatures", kept: list | None, specs: Mapping[str, tuple],
+                        read: Collection[str] | None) -> tuple[list, list]:
+        """(arrays, output buffers) of one run: the kept buffers, or an aligned array per output wrapped as
+        host memory; outputs not in ``read`` (when given) all wrap the first bytes of one scratch array."""
+        if kept is not None:
+            return [], kept
+        unread = {name for name, (_, _, size) in specs.items() if read is not None and name not in read and size}
+        scratch = aligned_empty((max((specs[n][2] for n in unread), default=0),), np.dtype(np.uint8), 0)[1]
+        arrays = [(None, scratch[:spec[2]].view(spec[1])) if name in unread else aligned_empty(*spec)
+                  for name, spec in specs.items()]
+        return arrays, [owner.host_buffer(storage) for _, storage in arrays]
 
 
 class CompiledSignatures:
@@ -228,12 +253,12 @@ class CompiledSignatures:
         """The file's signature shapes (``metadata.read_signature_defs``: -1 marks the batch)."""
         self.host_buffer = importlib.import_module(f"{PACKAGE}.tensor_buffer").TensorBuffer.create_from_host_memory
         """Wraps a 64-byte aligned, C-contiguous array as a TensorBuffer (no copy; the array must outlive it)."""
-        self._runners: dict[str, _Runner] = {}
+        self._runners: dict[str, CompiledRunner] = {}
 
     def __del__(self) -> None:
         # releasing the model and the buffers destroys their LiteRT environment, which logs one line per
         # accelerator to stderr; only this object holds them (the runners refer to it weakly). The model
-        # goes first: it may point into the runners' last output arrays (_Runner docstring)
+        # goes first: it may point into the runners' last output arrays (CompiledRunner docstring)
         if getattr(self, "model", None) is not None:
             with native_stderr_silenced():
                 self.model = None
@@ -244,10 +269,10 @@ class CompiledSignatures:
         """``{signature: {"inputs": [names], "outputs": [names]}}``."""
         return self._signatures
 
-    def get_signature_runner(self, name: str) -> _Runner:
+    def get_signature_runner(self, name: str) -> CompiledRunner:
         """The runner of signature ``name`` (ValueError for an unknown one)."""
         if name not in self._signatures:
             raise ValueError(f"Invalid signature_key provided: {name!r}")
         if name not in self._runners:
-            self._runners[name] = _Runner(self, name)
+            self._runners[name] = CompiledRunner(self, name)
         return self._runners[name]
