@@ -35,6 +35,7 @@ from tflite_train.runtime.checkpoint import (Checkpoint, load_checkpoint, restor
                                             save_checkpoint)
 from tflite_train.runtime.continual import AdaptStart, checkpoint_after, continue_from, describe_start
 from tflite_train.runtime.errors import ImageFolderError, UserError
+from tflite_train.runtime.free_memory import release_free_memory
 from tflite_train.runtime.image_folder import scan_image_folder
 from tflite_train.runtime.model_input import load_images
 from tflite_train.runtime.interpreter import TrainableModel
@@ -320,6 +321,7 @@ def run_adaptation(
         before = prototype_accuracy(model, images, labels, config.chunk_size, start)
         config = dataclasses.replace(config, fisher_chunk_size=min(config.fisher_chunk_size, COMMAND_FISHER_ROWS))
         result = adapt(model, images, labels, config, progress=progress, start=start)
+        release_free_memory()  # what the run freed, before the checkpoint's get_state arena is allocated
         replay_start = time.perf_counter()
         adapted = checkpoint_after(model, result.selection, start, images, labels, names, replay_budget=replay_budget,
                                    seed=config.seed, include_optimizer=include_optimizer, chunk_size=config.chunk_size)

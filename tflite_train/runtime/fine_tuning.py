@@ -39,6 +39,7 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.cached_cut import CachedCut
+from tflite_train.runtime.free_memory import release_free_memory
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.pseudo_queries import ViewDraw, pseudo_query_batches
 
@@ -187,7 +188,7 @@ class RowSource:
         elif self.cut is None:
             self.views = views.all()
         else:
-            self.views = np.concatenate([self.model.features(self.cut, x) for x in views.chunks(self.chunk_size)])
+            self.views = np.concatenate([self._view_features(x) for x in views.chunks(self.chunk_size)])
         self.replay = replay
         if replay is not None:
             self.support = np.concatenate([self.support, replay])
@@ -202,6 +203,13 @@ class RowSource:
         out = np.empty((rows.shape[0], *self.views.shape[1:]), self.views.dtype)
         out[new] = self.views[view[new] * self.new_rows + item[new]]
         out[~new] = self.replay[item[~new] - self.new_rows]
+        return out
+
+    def _view_features(self, views: np.ndarray) -> np.ndarray:
+        """``features`` of a chunk of views, then the free heap pages handed back (``free_memory``): the
+        augmentation's temporaries of the next view then reuse pages instead of growing the resident set."""
+        out = self.model.features(self.cut, views)
+        release_free_memory()
         return out
 
     def _chunked(self, call: Callable[[np.ndarray], np.ndarray], rows: np.ndarray) -> np.ndarray:

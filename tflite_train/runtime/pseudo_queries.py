@@ -80,14 +80,23 @@ class ViewDraw:
         are held at a time. Draw with one of ``all`` or ``chunks``, once: each consumes the generator."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"chunk size must be an int >= 1; got {size!r}")
-        pending: np.ndarray | None = None  # drawn rows not yet handed out
+        tail: np.ndarray | None = None  # the last drawn rows not yet handed out (fewer than ``size``)
         for view in _each_view(self.rng, self.images, self.views, self.augment, self.augment_config):
-            pending = view if pending is None else np.concatenate([pending, view])
-            while pending.shape[0] >= size:
-                chunk, pending = pending[:size], pending[size:]
-                yield chunk
-        if pending is not None and pending.shape[0]:
-            yield pending
+            start = 0
+            if tail is not None:  # a chunk across views: the only rows copied
+                start = min(size - tail.shape[0], view.shape[0])
+                tail = np.concatenate([tail, view[:start]])
+                if tail.shape[0] < size:
+                    continue
+                yield tail
+                tail = None
+            while view.shape[0] - start >= size:  # chunks within one view are slices of it
+                yield view[start:start + size]
+                start += size
+            if start < view.shape[0]:
+                tail = view[start:]
+        if tail is not None:
+            yield tail
 
 
 def pseudo_query_batches(rng: np.random.Generator, n: int, batch_size: int, steps: int,

@@ -49,6 +49,7 @@ from tflite_train.runtime.activation_cache import CachePlan, plan_cache
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.continual import AdaptStart
 from tflite_train.runtime.errors import UserError
+from tflite_train.runtime.free_memory import release_free_memory
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.progress import Progress, no_progress
@@ -298,6 +299,7 @@ def adapt(
         with timer.phase("cache"):
             source = RowSource(model, cut if plan.used else None, images if needs_support else None, views,
                                config.chunk_size, None if replay is None else replay.activations)
+            release_free_memory()  # the views' temporaries, before the step's arena is allocated
         used_cut = source.cut
         budget_bytes = config.memory_bytes
 
