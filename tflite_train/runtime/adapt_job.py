@@ -56,11 +56,13 @@ from tflite_train.sparse.cost_model import layer_cost
 from tflite_train.sparse.policies import policy_spec
 
 DOCUMENT_RESERVE_BYTES = 2**20  # the config and report stored in the checkpoint, generously
-COMMAND_MAX_ROWS = 4
+COMMAND_MAX_ROWS = 1
 """Images per ``infer``/``features`` call of ``adapt`` and ``predict`` (``TrainableModel.max_rows``): the
 interpreter keeps a signature's tensors sized for the largest batch it ran (EfficientNet-Lite0@128:
 ``features`` at 32 images +112 MiB peak RSS, ``infer`` at 25 +60 MiB), while the time per image is
-the same from 1 to 32 images (measured on both runtimes; ``bench/results/MEMORY.md``)."""
+the same from 1 to 32 images (measured on both runtimes; ``bench/results/MEMORY.md``). One image rather
+than 4: ``adapt``'s peak on tflite-runtime 2.14 229 -> 210 MiB (``infer``'s first call +11 -> +4 MiB),
+with ``infer`` and ``features`` outputs bit for bit those of 4-image calls (measured on both runtimes)."""
 COMMAND_FISHER_ROWS = 1
 """Most images per ``fisher`` call of ``adapt`` (``AdaptConfig.fisher_chunk_size``, whose library default
 the benchmark's recorded configs keep): the interpreter keeps a call's activations and gradients for the
