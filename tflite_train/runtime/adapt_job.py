@@ -323,7 +323,15 @@ def run_adaptation(
         before = prototype_accuracy(model, images, labels, config.chunk_size, start)
         config = dataclasses.replace(config, fisher_chunk_size=min(config.fisher_chunk_size, COMMAND_FISHER_ROWS))
         result = adapt(model, images, labels, config, progress=progress, start=start)
-        release_free_memory()  # what the run freed, before the checkpoint's get_state arena is allocated
+        # the accuracies first (they read the state, never write it): the checkpoint's get_state arena, the
+        # largest allocation left, then lands on the pages their temporaries freed (free_memory)
+        after = support_accuracy(model, images, labels)
+        query_accuracy, eval_seconds = None, None
+        if query is not None:
+            eval_start = time.perf_counter()
+            query_accuracy = evaluate(model, *query)
+            eval_seconds = time.perf_counter() - eval_start
+        release_free_memory()
         replay_start = time.perf_counter()
         adapted = checkpoint_after(model, result.selection, start, images, labels, names, replay_budget=replay_budget,
                                    seed=config.seed, include_optimizer=include_optimizer, chunk_size=config.chunk_size)
@@ -331,7 +339,7 @@ def run_adaptation(
         report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
                   "shots": np.bincount(labels, minlength=len(names)).tolist(),
                   "support_size": int(images.shape[0]), **result.to_dict(),
-                  "support_accuracy_before": before, "support_accuracy_after": support_accuracy(model, images, labels),
+                  "support_accuracy_before": before, "support_accuracy_after": after,
                   "policy": config.policy, "batch_size": config.batch_size, "checkpoint": str(out), "runtime": model.runtime,
                   "input_shape": [int(v) for v in model.input_shape],
                   "layer_costs": layer_costs(model)}
@@ -349,9 +357,8 @@ def run_adaptation(
             report["raised_from"] = {"memory_bytes": None if math.isinf(paper.memory_bytes) else paper.memory_bytes,
                                      "compute_limit_macs": paper.compute_limit(layer_table(model.metadata))}
         if query is not None:
-            start = time.perf_counter()
-            report["query_accuracy"] = evaluate(model, *query)
-            report["seconds"]["eval"] = time.perf_counter() - start
+            report["query_accuracy"] = query_accuracy
+            report["seconds"]["eval"] = eval_seconds
             report["query_size"] = int(query[0].shape[0])
         resolved = {"model": str(model_path), "support": str(support_dir),
                     "query": None if query_dir is None else str(query_dir), "out": str(out),
