@@ -52,6 +52,14 @@ def procedure_report(section: Mapping, targets: list[str], lines: list[str]) -> 
                      + ", ".join(f"{s:.1f} % {w}" for w, s in other.items()) + ")" if other else "") + ".", ""]
         if "default" in run:
             lines += [_default_text(run["default"]), ""]
+            test = run["default"].get("test")
+            if test:
+                deltas = test["delta_none"]
+                lines += [f"On the test pool's first {test['tasks']} tasks per target (the paired section's; no "
+                          f"decision read them), the default scores **{mean_ci_text(test['accuracy'][AVERAGE])}** "
+                          f"against None's {mean_ci_text(test['none'][AVERAGE])}: "
+                          f"**{mean_ci_text(deltas[AVERAGE], signed=True)} pp** ("
+                          + ", ".join(f"{t} {mean_ci_text(deltas[t], signed=True)}" for t in targets) + ").", ""]
 
 
 def _updates_text(proc: Mapping | None) -> str:

@@ -14,7 +14,8 @@ with the best average validation accuracy on the run's main weights (ties go to 
 the weights (main or before meta-training) on which that procedure scores best. And the default
 (``choose_default``): on the weights the default export ships, the most accurate affordable procedure
 (issue 39's cost goal, ``Procedure.affordable``) when it scores within ``DEFAULT_TOLERANCE_PP`` of the most
-accurate procedure, else the most accurate one.
+accurate procedure, else the most accurate one; that default is then measured beside None on the test pool's
+tasks (``default_on_test``), which no decision here reads.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from bench.paired_section import Request, Runs, split_sizes
 from bench.policy_runs import Method, model_memory_budget
 from bench.procedures import PROCEDURES, procedure
 from bench.tasks import target_tasks
-from bench.validation_split import VALIDATION
+from bench.validation_split import TEST, VALIDATION
 from tflite_train.default_weights import DEFAULT_LITE0_WEIGHTS, default_lite0_meta_trained
 from tflite_train.runtime import AdaptConfig, TrainableModel
 
-__all__ = ["DEFAULT_TOLERANCE_PP", "choose_default", "decide", "procedure_methods", "procedure_section", "row_label",
+__all__ = ["DEFAULT_TOLERANCE_PP", "choose_default", "decide", "default_on_test", "procedure_methods", "procedure_section", "row_label",
            "shipped_weights"]
 
 LOG = logging.getLogger(__name__)
@@ -121,6 +122,22 @@ def choose_default(rows: Mapping[str, Mapping], procedures: Sequence[str], weigh
             "scores": {n: scores[n] for n in procedures if n in scores}, "tolerance_pp": DEFAULT_TOLERANCE_PP}
 
 
+def default_on_test(config: BenchConfig, run, targets: tuple[str, ...], rows, default: Mapping, runs: Runs) -> dict:
+    """The chosen default and None on its weights, on the first ``config.tasks`` tasks of every target's *test*
+    pool (the paired section's tasks): what a user of ``adapt`` without flags gets, measured on tasks no decision
+    saw. Returns {"tasks", "accuracy", "none", "delta_none"} (``target_means``/``paired_deltas`` records)."""
+    picked = [m for weights, name, m in rows
+              if weights == default["weights"] and name in (None, default["procedure"])]
+    none, chosen = sorted(picked, key=lambda m: m.adapt.policy != "none")
+    tasks = {t: target_tasks(config, t, config.tasks, TEST, run.input_size) for t in targets}
+    requests = [Request(m, t, TEST, tasks[t], f"{run.key} procedure default on test/{t}")
+                for m in (none, chosen) for t in targets]
+    base, trained = split_sizes(runs.run_many(requests), [len(targets)] * 2)
+    accuracy = [{t: [r.accuracy for r in cell] for t, cell in zip(targets, cells)} for cells in (base, trained)]
+    return {"tasks": config.tasks, "accuracy": target_means(accuracy[1], targets),
+            "none": target_means(accuracy[0], targets), "delta_none": paired_deltas(accuracy[1], accuracy[0], targets)}
+
+
 def procedure_section(config: BenchConfig, targets: tuple[str, ...], paths: dict, runs: Runs) -> dict:
     """Runs the section (module docstring); returns its results (per backbone run: rows and decisions)."""
     out = {"tasks": config.procedure_tasks, "procedures": {n: procedure(n).to_dict() for n in config.procedures},
@@ -153,6 +170,7 @@ def procedure_section(config: BenchConfig, targets: tuple[str, ...], paths: dict
             "decision": decide(summary, config.procedures),
             "default": choose_default(summary, config.procedures, shipped_weights(run),
                                       {n: PROCEDURES[n].affordable() for n in config.procedures})}
+        entry["default"]["test"] = default_on_test(config, run, targets, rows, entry["default"], runs)
         LOG.info("%s procedure decision: %s", run.key, entry["decision"])
     return out
 

@@ -133,6 +133,14 @@ def test_the_report_states_the_default_decision_in_words():
     assert ("the most accurate procedure is **previous** (74.5 %); the most accurate one that fits the cost goal "
             "(at most 150 updates of 25 images") in text
     assert "**passes5_lr0.001** ships." in text
+    assert "On the test pool" not in text
+    default["test"] = {"tasks": 60, "accuracy": {"t": stats, AVERAGE: stats},
+                       "none": {"t": stats, AVERAGE: {"mean": 70.0, "ci95": 2.0, "n": 60}},
+                       "delta_none": {"t": stats, AVERAGE: {"mean": 4.0, "ci95": 1.0, "n": 60}}}
+    lines = []
+    procedure_report(section, ["t"], lines)
+    text = "\n".join(lines)
+    assert "On the test pool's first 60 tasks per target" in text and "**+4.0 ± 1.0 pp** (t +74.0 ± 1.0)" in text
     default.update(procedure="previous")
     lines = []
     procedure_report(section, ["t"], lines)

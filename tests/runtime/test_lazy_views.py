@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from runtime_fixtures import episode_arrays, fixture_model
-from tflite_train.data.augment import augment
+from tflite_train.runtime.augmentation import augment
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, trainer
 from tflite_train.runtime.cached_cut import CachedCut
 from tflite_train.runtime.fine_tuning import RowSource
