@@ -102,7 +102,7 @@ adapt-example: $(VENV)/.installed data-deps
 # core (needs TF). The venv is made here only when missing (test-main refreshes a stale one), so that
 # `make test-java` in a fresh git worktree does not reinstall a venv that several worktrees share.
 fixtures: data-deps $(if $(wildcard $(VENV)/.installed),,$(VENV)/.installed)
-	$(VENV)/bin/python -m converters.fixtures --out build/test-models
+	$(VENV)/bin/python -m tools.fixtures --out build/test-models
 
 # The Pi venv first: some workstation tests (tests/converters/test_selftest_zoo.py) verify their exports on
 # tflite-runtime 2.14 through it.

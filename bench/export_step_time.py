@@ -46,8 +46,8 @@ def export_missing(out_dir: pathlib.Path, force: bool) -> None:
         return
     if importlib.util.find_spec("tensorflow") is None:
         raise SystemExit(f"missing {[str(model_path(out_dir, k)) for k in todo]}; run once with .venv (TensorFlow)")
-    from converters.export import write_export
-    from converters.export_config import ExportConfig
+    from tflite_train.converters.export import write_export
+    from tflite_train.converters.export_config import ExportConfig
 
     for key in todo:
         print(f"exporting {model_path(out_dir, key)} ...", flush=True)

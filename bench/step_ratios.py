@@ -55,10 +55,10 @@ def model_paths(model_dir: pathlib.Path, name: str) -> dict[str, pathlib.Path]:
 
 def export_missing(model_dir: pathlib.Path, candidate_blocks: int, models=MODELS) -> None:
     """Exports the benchmark models that are missing (needs TensorFlow)."""
-    from converters.build_module import backbone_model
-    from converters.example_models import mobilenet_v2
-    from converters.export import write_export
-    from converters.fixtures import MCUNET_WEIGHTS, trained_config
+    from tflite_train.converters.build_module import backbone_model
+    from tools.example_models import mobilenet_v2
+    from tflite_train.converters.export import write_export
+    from tools.fixtures import MCUNET_WEIGHTS, trained_config
 
     for name in models:
         for kind, path in model_paths(model_dir, name).items():
@@ -76,14 +76,14 @@ def export_missing(model_dir: pathlib.Path, candidate_blocks: int, models=MODELS
                                         cache_signatures=kind != "full")
                 write_export(config, path, backbone_model(config))
             elif name == "efficientnet_lite0":
-                from converters.export_config import ExportConfig
+                from tflite_train.converters.export_config import ExportConfig
                 from tflite_train.models.efficientnet_lite import efficientnet_lite0
 
                 config = ExportConfig(backbone="keras", input_size=None, candidates=candidates,
                                       cache_signatures=kind != "full")
                 write_export(config, path, efficientnet_lite0(128, include_top=False, weights="imagenet"))
             else:
-                from converters.export_config import ExportConfig
+                from tflite_train.converters.export_config import ExportConfig
 
                 config = ExportConfig(backbone="keras", input_size=None, candidates=candidates,
                                       cache_signatures=kind != "full")

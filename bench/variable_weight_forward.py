@@ -45,7 +45,7 @@ def build(out: pathlib.Path) -> None:
     rng = np.random.default_rng(0)
     out.mkdir(parents=True, exist_ok=True)
 
-    from converters.export import convert_saved_module
+    from tflite_train.converters.export import convert_saved_module
 
     def convert(module, fns) -> bytes:
         return convert_saved_module(module, {k: f.get_concrete_function() for k, f in fns.items()})

@@ -76,7 +76,7 @@ def resolve_export_config(weights: str | None = None, **explicit: Any):
     Raises:
       ValueError: an explicit architecture field that contradicts the sidecar, or a bad sidecar.
     """
-    from converters.export_config import ExportConfig
+    from tflite_train.converters.export_config import ExportConfig
 
     given = {key: value for key, value in explicit.items() if value is not None}
     fields = export_fields_from_sidecar(weights) if weights else {}

@@ -85,9 +85,9 @@ class DemoConfig:
 
 def _export(config: DemoConfig) -> pathlib.Path:
     """Exports the shipped weights unless an export with the same resolved config exists."""
-    from converters.export import ensure_export
-    from converters.export_config import DEFAULT_INPUT_SIZE, ExportConfig
-    from converters.weights_spec import resolve_export_config
+    from tflite_train.converters.export import ensure_export
+    from tflite_train.converters.export_config import DEFAULT_INPUT_SIZE, ExportConfig
+    from tflite_train.converters.weights_spec import resolve_export_config
 
     if config.weights == IMAGENET:
         export_config = ExportConfig(backbone="lite0", input_size=(DEFAULT_INPUT_SIZE,) * 2,

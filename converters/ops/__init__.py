@@ -1,7 +1,7 @@
 """Differentiable op families in TFLite builtin ops, one module per family (Keras layer rules, forward,
 builtin-op backward, cost), gathered in one table by ``registry`` and looked up by ``dispatch``."""
 
-from converters.ops import (activations, concat, conv, dispatch, elementwise, grouped_conv, normalization, pooling,
+from tflite_train.converters.ops import (activations, concat, conv, dispatch, elementwise, grouped_conv, normalization, pooling,
                             registry, shape_ops, spec)
 
 __all__ = ["activations", "concat", "conv", "dispatch", "elementwise", "grouped_conv", "normalization", "pooling",

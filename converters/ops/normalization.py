@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, elements, f32
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, elements, f32
 
 if TYPE_CHECKING:
-    from converters.graph.ir import Node
+    from tflite_train.converters.graph.ir import Node
 
 MACS_PER_ELEMENT = 4
 

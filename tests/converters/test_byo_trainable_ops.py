@@ -16,9 +16,9 @@ import subprocess
 
 import pytest
 
-from converters import ExportConfig, write_export
-from converters.candidate_choice import AUTO
-from converters.graph.region import gradient_region
+from tflite_train.converters import ExportConfig, write_export
+from tflite_train.converters.candidate_choice import AUTO
+from tflite_train.converters.graph.region import gradient_region
 from tflite_train.runtime import read_metadata
 from tflite_train.runtime.metadata import read_operator_codes
 from tflite_train.runtime.selftest import verify

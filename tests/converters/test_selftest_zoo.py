@@ -28,8 +28,8 @@ import keras
 import numpy as np
 import pytest
 
-from converters import ExportConfig, write_export
-from converters.candidate_choice import AUTO
+from tflite_train.converters import ExportConfig, write_export
+from tflite_train.converters.candidate_choice import AUTO
 from tflite_train.runtime import TrainableModel, load_checkpoint, read_metadata
 from tflite_train.runtime.integrity import seal
 from tflite_train.runtime.selftest import verify

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from converters.weights_spec import export_fields_from_sidecar, resolve_export_config, sidecar_path
+from tflite_train.converters.weights_spec import export_fields_from_sidecar, resolve_export_config, sidecar_path
 
 
 def _sidecar(tmp_path, **overrides):
@@ -56,7 +56,7 @@ def test_shipped_weights_export_module_matches_keras():
     import numpy as np
     import tensorflow as tf
 
-    from converters.build_module import module_from_config
+    from tflite_train.converters.build_module import module_from_config
     from tflite_train.models import build_backbone
 
     weights = pathlib.Path(__file__).resolve().parents[2] / "weights" / "mcunet_64_meta.weights.h5"

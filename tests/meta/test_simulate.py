@@ -20,8 +20,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "runtime"))
 
 from runtime_fixtures import episode_arrays, fixture_model, load_fashion  # noqa: E402
 
-from converters.build_module import folded_backbone  # noqa: E402
-from converters.fixtures import FIXTURES  # noqa: E402
+from tflite_train.converters.build_module import folded_backbone  # noqa: E402
+from tools.fixtures import FIXTURES  # noqa: E402
 from tflite_train.meta.simulate import AdaptationSimulator  # noqa: E402
 from tflite_train.runtime import TrainableModel, read_metadata  # noqa: E402
 from tflite_train.runtime import AdaptConfig, adapt, evaluate, predict  # noqa: E402

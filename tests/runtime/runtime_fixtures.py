@@ -1,6 +1,6 @@
 """Helpers of the runtime tests: exported test models and real Fashion-MNIST episodes.
 
-Models come from ``python -m converters.fixtures --out build/test-models`` (main env); the images
+Models come from ``python -m tools.fixtures --out build/test-models`` (main env); the images
 from the Debian package ``dataset-fashion-mnist`` (``make data-deps``), read with numpy;
 image files are written with Pillow.
 """
@@ -24,7 +24,7 @@ def fixture_model(name: str) -> pathlib.Path:
     """Path of an exported test model (fails with the command to make it when missing)."""
     path = FIXTURE_DIR / f"{name}.tflite"
     if not path.exists():
-        pytest.fail(f"missing test model {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` in the main env")
+        pytest.fail(f"missing test model {path}: run `python -m tools.fixtures --out {FIXTURE_DIR}` in the main env")
     return path
 
 
@@ -36,7 +36,7 @@ def relative_error(a, b) -> float:
 
 def parity_model(name: str):
     """(model, reference): a fixture opened with its reset state and the reference's head, and its
-    TF reference arrays (``<name>.parity.npz``, written by ``converters.fixtures``)."""
+    TF reference arrays (``<name>.parity.npz``, written by ``tools.fixtures``)."""
     from tflite_train.runtime import TrainableModel
 
     path = fixture_model(name)

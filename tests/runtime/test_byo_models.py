@@ -2,7 +2,7 @@
 
 The fixtures are keras.applications MobileNetV2-0.35 and MobileNetV3-Small (raw-pixel input:
 its Rescaling layer became the input spec) and a plain CNN, exported by the same path as the
-built-in backbones (``converters.fixtures``). Runs in the main env and in the Pi env.
+built-in backbones (``tools.fixtures``). Runs in the main env and in the Pi env.
 """
 
 from __future__ import annotations

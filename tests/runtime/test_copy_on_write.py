@@ -2,7 +2,7 @@
 exported constants until a train step (or ``set_state`` with other weights) changes it, then on its
 variables; ``reset_state`` and ``set_state`` with the exported weights switch it back.
 
-References (``converters.reference``, ``.parity.npz``): ``infer`` = the Keras model + cosine head;
+References (``tools.parity_reference``, ``.parity.npz``): ``infer`` = the Keras model + cosine head;
 ``infer_after_steps`` = the module's forward (TF) on the weights after the 3 reference train steps.
 Tolerances (max |tflite - reference| / max |reference|): 5e-4 for the exported weights (as
 ``test_signature_parity``); 2e-3 after the steps (the weights themselves match to 2e-3,

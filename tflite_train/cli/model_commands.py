@@ -35,7 +35,7 @@ def _preprocessing_fields(args: argparse.Namespace) -> dict:
         if given:
             raise ValueError(f"--preprocessing {args.preprocessing} sets the input range, mean, std and channel order; "
                              f"it cannot be combined with {given[0]}")
-        from converters.preprocessing import preset_fields
+        from tflite_train.converters.preprocessing import preset_fields
 
         return preset_fields(args.preprocessing)
     if (args.mean is None) != (args.std is None):
@@ -54,11 +54,11 @@ def _preprocessing_fields(args: argparse.Namespace) -> dict:
 def _cmd_export(args: argparse.Namespace) -> int:
     """Exports a trainable .tflite (needs TensorFlow: the converters package)."""
     quiet_tensorflow(args.verbose or args.debug)
-    from converters.candidate_choice import AUTO
-    from converters.export import write_export
-    from converters.export_config import DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE, ExportConfig
-    from converters.keras_io import load_keras_model
-    from converters.weights_spec import export_fields_from_sidecar, resolve_export_config
+    from tflite_train.converters.candidate_choice import AUTO
+    from tflite_train.converters.export import write_export
+    from tflite_train.converters.export_config import DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE, ExportConfig
+    from tflite_train.converters.keras_io import load_keras_model
+    from tflite_train.converters.weights_spec import export_fields_from_sidecar, resolve_export_config
 
     size = None if args.input_size is None else tuple(args.input_size) * (2 if len(args.input_size) == 1 else 1)
     if size is not None and len(size) != 2:

@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 from op_parity import autodiff, rel
-from converters.graph.ir import ACTIVATIONS
-from converters.ops.activations import NODE_ACTIVATIONS, activation_backward, activation_forward
+from tflite_train.converters.graph.ir import ACTIVATIONS
+from tflite_train.converters.ops.activations import NODE_ACTIVATIONS, activation_backward, activation_forward
 
 
 @pytest.mark.parametrize("fn", ACTIVATIONS + NODE_ACTIVATIONS)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from op_parity import autodiff, rel
-from converters.ops import concat
+from tflite_train.converters.ops import concat
 
 
 @pytest.mark.parametrize("shapes,axis", [

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from op_parity import autodiff, rel
-from converters.ops import conv
+from tflite_train.converters.ops import conv
 
 CASES = [  # (H, W, kernel, stride, padding)
     (9, 9, 3, 1, "same"), (9, 8, 3, 2, "same"), (8, 8, 3, 2, "same"), (11, 11, 5, 2, "valid"),

@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 from op_parity import autodiff, rel
-from converters.graph.keras_reader import read_keras
-from converters.ops import dispatch
+from tflite_train.converters.graph.keras_reader import read_keras
+from tflite_train.converters.ops import dispatch
 
 
 def _read(layer, shape):
