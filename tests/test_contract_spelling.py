@@ -89,7 +89,7 @@ def _sources(suffix: str, *dirs: str):
 
 
 def _python_sources():
-    yield from _sources(".py", "tflite_train", "converters", "bench")
+    yield from _sources(".py", "tflite_train", "converters", "bench", "tools")
 
 
 def _java_sources():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import pathlib
 
 from tflite_train import contract as C
 from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
@@ -73,6 +74,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise ValueError("--model-output picks an output of a --keras-model; the built-in backbones have one")
     if args.calibration and args.quantize != "int8":
         raise ValueError("--calibration calibrates --quantize int8; give both")
+    if args.weights not in (None, IMAGENET) and not pathlib.Path(args.weights).is_file():
+        raise ValueError(f"--weights {args.weights}: no such file (the repository's weights/ folder holds the trained "
+                         f"weights, e.g. {LITE0_META_WEIGHTS}; the installed package does not: pass their path)")
     if args.keras_model:
         if args.backbone or args.weights:
             raise ValueError("--keras-model cannot be combined with --backbone or --weights")
