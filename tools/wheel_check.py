@@ -38,7 +38,7 @@ CONSTRAINTS = ROOT / "requirements" / "main.txt"
 SOURCES = ("setup.py", PACKAGE, "converters")
 """What the wheel is built from (``tflite_train/converters`` links to ``converters/``)."""
 REPOSITORY_ONLY = ("bench/", "tools/", "tests/", "converters/", "weights/", "android_demo/")
-"""Top-level folders of the repository that must not be installed (``converters/`` only as ``tflite_train.converters``)."""
+"""Top-level folders of the repository that are not installed (``converters/`` only as ``tflite_train.converters``)."""
 REPOSITORY_ONLY_NAMES = ("fixtures.py", "example_models.py", "parity_reference.py", "reference.py",
                          "builtin_op_table.py", "golden", "image_golden.py", "image_vectors.py")
 """File and folder names of test fixtures, the parity oracle, golden generators and source-rewriting tools."""
@@ -139,7 +139,8 @@ def _run(argv: Sequence[str], cwd: pathlib.Path | None = None, expect: int = 0) 
         print("\n".join(f"    {line}" for line in proc.stdout.rstrip().splitlines()), flush=True)
     print(f"    (exit {proc.returncode}, {time.monotonic() - start:.1f} s)", flush=True)
     if proc.returncode != expect:
-        raise RuntimeError(f"{argv[0]} {' '.join(str(a) for a in argv[1:3])} ... exited {proc.returncode}, expected {expect}")
+        command = " ".join(str(a) for a in argv[:3])
+        raise RuntimeError(f"{command} ... exited {proc.returncode}, expected {expect}")
     return proc
 
 

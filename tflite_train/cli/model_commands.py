@@ -57,7 +57,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     quiet_tensorflow(args.verbose or args.debug)
     from tflite_train.converters.candidate_choice import AUTO
     from tflite_train.converters.export import write_export
-    from tflite_train.converters.export_config import DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE, ExportConfig
+    from tflite_train.converters.export_config import (DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE,
+                                                       ExportConfig)
     from tflite_train.converters.keras_io import load_keras_model
     from tflite_train.converters.weights_spec import export_fields_from_sidecar, resolve_export_config
 
