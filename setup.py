@@ -12,6 +12,7 @@ from setuptools import find_packages, setup
 setup(
     name="tflite-train",
     version="0.1.0",
+    license="Apache-2.0",
     description="Meta-train small CNNs and fine-tune them sparsely on TFLite under memory/compute budgets",
     packages=find_packages(include=["tflite_train", "tflite_train.*"]),
     # the ImageNet weights' provenance record (package, file, sha256), checked before they load

@@ -82,13 +82,13 @@ def test_every_section_and_png_written(smoke_run):
     assert results["environment"]["cores"] >= 1 and results["environment"]["interpreter_module"]
     run = results["sections"]["accuracy"]["runs"]["tiny_32"]
     rows = run["per_target"]["tgt"]
-    assert set(rows) == {"None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain",
-                         "TinyTrain without meta-training", "None without meta-training"}
+    policies = ("None", "LastLayer", "FullTrain", "SparseUpdate", "TinyTrain")
+    assert set(rows) == {*policies, *(f"{p} without meta-training" for p in policies)}
     assert all(len(r["accuracies"]) == 2 and all(0 <= x <= 100 for x in r["accuracies"]) for r in rows.values())
     assert results["sections"]["timing"]["tf_recipe"]["step_median"] > 0
     assert len(results["sections"]["backward_cost"]["mbv2/adam"]) == 4
     tuning = run["tuning"]
-    assert set(tuning) == {"LastLayer", "FullTrain", "SparseUpdate", "TinyTrain", "TinyTrain without meta-training"}
+    assert set(tuning) == {*policies[1:], *(f"{p} without meta-training" for p in policies[1:])}
     for label, c in tuning.items():
         first, last = c["rounds"]  # successive halving: every setting on 1 task, the best 2 on 3
         assert (first["tasks"], last["tasks"]) == (1, 3)
@@ -125,8 +125,9 @@ def test_every_section_and_png_written(smoke_run):
     for a, b in (("TinyTrain", "FullTrain"), ("TinyTrain", "TinyTrain without meta-training")):
         d = summary["deltas"][f"{a} − {b}"]
         assert d["tgt"]["mean"] == pytest.approx(summary["means"][a]["tgt"]["mean"] - summary["means"][b]["tgt"]["mean"])
-    assert [v["b"] for v in summary["targets"]] == ["FullTrain", "SparseUpdate", "LastLayer",
-                                                     "TinyTrain without meta-training"]
+    assert [v["b"] for v in summary["targets"]] == [
+        *(f"{b}{w}" for w in ("", " without meta-training") for b in ("FullTrain", "SparseUpdate", "LastLayer", "None")),
+        "TinyTrain without meta-training"]
     assert "### tiny @ 32 px" in text and "Paired deltas" in text and "Validation accuracy" in text
     assert "TinyTrain ≥ LastLayer + 3 pp (average paired delta): **" in text
 
@@ -269,21 +270,21 @@ def test_interrupted_run_resumes_to_the_same_results(smoke_run, tmp_path, monkey
             return real(*args, **kwargs)
         return adapt
 
-    # Tuning: round 1 = 5 trained policies x 4 settings x 1 task + the 2 untrained rows (the no-op
-    # reference) x 1 task; round 2 = 5 x 2 survivors x 2 new tasks + 2 x 2. Tests: 7 policies x 2 tasks.
-    # 22 + 24 + 14 = 60 adaptations in all.
+    # Tuning: round 1 = 8 trained policies (4 on each set of weights) x 4 settings x 1 task + the 2 untrained
+    # rows (the no-op reference) x 1 task; round 2 = 8 x 2 survivors x 2 new tasks + 2 x 2. Tests: 10 policies
+    # x 2 tasks. 34 + 36 + 20 = 90 adaptations in all.
     monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(10))
     with pytest.raises(Stop):
         run_benchmarks(resumed, command="pytest smoke")
     partial = json.loads((out / "results.json").read_text())
     assert partial["partial"] and partial["sections"]["accuracy"]["runs"]["tiny_32"]["stage"] == "tuning"
     text = render_saved(out).read_text()
-    assert "**Unfinished run**" in text and "the current round has 10 of 22 validation adaptations stored" in text
+    assert "**Unfinished run**" in text and "the current round has 10 of 34 validation adaptations stored" in text
 
-    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(51))
+    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(75))
     with pytest.raises(Stop):
         run_benchmarks(resumed, command="pytest smoke")
-    assert len(calls) == 51
+    assert len(calls) == 75
     text = render_saved(out).read_text()
     section = json.loads((out / "results.json").read_text())["sections"]["accuracy"]
     assert section["runs"]["tiny_32"]["stage"] == "tests" and "per_target" not in section["runs"]["tiny_32"]
@@ -295,7 +296,7 @@ def test_interrupted_run_resumes_to_the_same_results(smoke_run, tmp_path, monkey
 
     monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(10**6))
     run_benchmarks(resumed, command="pytest smoke")
-    assert len(calls) == 60  # nothing stored ran again
+    assert len(calls) == 90  # nothing stored ran again
     after = json.loads((out / "results.json").read_text())
     before = json.loads((pathlib.Path(config.out_dir) / "results.json").read_text())
     assert "partial" not in after
@@ -303,10 +304,10 @@ def test_interrupted_run_resumes_to_the_same_results(smoke_run, tmp_path, monkey
     tuning = [r["sections"]["accuracy"]["runs"]["tiny_32"]["tuning"] for r in (after, before)]
     assert tuning[0] == tuning[1] and all(len(t["rounds"]) == 2 for t in tuning[0].values())
     # a changed config never reads stored tasks: TinyTrain at another channel ratio has to run
-    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(61))
+    monkeypatch.setattr(bench.policy_runs, "adapt", adapt_at_most(91))
     with pytest.raises(Stop):
         run_benchmarks(dataclasses.replace(resumed, channel_ratio=0.5), command="pytest smoke")
-    assert len(calls) == 61
+    assert len(calls) == 91
 
 
 def test_update_reruns_some_sections_and_keeps_the_others(smoke_run, tmp_path):

@@ -1,6 +1,7 @@
 """The op registry (``converters.ops.registry``): every IR kind has forward, gradient and cost; the reader,
 dispatcher and IR take their kinds from it; a layer it does not map runs frozen and is refused in the
-gradient region with the one-line message; the README's list of what trains is the registry's."""
+gradient region with the one-line message; the documented list of what trains (docs/bring-your-own-model.md,
+linked from the README) is the registry's."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from tflite_train.sparse.cost_model import layer_cost
 from byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
 from test_graph import _prepare
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+OP_LIST_DOCUMENT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "bring-your-own-model.md"
+"""Where the user documentation lists what trains (between ``registry.README_BEGIN`` and ``README_END``)."""
 
 
 def test_every_kind_has_forward_gradient_and_cost():
@@ -97,9 +99,10 @@ def test_unknown_layer_runs_frozen_and_is_refused_with_the_one_line_message():
     assert registry.gradient_refusal(grouped) == "layer 'g' (Conv2D with groups=4) has no on-device gradient"
 
 
-def test_readme_lists_what_is_trainable_from_the_registry():
-    text = README.read_text()
+def test_the_documents_list_what_is_trainable_from_the_registry():
+    text = OP_LIST_DOCUMENT.read_text()
+    name = OP_LIST_DOCUMENT.relative_to(OP_LIST_DOCUMENT.parents[1])
     begin, end = text.find(registry.README_BEGIN), text.find(registry.README_END)
-    assert 0 <= begin < end, f"README.md lacks the op-registry section ({registry.README_BEGIN})"
+    assert 0 <= begin < end, f"{name} lacks the op-registry section ({registry.README_BEGIN})"
     assert text[begin:end + len(registry.README_END)] == registry.readme_section(), (
-        "README.md's op-registry section is stale: paste converters.ops.registry.readme_section()")
+        f"{name}'s op-registry section is stale: paste converters.ops.registry.readme_section()")
