@@ -162,7 +162,7 @@ def check_pi(bin_dir: pathlib.Path, model: pathlib.Path, run: pathlib.Path) -> N
     if len(rows) != len(queries):
         raise RuntimeError(f"predict printed {len(rows)} rows for {len(queries)} images")
     golden = _run([cli, "golden", "--out", "golden"], run, expect=2).stdout
-    if "runs in a checkout" not in golden or len(golden.strip().splitlines()) != 1:
+    if "from the root of a checkout" not in golden or len(golden.strip().splitlines()) != 1:
         raise RuntimeError("golden outside a checkout: expected one line saying it runs in a checkout")
     for name in ("converters", "bench", "tools", "tensorflow"):
         _run([bin_dir / "python", "-c", f"import {name}"], run, expect=1)

@@ -27,8 +27,8 @@ def _repository_module(command: str, name: str) -> types.ModuleType:
         top = name.partition(".")[0]
         if err.name not in (top, name):
             raise
-        raise ImportError(f"{command} runs in a checkout of the tflite-train repository, from its root folder: python -m "
-                          f"tflite_train.cli {command} ... ({top}/ is not installed with the package)") from None
+        raise ImportError(f"{command} needs the repository's {top}/ folder, which is not installed with the package: run "
+                          f"python -m tflite_train.cli {command} ... from the root of a checkout") from None
 
 
 def _cmd_backbones(args: argparse.Namespace) -> int:
