@@ -54,10 +54,12 @@ def test_the_wheel_holds_the_package_and_nothing_else(tmp_path):
 def test_the_file_list_check_finds_what_must_not_ship():
     bad = ["bench/runner.py", "converters/export.py", "tools/fixtures.py", "tflite_train/converters/fixtures.py",
            "tflite_train/golden/java_vectors.py", "tflite_train/converters/parity_reference.py", "setup.py"]
-    problems = wheel_problems([*bad, *REQUIRED])
+    licence = "tflite_train-0.1.0.dist-info/LICENSE"
+    problems = wheel_problems([*bad, *REQUIRED, licence])
     assert [p.split(":")[0] for p in problems] == bad
-    assert wheel_problems(["tflite_train-0.1.0.dist-info/RECORD", *REQUIRED]) == []
-    assert wheel_problems(REQUIRED[1:]) == [f"{REQUIRED[0]}: missing"]
+    assert wheel_problems(["tflite_train-0.1.0.dist-info/RECORD", *REQUIRED, licence]) == []
+    assert wheel_problems([*REQUIRED[1:], licence]) == [f"{REQUIRED[0]}: missing"]
+    assert wheel_problems(REQUIRED) == ["LICENSE: missing from the .dist-info folder"]
 
 
 def test_the_package_imports_no_repository_folder():

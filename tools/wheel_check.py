@@ -35,8 +35,9 @@ from collections.abc import Sequence
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = "tflite_train"
 CONSTRAINTS = ROOT / "requirements" / "main.txt"
-SOURCES = ("setup.py", PACKAGE, "converters")
-"""What the wheel is built from (``tflite_train/converters`` links to ``converters/``)."""
+SOURCES = ("setup.py", "LICENSE", PACKAGE, "converters")
+"""What the wheel is built from (``tflite_train/converters`` links to ``converters/``; setuptools adds the LICENSE
+to the ``.dist-info`` folder)."""
 REPOSITORY_ONLY = ("bench/", "tools/", "tests/", "converters/", "weights/", "android_demo/")
 """Top-level folders of the repository that are not installed (``converters/`` only as ``tflite_train.converters``)."""
 REPOSITORY_ONLY_NAMES = ("fixtures.py", "example_models.py", "parity_reference.py", "reference.py",
@@ -53,7 +54,8 @@ def wheel_problems(names: Sequence[str]) -> list[str]:
     """What is wrong with a wheel's file list (empty: nothing).
 
     Every file is under ``tflite_train/`` or the ``.dist-info`` folder; none is a repository-only tool
-    (``REPOSITORY_ONLY_NAMES``) or under a repository-only top-level folder; the ``REQUIRED`` files are there.
+    (``REPOSITORY_ONLY_NAMES``) or under a repository-only top-level folder; the ``REQUIRED`` files and the
+    licence are there.
     """
     problems = []
     for name in names:
@@ -65,6 +67,8 @@ def wheel_problems(names: Sequence[str]) -> list[str]:
         elif any(part in REPOSITORY_ONLY_NAMES for part in name.split("/")[1:]):
             problems.append(f"{name}: a repository-only tool (fixtures, parity oracle, golden generator)")
     problems += [f"{name}: missing" for name in REQUIRED if name not in names]
+    if not any(".dist-info/" in name and name.endswith("/LICENSE") for name in names):
+        problems.append("LICENSE: missing from the .dist-info folder")
     return problems
 
 
