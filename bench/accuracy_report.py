@@ -10,8 +10,10 @@ from bench.learning_rates import setting_key
 from bench.methods import NO_META
 from bench.run_cost import estimate_seconds
 from bench.successive_halving import NO_OP_SHARE
+from bench.table_output import markdown_table
 from tflite_train import contract as C
 from tflite_train.default_weights import default_lite0_meta_trained
+from tflite_train.sparse.policies import policy_spec
 
 __all__ = ["accuracy_section", "mean_ci_text"]
 
@@ -164,7 +166,7 @@ def _stored_words(config: BenchConfig, section: Mapping) -> str:
 def _sparse_update_criterion(run: Mapping) -> str:
     """How the run's SparseUpdate ranked its layers, in words (its saved ``adapt.criterion``)."""
     criterion = next((m["adapt"].get("criterion", "tinytrain") for m in run["methods"].values()
-                      if m["adapt"]["policy"] == "sparse_update"), "tinytrain")
+                      if policy_spec(m["adapt"]["policy"]).static_ranking), "tinytrain")
     if criterion == "fisher":
         return ("the mean Fisher potential alone (the layers' contribution, as MIT's search maximises it; "
                 "`tflite_train.sparse.SPARSE_UPDATE_CRITERION`)")
@@ -172,17 +174,14 @@ def _sparse_update_criterion(run: Mapping) -> str:
 
 
 def _tasks_done(targets: list[str], run: Mapping, expected: int, lines: list[str]) -> None:
-    lines += ["Tasks done per cell (of N = %d):" % expected, "",
-              "| policy | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
-    for label in run["methods"]:
-        lines.append(f"| {label} | " + " | ".join(str(run["per_target"][t][label]["tasks"]) for t in targets) + " |")
-    lines.append("")
+    done = ([label, *(str(run["per_target"][t][label]["tasks"]) for t in targets)] for label in run["methods"])
+    lines += ["Tasks done per cell (of N = %d):" % expected, "", *markdown_table(("policy", *targets), done), ""]
 
 
 def _cost_cell(method: Mapping, cost: Mapping) -> str:
     value = cost.get("seconds_per_task")
     seconds = "-" if value is None else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
-    if method["adapt"]["policy"] == "none" or "cache_used" not in cost:
+    if not policy_spec(method["adapt"]["policy"]).trains or "cache_used" not in cost:
         return seconds
     return f"{seconds} (cache {cost['cache_used']}/{cost['tasks']})"
 
@@ -222,7 +221,8 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
               "(`AdaptConfig.compute_fraction`, the library's definition); TinyTrain and "
               "TinyTrain without meta-training are held to both. LastLayer and FullTrain have no budget"
               + (", nor has MIT's SparseUpdate list (the paper's row)." if any(
-                  (m["adapt"]["sparse_update_layers"] for m in run["methods"].values() if m["adapt"]["policy"] == "sparse_update"))
+                  (m["adapt"]["sparse_update_layers"] for m in run["methods"].values()
+                   if policy_spec(m["adapt"]["policy"]).static_ranking))
                  else "; SparseUpdate (no published list for this backbone) is the static ranking of source "
                       "meta-training tasks under TinyTrain's budgets, by "
                       + _sparse_update_criterion(run) + "."), ""]
@@ -235,22 +235,21 @@ def _run_table(config: BenchConfig, targets: list[str], run: Mapping, lines: lis
     shown = run.get("summary_targets", targets)
     means, deltas = summary["means"], summary["deltas"]
     average = "**average**" if len(shown) == len(targets) else f"**average of {len(shown)}**"
-    lines += ["| policy | " + " | ".join(targets) + f" | {average} | lr | passes | backward memory (MiB) | "
-              "backward MACs (M) | s / task |",
-              "|---" * (len(targets) + 7) + "|"]
+    table = []
     for label, method in run["methods"].items():
         tuned = run["tuning"].get(label)
         lr = "-" if tuned is None else f"{tuned['learning_rate']:g}"
         ep = "-" if tuned is None else str(tuned["epochs"])
         c = run["cost"][label]
-        lines.append(f"| {label} | " + " | ".join(mean_ci_text(means[label].get(t)) for t in targets)
-                     + f" | **{mean_ci_text(means[label]['average'])}** | {lr} | {ep} | {c['memory_bytes'] / MIB:.2f} | "
-                     f"{c['backward_macs'] / 1e6:.2f} | {_cost_cell(method, c)} |")
+        table.append([label, *(mean_ci_text(means[label].get(t)) for t in targets),
+                      f"**{mean_ci_text(means[label]['average'])}**", lr, ep, f"{c['memory_bytes'] / MIB:.2f}",
+                      f"{c['backward_macs'] / 1e6:.2f}", _cost_cell(method, c)])
+    lines += markdown_table(("policy", *targets, average, "lr", "passes", "backward memory (MiB)", "backward MACs (M)",
+                             "s / task"), table)
     lines += ["", "Paired deltas (pp; A − B on the same tasks, mean ± paired 95 % CI):", "",
-              "| delta | " + " | ".join(targets) + f" | {average} |", "|---" * (len(targets) + 2) + "|"]
-    for name, d in deltas.items():
-        lines.append(f"| {name} | " + " | ".join(mean_ci_text(d.get(t), signed=True) for t in targets)
-                     + f" | **{mean_ci_text(d['average'], signed=True)}** |")
+              *markdown_table(("delta", *targets, average),
+                              ([name, *(mean_ci_text(d.get(t), signed=True) for t in targets),
+                                f"**{mean_ci_text(d['average'], signed=True)}**"] for name, d in deltas.items()))]
     lines += ["", _power_words(run, deltas, targets), ""]
     lines += noop_table(run, targets)
     for n in run.get("noop", []):
@@ -272,7 +271,7 @@ def noop_table(run: Mapping, targets: Sequence[str]) -> list[str]:
     equal accuracy, which small query sets make common without any no-op. Empty for runs stored without
     the counts."""
     cells = {label: [run["per_target"][t][label] for t in targets] for label, method in run["methods"].items()
-             if method["adapt"]["policy"] != "none"}
+             if policy_spec(method["adapt"]["policy"]).trains}
     if not cells or any("unchanged_from_none" not in c for row in cells.values() for c in row):
         return []
     queries = run.get("queries_per_task", {})
@@ -287,8 +286,7 @@ def noop_table(run: Mapping, targets: Sequence[str]) -> list[str]:
              "are compared by accuracy. Equal accuracy does not mean unchanged predictions on small query sets "
              + ("(mean queries per task: " + ", ".join(f"{t} {queries[t]:.1f}" for t in targets if t in queries)
                 + ")" if queries else "") + ":", "",
-             "| policy | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
-    lines += [f"| {label} | " + " | ".join(text(c) for c in row) + " |" for label, row in cells.items()]
+             *markdown_table(("policy", *targets), ([label, *map(text, row)] for label, row in cells.items()))]
     return lines + [""]
 
 
@@ -302,8 +300,8 @@ def _tuning_table(run: Mapping, lines: list[str]) -> None:
     lines += ["Validation accuracy (%, mean over targets of the validation-pool task means) per learning rate / "
               "passes and round (tasks per target); bold = chosen, - = not run (dropped in an earlier round), "
               f"† = no-op (the untrained row's outcome unchanged on more than {NO_OP_SHARE:.0%} of the tasks: "
-              "equal predictions, or equal accuracy for tasks stored without predictions):", "",
-              "| policy | round | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
+              "equal predictions, or equal accuracy for tasks stored without predictions):", ""]
+    table = []
     for label, t in tuning.items():
         best = f"{t['learning_rate']:g}/{t['epochs']}"
         rounds = t.get("rounds") or [{"tasks": None, "scores": t["scores"]}]
@@ -313,9 +311,8 @@ def _tuning_table(run: Mapping, lines: list[str]) -> None:
             cells = ["-" if key not in r["scores"] else
                      (f"**{r['scores'][key]:.1f}**" if last and key == best else f"{r['scores'][key]:.1f}")
                      + ("†" if key in noop else "") for key in keys]
-            name = label if k == 0 else ""
-            lines.append(f"| {name} | {k + 1} ({r['tasks'] or '?'}) | " + " | ".join(cells) + " |")
-    lines.append("")
+            table.append([label if k == 0 else "", f"{k + 1} ({r['tasks'] or '?'})", *cells])
+    lines += [*markdown_table(("policy", "round", *keys), table), ""]
 
 
 def weights_decision(run: Mapping) -> list[str]:

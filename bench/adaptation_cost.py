@@ -25,8 +25,8 @@ import sys
 import time
 
 from bench.call_timing import median_seconds
-from bench.table_output import emit
-from bench.worker_process import ROOT, worker_command
+from bench.table_output import emit, markdown_table
+from bench.worker_process import ROOT, worker_command, worker_env
 
 LOG = logging.getLogger(__name__)
 PI_PYTHON = ROOT / ".venv-pi" / "bin" / "python"
@@ -81,16 +81,17 @@ def render(results: list[dict], command: str, support: int) -> str:
              f"Command: `{command}`. {support} support images (5-way), the model's default budget; one thread; "
              "median of the repeats; the unit is the same model's batch-1 `infer` in the same process (the mean of "
              f"its median before and after the adaptations). Goal (issue 39): the default adaptation <= {GOAL_CALLS} "
-             "`infer` calls.", "",
-             "| runtime | procedure | infer (ms) | adaptation (s) | = infer calls | per phase (infer calls) | updates | rate |",
-             "|---|---|---|---|---|---|---|---|"]
+             "`infer` calls.", ""]
+    table = []
     for r in results:
         unit = r["infer_seconds"]
         for name, row in r["rows"].items():
             phases = ", ".join(f"{k} {v / unit:.0f}" for k, v in row["phases"].items())
             rate = "-" if row["rate"] is None else f"{row['rate']:g}"
-            lines.append(f"| {r['runtime']} | {name} | {1e3 * unit:.2f} | {row['seconds']:.2f} | "
-                         f"**{row['seconds'] / unit:.0f}** | {phases} | {row['updates']} | {rate} |")
+            table.append([r["runtime"], name, f"{1e3 * unit:.2f}", f"{row['seconds']:.2f}",
+                          f"**{row['seconds'] / unit:.0f}**", phases, str(row["updates"]), rate])
+    lines += markdown_table(("runtime", "procedure", "infer (ms)", "adaptation (s)", "= infer calls",
+                             "per phase (infer calls)", "updates", "rate"), table)
     return "\n".join(lines) + "\n"
 
 
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                                  args.procedures, "--calls", str(args.calls), "--repeats", str(args.repeats),
                                  "--worker", support, out)
             LOG.info("%s: %s", runtime, " ".join(cmd[-8:]))
-            subprocess.run(cmd, check=True)
+            subprocess.run(cmd, check=True, env=worker_env())
             with open(out) as f:
                 results.append(json.load(f))
     command = "python -m bench.adaptation_cost " + " ".join(argv if argv is not None else sys.argv[1:])

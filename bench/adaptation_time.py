@@ -23,6 +23,7 @@ from bench.call_timing import median_seconds
 from bench.policy_runs import Method, for_model
 from bench.tasks import Task
 from tflite_train.runtime import TrainableModel, adapt, class_prototypes, embed
+from tflite_train.sparse.policies import policy_spec
 
 LOG = logging.getLogger(__name__)
 PHASES = ("load", "head", "fisher_selection", "cache", "training")
@@ -73,7 +74,7 @@ def time_method(method: Method, model_path: str | pathlib.Path, task: Task, runs
         per_phase["load"].append(time.perf_counter() - t0)
         if run == 0:
             task = for_model(task, model)  # the float input, converted once, outside the timed phases
-        static = fisher_tasks if method.adapt.policy == "sparse_update" else None
+        static = fisher_tasks if policy_spec(method.adapt.policy).static_ranking else None
         result = adapt(model, task.support, task.support_labels, method.adapt, fisher_tasks=static)
         for phase in PHASES[1:]:
             per_phase[phase].append(float(result.seconds.get(phase, 0.0)))

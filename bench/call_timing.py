@@ -5,6 +5,7 @@ Stdlib only: the timing workers also run in the Pi env (tflite-runtime 2.14, no 
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -12,12 +13,12 @@ from collections.abc import Callable
 __all__ = ["median_seconds"]
 
 
-def median_seconds(fn: Callable[[], object], repeats: int, max_seconds: float, warm_up: int = 3,
+def median_seconds(fn: Callable[[], object], repeats: int, max_seconds: float = math.inf, warm_up: int = 3,
                    min_calls: int = 10) -> tuple[float, int]:
     """(median seconds per call, calls timed) of ``fn``.
 
     ``warm_up`` untimed calls first; then up to ``repeats`` timed calls, stopping early once
-    ``max_seconds`` have passed and at least ``min_calls`` calls were timed.
+    ``max_seconds`` have passed and at least ``min_calls`` calls were timed (no limit: exactly ``repeats``).
     """
     for _ in range(warm_up):
         fn()

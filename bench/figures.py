@@ -12,6 +12,7 @@ from bench import plots
 from bench.config import BenchConfig
 from bench.paired_accuracy import AVERAGE
 from bench.policy_runs import for_model
+from bench.procedure_section import MAIN
 from bench.tasks import Task
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, class_prototypes, embed, layer_table, support_fisher
@@ -95,7 +96,7 @@ def procedure_points(run: Mapping) -> dict[str, list[dict]]:
     for row in run["rows"].values():
         if row["delta_none"] and row["trained_tasks"]:
             delta = row["delta_none"][AVERAGE]
-            name = "weights before meta-training" if row["weights"] != "main" else "the run's main weights"
+            name = "the run's main weights" if row["weights"] == MAIN else "weights before meta-training"
             groups.setdefault(name, []).append({"label": row["procedure"], "delta": delta["mean"],
                                                           "ci95": delta["ci95"], "seconds": row["seconds"]})
     return groups

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from bench.accuracy_report import mean_ci_text as _ci
 from bench.int8_section import INT8_ROWS, INT8_TOLERANCE_PP, int8_label
+from bench.table_output import markdown_table
 
 __all__ = ["int8_report", "timing_table"]
 
@@ -23,16 +24,12 @@ def int8_report(section: Mapping, lines: list[str]) -> None:
         targets = [t for t in next(iter(summary["means"].values())) if t != "average"]
         size = run["model_bytes"]
         lines += [f"### {run['label']} px: file {size['int8'] / 1e6:.1f} MB int8 vs {size['float'] / 1e6:.1f} MB float "
-                  f"({size['int8'] / size['float']:.1%})", "",
-                  "| row | " + " | ".join(targets) + " | average |", "|---" * (len(targets) + 2) + "|"]
-        for row in INT8_ROWS:
-            for label in (row, int8_label(row)):
-                means = summary["means"][label]
-                lines.append(f"| {label} | " + " | ".join(_ci(means[t]) for t in targets)
-                             + f" | **{_ci(means['average'])}** |")
-        for row, delta in summary["deltas"].items():
-            lines.append(f"| {int8_label(row)} − {row} | " + " | ".join(_ci(delta[t], True) for t in targets)
-                         + f" | **{_ci(delta['average'], True)}** |")
+                  f"({size['int8'] / size['float']:.1%})", ""]
+        means = {label: summary["means"][label] for row in INT8_ROWS for label in (row, int8_label(row))}
+        table = [[label, *(_ci(m[t]) for t in targets), f"**{_ci(m['average'])}**"] for label, m in means.items()]
+        table += [[f"{int8_label(row)} − {row}", *(_ci(delta[t], True) for t in targets),
+                   f"**{_ci(delta['average'], True)}**"] for row, delta in summary["deltas"].items()]
+        lines += markdown_table(("row", *targets, "average"), table)
         verdict = "**met**" if summary["met"] else "**missed**"
         lines += ["", f"Accuracy goal (|average int8 − float| ≤ {INT8_TOLERANCE_PP:g} pp for None and TinyTrain): "
                   f"{verdict}.", ""]
@@ -45,16 +42,15 @@ def timing_table(timing: Mapping) -> list[str]:
     task = timing["task"]
     lines = [f"Timing (`bench/int8_timing.py`): one interpreter thread, float and int8 alternated in one process, "
              f"median of {timing['runs']} run(s); `infer` at batch 1; an adaptation = load + `adapt` on a "
-             f"{task['ways']}-way task with {task['support']} support images at the chosen settings:", "",
-             "| | float | int8 | speed-up (float / int8) |", "|---|---|---|---|"]
+             f"{task['ways']}-way task with {task['support']} support images at the chosen settings:", ""]
     infer = timing["infer"]
-    lines.append(f"| `infer` (ms) | {infer['float'] * 1e3:.2f} | {infer['int8'] * 1e3:.2f} | "
-                 f"{infer['float'] / infer['int8']:.2f}x |")
+    table = [["`infer` (ms)", f"{infer['float'] * 1e3:.2f}", f"{infer['int8'] * 1e3:.2f}",
+              f"{infer['float'] / infer['int8']:.2f}x"]]
     for label, row in timing["rows"].items():
         f, q = row["float"], row["int8"]
-        lines.append(f"| {label}: adaptation (s) | {f['end_to_end']:.2f} | {q['end_to_end']:.2f} | "
-                     f"{f['end_to_end'] / q['end_to_end']:.2f}x |")
+        table.append([f"{label}: adaptation (s)", f"{f['end_to_end']:.2f}", f"{q['end_to_end']:.2f}",
+                      f"{f['end_to_end'] / q['end_to_end']:.2f}x"])
         if f["step"] > 0 and q["step"] > 0:  # a row that trains (None's adaptation has no training phase)
-            lines.append(f"| {label}: optimizer step (ms, {f['steps']} steps) | {f['step'] * 1e3:.2f} | "
-                         f"{q['step'] * 1e3:.2f} | {f['step'] / q['step']:.2f}x |")
-    return lines + [""]
+            table.append([f"{label}: optimizer step (ms, {f['steps']} steps)", f"{f['step'] * 1e3:.2f}",
+                          f"{q['step'] * 1e3:.2f}", f"{f['step'] / q['step']:.2f}x"])
+    return lines + markdown_table(("", "float", "int8", "speed-up (float / int8)"), table) + [""]

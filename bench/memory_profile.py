@@ -41,8 +41,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from bench.table_output import emit
-from bench.worker_process import ROOT, resident_kib, worker_command
+from bench.table_output import emit, markdown_table
+from bench.worker_process import ROOT, resident_kib, worker_command, worker_env
 
 __all__ = ["COMMANDS", "GOALS_MIB", "PhaseProbe", "merge_phase_keys", "phases", "prepare_images", "render", "main"]
 
@@ -263,16 +263,15 @@ def _phase_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
             table[(p["phase"], seen.get(p["phase"], 0))] = p
             seen[p["phase"]] = seen.get(p["phase"], 0) + 1
         lookup.append(table)
-    lines = ["| phase | " + " | ".join(f"{run['label']}: peak | +" for run in runs) + " |",
-             "|---|" + "---:|---:|" * len(runs)]
+    rows = []
     for key in keys:
-        label = key[0] if key[1] == 0 else f"{key[0]} [{key[1] + 1}]"
-        cells = []
+        cells = [key[0] if key[1] == 0 else f"{key[0]} [{key[1] + 1}]"]
         for table in lookup:
             p = table.get(key)
             cells += ["", ""] if p is None else [_mib(p["peak_kib"]), _mib(p["increase_kib"])]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return lines
+        rows.append(cells)
+    header = ["phase", *(cell for run in runs for cell in (f"{run['label']}: peak", "+"))]
+    return markdown_table(header, rows, align="l" + "rr" * len(runs))
 
 
 def _peak(run: Mapping[str, Any], command: str) -> int:
@@ -286,8 +285,7 @@ def _api_phase(run: Mapping[str, Any], phase: str) -> int | None:
 def render(report: Mapping[str, Any]) -> str:
     """MEMORY.md: the summary against the goals, the times, then ``predict`` and ``adapt`` by phase."""
     runs = report["runs"]
-    header = "| | " + " | ".join(run["label"] for run in runs) + " |"
-    rule = "|---|" + "---:|" * len(runs)
+    labels, align = ["", *(run["label"] for run in runs)], "l" + "r" * len(runs)
     lines = ["# Peak resident memory of `predict` and `adapt` (issue 43)", "",
              f"Command: `{report['command']}`{' (`make bench-memory`)' if report.get('make') else ''}.", "",
              f"Model: `{report['model']}` ({report['model_bytes'] / MIB:.1f} MiB)"
@@ -297,26 +295,29 @@ def render(report: Mapping[str, Any]) -> str:
              f"{report['query_size']} queries. Rounds: {report['rounds']}. Machine: {report['machine']}.", "",
              "Peak RSS = `VmHWM` of the command's own process (MiB = 2^20 bytes), read at its exit; the "
              "Python API rows: after opening the model and after its first batch-1 `infer`.", "",
-             "## Peak RSS (MiB)", "", header + " goal |", rule + "---|"]
-    for command in COMMANDS:
-        goal = GOALS_MIB[command]
-        lines.append(f"| `{command}` | " + " | ".join(
-            f"{_mib(_peak(run, command))} {'met' if _peak(run, command) <= goal * 1024 else 'missed'}"
-            for run in runs) + f" | <= {goal} |")
-    for phase, label in (("open model", "API: open the model"), ("first infer", "... after the first batch-1 `infer`")):
-        lines.append(f"| {label} | " + " | ".join(_mib(_api_phase(run, phase)) for run in runs) + " | |")
-    lines.append("| TensorFlow imported | " + " | ".join(
-        "yes" if any(run[c]["tensorflow_imported"] for c in ("api", *COMMANDS)) else "no" for run in runs) + " | |")
-    def row(label: str, cell) -> str:
-        return f"| {label} | " + " | ".join(cell(run) for run in runs) + " |"
+             "## Peak RSS (MiB)", ""]
 
-    lines += ["", f"## Time (median over {report['rounds']} interleaved round(s))", "", header, rule,
-              row("`infer`, batch 1 (ms)", lambda run: f"{run['api']['infer_ms']:.2f}"),
-              row("`adapt` training (s)", lambda run: f"{run['adapt']['adapt_seconds']['training']:.2f}"),
-              row("`adapt` total (s)", lambda run: f"{run['adapt']['adapt_seconds']['total']:.2f}"),
-              row("`predict` command (s)", lambda run: f"{run['predict']['predict_seconds']:.2f}"),
-              row("`adapt` query accuracy", lambda run: "" if run["adapt"].get("query_accuracy") is None
-                  else f"{run['adapt']['query_accuracy']:.2f}")]
+    def row(label: str, cell, *more: str) -> list[str]:
+        return [label, *(cell(run) for run in runs), *more]
+
+    def peak(command: str):
+        goal = GOALS_MIB[command] * 1024
+        return lambda run: f"{_mib(_peak(run, command))} {'met' if _peak(run, command) <= goal else 'missed'}"
+
+    lines += markdown_table([*labels, "goal"], [
+        *(row(f"`{command}`", peak(command), f"<= {GOALS_MIB[command]}") for command in COMMANDS),
+        row("API: open the model", lambda run: _mib(_api_phase(run, "open model")), ""),
+        row("... after the first batch-1 `infer`", lambda run: _mib(_api_phase(run, "first infer")), ""),
+        row("TensorFlow imported", lambda run: "yes" if any(run[c]["tensorflow_imported"] for c in ("api", *COMMANDS))
+            else "no", "")], align=align + "l")
+    lines += ["", f"## Time (median over {report['rounds']} interleaved round(s))", ""]
+    lines += markdown_table(labels, [
+        row("`infer`, batch 1 (ms)", lambda run: f"{run['api']['infer_ms']:.2f}"),
+        row("`adapt` training (s)", lambda run: f"{run['adapt']['adapt_seconds']['training']:.2f}"),
+        row("`adapt` total (s)", lambda run: f"{run['adapt']['adapt_seconds']['total']:.2f}"),
+        row("`predict` command (s)", lambda run: f"{run['predict']['predict_seconds']:.2f}"),
+        row("`adapt` query accuracy", lambda run: "" if run["adapt"].get("query_accuracy") is None
+            else f"{run['adapt']['query_accuracy']:.2f}")], align=align)
     for command in COMMANDS:
         lines += ["", f"## `{command}` by phase (peak RSS after the phase, and its increase, MiB)", "",
                   *_phase_table(runs, command)]
@@ -330,9 +331,8 @@ def render(report: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------------- driver
 def run_worker(python: str, spec: Mapping[str, Any], library: str | None = None) -> dict[str, Any]:
     """Runs ``worker(spec)`` in a fresh ``python`` process (``library`` first on its path); its JSON result."""
-    done = subprocess.run(worker_command(python, "bench.memory_profile", "--worker", json.dumps(spec), library=library),
-                          cwd=ROOT, capture_output=True, text=True,
-                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    done = subprocess.run(worker_command(python, "bench.memory_profile", "--worker", json.dumps(spec)),
+                          cwd=ROOT, capture_output=True, text=True, env=worker_env(library))
     if done.returncode != 0:
         raise RuntimeError(f"{spec['kind']} worker ({python}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -33,6 +33,7 @@ from bench.validation_split import TEST, VALIDATION
 from tflite_train import contract as C
 from tflite_train.data import read_manifest
 from tflite_train.runtime import TrainableModel
+from tflite_train.sparse.policies import policy_spec
 
 __all__ = ["Request", "Runs", "assemble_run", "paired_section", "refresh_partial", "split_sizes"]
 
@@ -108,7 +109,7 @@ class Runs:
     @staticmethod
     def needs_fisher(method: Method) -> bool:
         """SparseUpdate without a fixed layer list ranks layers by the source tasks' Fisher."""
-        return method.adapt.policy == "sparse_update" and method.adapt.sparse_update_layers is None
+        return policy_spec(method.adapt.policy).static_ranking and method.adapt.sparse_update_layers is None
 
     def fisher(self, model: str) -> list | None:
         """The source tasks' Fisher on model key ``model`` (computed once; None without a source data set)."""
@@ -230,7 +231,8 @@ def paired_section(config: BenchConfig, targets: tuple[str, ...], paths: dict[st
         retune = [m for m in methods if m.label not in kept]
         if kept and retune:
             LOG.info("%s: tuning %s again (changed since the saved run); keeping %s", run.key,
-                     [m.label for m in retune if m.adapt is not None and m.adapt.policy != "none"], sorted(kept))
+                     [m.label for m in retune if m.adapt is not None and policy_spec(m.adapt.policy).trains],
+                     sorted(kept))
         tuning = {**kept, **successive_halving(retune, config.tuning_grid, config.tuning_schedule,
                                                config.halving_eta, mean_accuracies)}
         tuning = {m.label: tuning[m.label] for m in methods if m.label in tuning}  # row order
@@ -303,7 +305,7 @@ def assemble_run(expected: int, methods: Mapping[str, Mapping], targets: Sequenc
         for label in labels:
             cell = _cell(label, [rows[label][i] for i in sorted(rows[label])])
             reference = no_update_row(label)
-            trained = methods[label]["adapt"]["policy"] != "none"
+            trained = policy_spec(methods[label]["adapt"]["policy"]).trains
             if trained and reference in rows:
                 both = [i for i in rows[label] if i in rows[reference]]
                 pairs = [(rows[label][i], rows[reference][i]) for i in both]

@@ -14,8 +14,8 @@ What it does, in one run (ratios are between figures of that run):
    library's budgets as in ``tflite-train adapt``, the demo and the accuracy bench: B_mem the paper's
    1 MiB for MCUNet@128 scaled by the model's LastLayer memory (``sparse.scaled_memory_budget``),
    B_compute 15 % of the full backward pass) on a
-   real ``--ways``-way ``--shots``-shot support set of ``--dataset`` (the episode of
-   ``adaptation_overhead.py`` for the same seed); the class prototypes are the support set's class means;
+   real ``--ways``-way ``--shots``-shot support set of ``--dataset`` (``bench.tasks.dataset_task``: the
+   diagnostics' episode for the same seed); the class prototypes are the support set's class means;
 3. builds the ONNX twin of the same BN-folded Keras model and head (``bench.onnx_graph``), checks its
    forward against Keras (max relative difference of embeddings and logits, printed), and generates
    ORT training artifacts (CrossEntropyLoss, AdamW) for three trainable sets: the TinyTrain layers
@@ -47,10 +47,8 @@ import numpy as np
 
 from bench.call_timing import median_seconds
 from bench.peer_report import ENGINES, WORKLOADS, render
-from bench.worker_process import peak_rss_kib, worker_command
+from bench.worker_process import ROOT, peak_rss_kib, worker_command, worker_env
 from tflite_train import contract as C
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def import_ort_training():
@@ -106,7 +104,6 @@ def _ort_worker(spec: dict) -> dict:
 
 
 def _tflite_worker(spec: dict) -> dict:
-    sys.path.insert(0, str(ROOT))
     from tflite_train.runtime import TrainableModel
 
     inputs = np.load(spec["inputs"])
@@ -146,7 +143,7 @@ def worker(spec: dict) -> dict:
 def run_worker(python: str, spec: dict) -> dict:
     """Runs ``worker(spec)`` in a fresh ``python`` process; returns its JSON result."""
     done = subprocess.run(worker_command(python, "bench.peer_ort", "--worker", json.dumps(spec)), cwd=ROOT,
-                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                          capture_output=True, text=True, env=worker_env())
     if done.returncode != 0:
         raise RuntimeError(f"worker {spec['engine']}/{spec['workload']} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -192,12 +189,15 @@ def export_configs(args: argparse.Namespace) -> dict:
 
 def policy_selection(model_path: pathlib.Path, args: argparse.Namespace):
     """(support images, labels, prototypes, {layer: channels}) of the TinyTrain policy on one task."""
-    from bench.adaptation_overhead import _task
-    from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, class_prototypes, embed, layer_table
+    from bench.tasks import dataset_task
+    from tflite_train.runtime import (AdaptConfig, TrainableModel, adapt, class_prototypes, embed, input_range,
+                                      layer_table)
     from tflite_train.sparse import scaled_memory_budget
 
     model = TrainableModel(model_path)
-    xs, ys, _, _ = _task(model, args.cache, args.dataset, args.ways, args.shots, args.queries, args.seed)
+    task = dataset_task(args.cache, args.dataset, args.ways, args.shots, args.queries, args.seed)
+    task = task.for_model(model.input_shape, input_range(model.metadata))
+    xs, ys = task.support, task.support_labels
     memory = scaled_memory_budget(layer_table(model.metadata), args.mem_budget_mib * 2**20)
     config = AdaptConfig(policy="tinytrain", memory_bytes=memory, compute_fraction=args.compute_budget,
                          iterations=0, seed=args.seed)
@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", default="build/peer/models")
     parser.add_argument("--models", nargs=2, metavar=("SPARSE", "FULL"), default=None,
                         help="use these exported files (TinyTrain export, FullTrain export of --backbone at "
-                             "--input-size, e.g. the step_ratios exports) instead of exporting into --model-dir")
+                             "--input-size, e.g. tools/diagnostics/step_ratios.py's exports) instead of exporting "
+                             "into --model-dir")
     parser.add_argument("--work-dir", default="build/peer")
     parser.add_argument("--cache", default="build/data_cache")
     parser.add_argument("--dataset", default="fashion_mnist")
@@ -257,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="B_mem for MCUNet@128 (the paper's 1 MiB), scaled to the model by its LastLayer "
                         "memory (tflite_train.sparse.scaled_memory_budget)")
     parser.add_argument("--queries", type=int, default=10, help="queries per class of the sampled task (only the "
-                        "support set is used; the same episode as bench/adaptation_overhead.py)")
+                        "support set is used; the same episode as tools/diagnostics/step_ratios.py)")
     parser.add_argument("--compute-budget", type=float, default=0.15,
                         help="B_compute as a fraction of the full backward pass (the library's definition)")
     parser.add_argument("--repeats", type=int, default=400)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bench.table_output import markdown_table
 from tflite_train import contract as C
 
 WORKLOADS = ("infer", "tinytrain", "tinytrain_cached", "last_layer", "full")
@@ -29,22 +30,20 @@ def render(report: dict) -> str:
              + f". ORT trains these {len(r['selection'])} layers whole (all channels). Last layer: "
              f"`{r['last_layer']}`. Full: every layer ({r['full_layers']} layers).", "",
              f"ONNX forward parity with Keras (same BN-folded weights, same cosine head): max relative difference "
-             f"{r['parity'][C.EMBEDDINGS]:.2e} (embeddings), {r['parity'][C.LOGITS]:.2e} (logits).", "",
-             "| " + " | ".join(["ms", *(ENGINE_NAMES[e] for e in ENGINES)]) + " |",
-             "|---" * (len(ENGINES) + 1) + "|"]
-    for w in WORKLOADS:
-        lines.append(f"| {LABELS[w]} | " + " | ".join(f"{t[e][w]:.2f}" for e in ENGINES) + " |")
+             f"{r['parity'][C.EMBEDDINGS]:.2e} (embeddings), {r['parity'][C.LOGITS]:.2e} (logits).", ""]
     rss = r["peak_rss_mib"]
-    for w in ("infer", "tinytrain", "full"):
-        lines.append(f"| peak RSS, {w} process (MiB) | " + " | ".join(f"{rss[e][w]:.1f}" for e in ENGINES) + " |")
+    lines += markdown_table(("ms", *(ENGINE_NAMES[e] for e in ENGINES)),
+                            [*([LABELS[w], *(f"{t[e][w]:.2f}" for e in ENGINES)] for w in WORKLOADS),
+                             *([f"peak RSS, {w} process (MiB)", *(f"{rss[e][w]:.1f}" for e in ENGINES)]
+                               for w in ("infer", "tinytrain", "full"))])
     lines += ["", "The project on tflite-runtime 2.14 runs with the explicitly created XNNPACK delegate "
               "(`TrainableModel(xnnpack=True)`, batch 1 throughout; its wheel applies no delegate by default).",
-              "", "Ratios (project / ORT, same run):", "",
-              "| | ai-edge-litert | tflite-runtime 2.14 |", "|---|---|---|"]
-    for w in WORKLOADS:
-        lines.append(f"| {LABELS[w].replace(' (ms)', '')} | {t['litert'][w] / t['ort'][w]:.2f}x | "
-                     f"{t['tflite_runtime'][w] / t['ort'][w]:.2f}x |")
-    lines.append(f"| tflite-runtime `infer` / ai-edge-litert `infer` | | {t['tflite_runtime']['infer'] / t['litert']['infer']:.2f}x |")
+              "", "Ratios (project / ORT, same run):", ""]
+    lines += markdown_table(("", "ai-edge-litert", "tflite-runtime 2.14"),
+                            [*([LABELS[w].replace(" (ms)", ""), f"{t['litert'][w] / t['ort'][w]:.2f}x",
+                                f"{t['tflite_runtime'][w] / t['ort'][w]:.2f}x"] for w in WORKLOADS),
+                             ["tflite-runtime `infer` / ai-edge-litert `infer`", "",
+                              f"{t['tflite_runtime']['infer'] / t['litert']['infer']:.2f}x"]])
     lines += ["", "Project train signatures used: "
               + ", ".join(f"{w}: `{s}`" for w, s in r["signatures"].items()) + ".", "",
               "## What ORT cannot do here", "",

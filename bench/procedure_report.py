@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from bench.accuracy_report import mean_ci_text
 from bench.paired_accuracy import AVERAGE
 from bench.procedure_section import BEFORE_META
+from bench.table_output import markdown_table
 
 __all__ = ["procedure_report"]
 
@@ -21,15 +22,12 @@ def procedure_report(section: Mapping, targets: list[str], lines: list[str]) -> 
     lines += [f"- **{name}**: {p['description']}" for name, p in section["procedures"].items()]
     lines.append("")
     for key, run in section["runs"].items():
-        lines += [f"### {run['label']}", "",
-                  "| row | " + " | ".join(targets) + f" | **{AVERAGE}** | − None ({AVERAGE}) | s / task | trained tasks |",
-                  "|---|" + "---|" * (len(targets) + 4)]
-        for label, row in run["rows"].items():
-            acc = row["accuracy"]
-            lines.append(f"| {label} | " + " | ".join(mean_ci_text(acc[t]) for t in targets)
-                         + f" | **{mean_ci_text(acc[AVERAGE])}** | "
-                         + (mean_ci_text(row["delta_none"][AVERAGE], signed=True) if row["delta_none"] else "-")
-                         + f" | {row['seconds']:.2f} | {row['trained_tasks']} |")
+        table = [[label, *(mean_ci_text(row["accuracy"][t]) for t in targets),
+                  f"**{mean_ci_text(row['accuracy'][AVERAGE])}**",
+                  mean_ci_text(row["delta_none"][AVERAGE], signed=True) if row["delta_none"] else "-",
+                  f"{row['seconds']:.2f}", str(row["trained_tasks"])] for label, row in run["rows"].items()]
+        header = ("row", *targets, f"**{AVERAGE}**", f"− None ({AVERAGE})", "s / task", "trained tasks")
+        lines += [f"### {run['label']}", "", *markdown_table(header, table)]
         cis = [row["delta_none"][AVERAGE]["ci95"] for row in run["rows"].values()
                if row["delta_none"] and row["trained_tasks"]]
         if cis:

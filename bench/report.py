@@ -10,6 +10,7 @@ from bench.int8_report import int8_report
 from bench.methods import FORWARD_BUDGET_LABEL, NO_META, PROTOCOL_SUFFIX
 from bench.paired_accuracy import time_sentence, time_verdict, verdict_sentence
 from bench.procedure_report import procedure_report
+from bench.table_output import markdown_table
 
 MIB = 2**20
 STEP_TARGET_FULL = 7.0
@@ -54,20 +55,19 @@ def _cost_section(config: BenchConfig, results: Mapping, lines: list[str]) -> No
         if key.endswith("unfused_full_train_bytes"):
             continue
         backbone, optimizer = key.split("/")
-        lines += [f"**{backbone}, {optimizer}**", "",
-                  "| method | batch | weights | optimizer | activations | total (ours / paper) | MACs M (ours / paper) | selection |",
-                  "|---|---|---|---|---|---|---|---|"]
+        table = []
         for r in rows:
             p = r["paper"] or {}
             pm = lambda k: "-" if p.get(k) is None else f"{p[k]:.2f}"  # noqa: E731
             paper_macs = "-" if p.get("macs") is None else f"{p['macs'] / 1e6:.2f}"
-            lines.append(
-                f"| {r['method']} | {r['batch_size']} | {_fmt_mib(r['weights_bytes'])} / {pm('weights_mib')} | "
-                f"{_fmt_mib(r['optimizer_bytes'])} / {pm('optimizer_mib')} | {_fmt_mib(r['activation_bytes'])} / "
-                f"{pm('activation_mib')} | {_fmt_mib(r['total_bytes'])} / {pm('total_mib')} | "
-                f"{r['backward_macs'] / 1e6:.2f} / {paper_macs} | "
-                f"{r['description']} |")
-        lines.append("")
+            table.append([r["method"], str(r["batch_size"]), f"{_fmt_mib(r['weights_bytes'])} / {pm('weights_mib')}",
+                          f"{_fmt_mib(r['optimizer_bytes'])} / {pm('optimizer_mib')}",
+                          f"{_fmt_mib(r['activation_bytes'])} / {pm('activation_mib')}",
+                          f"{_fmt_mib(r['total_bytes'])} / {pm('total_mib')}",
+                          f"{r['backward_macs'] / 1e6:.2f} / {paper_macs}", r["description"]])
+        header = ("method | batch | weights | optimizer | activations | total (ours / paper) | MACs M (ours / paper) | "
+                  "selection").split(" | ")
+        lines += [f"**{backbone}, {optimizer}**", "", *markdown_table(header, table), ""]
     for backbone in ("mcunet", "mbv2", "proxyless"):
         value = section.get(f"{backbone}/unfused_full_train_bytes")
         if value is not None:
@@ -86,23 +86,23 @@ def _timing_section(config: BenchConfig, results: Mapping, lines: list[str]) -> 
               f"Interpreter `{results['environment']['interpreter_module']}` "
               f"{results['environment']['interpreter_version']}, {config.threads} thread(s), one {task['ways']}-way "
               f"task of {task['target']} with {task['support']} support images, {_protocol(config)}; "
-              f"median of {config.timing_runs} runs (fresh load each). Seconds.", "",
-              "| method | batch | steps | load | head | Fisher + selection | prefix cache | training | step | end-to-end | "
-              "selection share |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              f"median of {config.timing_runs} runs (fresh load each). Seconds.", ""]
     rows = {r["label"]: r for r in section["rows"]}
+    table = []
     for r in section["rows"]:
         s = r["seconds"]
-        lines.append(f"| {r['label']} | {r['batch_size']} | {r['steps']} | {s['load']:.3f} | {s['head']:.3f} | "
-                     f"{s['fisher_selection']:.3f} | {s.get('cache', 0.0):.3f} | {s['training']:.3f} | "
-                     f"{r['step'] * 1e3:.1f} ms | {r['end_to_end']:.3f} | {r['selection_share']:.1%} |")
+        table.append([r["label"], str(r["batch_size"]), str(r["steps"]), f"{s['load']:.3f}", f"{s['head']:.3f}",
+                      f"{s['fisher_selection']:.3f}", f"{s.get('cache', 0.0):.3f}", f"{s['training']:.3f}",
+                      f"{r['step'] * 1e3:.1f} ms", f"{r['end_to_end']:.3f}", f"{r['selection_share']:.1%}"])
     peer = section.get("tf_recipe")
     full_1 = rows.get("FullTrain (batch 1)")
     if peer:
         steps = full_1["steps"] if full_1 else peer["steps"]
-        lines.append(f"| TF recipe (full gradient, GradientTape, Flex-converted) | {peer['batch_size']} | {steps} | "
-                     f"{peer['load']:.3f} | - | - | - | {peer['step_median'] * steps:.3f} (est.) | "
-                     f"{peer['step_median'] * 1e3:.1f} ms | - | - |")
+        table.append(["TF recipe (full gradient, GradientTape, Flex-converted)", str(peer["batch_size"]), str(steps),
+                      f"{peer['load']:.3f}", "-", "-", "-", f"{peer['step_median'] * steps:.3f} (est.)",
+                      f"{peer['step_median'] * 1e3:.1f} ms", "-", "-"])
+    lines += markdown_table(("method", "batch", "steps", "load", "head", "Fisher + selection", "prefix cache",
+                             "training", "step", "end-to-end", "selection share"), table)
     notes = []
     if any(label.endswith(PROTOCOL_SUFFIX) for label in rows):
         notes.append(f"Rows marked \"Table 8 protocol\" run 40 passes over the {task['support']} support images "
@@ -138,12 +138,11 @@ def _ablation_section(config: BenchConfig, results: Mapping, lines: list[str]) -
               "channels": "Channel selection at 1/2, 1/4, 1/8 of the channels (Figure 5)",
               "compute_budget": "Compute budget: 15 % of FullTrain's backward MACs (default) or of the forward MACs"}
     for name, rows in section["groups"].items():
-        lines += [f"**{titles.get(name, name)}**", "", "| variant | accuracy | memory (MiB) | MACs (M) | first task's layers |",
-                  "|---|---|---|---|---|"]
-        for r in rows:
-            lines.append(f"| {r['label']} | {r['summary']['mean']:.1f} ± {r['summary']['ci95']:.1f} | "
-                         f"{r['memory_bytes'] / MIB:.2f} | {r['backward_macs'] / 1e6:.2f} | {', '.join(r['layers']) or '-'} |")
-        lines.append("")
+        table = [[r["label"], f"{r['summary']['mean']:.1f} ± {r['summary']['ci95']:.1f}",
+                  f"{r['memory_bytes'] / MIB:.2f}", f"{r['backward_macs'] / 1e6:.2f}", ", ".join(r["layers"]) or "-"]
+                 for r in rows]
+        header = ("variant", "accuracy", "memory (MiB)", "MACs (M)", "first task's layers")
+        lines += [f"**{titles.get(name, name)}**", "", *markdown_table(header, table), ""]
 
 
 def _step_ratio(label: str, row: Mapping, reference_step: float, target: float, reference: str, note: str = "") -> str:

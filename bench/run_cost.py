@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 
 from bench.config import BenchConfig
+from tflite_train.sparse.policies import policy_spec
 
 
 def per_epoch_costs(run: Mapping) -> dict[str, float]:
@@ -63,7 +64,8 @@ def estimate_seconds(config: BenchConfig, runs: Mapping[str, Mapping], num_targe
         if key not in wanted or "cost" not in run:
             continue
         costs = per_epoch_costs(run)
-        trained = {label: c for label, c in costs.items() if run["methods"][label]["adapt"]["policy"] != "none"}
+        trained = {label: c for label, c in costs.items()
+                   if policy_spec(run["methods"][label]["adapt"]["policy"]).trains}
         fixed = sum(run["cost"][label]["seconds_per_task"] for label in costs if label not in trained)
         tuning = num_targets * per_target_passes * sum(trained.values())
         tests = config.tasks * num_targets * (longest * sum(trained.values()) + fixed)

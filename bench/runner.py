@@ -144,7 +144,8 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         section_seconds["procedure"] = time.time() - t0
     if "accuracy" in config.sections:
         t0 = time.time()
-        results["sections"]["accuracy"] = paired_section(config, targets, paths, runs, None, checkpoint)
+        saved = (previous or {}).get("sections", {}).get("accuracy")  # an update keeps its unchanged tuning choices
+        results["sections"]["accuracy"] = paired_section(config, targets, paths, runs, saved, checkpoint)
         section_seconds["accuracy"] = time.time() - t0
     accuracy = results["sections"].get("accuracy") or (previous or {}).get("sections", {}).get("accuracy")
     if "int8" in config.sections:

@@ -35,6 +35,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from bench.learning_rates import Setting, best_setting, setting_key, with_setting
 from bench.policy_runs import Method
+from bench.task_store import stored_adapt
+from tflite_train.sparse.policies import policy_spec
 
 __all__ = ["NO_OP_SHARE", "TUNING_RULE", "ValidationScore", "kept_choices", "ranked", "successive_halving"]
 
@@ -63,7 +65,7 @@ def kept_choices(saved: Mapping, methods: Sequence[Method], model_ids: Mapping[s
         return {}
 
     def untuned(adapt: Mapping) -> dict:
-        return {k: v for k, v in adapt.items() if k not in ("learning_rate", "epochs")}
+        return {k: v for k, v in stored_adapt(adapt).items() if k not in ("learning_rate", "epochs")}
 
     saved_methods, saved_ids, tuning = saved.get("methods", {}), saved.get("model_ids", {}), saved.get("tuning", {})
     out = {}
@@ -141,7 +143,7 @@ def successive_halving(
         raise ValueError(f"rounds must be increasing task counts >= 1; got {list(rounds)}")
     if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
         raise ValueError(f"eta must be an int >= 2; got {eta!r}")
-    trained = [m for m in methods if m.adapt is not None and m.adapt.policy != "none"]
+    trained = [m for m in methods if m.adapt is not None and policy_spec(m.adapt.policy).trains]
     if not trained:
         return {}
     settings = [(float(lr), int(e)) for lr, e in grid]

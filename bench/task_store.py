@@ -42,8 +42,8 @@ from typing import Any
 
 from bench.tasks import Task
 
-__all__ = ["TASKS_DIR", "TaskRecord", "append_record", "cell_key", "model_identity", "open_cell", "read_records",
-           "stored_cells", "task_fingerprint"]
+__all__ = ["NEUTRAL_ADAPT_FIELDS", "TASKS_DIR", "TaskRecord", "append_record", "cell_key", "model_identity",
+           "open_cell", "read_records", "stored_adapt", "stored_cell", "stored_cells", "task_fingerprint"]
 
 LOG = logging.getLogger(__name__)
 TASKS_DIR = "tasks"
@@ -133,6 +133,25 @@ def model_identity(path: str | os.PathLike) -> dict[str, Any]:
     return {C.F_MODEL_ID: model_id, "export": export}
 
 
+NEUTRAL_ADAPT_FIELDS = {"prototype_mode": "fixed", "batch_mode": "batch", "rate_choice": None, "choice_updates": None,
+                        "choice_score": "accuracy"}
+"""``AdaptConfig`` fields added after most cells were stored (the fine-tuning options of issue 39), at the values
+that compute what the config computed before they existed."""
+
+
+def stored_adapt(adapt: Mapping[str, Any]) -> dict[str, Any]:
+    """``adapt`` (an ``AdaptConfig.to_dict``) as cells store it: without the ``NEUTRAL_ADAPT_FIELDS`` that hold
+    their neutral value, so a cell stored before those fields existed keeps its key, and another value (another
+    procedure) still makes another cell."""
+    return {k: v for k, v in adapt.items() if not (k in NEUTRAL_ADAPT_FIELDS and v == NEUTRAL_ADAPT_FIELDS[k])}
+
+
+def stored_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """``cell`` as the store writes and hashes it (its ``adapt`` through ``stored_adapt``)."""
+    adapt = cell.get("adapt")
+    return {**cell, "adapt": stored_adapt(adapt)} if isinstance(adapt, Mapping) else dict(cell)
+
+
 def cell_key(cell: Mapping[str, Any]) -> str:
     """sha256 (first 16 hex) of the canonical JSON of ``cell``."""
     return hashlib.sha256(json.dumps(cell, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -156,8 +175,9 @@ def open_cell(out_dir: str | os.PathLike, model: str, label: str, target: str, p
       model: The method's model key (e.g. ``"lite0_128/sparse"``), a folder of the store.
       label: The method's label (part of the file name).
       target, pool: The tasks' target and pool.
-      cell: Everything that changes a result (hashed into the file name).
+      cell: Everything that changes a result (hashed into the file name, as ``stored_cell`` writes it).
     """
+    cell = stored_cell(cell)
     key = cell_key(cell)
     path = pathlib.Path(_model_dir(out_dir, model), _slug(target), _slug(pool),
                         f"{_slug(label)}-{key}.jsonl")

@@ -19,7 +19,8 @@ import numpy as np
 
 from bench.config import BenchConfig
 from bench.validation_split import TEST, VALIDATION, PoolSplit, split_pools
-from tflite_train.data import EpisodeConfig, LabeledImages, load_split, read_manifest, sample_episodes
+from tflite_train.data import (Episode, EpisodeConfig, LabeledImages, load_split, read_manifest, sample_episode,
+                               sample_episodes)
 from tflite_train.data.cache import MANIFEST
 
 VALIDATION_SEED_OFFSET = 7919
@@ -151,22 +152,31 @@ def source_tasks(config: BenchConfig, source: str, num: int, input_size: int | N
 
 
 def _episodes(images: np.ndarray, labels: np.ndarray, num: int, seed: int, episodes: EpisodeConfig) -> list[Task]:
-    tasks = []
-    for episode in sample_episodes(labels, num, seed, episodes):
-        s, sl, q, ql = episode.gather(images)
-        tasks.append(Task(np.asarray(s, np.uint8), sl.astype(np.int32), np.asarray(q, np.uint8), ql.astype(np.int32)))
-    return tasks
+    return [_gathered(episode, images) for episode in sample_episodes(labels, num, seed, episodes)]
+
+
+def _gathered(episode: Episode, images: np.ndarray) -> Task:
+    s, sl, q, ql = episode.gather(images)
+    return Task(np.asarray(s, np.uint8), sl.astype(np.int32), np.asarray(q, np.uint8), ql.astype(np.int32))
+
+
+def fixed_task(images: np.ndarray, labels: np.ndarray, ways: int, shots: int, queries: int, seed: int) -> Task:
+    """One seeded ``ways``-way ``shots``-shot episode of (images, labels) with ``queries`` queries per class."""
+    config = EpisodeConfig(ways=ways, shots=shots, queries=queries)
+    return _gathered(sample_episode(labels, np.random.default_rng(seed), config), images)
+
+
+def dataset_task(cache_dir: str, dataset: str, ways: int = 5, shots: int = 5, queries: int = 10, seed: int = 0) -> Task:
+    """``fixed_task`` of a cached data set's "test" split (all of it; no validation/test pools): the one
+    support set of the peer bench and of the diagnostics in ``tools/diagnostics``."""
+    data = load_split(cache_dir, dataset, "test")
+    return fixed_task(data.images, data.labels, ways, shots, queries, seed)
 
 
 def timing_task(config: BenchConfig, target: str, input_size: int | None = None) -> Task:
     """A fixed 5-way task of ``target``'s test pool with ``timing_support`` support images (at least 1 shot),
     from the cache for ``input_size`` (None: ``config.input_size``)."""
-    from tflite_train.data import sample_episode
-
     data, split = target_pools(config, target, config.input_size if input_size is None else input_size)
     images, labels = data.images[split.test], data.labels[split.test]
     ways = min(5, np.unique(labels).size)
-    shots = max(1, config.timing_support // ways)
-    episode = sample_episode(labels, np.random.default_rng(config.seed), EpisodeConfig(ways=ways, shots=shots, queries=1))
-    s, sl, q, ql = episode.gather(images)
-    return Task(np.asarray(s, np.uint8), sl.astype(np.int32), np.asarray(q, np.uint8), ql.astype(np.int32))
+    return fixed_task(images, labels, ways, max(1, config.timing_support // ways), 1, config.seed)

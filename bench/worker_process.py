@@ -11,28 +11,30 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-WORKER_BOOTSTRAP = ("import os, runpy, sys; sys.path[0:0] = sys.argv.pop(1).split(os.pathsep); "
-                    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
-"""Runs a ``bench`` module as ``__main__`` with this checkout first on the path, whatever the working
-directory (the ``bench`` package imports its heavy modules lazily, so this works in the Pi env too)."""
 
 
-def worker_command(python: str | pathlib.Path, module: str, *args: str,
-                   library: str | os.PathLike | None = None) -> list[str]:
-    """The argv that runs ``python -m <module> <args>`` with ``WORKER_BOOTSTRAP`` (works in the Pi env).
+def worker_command(python: str | pathlib.Path, module: str, *args: str) -> list[str]:
+    """The argv ``python -m <module> <args>`` of a worker; run it with ``worker_env`` (works in the Pi env:
+    the ``bench`` package imports its heavy modules lazily)."""
+    return [str(python), "-m", module, *args]
+
+
+def worker_env(library: str | os.PathLike | None = None, **variables: str) -> dict[str, str]:
+    """The environment of a ``worker_command``: ``PATH``, this checkout on ``PYTHONPATH`` (after ``library``),
+    ``PYTHONSAFEPATH`` (Python >= 3.11: the working directory is not put first on the path), and ``variables``.
 
     ``library``: a directory put before this checkout on the path, e.g. one holding only an older
     ``tflite_train`` package (the worker then measures that code with this checkout's ``bench``).
     """
     path = os.pathsep.join(([os.fspath(library)] if library else []) + [str(ROOT)])
-    return [str(python), "-c", WORKER_BOOTSTRAP, path, module, *args]
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": path, "PYTHONSAFEPATH": "1", **variables}
 
 
 def resident_kib() -> tuple[int, int | None]:
     """(peak, current) resident set size of this process (KiB; current None = unknown), read by this
     checkout's ``tflite_train/runtime/peak_memory.py`` (``VmHWM``, not ru_maxrss: its docstring says why),
     loaded from its file: stdlib only, and the same reader when a worker measures an older ``tflite_train``
-    placed first on the path (``worker_command(library=...)``)."""
+    placed first on the path (``worker_env(library=...)``)."""
     name = "bench_peak_memory"
     module = sys.modules.get(name)
     if module is None:

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tensorflow.lite.python.convert_phase import ConverterError
 
 from tflite_train.converters.graph.ir import Graph, Node
+from tflite_train.converters.ops import registry
 from tflite_train import native_stderr
 
 LOG = logging.getLogger("tflite_train.converters.export")
@@ -67,7 +68,7 @@ def conversion_refusal(graph: Graph, report: str) -> str:
     ops = unconverted_ops(report)
     needs = f" (it needs {', '.join(ops)})" if ops else ""
     for node in graph.nodes:
-        if node.op != "opaque" or _converts_alone(node, graph):
+        if not registry.is_opaque(node) or _converts_alone(node, graph):
             continue
         fix = ("rebuild it with unroll=True (an unrolled recurrent layer converts)" if node.keras_class in RNN_CLASSES
                else "replace it by built-in Keras layers that TFLite converts")

@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from tflite_train.converters.graph.ir import Graph, Node
 from tflite_train.converters.frozen_prefix import suffix_nodes
+from tflite_train.converters.ops import registry
 from tflite_train.sparse.layer_table import LayerTable
 
 __all__ = ["PRE_ACTIVATION", "PrefixQuantization", "calibrate", "fake_quant_kernel", "fake_quant_value", "saved_input",
@@ -133,7 +134,7 @@ def fake_quant_value(x, value_range: tuple[float, float]):
 def fake_quant_kernel(node: Node, kernel):
     """A prefix kernel through per-output-channel symmetric int8 fake quantization (module docstring)."""
     kernel = np.asarray(kernel, np.float32)
-    view = kernel.reshape(*kernel.shape[:2], 1, -1) if node.op == "depthwise" else kernel
+    view = kernel.reshape(*kernel.shape[:2], 1, -1) if registry.weighted_kind(node.op).channelwise else kernel
     peak = np.abs(view.reshape(-1, view.shape[-1])).max(axis=0)
     peak = np.where(peak > 0, peak, 1e-6).astype(np.float32)
     q = tf.quantization.fake_quant_with_min_max_vars_per_channel(tf.constant(view), -peak, peak, num_bits=NUM_BITS,

@@ -35,6 +35,7 @@ from tflite_train.converters.graph.ir import Graph
 from tflite_train.converters.graph.region import gradient_region
 from tflite_train.converters.int8_prefix import PrefixQuantization, calibrate, prefix_nodes
 from tflite_train.converters.int8_weights import Int8Kernel, int8_kernel
+from tflite_train.converters.ops import registry
 from tflite_train import contract as C
 from tflite_train.contract import state_names
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
@@ -97,9 +98,10 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, GradientAccumulation, tf
             raise ValueError("quantize='int8' needs calibration images")
         for node in graph.weighted():
             kernel, bias = node.weights
+            channelwise = registry.weighted_kind(node.op).channelwise  # per-channel scales on axis 2
             if node.name in self.candidate_names:
                 if quantized:  # stored int8, dequantized into the float32 variables (converters.int8_weights)
-                    self.int8_kernels[node.name] = int8_kernel(kernel, depthwise=node.op == "depthwise")
+                    self.int8_kernels[node.name] = int8_kernel(kernel, depthwise=channelwise)
                     kernel = self.int8_kernels[node.name].dequantize()
                 self._add_var(node.name + C.KERNEL_SUFFIX, kernel)
                 self._add_var(node.name + C.BIAS_SUFFIX, bias)
@@ -112,7 +114,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, GradientAccumulation, tf
                                                      trainable=False)
             else:
                 if config.quantize == "int8-weights":  # stored int8, read through DEQUANTIZE by the conv
-                    self.int8_kernels[node.name] = int8_kernel(kernel, depthwise=node.op == "depthwise")
+                    self.int8_kernels[node.name] = int8_kernel(kernel, depthwise=channelwise)
                     kernel = self.int8_kernels[node.name].dequantize()
                 self._frozen[node.name] = (tf.constant(kernel), tf.constant(bias))
         k = config.class_capacity

@@ -9,9 +9,10 @@ training, or the exported model computes a different function: this module maps 
 
 from __future__ import annotations
 
-import json
 import pathlib
 from typing import Any
+
+from tflite_train.contract import loads_strict
 
 WEIGHTS_SUFFIX = ".weights.h5"
 
@@ -37,13 +38,14 @@ def export_fields_from_sidecar(weights: str | pathlib.Path) -> dict[str, Any]:
     (EfficientNet-Lite0: raw [0, 255] pixels, the model's Rescaling layer becomes the input spec).
 
     Raises:
-      ValueError: a sidecar that exists but is not valid JSON or lacks a required key.
+      ValueError: a sidecar that exists but is not strict JSON (``contract.loads_strict``: a duplicate key is
+        refused) or lacks a required key; one line naming the file.
     """
     path = sidecar_path(weights)
     if not path.exists():
         return {}
     try:
-        spec = json.loads(path.read_text())
+        spec = loads_strict(path.read_text())
         height, width, channels = (int(v) for v in spec["input"]["shape"])
         low, high = (float(v) for v in spec["input"]["range"])
         in_model = spec["input"].get("normalisation") == "in-model"

@@ -9,7 +9,7 @@ entry other than ``candidate`` (``contract.LAYER_KEYS``: their single source is 
 ``tflite_train.sparse`` ``LayerSpec`` / ``LayerCost`` dataclasses, and ``kernel``, ``stride``,
 ``activation`` ... are also graph-IR attributes).
 
-The scan covers the non-test sources: ``tflite_train/``, ``converters/``, ``bench/`` (Python: string
+The scan covers the non-test sources: ``tflite_train/``, ``converters/``, ``bench/``, ``tools/`` (Python: string
 literals read with :mod:`ast`, so comments and docstrings may mention a name in prose; f-string
 pieces count; ``__all__`` entries are identifiers, not names) and ``android_demo/**/src/main``
 (Java: string literals outside comments). Only ``tflite_train/contract/`` and the generated
@@ -29,9 +29,9 @@ pieces count; ``__all__`` entries are identifiers, not names) and ``android_demo
 
 :data:`GENERIC` must stay a subset of the contract names (a test checks it), so it can only relax
 the rule for words the contract really uses. Paths: every repository path cited in README.md,
-docs/*.md, CONTRACT.md, bench/README.md, weights/README.md, android_demo/README.md (markdown links and
-inline-code paths that start with a committed top-level name), and every ``docs/...`` /
-``CONTRACT.md`` path cited in a source file, exists.
+docs/*.md, CONTRACT.md, bench/README.md, tools/diagnostics/README.md, weights/README.md,
+android_demo/README.md (markdown links and inline-code paths that start with a committed top-level
+name), and every ``docs/...`` / ``CONTRACT.md`` path cited in a source file, exists.
 """
 
 from __future__ import annotations
@@ -247,7 +247,8 @@ def test_the_scan_finds_a_reintroduced_spelling(tmp_path):
     assert [(s.line, s.name) for s in found] == [(3, "candidates"), (4, "type")]
 
 
-DOCUMENTS = ("README.md", "CONTRACT.md", "bench/README.md", "weights/README.md", "android_demo/README.md")
+DOCUMENTS = ("README.md", "CONTRACT.md", "bench/README.md", "tools/diagnostics/README.md", "weights/README.md",
+             "android_demo/README.md")
 _PATHISH = re.compile(r"^[\w.-]+(/[\w.-]+)*/?$")
 _LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
 _CODE = re.compile(r"`([^`\s]+)`")

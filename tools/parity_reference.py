@@ -24,6 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tflite_train.converters.ops import dispatch, registry
 from tflite_train.converters.trainable_module import NO_INPUT, TrainableModule
 from tflite_train import contract as C
 
@@ -45,9 +46,9 @@ def keras_embedding(model: keras.Model, module: TrainableModule, images: np.ndar
     graph = module.graph
     by_name = graph.by_name
     node = by_name[graph.output]
-    post = None
-    if node.name.endswith("_embedding") and node.keras_class in ("Flatten", "GlobalAveragePooling2D"):
-        post, node = node.op, by_name[node.inputs[0]]
+    appended = None  # the pooling or Flatten the exporter appends to an [H, W, D] embedding (select_embedding)
+    if node.name.endswith("_embedding") and registry.embedding_rule(node):
+        appended, node = node, by_name[node.inputs[0]]
     layer = node.attrs.get("keras_output", node.name)
     sub = keras.Model(model.inputs, model.get_layer(layer).output)
     spec = graph.input_spec
@@ -55,8 +56,8 @@ def keras_embedding(model: keras.Model, module: TrainableModule, images: np.ndar
         images = images[..., ::-1]
     x = images if spec.source != "config" else (images - np.float32(spec.mean)) / np.float32(spec.std)
     out = np.asarray(sub(x.astype(np.float32), training=False))
-    if post == "global_pool":
-        out = out.mean(axis=(1, 2))
+    if appended is not None:  # its forward, as the registry computes it
+        out = dispatch.forward(appended, [tf.constant(out)])[1].numpy()
     return out.reshape(out.shape[0], -1)
 
 
@@ -77,7 +78,7 @@ def _numpy_step(module: TrainableModule, masks: dict[str, np.ndarray], values: d
         layer, param = name.rsplit("_", 1)
         sel = masks[layer] > 0.5
         where = sel.reshape(1, 1, -1, 1) if value.ndim == 4 and value.shape[-1] == 1 and \
-            module.graph.by_name[layer].op == "depthwise" else sel
+            registry.weighted_kind(module.graph.by_name[layer].op).channelwise else sel
         g = grads[name]
         m, v = slots[name]
         if cfg.optimizer == "adam":

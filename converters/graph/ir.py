@@ -6,7 +6,7 @@ input. Every node has one output tensor, named like the node. Weighted nodes (``
 (conv [kh, kw, C_in, C_out], depthwise [kh, kw, C, 1], dense [D_in, D_out]) and an ``activation``
 attribute (fused by :func:`converters.graph.passes.fuse_activations`).
 
-Op kinds and their attributes (forward, gradient and cost of each: ``converters.ops.registry``):
+Op kinds and their attributes (forward, gradient and what the passes ask of each: ``converters.ops.registry``):
 
 ============== ====================================================================
 op             attrs

@@ -19,7 +19,7 @@ import numpy as np
 from tflite_train.converters.graph.ir import Node
 from tflite_train.converters.ops import registry
 from tflite_train.converters.ops.activations import KERAS_ACTIVATIONS, activation_attrs
-from tflite_train.converters.ops.spec import GraphReadError, pair
+from tflite_train.converters.ops.spec import GraphReadError
 
 __all__ = ["GraphReadError", "output_names", "read_keras"]
 
@@ -92,7 +92,7 @@ class _Reader:
         shape = self.shapes[out]
         if fn is None:
             activation = layer.activation
-            return self.add(f"{layer.name}_{name}", "opaque", [out], shape, f"activation {name}",
+            return self.add(f"{layer.name}_{name}", registry.OPAQUE, [out], shape, f"activation {name}",
                             call=lambda xs: activation(xs[0]))
         attrs = {**activation_attrs(fn), "keras_output": layer.name}
         return self.add(f"{layer.name}_{fn}", "activation", [out], shape, type(layer).__name__, attrs=attrs)
@@ -110,7 +110,7 @@ class _Reader:
         out = _output_shape(op, cls, node, shapes)
         call = _opaque_call(op, node, len(inputs))
         weights = tuple(np.array(v) for v in op.variables) if isinstance(op, keras.layers.Layer) else ()
-        return self.add(op.name, "opaque", inputs, out, cls, call=call, weights=weights)
+        return self.add(op.name, registry.OPAQUE, inputs, out, cls, call=call, weights=weights)
 
 
 def _output_shape(op, cls: str, node, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
@@ -148,18 +148,7 @@ def _variant(op, cls: str) -> str:
     settings = []
     if getattr(op, "data_format", "channels_last") not in ("channels_last", None):
         settings.append(f"data_format={op.data_format}")
-    if cls in ("Conv2D", "DepthwiseConv2D", "SeparableConv2D"):
-        if int(getattr(op, "groups", 1) or 1) != 1:
-            settings.append(f"groups={op.groups}")
-        if int(getattr(op, "depth_multiplier", 1) or 1) != 1:
-            settings.append(f"depth_multiplier={op.depth_multiplier}")
-        if pair(op.dilation_rate) != (1, 1):
-            settings.append(f"dilation_rate={pair(op.dilation_rate)}")
-        kernel, strides = pair(op.kernel_size), pair(op.strides)
-        if kernel[0] != kernel[1]:
-            settings.append(f"a {kernel[0]}x{kernel[1]} kernel")
-        if strides[0] != strides[1]:
-            settings.append(f"strides={strides}")
+    settings += registry.frozen_settings(op)
     return f"{cls} with {', '.join(settings)}" if settings else cls
 
 

@@ -8,8 +8,9 @@ Layers are the weighted nodes in topological order. Blocks (for ``--candidates b
   ``add`` or the embedding (the linear bottleneck of inverted-residual nets; a squeeze-excite conv,
   whose output feeds a gate, does not end a block, nor does the depthwise half of a SeparableConv2D);
 * layers after the last block end form the trailing group: block ``num_blocks``, role "final";
-* inside a block: "depthwise", the block's last layer "project", a 1x1 conv before the block's
-  depthwise "expand", any other "conv" or "dense".
+* inside a block: a channel-wise layer "depthwise", the block's last layer "project", a 1x1 conv (groups 1)
+  before the block's depthwise "expand", any other its kind's role ("conv" or "dense"; the op registry's
+  ``WeightedKind.role``).
 
 On the built-in backbones this reproduces ``tflite_train.architectures.build_layer_table`` exactly.
 A graph without linear bottlenecks (a plain CNN) has no blocks: candidates are then given on layers.
@@ -29,9 +30,10 @@ def _ends_block(node: Node, graph: Graph, readers: dict[str, list[str]]) -> bool
     if node.name == graph.output:
         return True
     outs = readers[node.name]
-    while len(outs) == 1 and by_name[outs[0]].op == "affine" and outs[0] != graph.output:
+    while len(outs) == 1 and registry.is_channel_scale(by_name[outs[0]]) and outs[0] != graph.output:
         outs = readers[outs[0]]  # a per-channel scale between the projection and the add (ConvNeXt's LayerScale)
-    return bool(outs) and all(by_name[r].is_weighted or by_name[r].op == "add" or r == graph.output for r in outs)
+    return bool(outs) and all(by_name[r].is_weighted or registry.is_residual_join(by_name[r]) or r == graph.output
+                              for r in outs)
 
 
 def _spatial(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -57,9 +59,12 @@ def graph_layer_table(graph: Graph) -> LayerTable:
     trailing = blocks.pop()
     layers: list[LayerSpec] = []
 
+    def geometry(node: Node) -> tuple[int, int, int]:
+        return registry.weighted_kind(node.op).geometry(node, by_name[node.inputs[0]].shape)
+
     def add(node: Node, block: int, role: str) -> None:
         in_shape = by_name[node.inputs[0]].shape
-        kernel, stride, groups = registry.weighted_kind(node.op).geometry(node, in_shape)
+        kernel, stride, groups = geometry(node)
         cin, cout = in_shape[-1], node.shape[-1]
         layers.append(LayerSpec(len(layers), node.name, block, role, int(kernel), int(stride), int(cin), int(cout),
                                 int(groups), _spatial(in_shape), _spatial(node.shape),
@@ -67,16 +72,17 @@ def graph_layer_table(graph: Graph) -> LayerTable:
 
     add(weighted[0], -1, "stem")
     for b, members in enumerate(blocks):
-        dw = next((k for k, n in enumerate(members) if n.op == "depthwise"), None)
-        for k, node in enumerate(members):
-            if node.op == "depthwise":
+        kinds = [registry.weighted_kind(n.op) for n in members]
+        dw = next((k for k, kind in enumerate(kinds) if kind.channelwise), None)
+        for k, (node, kind) in enumerate(zip(members, kinds)):
+            if kind.channelwise:
                 role = "depthwise"
             elif k == len(members) - 1:
                 role = "project"
-            elif k == 0 and dw is not None and node.op == "conv2d" and node.attrs["kernel"] == (1, 1):
-                role = "expand"
+            elif k == 0 and dw is not None and kind.role == "conv" and geometry(node)[::2] == (1, 1):
+                role = "expand"  # a 1x1 conv with groups 1
             else:
-                role = "dense" if node.op == "dense" else "conv"
+                role = kind.role
             add(node, b, role)
     for node in trailing:
         add(node, len(blocks), "final")

@@ -61,10 +61,10 @@ def absorb_preprocessing(nodes: list[Node], spec: InputSpec) -> tuple[list[Node]
         if len(readers) != 1:
             break
         node = next(n for n in nodes if n.name == readers[0])
-        if node.op == "identity":  # e.g. RandomFlip before the Rescaling: nothing at inference
+        if registry.is_inference_identity(node):  # e.g. RandomFlip before the Rescaling: nothing at inference
             nodes = _rewire(nodes, node.name, image)
             continue
-        if node.op != "affine" or not node.attrs.get("preprocessing"):
+        if not node.attrs.get("preprocessing"):  # the affine of a Rescaling/Normalization (its rule's flag)
             break
         scale, shift = (w.astype(np.float64) for w in node.weights)
         a, b = a * scale, b * scale + shift
@@ -90,25 +90,22 @@ def _dominators(nodes: list[Node], target: str) -> set[str]:
     return dom[target]
 
 
-POOLING_RULES = {"global_pool": "global average pooling", "global_max_pool": "global max pooling"}
-"""IR kinds of a global pooling and the rule's name when one is the embedding."""
 FEATURE_LAYER_RULE = "--feature-layer"
 DENSE_CHAIN_RULE = "the input of the classifier's Dense layers"
 OUTPUT_RULE = "the model's output (no classifier found)"
-HEAD_KINDS = ("dense", "activation", "identity", "affine")
-"""IR kinds a classifier head above the embedding is made of (with element-wise frozen layers such as softmax)."""
 
 
 def _dense_chain_input(by_name: dict[str, Node], output: str) -> str | None:
-    """The input of the lowest Dense of the chain of head layers (``HEAD_KINDS``, or a frozen layer that keeps
-    its input's vector shape, e.g. softmax) that ends at ``output``; None when the chain holds no Dense."""
+    """The input of the lowest Dense of the chain of head layers (``registry.is_head_part``: Dense, activations,
+    identities, affines; or a frozen layer that keeps its input's vector shape, e.g. softmax) that ends at
+    ``output``; None when the chain holds no Dense."""
     node, lowest = by_name[output], None
     while len(node.inputs) == 1:
         source = by_name[node.inputs[0]]
-        elementwise = node.op == "opaque" and len(node.shape) == 1 and node.shape == source.shape
-        if node.op not in HEAD_KINDS and not elementwise:
+        elementwise = registry.is_opaque(node) and len(node.shape) == 1 and node.shape == source.shape
+        if not registry.is_head_part(node) and not elementwise:
             break
-        if node.op == "dense":
+        if node.is_weighted:  # the head's weighted kind: a Dense
             lowest = node
         node = source
     return None if lowest is None else lowest.inputs[0]
@@ -132,11 +129,10 @@ def select_embedding(nodes: list[Node], output: str,
         chosen, rule = feature_layer, FEATURE_LAYER_RULE
     else:
         dominators = _dominators(nodes, output)
-        pools = [n for n in nodes if n.name in dominators and
-                 (n.op in POOLING_RULES or (n.op == "reshape" and n.keras_class == "Flatten"))]
+        pools = [n for n in nodes if n.name in dominators and registry.embedding_rule(n)]
         chain = _dense_chain_input(by_name, output)
         if pools:
-            chosen, rule = pools[0].name, POOLING_RULES.get(pools[0].op, "Flatten")
+            chosen, rule = pools[0].name, registry.embedding_rule(pools[0])
         elif chain is not None:
             chosen, rule = chain, DENSE_CHAIN_RULE
         else:
@@ -147,11 +143,8 @@ def select_embedding(nodes: list[Node], output: str,
         return list(nodes), chosen, feature
     if len(node.shape) != 3:
         raise EmbeddingError(f"the embedding {chosen!r} has shape {node.shape}; it must be [D] or [H, W, D]")
-    if node.shape[:2] == (1, 1):
-        extra = Node(f"{chosen}_embedding", "reshape", (chosen,), (node.shape[2],), keras_class="Flatten")
-    else:
-        extra = Node(f"{chosen}_embedding", "global_pool", (chosen,), (node.shape[2],), attrs={"keepdims": False},
-                     keras_class="GlobalAveragePooling2D")
+    op, keras_class, attrs = registry.embedding_reduction(node.shape)
+    extra = Node(f"{chosen}_embedding", op, (chosen,), (node.shape[2],), attrs=attrs, keras_class=keras_class)
     return [*nodes, extra], extra.name, feature
 
 
@@ -166,7 +159,7 @@ def prune(nodes: list[Node], output: str) -> list[Node]:
 
 def drop_identities(nodes: list[Node], output: str) -> tuple[list[Node], str]:
     """Removes inference identities (Dropout, linear Activation)."""
-    for node in [n for n in nodes if n.op == "identity"]:
+    for node in [n for n in nodes if registry.is_inference_identity(n)]:
         nodes = _rewire(nodes, node.name, node.inputs[0])
         if output == node.name:
             output = node.inputs[0]
@@ -182,7 +175,7 @@ def fold_batchnorm(nodes: list[Node], output: str) -> tuple[list[Node], str]:
         readers = _consumers(nodes)
         by_name = {n.name: n for n in nodes}
         for node in nodes:
-            if node.op != "affine" or node.keras_class != "BatchNormalization":
+            if not registry.folds_into_weighted(node):
                 continue
             src = by_name[node.inputs[0]]
             if not src.is_weighted or src.attrs.get("activation", "linear") != "linear" or readers[src.name] != [node.name]:
@@ -205,7 +198,7 @@ def fold_batchnorm(nodes: list[Node], output: str) -> tuple[list[Node], str]:
 
 def fuse_activations(nodes: list[Node], output: str) -> tuple[list[Node], str]:
     """Moves an activation of ``ACTIVATIONS`` into the weighted node it alone reads (the layer's y = f(z))."""
-    for name in [n.name for n in nodes if n.op == "activation"]:
+    for name in [n.name for n in nodes if registry.is_fusable_activation(n)]:
         by_name = {n.name: n for n in nodes}
         node = by_name[name]
         src = by_name[node.inputs[0]]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, per_output_element
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext
 
 ACTIVATIONS = ("linear", "relu", "relu6", "leaky_relu", "hard_swish", "hard_sigmoid", "swish", "sigmoid")
 """The activation functions a weighted layer may fuse (the layer table's ``LayerSpec.activation``)."""
@@ -153,7 +153,7 @@ FAMILY = OpFamily(
                   lambda node, xs: (xs[0], activation_forward(xs[0], node.attrs["fn"], node.attrs.get("alpha", 0.0))),
                   lambda node, xs, z, y, g_y, in_shapes: [activation_backward(z, y, g_y, node.attrs["fn"],
                                                                               node.attrs.get("alpha", 0.0))],
-                  per_output_element),),
+                  fusable_activation=True, head=True),),
     layers=(
         LayerRule("ReLU", read_relu, ("activation",), "threshold 0, max_value none or 6"),
         LayerRule("LeakyReLU", read_leaky_relu, ("activation",)),

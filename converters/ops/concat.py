@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, no_macs
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext
 
 
 def concat_forward(inputs, axis: int):
@@ -42,7 +42,6 @@ def read_concatenate(ctx: ReadContext, layer, inputs: list[str], shapes) -> str 
 FAMILY = OpFamily(
     __name__,
     kinds=(OpKind("concat", lambda node, xs: (None, concat_forward(xs, node.attrs["axis"])),
-                  lambda node, xs, z, y, g_y, in_shapes: concat_backward(g_y, in_shapes, node.attrs["axis"]),
-                  no_macs),),
+                  lambda node, xs, z, y, g_y, in_shapes: concat_backward(g_y, in_shapes, node.attrs["axis"])),),
     layers=(LayerRule("Concatenate", read_concatenate, ("concat",), "any non-batch axis"),),
 )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from tflite_train.converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, elements, f32, pair
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, f32, pair
 
 if TYPE_CHECKING:
     from tflite_train.converters.graph.ir import Node
@@ -264,15 +264,30 @@ def _depthwise_layout(node: Node, kernel):
 
 
 def _geometry(node: Node, in_shape) -> tuple[int, int, int]:
-    groups = in_shape[-1] if node.op == "depthwise" else 1
-    return int(node.attrs.get("kernel", (1, 1))[0]), int(node.attrs.get("strides", (1, 1))[0]), int(groups)
+    return int(node.attrs.get("kernel", (1, 1))[0]), int(node.attrs.get("strides", (1, 1))[0]), 1
 
 
-def _macs(node: Node, in_shapes) -> int:
-    """M = H' W' k^2 (C_in / g) C_out (a dense layer: D_in D_out per position)."""
-    kernel, _, groups = _geometry(node, in_shapes[0])
-    positions = elements(node.shape[:-1])
-    return positions * kernel * kernel * (in_shapes[0][-1] // groups) * node.shape[-1]
+def _depthwise_geometry(node: Node, in_shape) -> tuple[int, int, int]:
+    kernel, stride, _ = _geometry(node, in_shape)
+    return kernel, stride, int(in_shape[-1])
+
+
+def frozen_settings(layer) -> list[str]:
+    """The settings of a Conv2D / DepthwiseConv2D / SeparableConv2D that keep it from being read (it then runs
+    frozen, named e.g. ``Conv2D with groups=4, dilation_rate=(2, 2)``)."""
+    settings = []
+    if int(getattr(layer, "groups", 1) or 1) != 1:
+        settings.append(f"groups={layer.groups}")
+    if int(getattr(layer, "depth_multiplier", 1) or 1) != 1:
+        settings.append(f"depth_multiplier={layer.depth_multiplier}")
+    if pair(layer.dilation_rate) != (1, 1):
+        settings.append(f"dilation_rate={pair(layer.dilation_rate)}")
+    kernel, strides = pair(layer.kernel_size), pair(layer.strides)
+    if kernel[0] != kernel[1]:
+        settings.append(f"a {kernel[0]}x{kernel[1]} kernel")
+    if strides[0] != strides[1]:
+        settings.append(f"strides={strides}")
+    return settings
 
 
 def add_conv_node(ctx: ReadContext, layer, op: str, x: str, shape, out_channels: int,
@@ -351,25 +366,28 @@ SQUARE = "square kernel and stride, `same` (asymmetric at stride 2, as Keras pad
 FAMILY = OpFamily(
     __name__,
     kinds=(
-        WeightedKind("conv2d", _pre_activation, _conv_input_grad, _conv_weight_grad, _macs, out_axis=3,
+        WeightedKind("conv2d", _pre_activation, _conv_input_grad, _conv_weight_grad, out_axis=3,
                      filter_layout=lambda node, kernel: tf.transpose(kernel, [3, 0, 1, 2]),  # CONV_2D OHWI
-                     kernel_mask=lambda mask: mask, geometry=_geometry),
+                     kernel_mask=lambda mask: mask, geometry=_geometry, role="conv"),
         WeightedKind("depthwise", lambda node, x, kernel, bias, variables=False: depthwise_forward(
                          x, kernel, bias, node.attrs["strides"], node.attrs["padding"]),
-                     _depthwise_input_grad, _depthwise_weight_grad, _macs, out_axis=2,
+                     _depthwise_input_grad, _depthwise_weight_grad, out_axis=2,
                      filter_layout=_depthwise_layout, kernel_mask=lambda mask: tf.reshape(mask, [-1, 1]),
-                     geometry=_geometry),
+                     geometry=_depthwise_geometry, role="depthwise"),
         WeightedKind("dense", lambda node, x, kernel, bias, variables=False: dense_forward(x, kernel, bias),
                      lambda node, g_z, kernel, in_shape, kernel_is_variable=False: dense_input_grad(g_z, kernel),
                      lambda node, x, g_z, in_shape: dense_weight_grad(x, g_z, tuple(node.weights[0].shape)),
-                     _macs, out_axis=1, filter_layout=lambda node, kernel: tf.transpose(kernel),  # [D_out, D_in]
-                     kernel_mask=lambda mask: mask, geometry=_geometry),
+                     out_axis=1, filter_layout=lambda node, kernel: tf.transpose(kernel),  # [D_out, D_in]
+                     kernel_mask=lambda mask: mask, geometry=_geometry, role="dense", head=True),
     ),
     layers=(
-        LayerRule("Conv2D", read_conv2d, ("conv2d",), f"groups 1, dilation 1, {SQUARE}"),
-        LayerRule("DepthwiseConv2D", read_depthwise, ("depthwise",), f"depth multiplier 1, dilation 1, {SQUARE}"),
+        LayerRule("Conv2D", read_conv2d, ("conv2d",), f"groups 1, dilation 1, {SQUARE}",
+                  frozen_settings=frozen_settings),
+        LayerRule("DepthwiseConv2D", read_depthwise, ("depthwise",), f"depth multiplier 1, dilation 1, {SQUARE}",
+                  frozen_settings=frozen_settings),
         LayerRule("SeparableConv2D", read_separable, ("depthwise", "conv2d"),
-                  f"depthwise and pointwise kernels both trainable; depth multiplier 1, dilation 1, {SQUARE}"),
+                  f"depthwise and pointwise kernels both trainable; depth multiplier 1, dilation 1, {SQUARE}",
+                  frozen_settings=frozen_settings),
         LayerRule("Dense", read_dense, ("dense",), "on a vector or over the channels of a feature map"),
     ),
 )

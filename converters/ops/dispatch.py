@@ -38,7 +38,7 @@ def forward_filter_layout(node: Node, kernel):
 
 def forward(node: Node, xs: list, params=None):
     """(z, y) of ``node`` on input values ``xs``; ``params`` = (kernel, bias) of weighted nodes."""
-    if node.op == "opaque":
+    if registry.is_opaque(node):
         return None, node.call(xs)
     spec = registry.kind(node.op)
     if node.is_weighted:

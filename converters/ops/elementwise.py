@@ -18,8 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tflite_train.converters.ops.spec import LayerRule, OperationRule, OpFamily, OpKind, ReadContext, broadcast, f32, \
-    per_output_element
+from tflite_train.converters.ops.spec import LayerRule, OperationRule, OpFamily, OpKind, ReadContext, broadcast, f32
 
 
 def reduce_to(g, in_shape: tuple[int, ...], out_shape: tuple[int, ...]):
@@ -149,23 +148,22 @@ FAMILY = OpFamily(
     __name__,
     kinds=(
         OpKind("affine", lambda node, xs: (None, affine_forward(xs[0], *node.weights)),
-               lambda node, xs, z, y, g_y, in_shapes: [affine_backward(g_y, node.weights[0])], per_output_element),
+               lambda node, xs, z, y, g_y, in_shapes: [affine_backward(g_y, node.weights[0])],
+               channel_scale=True, head=True),
         OpKind("add", lambda node, xs: (None, add_forward(xs)),
-               lambda node, xs, z, y, g_y, in_shapes: add_backward(g_y, in_shapes, node.shape),
-               lambda node, in_shapes: (len(in_shapes) - 1) * per_output_element(node, in_shapes)),
+               lambda node, xs, z, y, g_y, in_shapes: add_backward(g_y, in_shapes, node.shape), residual_join=True),
         OpKind("add_const", lambda node, xs: (None, xs[0] + node.attrs["value"]),
-               lambda node, xs, z, y, g_y, in_shapes: [g_y], per_output_element),
+               lambda node, xs, z, y, g_y, in_shapes: [g_y]),
         OpKind("multiply", lambda node, xs: (None, multiply_forward(*xs)),
                lambda node, xs, z, y, g_y, in_shapes: list(multiply_backward(xs[0], xs[1], g_y, in_shapes,
-                                                                              node.shape)),
-               per_output_element),
+                                                                              node.shape))),
         OpKind("scale", lambda node, xs: (None, xs[0] * node.attrs["value"]),
-               lambda node, xs, z, y, g_y, in_shapes: [g_y * node.attrs["value"]], per_output_element),
+               lambda node, xs, z, y, g_y, in_shapes: [g_y * node.attrs["value"]]),
     ),
     layers=(
         LayerRule("BatchNormalization", read_batchnorm, ("affine",),
                   "over the channels; folded into the Conv2D/DepthwiseConv2D/Dense before it, else a per-channel "
-                  "affine"),
+                  "affine", folds=True),
         LayerRule("Rescaling", read_preprocessing, ("affine",), "a per-channel affine; right after the input, the input spec"),
         LayerRule("Normalization", read_preprocessing, ("affine",), "a per-channel affine; right after the input, the input spec"),
         LayerRule("LayerScale", read_layer_scale, ("affine",), "keras.applications ConvNeXt's: a per-channel "

@@ -13,7 +13,7 @@ output channel o in group j = o // m:
 * weight gradient: dW[:, :, :, group j] = the dense conv's weight gradient of x[..., group j] and
   g_z[..., group j] (SPLIT of x and g_z, one im2col MATMUL per group, CONCATENATION);
   db[o] = sum_{n, i} g_z[n, i, o];
-* cost: M = H' W' k^2 c C_out (the cost model's groups = g).
+* layer table: groups = g (``geometry``), so the cost model prices M = H' W' k^2 c C_out.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from tflite_train.converters.ops.conv import (_flip, _full_correlation_input, add_conv_node, conv2d_forward, conv2d_weight_grad,
                                  pad_amounts)
-from tflite_train.converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, elements, f32, pair
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, f32, pair
 
 if TYPE_CHECKING:
     from tflite_train.converters.graph.ir import Node
@@ -76,11 +76,6 @@ def _geometry(node: Node, in_shape) -> tuple[int, int, int]:
     return int(node.attrs["kernel"][0]), int(node.attrs["strides"][0]), int(node.attrs["groups"])
 
 
-def _macs(node: Node, in_shapes) -> int:
-    kernel, _, groups = _geometry(node, in_shapes[0])
-    return elements(node.shape[:-1]) * kernel * kernel * (in_shapes[0][-1] // groups) * node.shape[-1]
-
-
 def read_grouped_conv2d(ctx: ReadContext, layer, inputs: list[str], shapes) -> str | None:
     """Conv2D with groups > 1 (dilation 1, square kernel and stride) -> grouped_conv2d; with groups = input =
     output channels (a depthwise conv written as Conv2D, e.g. ConvNeXt's) -> depthwise, whose gradients are one op
@@ -106,9 +101,9 @@ def read_grouped_conv2d(ctx: ReadContext, layer, inputs: list[str], shapes) -> s
 
 FAMILY = OpFamily(
     __name__,
-    kinds=(WeightedKind("grouped_conv2d", _forward, _input_grad, _weight_grad, _macs, out_axis=3,
+    kinds=(WeightedKind("grouped_conv2d", _forward, _input_grad, _weight_grad, out_axis=3,
                         filter_layout=lambda node, kernel: tf.transpose(kernel, [3, 0, 1, 2]),  # [C_out, kh, kw, c]
-                        kernel_mask=lambda mask: mask, geometry=_geometry),),
+                        kernel_mask=lambda mask: mask, geometry=_geometry, role="conv"),),
     layers=(LayerRule("Conv2D", read_grouped_conv2d, ("grouped_conv2d", "depthwise"),
                       "groups > 1, dilation 1, square kernel and stride, `same` or `valid`; groups = channels "
                       "as a DepthwiseConv2D"),),

@@ -8,8 +8,6 @@ Per position, over the D channels (means over the last axis, one MEAN each):
 Backward (the forward keeps (xhat, r) as its ``z``):
 
   g_xhat = g_y gamma,  g_x = r (g_xhat - mean(g_xhat) - xhat mean(g_xhat xhat)).
-
-Cost: 4 MACs per element (the two centred moments, the normalisation, the affine).
 """
 
 from __future__ import annotations
@@ -19,13 +17,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, elements, f32
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, f32
 
 if TYPE_CHECKING:
     from tflite_train.converters.graph.ir import Node
-
-MACS_PER_ELEMENT = 4
-
 
 def layer_norm_forward(x, gamma, beta, epsilon: float):
     """((xhat, r), y) of LayerNormalization over the last axis (module docstring)."""
@@ -68,8 +63,7 @@ def _backward(node: Node, xs, z, y, g_y, in_shapes):
 
 FAMILY = OpFamily(
     __name__,
-    kinds=(OpKind("layer_norm", _forward, _backward,
-                  lambda node, in_shapes: MACS_PER_ELEMENT * elements(node.shape)),),
+    kinds=(OpKind("layer_norm", _forward, _backward),),
     layers=(LayerRule("LayerNormalization", read_layer_norm, ("layer_norm",),
                       "over the channels (last axis), gamma and beta frozen; not rms_scaling"),),
 )

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tflite_train.converters.ops.conv import _dilate, depthwise_input_grad, pad_amounts, window_taps
-from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, elements, pair
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, pair
 
 POOL_PAD_VALUE = -3.0e38
 """Padding value of max pooling's recomputation: below any finite activation."""
@@ -123,10 +123,6 @@ def read_global_pool(ctx: ReadContext, layer, inputs: list[str], shapes) -> str 
                    (1, 1, shape[2]) if keep else (shape[2],), cls, attrs={"keepdims": keep})
 
 
-def _window_macs(node, in_shapes) -> int:
-    return elements(node.shape) * node.attrs["pool"][0] * node.attrs["pool"][1]
-
-
 def _pool_backward(node, xs, z, y, g_y, in_shapes):
     a = node.attrs
     if node.op == "avg_pool":
@@ -139,21 +135,21 @@ FAMILY = OpFamily(
     kinds=(
         OpKind("avg_pool", lambda node, xs: (None, avg_pool_forward(xs[0], node.attrs["pool"], node.attrs["strides"],
                                                                     node.attrs["padding"])),
-               _pool_backward, _window_macs),
+               _pool_backward),
         OpKind("max_pool", lambda node, xs: (None, max_pool_forward(xs[0], node.attrs["pool"], node.attrs["strides"],
                                                                     node.attrs["padding"])),
-               _pool_backward, _window_macs),
+               _pool_backward),
         OpKind("global_pool", lambda node, xs: (None, global_pool_forward(xs[0], node.attrs["keepdims"])),
-               lambda node, xs, z, y, g_y, in_shapes: [global_pool_backward(g_y, in_shapes[0])],
-               lambda node, in_shapes: elements(in_shapes[0])),
+               lambda node, xs, z, y, g_y, in_shapes: [global_pool_backward(g_y, in_shapes[0])]),
         OpKind("global_max_pool", lambda node, xs: (None, global_max_pool_forward(xs[0], node.attrs["keepdims"])),
-               lambda node, xs, z, y, g_y, in_shapes: [global_max_pool_backward(xs[0], y, g_y)],
-               lambda node, in_shapes: elements(in_shapes[0])),
+               lambda node, xs, z, y, g_y, in_shapes: [global_max_pool_backward(xs[0], y, g_y)]),
     ),
     layers=(
         LayerRule("AveragePooling2D", read_pool, ("avg_pool",), "any window and stride, `same` or `valid`"),
         LayerRule("MaxPooling2D", read_pool, ("max_pool",), "any window and stride, `same` or `valid`"),
-        LayerRule("GlobalAveragePooling2D", read_global_pool, ("global_pool",), "keepdims or not"),
-        LayerRule("GlobalMaxPooling2D", read_global_pool, ("global_max_pool",), "keepdims or not"),
+        LayerRule("GlobalAveragePooling2D", read_global_pool, ("global_pool",), "keepdims or not",
+                  embedding="global average pooling"),
+        LayerRule("GlobalMaxPooling2D", read_global_pool, ("global_max_pool",), "keepdims or not",
+                  embedding="global max pooling"),
     ),
 )

@@ -1,13 +1,17 @@
 """The op registry: every op family's IR kinds and Keras layer rules in one table.
 
 The graph reader (``converters.graph.keras_reader``) asks it how a Keras layer or functional op maps to
-IR nodes (:func:`read_layer`, :func:`read_operation`); the IR (``converters.graph.ir``), the passes and
-the layer table ask it which kinds are weighted or differentiable and how a weighted kind lays out its
-kernel (:func:`weighted_kind`); the dispatcher (``converters.ops.dispatch``) and the backward pass ask
-it for forward and gradient (:func:`kind`). Adding an op family is one module declaring a ``FAMILY``
-(``converters.ops.spec``) plus its line in :data:`FAMILIES`.
+IR nodes (:func:`read_layer`, :func:`read_operation`) and why a layer runs frozen (:func:`frozen_settings`);
+the IR (``converters.graph.ir``), the passes and the layer table ask it which kinds are weighted or
+differentiable, how a weighted kind lays out its kernel and which layer-table role it has
+(:func:`weighted_kind`), and what a node is to them (the predicates below: an inference identity, a
+fusable activation, a per-channel scale, a residual join, a part of the classifier head, a
+BatchNormalization to fold, a possible embedding); the dispatcher (``converters.ops.dispatch``) and the
+backward pass ask it for forward and gradient (:func:`kind`). Nothing outside ``converters/ops/`` compares
+an IR kind or a Keras class name (``tests/converters/test_op_dispatch_spelling.py``). Adding an op family
+is one module declaring a ``FAMILY`` (``converters.ops.spec``) plus its line in :data:`FAMILIES`.
 
-Two IR kinds belong to no family: ``input`` (the image) and ``opaque`` (any other Keras layer, run
+Two IR kinds belong to no family: :data:`INPUT` (the image) and :data:`OPAQUE` (any other Keras layer, run
 frozen through Keras itself; refused in the gradient region with :func:`gradient_refusal`).
 """
 
@@ -24,7 +28,11 @@ if TYPE_CHECKING:
 
 FAMILIES: tuple[OpFamily, ...] = (conv.FAMILY, grouped_conv.FAMILY, activations.FAMILY, elementwise.FAMILY,
                                   normalization.FAMILY, concat.FAMILY, pooling.FAMILY, shape_ops.FAMILY)
-STRUCTURAL_KINDS = ("input", "opaque")
+INPUT = "input"
+"""The IR kind of the image input."""
+OPAQUE = "opaque"
+"""The IR kind of a Keras layer the registry does not map: it runs frozen, through Keras itself."""
+STRUCTURAL_KINDS = (INPUT, OPAQUE)
 """IR kinds of no family: the image input and a frozen-only Keras layer."""
 
 
@@ -99,6 +107,83 @@ def require_gradient(node: "Node") -> OpKind | WeightedKind:
     if node.op not in KINDS:
         raise ValueError(gradient_refusal(node))
     return KINDS[node.op]
+
+
+def is_opaque(node: "Node") -> bool:
+    """True for a Keras layer the registry does not map (it runs frozen, through Keras itself)."""
+    return node.op == OPAQUE
+
+
+def _kind_of(node: "Node") -> OpKind | WeightedKind | None:
+    return KINDS.get(node.op)
+
+
+def is_inference_identity(node: "Node") -> bool:
+    """True for y = x at inference (Dropout, data augmentation: ``OpKind.inference_identity``)."""
+    spec = _kind_of(node)
+    return isinstance(spec, OpKind) and spec.inference_identity
+
+
+def is_fusable_activation(node: "Node") -> bool:
+    """True for an activation node the passes may fuse into the weighted node it reads
+    (``OpKind.fusable_activation``)."""
+    spec = _kind_of(node)
+    return isinstance(spec, OpKind) and spec.fusable_activation
+
+
+def is_channel_scale(node: "Node") -> bool:
+    """True for a per-channel y = x s + t (``OpKind.channel_scale``)."""
+    spec = _kind_of(node)
+    return isinstance(spec, OpKind) and spec.channel_scale
+
+
+def is_residual_join(node: "Node") -> bool:
+    """True for a node that sums branches (``OpKind.residual_join``)."""
+    spec = _kind_of(node)
+    return isinstance(spec, OpKind) and spec.residual_join
+
+
+def is_head_part(node: "Node") -> bool:
+    """True for a node that may be part of the classifier head above the embedding (``head`` of its kind)."""
+    spec = _kind_of(node)
+    return spec is not None and spec.head
+
+
+def node_rule(node: "Node") -> LayerRule | None:
+    """The Keras layer rule that made ``node`` (its Keras class's rule that emits the node's kind), or None
+    (a functional op's or a structural node, an activation split off a layer)."""
+    return next((r for r in LAYERS.get(node.keras_class, ()) if node.op in r.kinds), None)
+
+
+def embedding_rule(node: "Node") -> str:
+    """The rule's name when ``node`` can be the embedding (a global pooling or Flatten: ``LayerRule.embedding``),
+    else ""."""
+    rule = node_rule(node)
+    return "" if rule is None else rule.embedding
+
+
+def folds_into_weighted(node: "Node") -> bool:
+    """True for a node the passes fold into the linear weighted node it alone reads (a BatchNormalization:
+    ``LayerRule.folds``)."""
+    rule = node_rule(node)
+    return rule is not None and rule.folds
+
+
+def embedding_reduction(shape: tuple[int, ...]) -> tuple[str, str, dict]:
+    """(IR kind, Keras class, attrs) of the node that turns an [H, W, D] embedding into [D]: a Flatten of a
+    [1, 1, D] map, else a global average pooling."""
+    if tuple(shape[:2]) == (1, 1):
+        return "reshape", "Flatten", {}
+    return "global_pool", "GlobalAveragePooling2D", {"keepdims": False}
+
+
+def frozen_settings(layer) -> list[str]:
+    """The settings of Keras ``layer`` that keep its class's rules from reading it (``LayerRule.frozen_settings``,
+    e.g. ``["groups=4"]``); empty when its rules say nothing."""
+    for rule in LAYERS.get(type(layer).__name__, ()):
+        if rule.frozen_settings is not None:
+            return rule.frozen_settings(layer)
+    return []
 
 
 def layer_rules(keras_class: str) -> tuple[LayerRule, ...]:

@@ -12,7 +12,7 @@ import math
 
 import tensorflow as tf
 
-from tflite_train.converters.ops.spec import GraphReadError, LayerRule, OpFamily, OpKind, ReadContext, no_macs
+from tflite_train.converters.ops.spec import GraphReadError, LayerRule, OpFamily, OpKind, ReadContext
 
 IDENTITY_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "GaussianDropout", "GaussianNoise",
                    "AlphaDropout", "ActivityRegularization", "Identity")
@@ -98,15 +98,15 @@ FAMILY = OpFamily(
     __name__,
     kinds=(
         OpKind("zero_pad", lambda node, xs: (None, zero_pad_forward(xs[0], node.attrs["pads"])),
-               lambda node, xs, z, y, g_y, in_shapes: [zero_pad_backward(g_y, node.attrs["pads"], in_shapes[0])],
-               no_macs),
+               lambda node, xs, z, y, g_y, in_shapes: [zero_pad_backward(g_y, node.attrs["pads"], in_shapes[0])]),
         OpKind("reshape", lambda node, xs: (None, reshape_forward(xs[0], node.shape)),
-               lambda node, xs, z, y, g_y, in_shapes: [reshape_backward(g_y, in_shapes[0])], no_macs),
-        OpKind("identity", lambda node, xs: (None, xs[0]), lambda node, xs, z, y, g_y, in_shapes: [g_y], no_macs),
+               lambda node, xs, z, y, g_y, in_shapes: [reshape_backward(g_y, in_shapes[0])]),
+        OpKind("identity", lambda node, xs: (None, xs[0]), lambda node, xs, z, y, g_y, in_shapes: [g_y],
+               inference_identity=True, head=True),
     ),
     layers=(
         LayerRule("ZeroPadding2D", read_zero_pad, ("zero_pad",)),
-        LayerRule("Flatten", read_flatten, ("reshape",)),
+        LayerRule("Flatten", read_flatten, ("reshape",), embedding="Flatten"),
         LayerRule("Reshape", read_reshape, ("reshape",)),
         *(LayerRule(cls, read_identity, ("identity",), "an identity at inference") for cls in IDENTITY_LAYERS),
         *(LayerRule(cls, read_identity, ("identity",), "data augmentation: an identity at inference")

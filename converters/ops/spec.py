@@ -1,5 +1,6 @@
 """What an op family declares to the registry (``converters.ops.registry``): its IR kinds, each with
-forward, gradient and cost, and the Keras layers (and functional Keras ops) that map to them.
+forward, gradient and what the graph passes ask of it, and the Keras layers (and functional Keras ops)
+that map to them.
 
 An IR kind is one of
 
@@ -9,15 +10,19 @@ An IR kind is one of
   ``forward(node, x, W, b, variables) -> z`` (the activation is applied by the caller),
   ``input_grad(node, g_z, W, in_shape, kernel_is_variable) -> g_x`` and
   ``weight_grad(node, x, g_z, in_shape) -> (dW, db)`` of every output channel in the kernel's layout,
-  and what the layer table and cost model need (``geometry``: kernel, stride, groups).
+  and what the layer table and cost model need (``geometry``: kernel, stride, groups; the cost model,
+  ``tflite_train.sparse.cost_model``, prices a layer from its table row: M = H' W' k^2 (C_in / g) C_out).
 
-Every kind declares ``cost(node, in_shapes) -> forward MACs per sample``; for a weighted kind it is
-the cost model's M = H' W' k^2 (C_in / g) C_out (``tflite_train.sparse.cost_model``).
+The passes and the layer table ask a kind, never its name, what it is (the registry's predicates):
+an inference identity, an activation they fuse, a per-channel scale, a residual join, a part of a
+classifier head; a weighted kind says its layer-table ``role`` (depthwise: ``channelwise``).
 
 A :class:`LayerRule` maps one Keras layer class: ``read(ctx, layer, inputs, shapes)`` adds the IR
 node(s) through the reader's :class:`ReadContext` and returns the output name, or None for a variant
 without a gradient (the layer then runs frozen, as an opaque node). ``supports`` says, for the README,
-which variants have a gradient.
+which variants have a gradient; ``embedding`` and ``folds`` say what the passes do with the layer's node
+(the embedding it can be; a BatchNormalization folded into the layer before it); ``frozen_settings`` names
+the settings that keep a layer of the class from being read (for the refusal's message).
 """
 
 from __future__ import annotations
@@ -53,12 +58,26 @@ class ReadContext(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class OpKind:
-    """An IR kind without weights (module docstring)."""
+    """An IR kind without weights (module docstring).
+
+    Attributes:
+      inference_identity: y = x at inference (Dropout, data augmentation): the passes drop it.
+      fusable_activation: An element-wise y = f(x) the passes fuse into the weighted layer it alone reads
+        (when f is one of the layer table's activations).
+      channel_scale: A per-channel y = x s + t: between a block's projection and its residual join
+        (ConvNeXt's LayerScale) it does not end the block.
+      residual_join: Sums branches: a linear layer it reads ends a block (the layer table).
+      head: May be part of the classifier head above the embedding (``select_embedding`` drops it).
+    """
 
     name: str
     forward: Callable[..., tuple[Any, Any]]
     backward: Callable[..., list]
-    cost: Callable[["Node", list[Shape]], int]
+    inference_identity: bool = False
+    fusable_activation: bool = False
+    channel_scale: bool = False
+    residual_join: bool = False
+    head: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,27 +89,49 @@ class WeightedKind:
       filter_layout: (node, W) -> W in the layout of the forward op's filter (what a constant stores).
       kernel_mask: (mask [C_out]) -> the mask broadcastable to the kernel (the masked optimizer step).
       geometry: (node, in_shape) -> (kernel, stride, groups) of the layer table's ``LayerSpec``.
+      role: The layer table's role of a layer of this kind inside a block that is not the block's
+        projection or expansion: "conv", "depthwise" or "dense" (``tflite_train.sparse.layer_table.ROLES``).
+      head: May be part of the classifier head above the embedding (a Dense: ``select_embedding`` takes
+        the input of the lowest one).
     """
 
     name: str
     forward: Callable[..., Any]
     input_grad: Callable[..., Any]
     weight_grad: Callable[..., tuple[Any, Any]]
-    cost: Callable[["Node", list[Shape]], int]
     out_axis: int
     filter_layout: Callable[["Node", Any], Any]
     kernel_mask: Callable[[Any], Any]
     geometry: Callable[["Node", Shape], tuple[int, int, int]]
+    role: str
+    head: bool = False
+
+    @property
+    def channelwise(self) -> bool:
+        """Output channel o reads input channel o only (a depthwise kernel [kh, kw, C, 1]: per-channel int8
+        scales and channel masks on axis 2)."""
+        return self.role == "depthwise"
 
 
 @dataclasses.dataclass(frozen=True)
 class LayerRule:
-    """One Keras layer class and how it is read (module docstring)."""
+    """One Keras layer class and how it is read (module docstring).
+
+    Attributes:
+      embedding: The rule's name (``FeatureLayer.rule``) when a node of this layer is the embedding (a global
+        pooling or Flatten); "" for layers that cannot be.
+      folds: The passes fold the node into the linear weighted node it alone reads (BatchNormalization).
+      frozen_settings: layer -> the settings that keep this layer from being read (e.g. ``groups=4``), for the
+        name of a layer that runs frozen; None: nothing to say.
+    """
 
     keras_class: str
     read: Callable[..., str | None]
     kinds: tuple[str, ...]
     supports: str = ""
+    embedding: str = ""
+    folds: bool = False
+    frozen_settings: Callable[[Any], list[str]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,18 +163,3 @@ def f32(value) -> np.ndarray:
 def broadcast(shapes: list[Shape]) -> Shape:
     """The NumPy broadcast of ``shapes``."""
     return tuple(int(v) for v in np.broadcast_shapes(*shapes))
-
-
-def elements(shape: Shape) -> int:
-    """Number of elements of a shape (per sample)."""
-    return int(np.prod(shape, dtype=np.int64))
-
-
-def no_macs(node: "Node", in_shapes: list[Shape]) -> int:
-    """Cost of a pure data movement (reshape, pad, concatenation, identity): 0 MACs."""
-    return 0
-
-
-def per_output_element(node: "Node", in_shapes: list[Shape]) -> int:
-    """Cost of an element-wise op: one MAC per output element."""
-    return elements(node.shape)

@@ -332,6 +332,30 @@ def test_update_reruns_some_sections_and_keeps_the_others(smoke_run, tmp_path):
         run_benchmarks(dataclasses.replace(update, out_dir=str(tmp_path / "empty")), update=True)
 
 
+def test_an_accuracy_update_keeps_the_saved_tuning_choices(smoke_run, tmp_path, monkeypatch):
+    """``--update --section accuracy`` hands the saved accuracy section to the paired section, whose
+    ``kept_choices`` keeps every unchanged method's tuning (only new or changed rows are tuned again)."""
+    import dataclasses
+    import shutil
+
+    import bench.runner
+
+    config, _ = smoke_run
+    copy = tmp_path / "out"
+    shutil.copytree(config.out_dir, copy)
+    saved = json.loads((copy / "results.json").read_text())["sections"]["accuracy"]
+    seen = {}
+
+    def paired_section(config, targets, paths, runs, previous, checkpoint=None):
+        seen["previous"] = previous
+        return previous
+
+    monkeypatch.setattr(bench.runner, "paired_section", paired_section)
+    run_benchmarks(dataclasses.replace(config, out_dir=str(copy), sections=("accuracy",)), command="pytest update",
+                   update=True)
+    assert seen["previous"] == saved
+
+
 def test_int8_update_pairs_the_int8_rows_with_the_stored_float_cells(smoke_run, tmp_path, monkeypatch):
     """``--update --section int8`` of a finished run: the int8 export runs None and TinyTrain on the accuracy
     section's test tasks (2 rows x N adaptations); the float rows are the stored cells (no adaptation)."""

@@ -163,3 +163,16 @@ def test_stored_seconds_sum_every_session_of_a_run_by_hand(tmp_path):
     cell("run/sparse", "F", "test", "m1", [64.0])  # a test cell the run does not report (a superseded setting)
     entry = {"cells": {"t": {"A": str(test.relative_to(tmp_path))}}, "model_ids": {"sparse": "m1", "full": "m2"}}
     assert stored_seconds(tmp_path, "run", entry) == {"tuning": 15.0, "tests": 48.0}
+
+
+def test_the_fine_tuning_fields_at_their_neutral_values_keep_an_older_cells_key(tmp_path):
+    """Cells stored before ``AdaptConfig`` had the fine-tuning options stay valid: those fields at their neutral
+    values are not part of the key (nor of the stored header); another value is."""
+    from bench.task_store import NEUTRAL_ADAPT_FIELDS
+
+    newer = {**CELL, "adapt": {**CELL["adapt"], **NEUTRAL_ADAPT_FIELDS}}
+    path = open_cell(tmp_path, "m", "TinyTrain", "t", "test", newer)
+    assert path == open_cell(tmp_path, "m", "TinyTrain", "t", "test", CELL)
+    assert json.loads(path.read_text()) == {"cell": CELL, "key": cell_key(CELL)}
+    episode = {**newer, "adapt": {**newer["adapt"], "prototype_mode": "episode"}}
+    assert open_cell(tmp_path, "m", "TinyTrain", "t", "test", episode) != path

@@ -38,3 +38,31 @@ def test_each_backbone_reads_the_cache_at_its_size(tmp_path):
     for a, b in zip(small, large):
         np.testing.assert_array_equal(a.support_labels, b.support_labels)
         np.testing.assert_array_equal(a.query_labels, b.query_labels)
+
+
+def test_fixed_task_by_hand(tmp_path):
+    """``fixed_task``: ways x shots support images and ways x queries queries, each image the one of its index, labels
+    0..ways-1 per episode class, uint8 pixels; the same seed gives the same task; ``dataset_task`` reads the cache's
+    whole "test" split."""
+    from bench.tasks import dataset_task, fixed_task
+
+    labels = np.repeat(np.arange(4), 5)
+    images = np.repeat(np.arange(20, dtype=np.uint8), 4 * 4 * 3).reshape(20, 4, 4, 3)  # image i is all i
+    task = fixed_task(images, labels, ways=3, shots=2, queries=1, seed=5)
+    assert task.support.shape == (6, 4, 4, 3) and task.query.shape == (3, 4, 4, 3) and task.support.dtype == np.uint8
+    assert sorted(task.support_labels.tolist()) == [0, 0, 1, 1, 2, 2] and task.support_labels.dtype == np.int32
+    source = task.support[:, 0, 0, 0] // 5  # the original class of each support image
+    for label in range(3):  # one original class per episode label, and no image twice
+        assert len(set(source[task.support_labels == label])) == 1
+    assert len(set(task.support[:, 0, 0, 0]) | set(task.query[:, 0, 0, 0])) == 9
+    again = fixed_task(images, labels, ways=3, shots=2, queries=1, seed=5)
+    np.testing.assert_array_equal(task.support, again.support)
+    np.testing.assert_array_equal(task.query_labels, again.query_labels)
+    prepare_cache(tmp_path, image_size=32, datasets=(DatasetSpec("tgt", "target", "patterns", lambda s: _patterns(s, 3)),))
+    from tflite_train.data import load_split
+
+    data = load_split(str(tmp_path), "tgt", "test")
+    expected = fixed_task(data.images, data.labels, ways=2, shots=1, queries=1, seed=0)
+    got = dataset_task(str(tmp_path), "tgt", ways=2, shots=1, queries=1, seed=0)
+    np.testing.assert_array_equal(got.support, expected.support)
+    np.testing.assert_array_equal(got.query_labels, expected.query_labels)

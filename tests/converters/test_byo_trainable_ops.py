@@ -7,21 +7,29 @@ concatenations, LayerNormalizations and GELUs, the file holds builtin ops only, 
 
 Exports are slow (30-55 s each on 2 busy cores): each model once (module-scoped), without the optional
 signatures (``train_variants=0``, ``cache_signatures=False``: they do not change the self-test).
+
+On LiteRT, ``verify`` runs the first three on the CompiledModel with XNNPACK's weight cache and the ConvNeXt-style
+one, whose output shapes depend on tensor values, on the Interpreter (``static_shapes``; on the CompiledModel
+it crashed the process).
 """
 
 from __future__ import annotations
 
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
 from tflite_train.converters import ExportConfig, write_export
 from tflite_train.converters.candidate_choice import AUTO
 from tflite_train.converters.graph.region import gradient_region
-from tflite_train.runtime import read_metadata
+from tflite_train.runtime import TrainableModel, read_metadata
+from tflite_train.runtime.compiled_signatures import CompiledSignatures, compiled_model_available
+from tflite_train.runtime.flatbuffer_graph import read_graph
 from tflite_train.runtime.metadata import read_operator_codes
 from tflite_train.runtime.selftest import verify
+from tflite_train.runtime.static_shapes import value_shaped_operators
 
 from byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
 from test_selftest_zoo import PI_PYTHON, REPO
@@ -95,6 +103,40 @@ def test_builtin_ops_only_and_verify_passes_on_litert(exported, name):
         assert "GELU" in {c.name for c in codes}
     result = verify(path)
     assert result.passed, result.format()
+
+
+FORCED_ON_THE_CACHE = """
+import sys
+import numpy as np
+from tflite_train.runtime.compiled_signatures import CompiledSignatures, OutputShapeError
+compiled = CompiledSignatures(open(sys.argv[1], "rb").read())
+runner = compiled.get_signature_runner("infer")
+print(runner(images=np.zeros((1, 32, 32, 3), np.float32))["logits"].shape)
+try:
+    runner(images=np.zeros((3, 32, 32, 3), np.float32))
+except OutputShapeError:
+    print("refused")
+"""
+"""Runs the ConvNeXt-style model's ``infer`` on the CompiledModel at batch 1, then 3 (once a SIGSEGV)."""
+
+
+@pytest.mark.skipif(not compiled_model_available(), reason="needs ai-edge-litert's CompiledModel API")
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_only_models_with_static_shapes_use_the_weight_cache(exported, name):
+    """The ConvNeXt-style model's Dense layers on 4-D activations reshape to concat(shape(x)[:3], [units]) (and
+    its LayerNormalization gradients broadcast to shape(x)): output shapes known only at run time, which LiteRT's
+    CompiledModel cannot size its output buffers for (``static_shapes``). It runs on the Interpreter; forced onto
+    the CompiledModel, a resized ``infer`` is refused, not run (in a subprocess: a regression would crash it)."""
+    path, _ = exported(name)
+    value_shaped = value_shaped_operators(read_graph(path.read_bytes()))
+    model = TrainableModel(path, runtime="ai_edge_litert.interpreter")
+    assert isinstance(model.interpreter, CompiledSignatures) == (name != "convnext_cnn")
+    assert bool(value_shaped) == (name == "convnext_cnn"), value_shaped
+    if name == "convnext_cnn":
+        assert {"RESHAPE (subgraph 0)", "BROADCAST_TO (subgraph 0)"} <= set(value_shaped)
+        proc = subprocess.run([sys.executable, "-c", FORCED_ON_THE_CACHE, str(path)], cwd=REPO, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0 and proc.stdout.split() == ["(1,", "64)", "refused"], proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

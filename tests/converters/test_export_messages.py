@@ -8,6 +8,7 @@ Models are tiny (32 px) and exported without the optional signatures where the C
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -135,6 +136,12 @@ def test_no_candidates_would_export_names_flags_that_do(tmp_path, capsys):
     assert verify(out).passed
 
 
+TF_STARTUP = re.compile(r"absl::|oneDNN|TF_ENABLE_ONEDNN_OPTS|cpu_feature_guard|rebuild TensorFlow|^[IWEF]\d{4} ",
+                        re.MULTILINE)
+"""A line of TensorFlow's C++ start-up (absl's "All log messages before absl::InitializeLog() ...", the oneDNN
+notice, the CPU-feature guard) or any glog-style line ("I0000 00:00:...")."""
+
+
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     return subprocess.run([sys.executable, "-m", "tflite_train.cli", *args], capture_output=True, text=True,
@@ -150,6 +157,7 @@ def test_export_is_quiet_unless_verbose(tmp_path):
     assert done.stdout.startswith(f"wrote {out} ")
     lines = done.stderr.strip().splitlines()
     assert len(lines) <= 2 and all(line.startswith("tflite-train: ") for line in lines), done.stderr
+    assert not TF_STARTUP.search(done.stdout + done.stderr), done.stdout + done.stderr
     # -v: TensorFlow's own logs too (a refusal, to keep the test short: nothing is converted)
     quiet = _run_cli("export", "--keras-model", str(path), "--out", str(out), "--candidates", "layers:9")
     loud = _run_cli("-v", "export", "--keras-model", str(path), "--out", str(out), "--candidates", "layers:9")
@@ -157,3 +165,4 @@ def test_export_is_quiet_unless_verbose(tmp_path):
     assert quiet.stderr.strip().splitlines() == [
         "tflite-train export: error: --candidates 'layers:9': K must lie in 1..2 (the model's weighted layers)"]
     assert len(loud.stderr.strip().splitlines()) > 2, loud.stderr
+    assert not TF_STARTUP.search(quiet.stdout + quiet.stderr) and TF_STARTUP.search(loud.stderr), loud.stderr

@@ -44,6 +44,15 @@ def test_bad_sidecar(tmp_path, bad):
         export_fields_from_sidecar(_sidecar(tmp_path, **bad))
 
 
+def test_sidecar_with_a_duplicate_key_is_refused_naming_it(tmp_path):
+    weights = _sidecar(tmp_path)
+    side = tmp_path / "w.json"
+    side.write_text('{"backbone": "mcunet", ' + side.read_text()[1:])  # json.loads would keep the second one
+    with pytest.raises(ValueError) as info:
+        export_fields_from_sidecar(weights)
+    assert str(info.value) == f"weights sidecar {str(side)!r} is not a valid weights spec: duplicate key 'backbone'"
+
+
 def test_weights_name_must_be_keras_weights():
     with pytest.raises(ValueError, match="weights must be a Keras '.weights.h5' file"):
         sidecar_path("model.h5")

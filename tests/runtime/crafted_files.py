@@ -38,6 +38,21 @@ def adapted_checkpoint(model: TrainableModel, names: tuple[str, ...] = CLASS_NAM
     return data
 
 
+def replay_checkpoint(model: TrainableModel, rows: int = 5, names: tuple[str, ...] = CLASS_NAMES) -> bytes:
+    """``adapted_checkpoint`` with a replay memory: ``rows`` seeded activations at the model's first cut, labels
+    cycling over the classes, under a budget of exactly their bytes."""
+    from tflite_train.runtime.checkpoint import decode_checkpoint
+    from tflite_train.runtime.replay_memory import ReplayMemory
+
+    rng = np.random.default_rng(42)
+    cut = model.cached_cuts[0]
+    memory = ReplayMemory(cut.layer, cut.index, cut.shape, rows * cut.bytes_per_image,
+                          rng.normal(size=(rows, *cut.shape)).astype(np.float32),
+                          (np.arange(rows) % len(names)).astype(np.int32))
+    plain = decode_checkpoint(adapted_checkpoint(model, names))
+    return encode_checkpoint(plain.model_id, plain.selection, plain.arrays, False, names, replay=memory)
+
+
 def split_checkpoint(data: bytes) -> tuple[dict[str, Any], bytes]:
     """(parsed header, payload) of checkpoint bytes."""
     _, _, length = PREFIX.unpack_from(data)
@@ -99,3 +114,9 @@ def model() -> TrainableModel:
 def parts(model: TrainableModel) -> tuple[dict[str, Any], bytes]:
     """(header, payload) of a valid checkpoint of ``model`` (``adapted_checkpoint``)."""
     return split_checkpoint(adapted_checkpoint(model))
+
+
+@pytest.fixture(scope="module")
+def replay_parts(model: TrainableModel) -> tuple[dict[str, Any], bytes]:
+    """(header, payload) of a valid checkpoint of ``model`` with a replay memory (``replay_checkpoint``)."""
+    return split_checkpoint(replay_checkpoint(model))

@@ -9,6 +9,7 @@ and one line, never a traceback. The same cases as the Java ``CheckpointHeaderTe
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -111,6 +112,21 @@ def test_header_that_is_not_a_json_object(raw, pattern):
         decode_checkpoint(resealed_checkpoint(None, b"", raw=raw))
 
 
+def test_header_with_a_duplicate_key_is_refused_in_one_line(tmp_path, capsys, parts):
+    """``json.loads`` keeps the last of two equal keys, the Java core refuses the header: so does the Python reader,
+    here with a forged ``model_id`` before the real one (which the last-wins reading would have accepted)."""
+    header, payload = parts
+    raw = ('{"%s": "forged", ' % C.F_MODEL_ID + json.dumps(header)[1:]).encode()
+    ckpt = write(tmp_path / "dup.ckpt", resealed_checkpoint(None, payload, raw=raw))
+    expected = f"dup.ckpt: malformed checkpoint header (StrictJsonError: duplicate key '{C.F_MODEL_ID}')"
+    with pytest.raises(CheckpointError) as info:
+        decode_checkpoint(ckpt.read_bytes(), str(ckpt))
+    assert str(info.value) == f"{tmp_path}/{expected}"
+    capsys.readouterr()
+    assert run_cli(["show", str(ckpt)]) == 2
+    assert_one_line_error(capsys.readouterr().err, expected)
+
+
 @pytest.mark.parametrize("case", ["channels is a list", "channels is null", "fewer class names"])
 def test_predict_refuses_in_one_line(tmp_path, capsys, model, parts, case):
     """The issue's cases: AttributeError / IndexError tracebacks in ``predict`` before; now exit 2, one line."""
@@ -188,7 +204,8 @@ METADATA_CASES = {
     "candidates not in layers": (_set("candidates", ["nope"]), r"field candidates\[0\]: names 'nope', which is not in layers"),
     "candidates empty": (_set("candidates", []), r"field candidates: must have 1\.\."),
     "signatures a list": (_set("signatures", []), r"field signatures: must be an object"),
-    "head scale nan": (lambda m: m["head"].__setitem__("scale", float("nan")), r"field head\.scale: must be finite"),
+    # a NaN is not strict JSON (refused when parsed, tests/test_contract_strict_json.py); a number beyond float is
+    "head scale beyond float": (lambda m: m["head"].__setitem__("scale", 10**400), r"field head\.scale: must be finite"),
     "optimizer unknown": (_set("optimizer.name", "rmsprop"), r"field optimizer\.name: must be one of adam, sgd_momentum"),
     "cached cut index beyond": (_set("cached_cuts.0.lowest_index", 9999), r"field cached_cuts\[0\]\.lowest_index: is 9999"),
     "model id empty": (_set("model_id", ""), r"field model_id: must have 1\.\."),

@@ -35,7 +35,7 @@ def test_adapt_json_then_predict(folders, tmp_path, capsys):
                   "--policy", "TinyTrain", "--seed", "3", "--json") == 0
     record = json.loads(capsys.readouterr().out)
     assert 0.0 <= record["query_accuracy"] <= 1.0 and record["within_budget"]
-    assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "cache", "training", "eval"}
+    assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "cache", "training", "remember", "eval"}
     assert record["cache"]["used"] and record["cache"]["cache_bytes"] <= record["cache"]["image_bytes"]
     assert record["shots"] == [4, 4, 4] and len(record["losses"]) == 5
     assert set(record["fisher_potentials"]) == set(record["layer_costs"])
@@ -79,7 +79,7 @@ def test_adapt_prints_a_summary(folders, tmp_path, capsys):
     assert capsys.readouterr().out == text, "show prints the summary adapt printed, from the checkpoint alone"
     labels = [line.split()[0] for line in text.splitlines()[1:]]
     assert labels == ["classes", "selection", "memory", "compute", "cache", "updates", "loss", "support", "query",
-                      "time", "checkpoint"]
+                      "replay", "time", "checkpoint"]
     assert "steps from the activation below" in text and "(the views as images:" in text
     assert "batches of 1, prototypes fixed" in text
     assert "class0 (4), class1 (4), class2 (4)" in text and str(out) in text
@@ -192,3 +192,18 @@ def test_bad_rate_choice_is_one_line(folders, tmp_path, capsys, value):
     assert exit_.value.code != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert "--rate-choice" in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_adapt_runs_fisher_one_image_at_a_time(folders, tmp_path, monkeypatch):
+    """The command's Fisher pass holds one image's activations and gradients (``adapt_job.COMMAND_FISHER_ROWS``);
+    the checkpoint's config records the chunk it ran."""
+    from tflite_train.runtime.interpreter import TrainableModel
+
+    rows = []
+    fisher = TrainableModel.fisher
+    monkeypatch.setattr(TrainableModel, "fisher", lambda self, images, labels: rows.append(len(images))
+                        or fisher(self, images, labels))
+    out = tmp_path / "m.ckpt"
+    assert _adapt(out, folders[0], "--policy", "TinyTrain", "-q") == 0
+    assert rows == [1] * 12  # 3 classes x 4 shots
+    assert load_checkpoint(out).config["adapt"]["fisher_chunk_size"] == 1

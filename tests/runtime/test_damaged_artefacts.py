@@ -10,14 +10,15 @@ used.
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
 
-from crafted_files import model_bytes, with_metadata_text, with_selftest, write
+from crafted_files import metadata_of, model_bytes, with_metadata_text, with_selftest, write
 from runtime_fixtures import assert_one_line_error, run_cli, write_episode_folders
 from tflite_train import contract as C
-from tflite_train.runtime.metadata import metadata_spans
+from tflite_train.runtime.metadata import metadata_spans, read_metadata
 from tflite_train.runtime.selftest import load_selftest, verify
 from tflite_train.runtime.selftest_schema import SelftestError
 
@@ -117,3 +118,21 @@ def test_resealed_metadata_that_is_not_json_same_line_in_every_command(tmp_path,
         capsys.readouterr()
         assert run_cli(argv) == 2, name
         assert_one_line_error(capsys.readouterr().err, "'tflite_train' metadata is not UTF-8 JSON")
+
+
+def test_metadata_with_a_duplicate_key_is_refused_in_one_line(tmp_path, capsys, support, no_interpreter):
+    """``json.loads`` keeps the last of two equal keys, the Java core refuses the file: the runtime refuses it too,
+    here with a forged ``format`` before the real one (which the last-wins reading would have accepted)."""
+    meta = {k: v for k, v in metadata_of(model_bytes()).items() if k != C.F_CONFIG}
+    text = '{"%s": "forged", ' % C.F_FORMAT + json.dumps(meta)[1:]
+    path = write(tmp_path / "dup.tflite", with_metadata_text(model_bytes(), text.encode()))
+    expected = f"'{C.METADATA_NAME}' metadata is not strict JSON: duplicate key '{C.F_FORMAT}'"
+    with pytest.raises(C.ContractError) as info:
+        read_metadata(path)
+    assert str(info.value) == f"{path}: {expected}"
+    for name, argv in _commands(path, support, tmp_path).items():
+        if name == "ops":  # lists the operators of any intact flatbuffer: the metadata is not read
+            continue
+        capsys.readouterr()
+        assert run_cli(argv) == 2, name
+        assert_one_line_error(capsys.readouterr().err, f"{path}: {expected}")

@@ -94,6 +94,9 @@ def test_export_refuses_while_parsing(tmp_path, capsys, flags, message):
 @pytest.mark.parametrize("flags, message", [
     (["--mem-budget", "1e308GiB"], "argument --mem-budget: byte size must be finite"),
     (["--cache-memory", "1e400"], "argument --cache-memory: byte size must be finite"),
+    (["--replay-budget", "2GiB"], "argument --replay-budget: must be at most 1073741824 bytes (1 GiB)"),
+    (["--replay-budget", "-1"], "argument --replay-budget: byte size must not be negative"),
+    (["--replay-budget", "unlimited"], "argument --replay-budget: cannot parse byte size"),
     (["--compute-macs", "inf"], "argument --compute-macs: must be > 0 and <= 1e+18"),
     (["--iterations", "9" * 70], "argument --iterations: expected an integer of at most 64 characters"),
 ])

@@ -46,6 +46,7 @@ ADAPT_FLAGS = {
     "--mem-budget": (1, math.inf), "--cache-memory": (1, math.inf), "--compute-budget": (0, 100),
     "--compute-macs": (0, 1e18), "--channel-ratio": (0, 1), "--iterations": (0, 100_000), "--epochs": (1, 10_000),
     "--batch-size": (1, 1024), "--learning-rate": (0, 10), "--seed": (0, 2**32 - 1), "--augment-views": (1, 10_000),
+    "--replay-budget": (0, 2**30),
 }
 EXPORT_FLAGS = {
     "--mean": (-math.inf, math.inf), "--std": (0, math.inf), "--learning-rate": (0, 10), "--cosine-scale": (0, 1e6),

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from crafted_files import model, parts  # noqa: F401 (fixtures)
+from crafted_files import model, parts, replay_parts  # noqa: F401 (fixtures)
 from crafted_files import MODEL, metadata_of, model_bytes, resealed_checkpoint, with_metadata
 from fuzz_profiles import PROJECT_ERRORS, examples
 from runtime_fixtures import fixture_model, run_cli
@@ -170,6 +170,77 @@ def test_fuzz_checkpoint_header_ill_typed(model, parts, data):
 def test_fuzz_checkpoint_header_inconsistent(model, parts, data):
     header = data.draw(inconsistent(parts[0], model.candidate_channels))
     _api_property(model, resealed_checkpoint(header, parts[1]))
+
+
+def _replay_paths(header: dict) -> list[tuple]:
+    """The paths of the replay section and of its two array entries (the replay parser's input)."""
+    entries = [i for i, e in enumerate(header["arrays"]) if e["name"] in (C.REPLAY_ACTIVATIONS, C.REPLAY_LABELS)]
+    return [p for p in _paths(header) if p[:1] == (C.CK_REPLAY,) or (p[:1] == ("arrays",) and p[1:2]
+                                                                      and p[1] in entries)]
+
+
+@st.composite
+def replay_mutation(draw, header: dict) -> Any:
+    """The header with 1-3 well- or ill-typed changes inside its replay section or replay array entries."""
+    paths = _replay_paths(header)
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(paths))
+        try:
+            target = _get(header, path)
+        except (KeyError, IndexError, TypeError):  # an earlier change removed or replaced its parent
+            continue
+        if draw(st.booleans()):
+            header = _replace(header, path, draw(_same_type(target)))
+        elif draw(st.booleans()) and len(path) > 1:
+            parent = copy.deepcopy(_get(header, path[:-1]))
+            del parent[path[-1]]
+            header = _replace(header, path[:-1], parent)
+        else:
+            header = _replace(header, path, draw(JSON))
+    return header
+
+
+@examples(200)
+@given(data=st.data())
+def test_fuzz_replay_section(model, replay_parts, data):
+    """The replay parser (``checkpoint_schema.REPLAY`` and its rules) on generated sections: a checkpoint whose
+    memory fits, or one line; the payload may also hold other labels and values."""
+    header, payload = replay_parts
+    header = data.draw(replay_mutation(header))
+    if data.draw(st.booleans()):  # rewrite the labels' or the activations' bytes in place
+        name = data.draw(st.sampled_from([C.REPLAY_LABELS, C.REPLAY_ACTIVATIONS]))
+        entry = next(e for e in replay_parts[0]["arrays"] if e["name"] == name)
+        raw = data.draw(st.binary(min_size=entry["nbytes"], max_size=entry["nbytes"]))
+        payload = payload[:entry["offset"]] + raw + payload[entry["offset"] + entry["nbytes"]:]
+    _api_property(model, resealed_checkpoint(header, payload))
+
+
+@examples(50)
+@given(rows=st.integers(1, 6), classes=st.integers(1, 3), seed=st.integers(0, 2**16), spare=st.integers(0, 64),
+       special=st.sampled_from([0.0, -0.0, 1e-45, 3.4e38, -3.4e38]))
+def test_fuzz_replay_round_trip(model, rows, classes, seed, spare, special):
+    """Any valid memory survives encode/decode bit for bit (float bit patterns, subnormals and -0.0 included)."""
+    from tflite_train.runtime.checkpoint import encode_checkpoint
+    from tflite_train.runtime.replay_memory import ReplayMemory
+
+    rng = np.random.default_rng(seed)
+    cut = model.cached_cuts[seed % len(model.cached_cuts)]
+    values = rng.normal(size=(rows, *cut.shape)).astype(np.float32)
+    values.reshape(-1)[seed % values.size] = special
+    memory = ReplayMemory(cut.layer, cut.index, cut.shape, rows * cut.bytes_per_image + spare, values,
+                          rng.integers(0, classes, rows).astype(np.int32))
+    plain = decode_checkpoint(resealed_checkpoint(*parts_of(model)))
+    names = tuple(f"c{k}" for k in range(3))
+    data = encode_checkpoint(plain.model_id, plain.selection, plain.arrays, False, names, replay=memory)
+    back = decode_checkpoint(data).replay
+    assert back.activations.tobytes() == values.tobytes() and back.labels.tobytes() == memory.labels.tobytes()
+    assert back.section() == memory.section()
+
+
+def parts_of(model):
+    from crafted_files import adapted_checkpoint, split_checkpoint
+
+    return split_checkpoint(adapted_checkpoint(model))
 
 
 @examples(100)

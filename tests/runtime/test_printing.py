@@ -68,7 +68,7 @@ def test_adapt_summary_escapes_class_names(evil_support, tmp_path, capsys):
                     "--iterations", "3", "--quiet"]) == 0
     text = capsys.readouterr().out
     lines = text.splitlines()
-    assert len(lines) == 11 and text.endswith("\n")
+    assert len(lines) == 12 and text.endswith("\n")
     assert all(line.isprintable() for line in lines), [line for line in lines if not line.isprintable()]
     classes = lines[1]
     for name in _names(support):

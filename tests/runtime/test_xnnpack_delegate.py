@@ -20,7 +20,7 @@ from tflite_train.runtime import interpreter as interpreter_module
 from tflite_train.runtime.selftest import verify
 
 FIXTURES = ["tiny_adam_33", "mcunet_adam_35", "tiny_sgd_full_17", "mbv2_adam_32", "byo_mobilenet_v3_small_32"]
-"""Built-in and user models, Adam and SGD (converters/fixtures.py): the update branches have static
+"""Built-in and user models, Adam and SGD (tools/fixtures.py): the update branches have static
 shapes, so 2.14's delegate takes every export."""
 
 

@@ -20,6 +20,7 @@ from tflite_train.sparse import (
     channel_count,
     full_backward_macs,
     get_policy,
+    policy_spec,
     random_channels,
     select,
     tinytrain_policy,
@@ -173,6 +174,42 @@ def test_sparse_update_fixed_layer_list(abc_table):
         select(abc_table, config(policy="sparse_update", layers=("a",)))
     with pytest.raises(ValueError, match="not candidate layers"):
         select(abc_table, config(policy="sparse_update", layers=("c",)), candidates=("a", "b"), weights=WEIGHTS)
+
+
+def test_policy_capabilities_are_attributes_of_the_registry():
+    capabilities = {name: (spec.trains, spec.budgeted, spec.needs_fisher, spec.static_ranking, spec.weight_channels)
+                    for name, spec in POLICIES.items()}
+    assert capabilities == {"none": (False, False, False, False, False),
+                            "last_layer": (True, False, False, False, False),
+                            "full_train": (True, False, False, False, False),
+                            "sparse_update": (True, True, False, True, True),
+                            "tinytrain": (True, True, True, False, False)}
+    assert policy_spec("Tiny-Train") is POLICIES["tinytrain"] and POLICIES["tinytrain"].select is tinytrain_policy
+    with pytest.raises(ValueError, match="unknown policy 'magic'"):
+        policy_spec("magic")
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("criterion, channel_method", [("tinytrain", "fisher"), ("l2", "fisher"), ("fisher", "l2"),
+                                                       ("fisher_memory", "random")])
+def test_policy_attributes_say_what_select_reads(abc_table, policy, criterion, channel_method):
+    """``needs_weights`` / ``needs_fisher`` are true exactly when ``select`` refuses to run without the
+    candidate kernels / this task's Fisher (the inputs adapt computes only when asked)."""
+    spec = policy_spec(policy)
+    cfg = config(policy=policy, budget=Budget(), criterion=criterion, channel_method=channel_method,
+                 layers=("b", "c") if spec.static_ranking else None)
+    inputs = {"fisher": FISHER, "weights": WEIGHTS}
+
+    def refuses_without(name: str) -> bool:
+        try:
+            select(abc_table, cfg, **{k: v for k, v in inputs.items() if k != name})
+        except ValueError as err:
+            return name in str(err)
+        return False
+
+    assert refuses_without("weights") == spec.needs_weights(criterion, channel_method), policy
+    assert refuses_without("fisher") == spec.needs_fisher, policy
+    assert (select(abc_table, cfg, **inputs).layers != ()) == spec.trains, policy
 
 
 def test_policy_registry():

@@ -1,4 +1,4 @@
-"""The on-device commands (no TensorFlow): adapt, predict and show."""
+"""The on-device commands (no TensorFlow): adapt, predict, show and bake."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ import argparse
 import math
 from typing import TYPE_CHECKING
 
+from tflite_train import contract as C
 from tflite_train.cli.flag_types import (MAX_BATCH, MAX_EPOCHS, MAX_ITERATIONS, MAX_SEED, MAX_STEPS, byte_budget,
-                                         policy_name, ranged, rate_list)
+                                         policy_name, ranged, rate_list, replay_budget)
 from tflite_train.cli.parser import Command
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
+from tflite_train.runtime.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES
 from tflite_train.runtime.text import printable
 
 if TYPE_CHECKING:
@@ -30,30 +32,51 @@ and writes ONE file, the checkpoint OUT, which also holds the run's config and r
 with `tflite-train show OUT`). An earlier OUT stays untouched unless the run succeeds; while it
 runs, OUT.lock keeps a second adapt into the same OUT from starting (it stops with an error).
 
+Teach it more later: `--from OLD.ckpt` starts from an earlier checkpoint of the same model, with its
+classes (matched by folder name), and adds the support folder's new classes and new images of known
+ones; OLD.ckpt is only read, OUT must be another file. Each checkpoint keeps a replay memory of its
+support images (their activations inside the network, under --replay-budget) that a later --from run
+trains on, so the old classes are not forgotten.
+
 Without flags it runs the default protocol: """ + DEFAULT_PROTOCOL.describe() + "."
 
 PREDICT_HELP = """\
 Classifies images with a model adapted by `adapt`; prints one row per image: file, class and the
 confidence (softmax over the classes of the adapted head), as a table, --json or --csv."""
 
+BAKE_HELP = f"""\
+Ships what `adapt` learned as one plain classifier file: the exported model with the checkpoint's
+trained weights and class prototypes written in as constants, and nothing else (no training
+signatures, no variables). Runs on this device, with no TensorFlow.
+
+The result maps images to class scores in one signature, '{C.CLASSIFY}': input '{C.IMAGES}' float32
+[N, H, W, C] (the export's size and pixel range; the normalisation is inside the model), output
+'{C.LOGITS}' float32 [N, classes] (softmax gives the confidences `predict` prints). Any TFLite runtime
+runs it with its standard signature runner (Python: interpreter.get_signature_runner('{C.CLASSIFY}');
+Android: Interpreter.runSignature), at least as fast as the export's {C.INFER}. The class names, the
+input size and range, and the export and checkpoint it came from are in its metadata entry
+'{C.BAKED_METADATA_NAME}' (JSON). OUT is written atomically: on any error nothing is written and an
+earlier OUT stays as it was. A checkpoint of another model is refused."""
+
 
 def adapt_config(args: argparse.Namespace) -> AdaptConfig:
     """The ``AdaptConfig`` of parsed ``adapt`` flags: the default protocol (``DEFAULT_PROTOCOL``) where a flag
     is not given."""
     from tflite_train.runtime.adapt_config import AdaptConfig
+    from tflite_train.sparse.policies import policy_spec
 
     layers = tuple(n.strip() for n in args.sparse_update_layers.split(",")) if args.sparse_update_layers else None
-    criterion = "l2" if args.policy == "sparse_update" and layers is None else "tinytrain"  # a static ranking
+    policy = policy_spec(args.policy)
+    # a static ranking without a fixed layer list: by weight norms (adapt has no meta-training Fisher tasks)
+    criterion = "l2" if policy.static_ranking and layers is None else "tinytrain"
     if args.compute_budget is not None and args.compute_macs is not None:
         raise ValueError("--compute-budget and --compute-macs are two compute budgets: give one")
     if args.iterations is not None and args.epochs is not None:
         raise ValueError("--iterations and --epochs are two training lengths: give one")
-    from tflite_train.runtime.adapt_job import UNBUDGETED_POLICIES
-
     protocol = DEFAULT_PROTOCOL
     # the protocol's B_compute for the budgeted policies; the others ignore budgets (only given ones are said)
     compute_fraction = args.compute_budget if args.compute_budget is not None else (
-        None if args.compute_macs is not None or args.policy in UNBUDGETED_POLICIES else protocol.compute_fraction)
+        None if args.compute_macs is not None or not policy.budgeted else protocol.compute_fraction)
     return AdaptConfig(
         policy=args.policy, memory_bytes=math.inf if args.mem_budget is None else float(args.mem_budget),
         compute_fraction=compute_fraction, compute_macs=args.compute_macs, channel_ratio=args.channel_ratio,
@@ -83,6 +106,7 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
         require_matplotlib()
     config = adapt_config(args)
     report = run_adaptation(args.model, args.support, args.out, config, query_dir=args.query,
+                            start_from=args.start_from, replay_budget=args.replay_budget,
                             include_optimizer=args.include_optimizer, runtime=args.runtime,
                             extra_outputs=(args.plot,) if args.plot else (), max_steps=MAX_STEPS,
                             progress=terminal_progress(not args.quiet and not args.json),
@@ -126,13 +150,33 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bake(args: argparse.Namespace) -> int:
+    """Writes the baked classifier and prints what was written."""
+    from tflite_train.runtime.baked_model import run_bake
+
+    print(run_bake(args.model, args.checkpoint, args.out).describe())
+    return 0
+
+
 def register(command: Command) -> None:
-    """Adds adapt, predict and show."""
+    """Adds adapt, predict, show and bake."""
     p = command("adapt", "fine-tune an exported model to your image folder, on this device (no TensorFlow)", ADAPT_HELP)
     p.add_argument("--model", required=True, metavar="FILE.tflite", help="the exported model")
     p.add_argument("--support", required=True, metavar="DIR", help="training images: DIR/<class>/<image>, 2 classes or more")
     p.add_argument("--query", metavar="DIR", help="optional test images DIR/<class>/<image> (support classes) to report accuracy on")
     p.add_argument("--out", required=True, help="checkpoint file to write (it holds the run's config and report too)")
+    p.add_argument("--from", dest="start_from", metavar="CKPT",
+                   help="continue from this earlier checkpoint of the same model: keep its classes (matched by "
+                        "folder name) and weights, add the support folder's new classes and images (one class "
+                        "is enough), train on its replay memory too, and write --out (a different file; CKPT is "
+                        "only read). With a replay memory, only the layers above the memory's cut can be "
+                        "updated (the stored activations come from the layers below it)")
+    p.add_argument("--replay-budget", type=replay_budget, default=DEFAULT_REPLAY_BUDGET_BYTES, metavar="SIZE",
+                   help="most bytes of replay memory the checkpoint keeps: activations of support images at the "
+                        "frozen-prefix cut, chosen class-balanced, most recent first; a later --from run trains on "
+                        "them. 0 = none (a --from run then neither trains on the old memory nor keeps one, and the "
+                        "old classes keep their stored prototypes while the network moves) (default: 1MiB, about "
+                        "85 images on the default Lite0 @128)")
     p.add_argument("--policy", type=policy_name, default="tinytrain",
                    help="which weights to update: none (prototypes only) | last_layer | full_train | sparse_update "
                         "(static: --sparse-update-layers, else layers ranked by weight norm) | tinytrain (this task's "
@@ -222,3 +266,9 @@ def register(command: Command) -> None:
     p.add_argument("checkpoint", help="checkpoint written by `adapt --out`")
     p.add_argument("--json", action="store_true", help="print the config and the full report as JSON")
     p.set_defaults(func=_cmd_show)
+
+    p = command("bake", "write a plain classifier .tflite from a model and its checkpoint (no TensorFlow)", BAKE_HELP)
+    p.add_argument("--model", required=True, metavar="FILE.tflite", help="the exported model the checkpoint was adapted from")
+    p.add_argument("--checkpoint", required=True, help="checkpoint written by `adapt --out`")
+    p.add_argument("--out", required=True, metavar="FILE.tflite", help="the classifier file to write")
+    p.set_defaults(func=_cmd_bake)

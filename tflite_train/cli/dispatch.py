@@ -14,7 +14,7 @@ from tflite_train.cli.parser import build_parser
 
 __all__ = ["QUIET_COMMANDS", "Terminated", "main", "sigterm_raises"]
 
-QUIET_COMMANDS = ("adapt", "predict", "show", "export")
+QUIET_COMMANDS = ("adapt", "predict", "show", "bake", "export")
 
 
 class Terminated(BaseException):

@@ -6,7 +6,7 @@ import argparse
 import math
 
 __all__ = ["MAX_BATCH", "MAX_BYTES", "MAX_EPOCHS", "MAX_FLAG_CHARS", "MAX_ITERATIONS", "MAX_SEED", "MAX_STEPS", "byte_budget",
-           "finite_float", "policy_name", "positive_float", "ranged"]
+           "finite_float", "policy_name", "positive_float", "ranged", "replay_budget"]
 
 MAX_ITERATIONS = 100_000
 MAX_EPOCHS = 10_000
@@ -15,6 +15,8 @@ MAX_STEPS = 1_000_000
 MAX_SEED = 2**32 - 1
 MAX_BYTES = 2**60
 """Largest byte size a flag takes (1 EiB; ``unlimited`` means no limit)."""
+MAX_REPLAY_BYTES = 2**30
+"""Largest replay budget (1 GiB): the memory is read whole into RAM with its checkpoint."""
 MAX_FLAG_CHARS = 64
 """Longest numeric flag value read (a number never needs more; 5,000 digits would only cost time)."""
 
@@ -81,6 +83,21 @@ def byte_budget(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be at least 1 byte (no layer fits 0); got {_shown(text)}")
     if value > MAX_BYTES:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_BYTES} bytes (1 EiB), or 'unlimited'; got {_shown(text)}")
+    return value
+
+
+def replay_budget(text: str) -> int:
+    """A replay budget: a byte size with a unit (``1MiB``) in 0..``MAX_REPLAY_BYTES``; 0 keeps no replay memory."""
+    from tflite_train.runtime.byte_size import parse_byte_size
+
+    if len(text) > MAX_FLAG_CHARS:
+        raise argparse.ArgumentTypeError(f"expected a byte size of at most {MAX_FLAG_CHARS} characters; got {_shown(text)}")
+    try:
+        value = parse_byte_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    if value > MAX_REPLAY_BYTES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_REPLAY_BYTES} bytes (1 GiB); got {_shown(text)}")
     return value
 
 

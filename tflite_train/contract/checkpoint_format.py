@@ -7,8 +7,19 @@ holds ``format`` (:data:`CHECKPOINT_FORMAT`), ``format_version``, ``model_id`` (
 :data:`SEL_POLICY`, :data:`SEL_LAYERS`, :data:`SEL_CHANNELS`), :data:`CK_INCLUDE_OPTIMIZER`,
 :data:`CK_CLASS_NAMES`, :data:`CK_ARRAYS` (entries of :data:`CK_NAME`, :data:`CK_DTYPE`,
 :data:`CK_SHAPE`, :data:`CK_OFFSET`, :data:`CK_NBYTES`), :data:`CK_PAYLOAD_BYTES` and, optionally,
-:data:`CHECKPOINT_CONFIG` and :data:`CHECKPOINT_REPORT` (the ``adapt`` run's config and report). The arrays are
-named like the state variables (:mod:`tflite_train.contract.signatures`).
+:data:`CHECKPOINT_CONFIG` and :data:`CHECKPOINT_REPORT` (the ``adapt`` run's config and report), and
+:data:`CK_REPLAY` (the replay memory, below). The arrays are named like the state variables
+(:mod:`tflite_train.contract.signatures`).
+
+The optional replay section (issue 42: latent replay) is the header object :data:`CK_REPLAY`, versioned on
+its own (``format`` :data:`REPLAY_FORMAT`, ``format_version`` :data:`REPLAY_FORMAT_VERSION`), with
+:data:`RP_CUT_LAYER` and :data:`RP_CUT_INDEX` (the frozen-prefix cut of metadata ``cached_cuts`` whose
+activations it holds), :data:`RP_ACTIVATION_SHAPE` (one activation, without the batch),
+:data:`RP_BUDGET_BYTES` (the byte budget the activations were kept under) and ``rule``
+(:data:`REPLAY_RULE`, the rule that chose them); its two payload arrays are
+:data:`REPLAY_ACTIVATIONS` (float32 [R, *shape], oldest first) and :data:`REPLAY_LABELS` (int32 [R], class
+indices of the checkpoint's head). A checkpoint without the section has neither array; a reader that
+predates it refuses a file with it (the header's unknown field), in one line.
 """
 
 from __future__ import annotations
@@ -18,6 +29,8 @@ __all__ = [
     "CK_CLASS_NAMES", "CK_ARRAYS", "CK_PAYLOAD_BYTES", "CHECKPOINT_CONFIG", "CHECKPOINT_REPORT", "CK_NAME", "CK_DTYPE",
     "CK_SHAPE", "CK_OFFSET", "CK_NBYTES",
     "SELECTION_FORMAT", "SELECTION_FORMAT_VERSION", "SEL_POLICY", "SEL_LAYERS", "SEL_CHANNELS",
+    "CK_REPLAY", "REPLAY_FORMAT", "REPLAY_FORMAT_VERSION", "RP_CUT_LAYER", "RP_CUT_INDEX", "RP_ACTIVATION_SHAPE",
+    "RP_BUDGET_BYTES", "REPLAY_RULE", "REPLAY_ACTIVATIONS", "REPLAY_LABELS",
 ]
 
 CHECKPOINT_MAGIC = "TFLTCKPT"
@@ -42,3 +55,22 @@ SELECTION_FORMAT = "tflite-train-selection"
 """``format`` of a selection object (``tflite_train.sparse.Selection.to_dict``), also inside a checkpoint."""
 SELECTION_FORMAT_VERSION = 1
 SEL_POLICY, SEL_LAYERS, SEL_CHANNELS = "policy", "layers", "channels"
+
+CK_REPLAY = "replay"
+"""Checkpoint header member (optional): the replay memory's description (module docstring)."""
+REPLAY_FORMAT = "tflite-train-replay"
+"""``format`` of the replay section."""
+REPLAY_FORMAT_VERSION = 1
+"""The replay-section version this code writes and reads; any other is refused."""
+RP_CUT_LAYER, RP_CUT_INDEX = "cut_layer", "cut_index"
+"""The cut's lowest layer and its index (a metadata ``cached_cuts`` entry's ``lowest_layer``/``lowest_index``)."""
+RP_ACTIVATION_SHAPE = "activation_shape"
+"""The shape of one stored activation, without the batch (the cut's ``shape``)."""
+RP_BUDGET_BYTES = "budget_bytes"
+"""The byte budget the stored activations were chosen under (their bytes never exceed it)."""
+REPLAY_RULE = "class_balanced_recent"
+"""The replay section's ``rule`` (the key ``F_RULE``): which examples are kept under the budget (one rule today)."""
+REPLAY_ACTIVATIONS = "replay_activations"
+"""Payload array: float32 [R, *activation_shape], the stored activations, oldest first."""
+REPLAY_LABELS = "replay_labels"
+"""Payload array: int32 [R], each stored activation's class (an index into ``class_names``)."""

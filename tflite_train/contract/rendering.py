@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import math
 
-from tflite_train.contract import checkpoint_format, metadata_schema, signatures
+from tflite_train.contract import baked_format, checkpoint_format, metadata_schema, signatures
+from tflite_train.contract.baked_format import BAKED_FIELDS, CLASSIFY_SPEC
 from tflite_train.contract.metadata_schema import METADATA_FIELDS, REQUIRED_FIELDS
 from tflite_train.contract.protocol_constants import default_protocol_constants
 from tflite_train.contract.signatures import (APPLY_ACCUMULATED_SPEC, CACHED_SIGNATURES, EPISODE_SIGNATURES, GLOBAL_STATE,
@@ -23,18 +24,27 @@ JAVA_CONTRACT_PATH = "android_demo/core/src/main/java/org/tflitetrain/core/model
 
 
 def markdown_tables() -> str:
-    """The signature and metadata tables of CONTRACT.md, rendered from this module (a test keeps the
-    document in step with it)."""
+    """The signature and metadata tables of CONTRACT.md (the export's, then the baked classifier's), rendered
+    from this module (a test keeps the document in step with it)."""
     def tensors(specs):
         return "<br>".join(f"`{t.name}` {t.dtype}[{', '.join(t.shape)}]" for t in specs)
 
-    lines = ["| signature | inputs | outputs | reads | writes | does |", "|---|---|---|---|---|---|"]
-    for s in (*SIGNATURES, *CACHED_SIGNATURES, *EPISODE_SIGNATURES, APPLY_ACCUMULATED_SPEC):
-        lines.append(f"| `{s.name}` | {tensors(s.inputs)} | {tensors(s.outputs)} | {', '.join(s.reads) or '-'} | "
-                     f"{', '.join(s.writes) or '-'} | {s.purpose} |")
-    lines += ["", "| field | type | required | meaning |", "|---|---|---|---|"]
-    for f in METADATA_FIELDS:
-        lines.append(f"| `{f.path}` | {f.type} | {'yes' if f.required else 'no'} | {f.meaning} |")
+    def signature_table(specs):
+        lines = ["| signature | inputs | outputs | reads | writes | does |", "|---|---|---|---|---|---|"]
+        for s in specs:
+            lines.append(f"| `{s.name}` | {tensors(s.inputs)} | {tensors(s.outputs)} | {', '.join(s.reads) or '-'} | "
+                         f"{', '.join(s.writes) or '-'} | {s.purpose} |")
+        return lines
+
+    def field_table(fields):
+        lines = ["| field | type | required | meaning |", "|---|---|---|---|"]
+        for f in fields:
+            lines.append(f"| `{f.path}` | {f.type} | {'yes' if f.required else 'no'} | {f.meaning} |")
+        return lines
+
+    lines = signature_table((*SIGNATURES, *CACHED_SIGNATURES, *EPISODE_SIGNATURES, APPLY_ACCUMULATED_SPEC))
+    lines += ["", *field_table(METADATA_FIELDS)]
+    lines += ["", *signature_table((CLASSIFY_SPEC,)), "", *field_table(BAKED_FIELDS)]
     return "\n".join(lines) + "\n"
 
 
@@ -128,7 +138,7 @@ def java_source() -> str:
         " */",
         "public final class Contract {",
     ]
-    for module in (signatures, metadata_schema, checkpoint_format):
+    for module in (signatures, metadata_schema, checkpoint_format, baked_format):
         lines += ["", f"  // {module.__name__}"] + _java_constants(module)
     lines += _java_protocol()
     lines += [
@@ -141,6 +151,8 @@ def java_source() -> str:
         f"  public static final List<String> REQUIRED_FIELDS = {_java_list(REQUIRED_FIELDS)};",
         "  /** Every documented metadata field path (nested fields dotted). */",
         f"  public static final List<String> METADATA_FIELDS = {_java_list(f.path for f in METADATA_FIELDS)};",
+        "  /** Every field of a baked classifier's metadata (all required). */",
+        f"  public static final List<String> BAKED_FIELDS = {_java_list(f.path for f in BAKED_FIELDS)};",
         "  /** Optimizer name -> slot names. */",
         f"  public static final Map<String, List<String>> OPTIMIZER_SLOTS = Map.of({slots});",
     ]

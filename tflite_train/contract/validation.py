@@ -25,11 +25,13 @@ from tflite_train.contract.signatures import (ACTIVATIONS, APPLY_ACCUMULATED, AP
 __all__ = ["check_format", "validate_graph"]
 
 
-def check_format(metadata: Mapping[str, Any]) -> None:
-    """The version rule: a reader accepts ``format == FORMAT`` and ``format_version == FORMAT_VERSION``.
+def check_format(metadata: Mapping[str, Any], fmt: str = FORMAT, version: int = FORMAT_VERSION,
+                 remedy: str = "re-export the model") -> None:
+    """The version rule: a reader accepts ``format == fmt`` and ``format_version == version`` (an export's
+    metadata by default; a baked classifier's with ``BAKED_FORMAT``, ``BAKED_FORMAT_VERSION``).
 
     A newer version is refused with "update the runtime" (fields may have changed meaning); an
-    older or malformed one with "re-export the model". Unknown extra fields within a version are
+    older or malformed one with ``remedy`` ("re-export the model"). Unknown extra fields within a version are
     ignored (adding an optional field does not bump the version; renaming, removing or changing
     the meaning of a field or signature does).
 
@@ -38,15 +40,15 @@ def check_format(metadata: Mapping[str, Any]) -> None:
     """
     if not isinstance(metadata, Mapping):
         raise ContractError(f"model metadata must be a JSON object; got {type(metadata).__name__}")
-    if metadata.get(F_FORMAT) != FORMAT:
-        raise ContractError(f"metadata field {F_FORMAT!r} is {metadata.get(F_FORMAT)!r}; expected {FORMAT!r}")
-    version = metadata.get(F_FORMAT_VERSION)
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-        raise ContractError(f"metadata field {F_FORMAT_VERSION!r} is {version}, newer than the {FORMAT_VERSION} this "
+    if metadata.get(F_FORMAT) != fmt:
+        raise ContractError(f"metadata field {F_FORMAT!r} is {metadata.get(F_FORMAT)!r}; expected {fmt!r}")
+    found = metadata.get(F_FORMAT_VERSION)
+    if isinstance(found, int) and not isinstance(found, bool) and found > version:
+        raise ContractError(f"metadata field {F_FORMAT_VERSION!r} is {found}, newer than the {version} this "
                             "runtime reads: update the runtime")
-    if version != FORMAT_VERSION:
-        raise ContractError(f"metadata field {F_FORMAT_VERSION!r} is {version!r}; this runtime reads {FORMAT_VERSION}: "
-                            "re-export the model")
+    if found != version:
+        raise ContractError(f"metadata field {F_FORMAT_VERSION!r} is {found!r}; this runtime reads {version}: "
+                            f"{remedy}")
 
 
 def _mismatch(field: str, meta_value: Any, graph_value: Any) -> ContractError:

@@ -41,7 +41,7 @@ from tflite_train.runtime.model_contract import check_metadata, input_range, lay
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.pseudo_queries import draw_views, pseudo_query_batches
 from tflite_train.runtime.trainer import fisher_subset
-from tflite_train.sparse.policies import select
+from tflite_train.sparse.policies import policy_spec, select
 from tflite_train.sparse.selection import Selection
 
 
@@ -178,12 +178,12 @@ class AdaptationSimulator:
         try:
             protos = _class_means(self.embed(images, config.chunk_size), labels)
             fisher = {}
-            if config.policy == "tinytrain":
+            policy = policy_spec(config.policy)
+            if policy.needs_fisher:
                 subset = fisher_subset(labels, config.fisher_samples, config.seed)
                 fisher = self.fisher(images[subset], labels[subset], protos)
             weights = None
-            if config.policy == "sparse_update" or (
-                    config.policy == "tinytrain" and "l2" in (config.criterion, config.channel_method)):
+            if policy.needs_weights(config.criterion, config.channel_method):
                 weights = {n: _channel_last(self._params[n][0].numpy(), self.table[self.table.index_of(n)])
                            for n in self.candidates}
             selection = select(self.table, config.selection_config(opt[C.F_NAME]), candidates=self.candidates,

@@ -57,12 +57,24 @@ from tflite_train.runtime.trainer import (
 from tflite_train.runtime.pseudo_queries import draw_views, pseudo_query_batches
 from tflite_train.runtime.activation_cache import CachePlan, plan_cache
 
+# Shipping what was learned (issue 42): a plain classifier baked from an export and a checkpoint.
+from tflite_train.runtime.baked_classifier import BakedClassifier, BakedModelError, read_baked_metadata
+from tflite_train.runtime.baked_model import BakeError, bake_classifier, run_bake
+# Continued adaptation (issue 42): a run from a checkpoint, and the replay memory it keeps.
+from tflite_train.runtime.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows
+from tflite_train.runtime.continual import AdaptStart, checkpoint_after, continue_from, saved_selection
+
 __all__ = [
     "AdaptConfig",
     "AdaptResult",
+    "BakeError",
+    "BakedClassifier",
+    "BakedModelError",
+    "AdaptStart",
     "CachePlan",
     "CachedCut",
     "DEFAULT_PROTOCOL",
+    "DEFAULT_REPLAY_BUDGET_BYTES",
     "CHECKPOINT_FORMAT_VERSION",
     "Checkpoint",
     "CheckpointError",
@@ -78,6 +90,7 @@ __all__ = [
     "Progress",
     "Protocol",
     "RUNTIMES",
+    "ReplayMemory",
     "ResidentMemory",
     "SchemaError",
     "SelftestError",
@@ -85,7 +98,9 @@ __all__ = [
     "UserError",
     "adapt",
     "adapt_record",
+    "bake_classifier",
     "check_labelled_set",
+    "checkpoint_after",
     "check_checkpoint_header",
     "check_header",
     "check_metadata",
@@ -96,6 +111,7 @@ __all__ = [
     "check_output_file",
     "class_logits",
     "class_prototypes",
+    "continue_from",
     "decode_image",
     "draw_views",
     "embed",
@@ -104,6 +120,7 @@ __all__ = [
     "format_adapt_summary",
     "format_predictions",
     "input_range",
+    "keep_rows",
     "layer_table",
     "plan_cache",
     "load_checkpoint",
@@ -117,6 +134,7 @@ __all__ = [
     "predict",
     "printable",
     "pseudo_query_batches",
+    "read_baked_metadata",
     "read_image",
     "read_metadata",
     "read_metadata_buffers",
@@ -126,7 +144,9 @@ __all__ = [
     "read_signature_defs",
     "remove_stale_temps",
     "restore_checkpoint",
+    "run_bake",
     "save_checkpoint",
+    "saved_selection",
     "scan_image_folder",
     "sibling_stem",
     "support_fisher",

@@ -8,6 +8,11 @@ checkpoint, holding the resolved config (inputs, flags) and the report (selectio
 per-phase seconds, losses, support/query accuracy, the process's peak resident memory) of the run
 (``checkpoint`` module docstring). A failure or a kill at any moment leaves any earlier file at ``out`` untouched and complete;
 ``run_record`` reads the config and report back (``tflite-train show``).
+
+``start_from`` continues from an earlier checkpoint (``continual``: its state and classes, the support folder's
+new classes and new images of known ones, its replay memory) and writes a NEW file: ``out`` must differ from it,
+and the old file is only read. Every run keeps a replay memory of its support images under ``replay_budget``
+bytes in the checkpoint it writes (``replay_memory``; 0: none).
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.adapted_constants import INFERENCE_SIGNATURES, ConstantLayoutError, adapted_constants_edit
-from tflite_train.runtime.checkpoint import (Checkpoint, checkpoint_arrays, load_checkpoint, restore_checkpoint,
+from tflite_train.runtime.checkpoint import (Checkpoint, load_checkpoint, restore_checkpoint,
                                             save_checkpoint)
+from tflite_train.runtime.continual import AdaptStart, checkpoint_after, continue_from, describe_start
 from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.image_folder import scan_image_folder
 from tflite_train.runtime.model_input import load_images
@@ -42,9 +48,11 @@ from tflite_train.runtime.runtimes import resolve_runtime
 from tflite_train.runtime.text import printable
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.prediction import class_logits, evaluate
+from tflite_train.runtime.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, layers_above
 from tflite_train.runtime.trainer import adapt, check_labelled_set, class_prototypes, embed
 from tflite_train.sparse.budget import Budget, admitting_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import layer_cost
+from tflite_train.sparse.policies import policy_spec
 
 DOCUMENT_RESERVE_BYTES = 2**20  # the config and report stored in the checkpoint, generously
 COMMAND_MAX_ROWS = 4
@@ -52,7 +60,12 @@ COMMAND_MAX_ROWS = 4
 interpreter keeps a signature's tensors sized for the largest batch it ran (EfficientNet-Lite0@128:
 ``features`` at 32 images +112 MiB peak RSS, ``infer`` at 25 +60 MiB), while the time per image is
 the same from 1 to 32 images (measured on both runtimes; ``bench/results/MEMORY.md``)."""
-UNBUDGETED_POLICIES = ("none", "last_layer", "full_train")
+COMMAND_FISHER_ROWS = 1
+"""Most images per ``fisher`` call of ``adapt`` (``AdaptConfig.fisher_chunk_size``, whose library default
+the benchmark's recorded configs keep): the interpreter keeps a call's activations and gradients for the
+rest of the run. On EfficientNet-Lite0@128 with LiteRT's weight cache, 1 instead of 4 images: the command's
+peak RSS 318-323 -> 297 MiB, the Fisher pass of 25 images 0.09 -> 0.13 s, the same selection and losses
+(the potentials agree to 2e-6 relative: float rounding of the chunk means)."""
 LOG = logging.getLogger(__name__)
 
 
@@ -137,14 +150,15 @@ def _read_folder(root: str | os.PathLike, model: TrainableModel, progress: Progr
     return images, folder.labels, folder.class_names
 
 
-def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool,
-                       compute: bool) -> tuple[AdaptConfig, Budget]:
+def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool, compute: bool,
+                       candidates: Sequence[str] | None = None) -> tuple[AdaptConfig, Budget]:
     """``config`` with the library's default budget (``sparse.default_budget``) in the bounds the user did not
     give, and the budget before any raise (the paper's, carried to the model).
 
     B_mem not given (``memory``): the paper's 1 MiB for MCUNet@128 scaled to this model
     (``sparse.scaled_memory_budget``). Then, when the budget admits none of the run's candidate layers alone
-    (``config.sparse_update_layers``, else the model's), the bounds not given (``memory``, ``compute``) are
+    (``config.sparse_update_layers``, else ``candidates``: a continued run's layers above its replay memory's
+    cut, else the model's), the bounds not given (``memory``, ``compute``) are
     raised just enough to admit one (``sparse.admitting_budget``, at the run's channel ratio, the rows one
     train-step call holds (``AdaptConfig.rows_per_call``; an episode step's support rows counted as at least
     the batch, the support set being read later) and the model's optimizer).
@@ -153,7 +167,7 @@ def default_run_budget(model: TrainableModel, config: AdaptConfig, memory: bool,
     paper = config.budget
     if memory and math.isinf(paper.memory_bytes):
         paper = dataclasses.replace(paper, memory_bytes=scaled_memory_budget(table))
-    budget = admitting_budget(paper, table, config.sparse_update_layers or model.candidates,
+    budget = admitting_budget(paper, table, config.sparse_update_layers or candidates or model.candidates,
                               channel_ratio=config.channel_ratio, optimizer=model.metadata[C.F_OPTIMIZER][C.F_NAME],
                               batch_size=config.rows_per_call(config.batch_size), raise_memory=memory,
                               raise_compute=compute).budget
@@ -166,8 +180,13 @@ def support_accuracy(model: TrainableModel, images: np.ndarray, labels: np.ndarr
     return evaluate(model, images, labels)
 
 
-def prototype_accuracy(model: TrainableModel, images: np.ndarray, labels: np.ndarray, chunk_size: int = 32) -> float:
-    """Support accuracy before adaptation: the exported backbone with the prototype head (adapt's step 1)."""
+def prototype_accuracy(model: TrainableModel, images: np.ndarray, labels: np.ndarray, chunk_size: int = 32,
+                       start: AdaptStart | None = None) -> float:
+    """Support accuracy before adaptation: the exported backbone with the prototype head (adapt's step 1); with
+    ``start``, the checkpoint's backbone with the continued run's starting head (``AdaptStart.begin``)."""
+    if start is not None:
+        start.begin(model, images, labels, chunk_size)
+        return support_accuracy(model, images, labels)
     model.reset_state()
     model.set_head(class_prototypes(embed(model, images, chunk_size), labels))
     return support_accuracy(model, images, labels)
@@ -198,6 +217,8 @@ def run_adaptation(
     progress: Progress = no_progress,
     default_memory_budget: bool = False,
     default_compute_budget: bool = False,
+    start_from: str | os.PathLike | None = None,
+    replay_budget: int = DEFAULT_REPLAY_BUDGET_BYTES,
 ) -> dict[str, Any]:
     """Adapts the model to ``support_dir`` and saves the checkpoint ``out``; returns the report dict.
 
@@ -216,6 +237,10 @@ def run_adaptation(
       default_compute_budget: B_compute not given (``config``'s is the protocol's default): the default
         budget rule may raise it (``default_run_budget``). With both defaults, some candidate layer always
         fits the budget.
+      start_from: An earlier checkpoint of this model to continue from (``continual``), or None: its classes
+        first, then the support folder's new ones (one class is enough then); ``out`` must be another file.
+      replay_budget: Bytes of replay memory the new checkpoint may keep (``replay_memory``; 0: none, and a
+        ``start_from`` memory is not trained on either).
 
     Raises:
       UserError (a ValueError) or OSError: one-line reasons; nothing is written before the checkpoint
@@ -224,37 +249,64 @@ def run_adaptation(
     """
     started = time.perf_counter()
     out = pathlib.Path(out)
+    if isinstance(replay_budget, bool) or not isinstance(replay_budget, int) or replay_budget < 0:
+        raise UserError(f"replay budget must be a whole number of bytes >= 0; got {replay_budget!r}")
     budgeted = not math.isinf(config.memory_bytes) or config.compute_fraction is not None or config.compute_macs is not None
-    if budgeted and config.policy in UNBUDGETED_POLICIES:
+    budgeted_policy = policy_spec(config.policy).budgeted
+    if budgeted and not budgeted_policy:
         LOG.warning("policy %s ignores the memory and compute budgets (the summary shows its cost against them)",
                     config.policy)
     outputs = (out, *(pathlib.Path(p) for p in extra_outputs))
     for path in outputs:  # first: a name too long for the file system is said as such
         check_output_file(path, what="output")
-    _check_distinct(outputs, inputs=(pathlib.Path(model_path),))
+    inputs = (pathlib.Path(model_path), *(() if start_from is None else (pathlib.Path(start_from),)))
+    _check_distinct(outputs, inputs=inputs)
     with output_lock(out):  # before any work: a second run into the same output stops here
+        previous = None
+        if start_from is not None:  # read and checked field by field before the model is opened
+            _require_regular_file(start_from, "checkpoint")
+            previous = load_checkpoint(start_from)
         model = load_model(model_path, runtime)
         outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
         if outside:
             raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "
                             f"candidates: {', '.join(model.candidates)}")
         paper = None
-        if config.policy not in UNBUDGETED_POLICIES and (default_memory_budget or default_compute_budget):
-            config, paper = default_run_budget(model, config, default_memory_budget, default_compute_budget)
-        reserve = checkpoint_bound_bytes(model, include_optimizer) + DOCUMENT_RESERVE_BYTES
+        if budgeted_policy and (default_memory_budget or default_compute_budget):
+            allowed = None  # a run from a replay memory selects above its cut: the default budget admits one of those
+            if previous is not None and previous.replay is not None and replay_budget > 0:
+                index = {layer.name: layer.index for layer in layer_table(model.metadata)}
+                allowed = layers_above(previous.replay.cut_index, model.candidates, index)
+            config, paper = default_run_budget(model, config, default_memory_budget, default_compute_budget, allowed)
+        reserve = checkpoint_bound_bytes(model, include_optimizer) + replay_budget + DOCUMENT_RESERVE_BYTES
         check_output_file(out, reserve_bytes=reserve, what="checkpoint")
         load_seconds = time.perf_counter() - started
         images, labels, names = _read_folder(support_dir, model, progress)
-        if len(names) < 2:
-            raise ImageFolderError(f"support folder {printable(str(support_dir))} has {len(names)} class folder "
-                                   f"({printable(names[0])}); adaptation needs at least 2 classes")
-        check_labelled_set(model, images, labels)
-        if config.batch_size > images.shape[0]:
-            raise UserError(f"batch size {config.batch_size} exceeds the {images.shape[0]} support images")
-        steps = config.num_steps(images.shape[0])
+        start = None
+        if previous is None:
+            if len(names) < 2:
+                raise ImageFolderError(f"support folder {printable(str(support_dir))} has {len(names)} class folder "
+                                       f"({printable(names[0])}); adaptation needs at least 2 classes")
+            check_labelled_set(model, images, labels)
+        else:
+            start, index = continue_from(previous, names, use_replay=replay_budget > 0,
+                                         source=f"checkpoint {printable(os.fspath(start_from))}")
+            labels, names = index[labels], start.class_names
+            check_labelled_set(model, images, labels, min_classes=1, all_classes=False)
+            start.check_fits(model, labels)
+            if len(names) < 2:
+                raise UserError(f"the checkpoint and the support folder name one class ({printable(names[0])}); "
+                                "adaptation needs at least 2 classes")
+            _check_layers_above(config, start, model)
+            LOG.info("continuing from %s: %s", printable(os.fspath(start_from)), describe_start(start))
+        rows = images.shape[0] + (0 if start is None or start.replay is None else len(start.replay))
+        replayed = f" and {rows - images.shape[0]} replayed" if rows > images.shape[0] else ""
+        if config.batch_size > rows:
+            raise UserError(f"batch size {config.batch_size} exceeds the {images.shape[0]} support images{replayed}")
+        steps = config.num_steps(rows)
         if max_steps is not None and steps > max_steps:
-            raise UserError(f"{steps} optimizer steps ({config.epochs} epochs x {images.shape[0]} images / batch "
-                            f"{config.batch_size}) exceed the limit of {max_steps}")
+            raise UserError(f"{steps} optimizer steps ({config.epochs} epochs x {images.shape[0]} images{replayed} "
+                            f"/ batch {config.batch_size}) exceed the limit of {max_steps}")
         query = None
         if query_dir is not None:
             q_images, q_labels, q_names = _read_folder(query_dir, model, progress)
@@ -265,8 +317,13 @@ def run_adaptation(
             query = (q_images, np.asarray([index[q_names[k]] for k in q_labels], np.int32))
             check_labelled_set(model, *query, name="query", min_classes=1, all_classes=False)
         read_seconds = time.perf_counter() - started - load_seconds
-        before = prototype_accuracy(model, images, labels, config.chunk_size)
-        result = adapt(model, images, labels, config, progress=progress)
+        before = prototype_accuracy(model, images, labels, config.chunk_size, start)
+        config = dataclasses.replace(config, fisher_chunk_size=min(config.fisher_chunk_size, COMMAND_FISHER_ROWS))
+        result = adapt(model, images, labels, config, progress=progress, start=start)
+        replay_start = time.perf_counter()
+        adapted = checkpoint_after(model, result.selection, start, images, labels, names, replay_budget=replay_budget,
+                                   seed=config.seed, include_optimizer=include_optimizer, chunk_size=config.chunk_size)
+        replay_seconds = time.perf_counter() - replay_start
         report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
                   "shots": np.bincount(labels, minlength=len(names)).tolist(),
                   "support_size": int(images.shape[0]), **result.to_dict(),
@@ -274,7 +331,16 @@ def run_adaptation(
                   "policy": config.policy, "batch_size": config.batch_size, "checkpoint": str(out), "runtime": model.runtime,
                   "input_shape": [int(v) for v in model.input_shape],
                   "layer_costs": layer_costs(model)}
-        report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"]}
+        report["seconds"] = {"load": load_seconds, "read": read_seconds, **report["seconds"],
+                             "remember": replay_seconds}
+        report["replay_memory"] = replay_report(adapted.replay, replay_budget, names, model)
+        if start is not None:
+            report["continued_from"] = {
+                "checkpoint": os.fspath(start_from), "classes": list(previous.class_names),
+                "new_classes": list(names[len(previous.class_names):]),
+                "replayed": 0 if start.replay is None else len(start.replay),
+                "selection_from": None if start.replay is None else start.replay.cut_layer,
+                "saved_selection": adapted.selection.to_dict()}
         if paper is not None and paper != config.budget:  # the default budget was raised to admit a layer
             report["raised_from"] = {"memory_bytes": None if math.isinf(paper.memory_bytes) else paper.memory_bytes,
                                      "compute_limit_macs": paper.compute_limit(layer_table(model.metadata))}
@@ -286,14 +352,35 @@ def run_adaptation(
         resolved = {"model": str(model_path), "support": str(support_dir),
                     "query": None if query_dir is None else str(query_dir), "out": str(out),
                     C.CK_INCLUDE_OPTIMIZER: include_optimizer, "adapt": config.to_dict(),
-                    C.F_MODEL_ID: model.metadata[C.F_MODEL_ID], "runtime": model.runtime}
-        arrays = checkpoint_arrays(model, result.selection.ordered(layer_table(model.metadata)), include_optimizer)
+                    C.F_MODEL_ID: model.metadata[C.F_MODEL_ID], "runtime": model.runtime,
+                    "from": None if start_from is None else os.fspath(start_from), "replay_budget": replay_budget}
         report["total_seconds"] = time.perf_counter() - started
         report["peak_rss_bytes"] = resident_memory().peak_bytes  # all but encoding and writing the small file
         # one file, one rename: the checkpoint, its config and its report are replaced together
-        report["checkpoint_bytes"] = save_checkpoint(out, model, result.selection, include_optimizer=include_optimizer,
-                                                     class_names=names, config=resolved, report=report, arrays=arrays)
+        report["checkpoint_bytes"] = save_checkpoint(out, model, adapted.selection, include_optimizer=include_optimizer,
+                                                     class_names=names, config=resolved, report=report,
+                                                     arrays=adapted.arrays, replay=adapted.replay)
         return report
+
+
+def _check_layers_above(config: AdaptConfig, start: AdaptStart, model: TrainableModel) -> None:
+    """UserError when ``--sparse-update-layers`` names a layer below the replay memory's cut (which stays frozen)."""
+    allowed = set(start.candidates(model))
+    below = [n for n in config.sparse_update_layers or () if n not in allowed]
+    if below:
+        raise UserError(f"sparse_update layers {', '.join(below)} lie below the replay memory's cut "
+                        f"{start.replay.cut_layer}, whose stored activations they feed: a run from this checkpoint "
+                        f"updates only {', '.join(start.candidates(model))} (or give a replay budget of 0)")
+
+
+def replay_report(memory: ReplayMemory | None, budget: int, names: Sequence[str],
+                  model: TrainableModel) -> dict[str, Any]:
+    """The report's ``replay_memory``: the stored memory's summary (``ReplayMemory.report``), or why none is kept."""
+    if memory is not None:
+        return memory.report(names)
+    reason = ("replay budget 0" if budget <= 0 else "the model has no frozen-prefix cut" if not model.cached_cuts
+              else model.cache_unsafe or "the budget holds no activation at the cut")
+    return {"budget": budget, "bytes": 0, "examples": 0, "reason": reason}
 
 
 def run_record(checkpoint_path: str | os.PathLike) -> dict[str, Any]:

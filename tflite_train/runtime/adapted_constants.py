@@ -38,7 +38,8 @@ from tflite_train.runtime.checkpoint import Checkpoint, StateWrite, checkpoint_w
 from tflite_train.runtime.flatbuffer_graph import Graph, read_graph
 from tflite_train.runtime.interpreter import TrainableModel
 
-__all__ = ["INFERENCE_SIGNATURES", "ConstantLayoutError", "adapted_constants_edit"]
+__all__ = ["INFERENCE_SIGNATURES", "ConstantLayoutError", "adapted_constants_edit", "copy_on_write_branches",
+           "filter_write"]
 
 INFERENCE_SIGNATURES = (C.INFER, C.SET_HEAD)
 """What the inference-only model opens."""
@@ -64,18 +65,33 @@ class _Branch:
     weights_shape: tuple[int, ...]
 
 
-def _layer_branches(graph: Graph) -> dict[str, list[_Branch]]:
-    """Candidate layer -> the else-branches of the ``IF`` operators of ``infer``'s main subgraph that run it
-    (whose inputs include the handles of ``<layer>_kernel`` and ``<layer>_bias``)."""
+def copy_on_write_branches(graph: Graph) -> list[tuple[str, int]]:
+    """(candidate layer, else-branch subgraph) of each ``IF`` operator of ``infer``'s main subgraph that runs a
+    layer (whose inputs include the handles of ``<layer>_kernel`` and ``<layer>_bias``), in order."""
     operators = graph.operators[graph.signatures[C.INFER]]
     handles = {out: op.variable for op in operators if op.name == "VAR_HANDLE" for out in op.outputs}
-    found: dict[str, list[_Branch]] = {}
+    found = []
     for op in operators:
         names = {handles.get(t) for t in op.inputs} - {None}
         kernels = [n[:-len(C.KERNEL_SUFFIX)] for n in names if n.endswith(C.KERNEL_SUFFIX)]
-        if op.name != "IF" or len(kernels) != 1 or kernels[0] + C.BIAS_SUFFIX not in names:
-            continue
-        layer, branch = kernels[0], op.subgraphs[1]
+        if op.name == "IF" and len(kernels) == 1 and kernels[0] + C.BIAS_SUFFIX in names:
+            found.append((kernels[0], op.subgraphs[1]))
+    return found
+
+
+def filter_write(op: str, write: StateWrite) -> tuple[Any, np.ndarray]:
+    """(index, value) of a kernel write (the contract's [kh, kw, I, C] resp. [k, k, C, 1] slice) in the filter
+    of ``op`` (``FILTER_TRANSPOSE``: CONV_2D [O, kh, kw, I], the channels on axis 0; DEPTHWISE_CONV_2D
+    [1, k, k, C], on axis 3)."""
+    index = write.index if op == "CONV_2D" else (slice(None),) * 3 + (write.index,)
+    return index, np.transpose(write.value, FILTER_TRANSPOSE[op])
+
+
+def _layer_branches(graph: Graph) -> dict[str, list[_Branch]]:
+    """Candidate layer -> the else-branches of ``copy_on_write_branches``, each one ``CONV_2D`` or
+    ``DEPTHWISE_CONV_2D`` on float32 constants (ConstantLayoutError otherwise)."""
+    found: dict[str, list[_Branch]] = {}
+    for layer, branch in copy_on_write_branches(graph):
         body = graph.operators[branch]
         if len(body) != 1 or body[0].name not in FILTER_TRANSPOSE or len(body[0].inputs) != 3:
             raise ConstantLayoutError(f"{layer}: the constant branch of infer is not one CONV_2D/DEPTHWISE_CONV_2D")
@@ -150,11 +166,7 @@ def _constant_writes(graph: Graph, data: bytearray, model: TrainableModel, write
                 raise ConstantLayoutError(f"{write.layer}: filter {list(branch.weights_shape)} is not {write.name} "
                                           f"{list(shape)} transposed")
             view = np.frombuffer(data, np.float32, size // 4, start).reshape(branch.weights_shape)
-            value = np.transpose(write.value, transpose)
-            if branch.op == "CONV_2D":  # [O, kh, kw, I]: the channels on axis 0
-                out.append((view, write.index, value))
-            else:  # [1, k, k, C]: the channels on axis 3
-                out.append((view[0], (slice(None), slice(None), write.index), value[0]))
+            out.append((view, *filter_write(branch.op, write)))
     return out
 
 

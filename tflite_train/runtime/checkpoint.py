@@ -9,7 +9,8 @@ File layout (little-endian; no pickle):
                       include_optimizer, class_names, arrays: [{name, dtype, shape, offset, nbytes}],
                       payload_bytes; optionally config and report (contract.CHECKPOINT_CONFIG,
                       CHECKPOINT_REPORT): the resolved config and the report of the run that wrote
-                      it, JSON objects (non-finite numbers stored as null)
+                      it, JSON objects (non-finite numbers stored as null); optionally replay
+                      (contract.CK_REPLAY): the replay memory's section (``replay_memory``)
     payload           the arrays' C-order bytes, at their offsets
     digest   32 bytes sha256 of everything above
 
@@ -17,7 +18,9 @@ Arrays: ``prototypes`` [K, D] and ``num_classes``; per selected layer l with cha
 ``{l}_kernel[..., C_l]`` (depthwise kernels [k, k, C, 1]: axis 2) and ``{l}_bias[C_l]``; with
 ``include_optimizer`` also the same slices of the optimizer slots (``{l}_kernel_m`` ...) and ``step``;
 and ``learning_rate``. Restoring = ``reset_state`` (the exported state) + writing these slices and the
-selection mask, so a checkpoint is only valid for the model whose metadata ``model_id`` it names.
+selection mask, so a checkpoint is only valid for the model whose metadata ``model_id`` it names. With a
+replay section, also ``replay_activations`` and ``replay_labels`` (``replay_memory.ReplayMemory``; read into
+``Checkpoint.replay``, never written into the state).
 
 Saving writes a temporary file in the target's directory, fsyncs it, ``os.replace``s it over the
 target and fsyncs the directory (``atomic_file.write_atomic``): a crash at any point leaves either
@@ -42,11 +45,12 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.atomic_file import write_atomic
-from tflite_train.runtime.checkpoint_schema import (ALLOWED_DTYPES, check_checkpoint_arrays, check_checkpoint_fits,
-                                                    check_checkpoint_header)
+from tflite_train.runtime.checkpoint_schema import (ALLOWED_DTYPES, REPLAY_ARRAYS, check_checkpoint_arrays,
+                                                    check_checkpoint_fits, check_checkpoint_header, check_replay_fits)
 from tflite_train.runtime.errors import CheckpointError
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import layer_table
+from tflite_train.runtime.replay_memory import ReplayMemory
 from tflite_train.sparse.selection import Selection
 
 CHECKPOINT_MAGIC = C.CHECKPOINT_MAGIC.encode("ascii")
@@ -60,7 +64,8 @@ _MAX_HEADER_BYTES = 64 * 2**20
 
 @dataclasses.dataclass(frozen=True)
 class Checkpoint:
-    """A parsed checkpoint: the model it belongs to, the selection and the stored arrays."""
+    """A parsed checkpoint: the model it belongs to, the selection, the stored state arrays and, optionally,
+    its replay memory (its arrays are not in ``arrays``)."""
 
     model_id: str
     selection: Selection
@@ -69,6 +74,7 @@ class Checkpoint:
     class_names: tuple[str, ...] = ()
     config: Mapping[str, Any] | None = None
     report: Mapping[str, Any] | None = None
+    replay: ReplayMemory | None = None
 
 
 def _channel_axis(model: TrainableModel, layer: str, shape: tuple[int, ...]) -> int:
@@ -123,8 +129,14 @@ def _json_document(value: Any, name: str) -> Any:
 
 def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, np.ndarray],
                       include_optimizer: bool = False, class_names: tuple[str, ...] = (), *,
-                      config: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None) -> bytes:
-    """The checkpoint file's bytes (layout in the module docstring); ``config``/``report`` are stored if given."""
+                      config: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None,
+                      replay: ReplayMemory | None = None) -> bytes:
+    """The checkpoint file's bytes (layout in the module docstring); ``config``/``report``/``replay`` are stored
+    if given."""
+    stray = [name for name in REPLAY_ARRAYS if name in arrays]
+    if stray:
+        raise ValueError(f"array {stray[0]!r} is replay data: pass the memory as replay=")
+    arrays = {**arrays, **(replay.arrays() if replay is not None else {})}
     entries, payload, offset = [], [], 0
     for name in sorted(arrays):
         value = np.array(arrays[name], order="C")
@@ -141,6 +153,8 @@ def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, 
         C.CK_CLASS_NAMES: [str(n) for n in class_names],
         C.CK_PAYLOAD_BYTES: offset,
     }
+    if replay is not None:
+        fields[C.CK_REPLAY] = replay.section()
     fields = json.loads(json.dumps(fields, sort_keys=True))  # the fixed fields with sorted keys, at every level
     for key, document in ((C.CHECKPOINT_CONFIG, config), (C.CHECKPOINT_REPORT, report)):
         if document is not None:  # in its own key order (e.g. layers in forward order)
@@ -150,17 +164,14 @@ def encode_checkpoint(model_id: str, selection: Selection, arrays: Mapping[str, 
     return body + hashlib.sha256(body).digest()
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
-
-
 def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
     """Parses and verifies checkpoint bytes: the digest, then every header field against the declared
     schema (``checkpoint_schema``) before any value is used, then the payload's own rules.
 
     Raises:
-      CheckpointError: wrong magic/format/version, truncated, checksum mismatch, or a header field of
-        the wrong type, out of range or inconsistent (one line naming the field).
+      CheckpointError: wrong magic/format/version, truncated, checksum mismatch, a header that is not strict
+        JSON (``contract.loads_strict``: a duplicate key or a NaN, as the Java core refuses them), or a
+        header field of the wrong type, out of range or inconsistent (one line naming the key or field).
     """
     if len(data) < _PREFIX.size + _DIGEST_BYTES:
         raise CheckpointError(f"{source}: truncated checkpoint ({len(data)} bytes)")
@@ -176,8 +187,7 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
         raise CheckpointError(f"{source}: header length {header_len} exceeds the file's {len(body) - _PREFIX.size} "
                               "bytes after the prefix")
     try:
-        parsed = json.loads(body[_PREFIX.size:_PREFIX.size + header_len].decode("utf-8"),
-                            parse_constant=_reject_constant)
+        parsed = C.loads_strict(body[_PREFIX.size:_PREFIX.size + header_len].decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as err:
         raise CheckpointError(f"{source}: malformed checkpoint header ({type(err).__name__}: {str(err)[:200]})") from None
     header = check_checkpoint_header(parsed, source)
@@ -190,6 +200,9 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
         dtype = np.dtype(entry[C.CK_DTYPE]).newbyteorder("<")
         arrays[entry[C.CK_NAME]] = np.frombuffer(chunk, dtype).reshape(entry[C.CK_SHAPE]).astype(entry[C.CK_DTYPE])
     check_checkpoint_arrays(header, arrays, source)
+    replay = None
+    if C.CK_REPLAY in header:
+        replay = ReplayMemory.from_checkpoint(header[C.CK_REPLAY], {n: arrays.pop(n) for n in REPLAY_ARRAYS})
     selection_fields = header[C.CK_SELECTION]
     try:
         selection = Selection(tuple(selection_fields[C.SEL_LAYERS]),
@@ -199,18 +212,19 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
         raise CheckpointError(f"{source}: checkpoint header field {C.CK_SELECTION}: {err}") from None
     return Checkpoint(header[C.F_MODEL_ID], selection, header[C.CK_INCLUDE_OPTIMIZER], arrays,
                       tuple(header[C.CK_CLASS_NAMES]), config=header.get(C.CHECKPOINT_CONFIG),
-                      report=header.get(C.CHECKPOINT_REPORT))
+                      report=header.get(C.CHECKPOINT_REPORT), replay=replay)
 
 
 def save_checkpoint(path: str | os.PathLike, model: TrainableModel, selection: Selection, *,
                     include_optimizer: bool = False, class_names: tuple[str, ...] = (),
                     config: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None,
                     chunk_size: int = 1 << 16, on_chunk: Callable[[int, int], None] | None = None,
-                    arrays: Mapping[str, np.ndarray] | None = None) -> int:
+                    arrays: Mapping[str, np.ndarray] | None = None, replay: ReplayMemory | None = None) -> int:
     """Saves ``model``'s adapted state under ``selection`` to ``path`` atomically; returns the file size.
 
     ``class_names`` (optional, one per head class) are stored for ``predict``; ``config`` and
-    ``report`` (optional JSON objects) are stored in the same file, so they are replaced with it.
+    ``report`` (optional JSON objects) are stored in the same file, so they are replaced with it, and so is
+    ``replay`` (optional: the replay memory; its labels must be classes of the head).
     ``arrays``: ``checkpoint_arrays(model, selection, include_optimizer)`` when the caller has them already.
     Two processes saving to one path: hold ``output_lock.output_lock(path)`` around the whole run.
     """
@@ -221,8 +235,10 @@ def save_checkpoint(path: str | os.PathLike, model: TrainableModel, selection: S
         arrays = checkpoint_arrays(model, selection, include_optimizer)
     if class_names and len(class_names) != int(arrays[C.NUM_CLASSES]):
         raise ValueError(f"class_names must name {int(arrays[C.NUM_CLASSES])} classes; got {len(class_names)}")
+    if replay is not None and (replay.labels.min() < 0 or replay.labels.max() >= int(arrays[C.NUM_CLASSES])):
+        raise ValueError(f"replay labels must be classes 0..{int(arrays[C.NUM_CLASSES]) - 1} of the head")
     data = encode_checkpoint(str(model.metadata[C.F_MODEL_ID]), selection, arrays, include_optimizer, tuple(class_names),
-                             config=config, report=report)
+                             config=config, report=report, replay=replay)
     write_atomic(path, data, chunk_size=chunk_size, on_chunk=on_chunk)
     return len(data)
 
@@ -263,6 +279,8 @@ def checkpoint_writes(model: TrainableModel, checkpoint: Checkpoint) -> list[Sta
     if checkpoint.class_names and len(checkpoint.class_names) != int(checkpoint.arrays[C.NUM_CLASSES]):
         raise CheckpointError(f"checkpoint names {len(checkpoint.class_names)} classes; its head has "
                               f"{int(checkpoint.arrays[C.NUM_CLASSES])}")
+    if checkpoint.replay is not None:
+        check_replay_fits(checkpoint.replay.section(), model.cached_cuts)
     for name, value in checkpoint.arrays.items():
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             raise CheckpointError(f"checkpoint array {name!r} holds NaN or Inf")

@@ -8,12 +8,16 @@ Three layers, each checked before any value of the layer is used (``checkpoint.d
    ``channels`` has exactly its ``layers`` as keys, each a strictly increasing list of channel indices;
    array names are unique, each array's ``nbytes`` is its ``shape``'s element count x 4 and lies within
    ``payload_bytes``; ``num_classes``, ``prototypes`` and ``learning_rate`` are present with their
-   contract dtype and rank.
+   contract dtype and rank. The optional replay section (``REPLAY``, issue 42) comes with exactly its two
+   arrays: ``replay_activations`` float32 [R >= 1, *activation_shape] within ``budget_bytes``, and
+   ``replay_labels`` int32 [R]; a header without it has neither array.
 2. ``check_checkpoint_arrays(header, arrays, source)``: what needs the payload: ``num_classes`` >= 1,
-   ``prototypes`` has that many rows, and ``class_names`` is empty or names exactly that many classes.
+   ``prototypes`` has that many rows, and ``class_names`` is empty or names exactly that many classes;
+   replay labels are classes of the head and replay activations finite.
 3. ``check_checkpoint_fits(checkpoint, ...)``: against the model: the ``model_id``, every selected
    layer a candidate, every channel index below its layer's output channels, at most
-   ``class_capacity`` classes and prototypes of ``feature_dim`` columns.
+   ``class_capacity`` classes and prototypes of ``feature_dim`` columns; ``check_replay_fits``: the
+   replay section's cut is one of the model's cached cuts, at its index and with its activation shape.
 
 Each failure is a ``CheckpointError`` of one line naming the file, the field and what is wrong.
 """
@@ -21,7 +25,7 @@ Each failure is a ``CheckpointError`` of one line naming the file, the field and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +36,8 @@ from tflite_train.runtime.header_schema import (Bool, Const, Field, Int, JsonObj
                                                 SchemaError, Str, field_path, require, sequence_text)
 
 __all__ = ["ALLOWED_DTYPES", "CHECKPOINT_HEADER", "MAX_ARRAYS", "MAX_CLASSES", "MAX_LAYERS", "MAX_PAYLOAD_BYTES",
-           "SELECTION", "check_checkpoint_arrays", "check_checkpoint_fits", "check_checkpoint_header"]
+           "REPLAY", "SELECTION", "check_checkpoint_arrays", "check_checkpoint_fits", "check_checkpoint_header",
+           "check_replay_fits"]
 
 ALLOWED_DTYPES = ("float32", "int32")
 """Element types a checkpoint array may have (4 bytes each, little-endian)."""
@@ -47,6 +52,8 @@ MAX_DIM = 2**31 - 1
 MAX_PAYLOAD_BYTES = 2**40
 _REQUIRED_ARRAYS = {C.NUM_CLASSES: ("int32", 0), C.PROTOTYPES: ("float32", 2), C.LEARNING_RATE: ("float32", 0)}
 """Arrays every checkpoint holds: name -> (dtype, rank)."""
+REPLAY_ARRAYS = (C.REPLAY_ACTIVATIONS, C.REPLAY_LABELS)
+"""The payload arrays of the replay section (present exactly when the section is)."""
 
 
 def _selection_rules(selection: dict, path: str) -> None:
@@ -79,6 +86,41 @@ ARRAY_ENTRY = Object({
 })
 
 
+REPLAY = Object({
+    C.F_FORMAT: Field(Const(C.REPLAY_FORMAT)),
+    C.F_FORMAT_VERSION: Field(Const(C.REPLAY_FORMAT_VERSION)),
+    C.RP_CUT_LAYER: Field(Str(max_length=MAX_NAME, min_length=1)),
+    C.RP_CUT_INDEX: Field(Int(0, MAX_LAYERS)),
+    C.RP_ACTIVATION_SHAPE: Field(ListOf(Int(1, MAX_DIM), MAX_RANK - 1, min_length=1)),
+    C.RP_BUDGET_BYTES: Field(Int(0, MAX_PAYLOAD_BYTES)),
+    C.F_RULE: Field(Str(choices=(C.REPLAY_RULE,))),
+})
+"""The replay section (``contract.CK_REPLAY``; ``replay_memory``)."""
+
+
+def _replay_rules(header: dict, seen: Mapping[str, dict]) -> None:
+    """The replay section and its two arrays agree (module docstring, layer 1)."""
+    replay = header.get(C.CK_REPLAY)
+    if replay is None:
+        stray = [name for name in REPLAY_ARRAYS if name in seen]
+        require(not stray, f"{C.CK_ARRAYS}[{stray[0]!r}]" if stray else "",
+                f"is replay data without the header field {C.CK_REPLAY}")
+        return
+    for name in REPLAY_ARRAYS:
+        require(name in seen, C.CK_ARRAYS, f"has no {name!r} array for the header field {C.CK_REPLAY}")
+    shape = replay[C.RP_ACTIVATION_SHAPE]
+    activations, labels = seen[C.REPLAY_ACTIVATIONS], seen[C.REPLAY_LABELS]
+    where = f"{C.CK_ARRAYS}[{C.REPLAY_ACTIVATIONS!r}]"
+    rows = activations[C.CK_SHAPE][0] if activations[C.CK_SHAPE] else 0
+    require(activations[C.CK_DTYPE] == "float32" and activations[C.CK_SHAPE][1:] == shape and rows >= 1, where,
+            f"must be float32 [R >= 1, {', '.join(map(str, shape))}] ({C.CK_REPLAY}.{C.RP_ACTIVATION_SHAPE}); "
+            f"got {activations[C.CK_DTYPE]} {activations[C.CK_SHAPE]}")
+    require(activations[C.CK_NBYTES] <= replay[C.RP_BUDGET_BYTES], where,
+            f"takes {activations[C.CK_NBYTES]} bytes, over {C.CK_REPLAY}.{C.RP_BUDGET_BYTES} {replay[C.RP_BUDGET_BYTES]}")
+    require(labels[C.CK_DTYPE] == "int32" and labels[C.CK_SHAPE] == [rows], f"{C.CK_ARRAYS}[{C.REPLAY_LABELS!r}]",
+            f"must be int32 [{rows}] (one class per stored activation); got {labels[C.CK_DTYPE]} {labels[C.CK_SHAPE]}")
+
+
 def _header_rules(header: dict, path: str) -> None:
     payload = header[C.CK_PAYLOAD_BYTES]
     seen: dict[str, dict] = {}
@@ -98,6 +140,7 @@ def _header_rules(header: dict, path: str) -> None:
         entry = seen[name]
         require(entry[C.CK_DTYPE] == dtype and len(entry[C.CK_SHAPE]) == rank, f"{C.CK_ARRAYS}[{name!r}]",
                 f"must be {dtype} of rank {rank}; got {entry[C.CK_DTYPE]} {entry[C.CK_SHAPE]}")
+    _replay_rules(header, seen)
 
 
 CHECKPOINT_HEADER = Object({
@@ -111,6 +154,7 @@ CHECKPOINT_HEADER = Object({
     C.CK_PAYLOAD_BYTES: Field(Int(0, MAX_PAYLOAD_BYTES)),
     C.CHECKPOINT_CONFIG: Field(Nullable(JsonObject()), required=False),
     C.CHECKPOINT_REPORT: Field(Nullable(JsonObject()), required=False),
+    C.CK_REPLAY: Field(REPLAY, required=False),
 }, validator=_header_rules)
 """The checkpoint header (``checkpoint`` module docstring; CONTRACT.md "Checkpoint format")."""
 
@@ -149,6 +193,14 @@ def check_checkpoint_arrays(header: Mapping[str, Any], arrays: Mapping[str, np.n
     if names and len(names) != k:
         raise CheckpointError(f"{source}: checkpoint header field {C.CK_CLASS_NAMES}: names {len(names)} classes; "
                               f"the head has {C.NUM_CLASSES} {k}")
+    if C.REPLAY_LABELS in arrays:
+        labels = arrays[C.REPLAY_LABELS]
+        outside = labels[(labels < 0) | (labels >= k)]
+        if outside.size:
+            raise CheckpointError(f"{source}: checkpoint array {C.REPLAY_LABELS!r} holds class {int(outside[0])}; "
+                                  f"the head has {C.NUM_CLASSES} {k}")
+        if not np.all(np.isfinite(arrays[C.REPLAY_ACTIVATIONS])):
+            raise CheckpointError(f"{source}: checkpoint array {C.REPLAY_ACTIVATIONS!r} holds NaN or Inf")
     return k
 
 
@@ -175,3 +227,24 @@ def check_checkpoint_fits(model_id: str, layers: tuple[str, ...], channels: Mapp
                                   f"layer {name!r} has {candidate_channels[name]} output channels")
     if not 1 <= num_classes <= capacity:
         raise CheckpointError(f"{source}: checkpoint num_classes {num_classes} is outside 1..{capacity}")
+
+
+def check_replay_fits(section: Mapping[str, Any], cuts: Sequence[Any], source: str = "checkpoint") -> None:
+    """The replay section against the model: its cut is one of the model's cached cuts (``CachedCut``s), at
+    the same layer index and with the same activation shape.
+
+    Raises:
+      CheckpointError: naming the field and both values.
+    """
+    layer = section[C.RP_CUT_LAYER]
+    cut = next((c for c in cuts if c.layer == layer), None)
+    where = f"{source}: checkpoint header field {C.CK_REPLAY}"
+    if cut is None:
+        raise CheckpointError(f"{where}.{C.RP_CUT_LAYER}: {layer!r} is not a cached cut of this model "
+                              f"({sequence_text([c.layer for c in cuts]) or 'it has none'})")
+    if cut.index != section[C.RP_CUT_INDEX]:
+        raise CheckpointError(f"{where}.{C.RP_CUT_INDEX}: is {section[C.RP_CUT_INDEX]}; layer {layer!r} has index "
+                              f"{cut.index} in this model")
+    if list(cut.shape) != list(section[C.RP_ACTIVATION_SHAPE]):
+        raise CheckpointError(f"{where}.{C.RP_ACTIVATION_SHAPE}: is {list(section[C.RP_ACTIVATION_SHAPE])}; the cut "
+                              f"at {layer!r} has activations of shape {list(cut.shape)} in this model")

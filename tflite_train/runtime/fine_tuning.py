@@ -42,8 +42,8 @@ from tflite_train.runtime.cached_cut import CachedCut
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.pseudo_queries import pseudo_query_batches
 
-__all__ = ["BATCH_MODES", "PROTOTYPE_MODES", "RowSource", "UpdatePlan", "class_prototypes", "embed", "plan_updates",
-           "run_updates"]
+__all__ = ["BATCH_MODES", "PROTOTYPE_MODES", "RowSource", "UpdatePlan", "class_prototypes", "embed", "embed_from",
+           "plan_updates", "run_updates"]
 
 LOG = logging.getLogger(__name__)
 
@@ -59,10 +59,32 @@ def embed(model: TrainableModel, images: np.ndarray, chunk_size: int = 32) -> np
                            for i in range(0, images.shape[0], chunk_size)])
 
 
-def class_prototypes(embeddings: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """c_k = mean of the embeddings of class k, for k = 0..max(labels): f32[K, D]."""
-    return np.stack([embeddings[labels == k].mean(axis=0)
-                     for k in range(int(labels.max()) + 1)]).astype(np.float32)
+def embed_from(model: TrainableModel, cut: CachedCut, activations: np.ndarray, chunk_size: int = 32) -> np.ndarray:
+    """``infer_from_<layer>`` embeddings f32[N, D] of activations at ``cut``, in chunks of ``chunk_size``."""
+    return np.concatenate([model.infer_from(cut, activations[i:i + chunk_size])[C.EMBEDDINGS]
+                           for i in range(0, activations.shape[0], chunk_size)])
+
+
+def class_prototypes(embeddings: np.ndarray, labels: np.ndarray, kept: np.ndarray | None = None) -> np.ndarray:
+    """c_k = mean of the embeddings of class k, for k = 0..K-1: f32[K, D].
+
+    K = max(labels) + 1, or at least the rows of ``kept`` (a continued run's stored prototypes,
+    ``tflite_train.runtime.continual``): a class with no embedding keeps its ``kept`` row.
+
+    Raises:
+      ValueError: a class below K has neither an embedding nor a ``kept`` row.
+    """
+    kept_rows = 0 if kept is None else kept.shape[0]
+    out = []
+    for k in range(max(int(labels.max()) + 1 if labels.size else 0, kept_rows)):
+        rows = labels == k
+        if rows.any():
+            out.append(embeddings[rows].mean(axis=0))
+        elif k < kept_rows:
+            out.append(kept[k])
+        else:
+            raise ValueError(f"class {k} has no embedding and no kept prototype")
+    return np.stack(out).astype(np.float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +158,10 @@ class RowSource:
     With a cut, both are activations at the cut (``features_<layer>``, computed once: nothing below the cut
     changes while only layers above it are selected); without one, the images themselves.
 
+    A continued run's replay memory (``tflite_train.runtime.replay_memory``) adds R stored activations at the
+    cut after the N support images: rows N..N+R-1 of ``support``, and in every view of the pseudo-query rows
+    (a stored activation has no augmented views; ``pseudo_queries`` reads row v * (N + R) + i).
+
     Args:
       model: The model (its selection already set, so the features are those of the frozen prefix).
       cut: The cached cut, or None for full steps.
@@ -143,13 +169,32 @@ class RowSource:
         no rate choice).
       views: f32 [V * N, H, W, C] pseudo-query views, view-major (``draw_views``).
       chunk_size: Images per ``features``/``infer`` call.
+      replay: f32 [R, *cut.shape] stored activations at ``cut`` (needs ``cut`` and ``support``), or None.
     """
 
     def __init__(self, model: TrainableModel, cut: CachedCut | None, support: np.ndarray | None,
-                 views: np.ndarray, chunk_size: int) -> None:
+                 views: np.ndarray, chunk_size: int, replay: np.ndarray | None = None) -> None:
+        if replay is not None and (cut is None or support is None):
+            raise ValueError("replayed activations need a cut and the support rows")
         self.model, self.cut, self.chunk_size = model, cut, chunk_size
+        self.new_rows = 0 if support is None else support.shape[0]
         self.support = None if support is None else self._rows(support)
         self.views = self._rows(views)
+        self.replay = replay
+        if replay is not None:
+            self.support = np.concatenate([self.support, replay])
+
+    def pseudo_queries(self, rows: np.ndarray) -> np.ndarray:
+        """The pseudo-query rows ``rows`` of ``pseudo_query_batches`` over the N (+ R replayed) rows."""
+        if self.replay is None:
+            return self.views[rows]
+        total = self.new_rows + self.replay.shape[0]
+        view, item = np.divmod(rows, total)
+        new = item < self.new_rows
+        out = np.empty((rows.shape[0], *self.views.shape[1:]), self.views.dtype)
+        out[new] = self.views[view[new] * self.new_rows + item[new]]
+        out[~new] = self.replay[item[~new] - self.new_rows]
+        return out
 
     def _chunked(self, call: Callable[[np.ndarray], np.ndarray], rows: np.ndarray) -> np.ndarray:
         return np.concatenate([call(rows[i:i + self.chunk_size]) for i in range(0, rows.shape[0], self.chunk_size)])
@@ -163,7 +208,7 @@ class RowSource:
         """Embeddings f32 [n, D] of ``rows`` (support rows, in the source's form) with the current state."""
         if self.cut is None:
             return embed(self.model, rows, self.chunk_size)
-        return self._chunked(lambda x: self.model.infer_from(self.cut, x)[C.EMBEDDINGS], rows)
+        return embed_from(self.model, self.cut, rows, self.chunk_size)
 
     def step(self, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         """One optimizer step on the rows ``x``."""
@@ -179,7 +224,8 @@ def view_rows(local: np.ndarray, subset: np.ndarray, num_support: int) -> np.nda
 
 def run_updates(model: TrainableModel, source: RowSource, plan: UpdatePlan, *, subset: np.ndarray,
                 labels: np.ndarray, updates: int, views: int, rng: np.random.Generator,
-                on_update: Callable[[dict[str, float]], None] = lambda out: None) -> tuple[list[float], list[float]]:
+                on_update: Callable[[dict[str, float]], None] = lambda out: None,
+                kept: np.ndarray | None = None) -> tuple[list[float], list[float]]:
     """``updates`` optimizer updates on the support ``subset`` by ``plan`` (module docstring).
 
     The model's state must hold the run's start: selection, learning rate and the prototypes of the
@@ -189,12 +235,13 @@ def run_updates(model: TrainableModel, source: RowSource, plan: UpdatePlan, *, s
       model: The model.
       source: The rows (``RowSource``).
       plan: ``plan_updates``' plan.
-      subset: Indices of the support images this run trains on (sorted).
-      labels: i32 [N] labels of the whole support set.
+      subset: Indices of the support rows this run trains on (sorted).
+      labels: i32 [N] labels of the whole support set (and of the replayed rows after it).
       updates: Optimizer updates.
       views: V, views per support image in ``source.views``.
       rng: The generator that draws the pseudo-query batches.
       on_update: Called with each update's loss and accuracy.
+      kept: A continued run's stored prototypes, for "refresh" classes without a row (``class_prototypes``).
 
     Returns:
       (losses, accuracies), one per update: the batch's mean before the update.
@@ -205,9 +252,9 @@ def run_updates(model: TrainableModel, source: RowSource, plan: UpdatePlan, *, s
     support_labels = labels[subset]
     for batch in pseudo_query_batches(rng, subset.shape[0], plan.batch, updates, views):
         rows = view_rows(batch, subset, n)
-        x, y = source.views[rows], view_labels[rows]
+        x, y = source.pseudo_queries(rows), view_labels[rows]
         if plan.prototype_mode == "refresh":
-            model.set_head(class_prototypes(source.embed(source.support[subset]), support_labels))
+            model.set_head(class_prototypes(source.embed(source.support[subset]), support_labels, kept))
         if plan.prototype_mode == "episode":
             roles = np.concatenate([np.ones(subset.shape[0], np.float32), np.zeros(rows.shape[0], np.float32)])
             out = model.episode_step_from(source.cut, np.concatenate([source.support[subset], x]),

@@ -64,12 +64,13 @@ class Graph:
                                            for s in reader.table_vector(root, 7)}
         """Signature key -> its subgraph index."""
         self.plain_control_flow = True
+        self._tensor_tables: dict[int, list[int]] = {}
         self.operators: list[list[Operator]] = [self._operators(sg) for sg in self._subgraphs]
         """Per subgraph, its operators in execution order."""
 
     def _ints(self, table: int, field: int) -> tuple[int, ...]:
         start, n = self._reader.vector(table, field)
-        return tuple(self._reader.i32(start + 4 * i) for i in range(n))
+        return self._reader.i32s(start, n)
 
     def _operators(self, subgraph: int) -> list[Operator]:
         r = self._reader
@@ -95,20 +96,28 @@ class Graph:
                                 subgraphs, variable))
         return out
 
+    def subgraph_io(self, subgraph: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(inputs, outputs): a subgraph's input and output tensor indices."""
+        table = self._subgraphs[subgraph]
+        return self._ints(table, 1), self._ints(table, 2)
+
+    def tensor_table(self, subgraph: int, tensor: int) -> int:
+        """The position of a tensor's table in the file."""
+        if subgraph not in self._tensor_tables:
+            self._tensor_tables[subgraph] = self._reader.table_vector(self._subgraphs[subgraph], 0)
+        return self._tensor_tables[subgraph][tensor]
+
     def tensor_buffer(self, subgraph: int, tensor: int) -> int:
         """The buffer index of a tensor (0 = no data)."""
-        tensors = self._reader.table_vector(self._subgraphs[subgraph], 0)
-        return self._reader.u32_field(tensors[tensor], 2)
+        return self._reader.u32_field(self.tensor_table(subgraph, tensor), 2)
 
     def tensor_shape(self, subgraph: int, tensor: int) -> tuple[int, ...]:
         """A tensor's ``shape``."""
-        tensors = self._reader.table_vector(self._subgraphs[subgraph], 0)
-        return self._ints(tensors[tensor], 0)
+        return self._ints(self.tensor_table(subgraph, tensor), 0)
 
     def tensor_type(self, subgraph: int, tensor: int) -> int:
         """A tensor's schema ``TensorType`` code (0 = float32)."""
-        tensors = self._reader.table_vector(self._subgraphs[subgraph], 0)
-        pos = self._reader.field(tensors[tensor], 1)
+        pos = self._reader.field(self.tensor_table(subgraph, tensor), 1)
         return self._reader.i8(pos) if pos is not None else 0
 
     def buffer_span(self, buffer: int) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from tflite_train.runtime.integrity import check_model_bytes
 from tflite_train.runtime.metadata import read_metadata, read_signature_defs
 from tflite_train.runtime.model_metadata_schema import check_model_metadata
 from tflite_train.runtime.signature_subset import keep_signatures
+from tflite_train.runtime.static_shapes import value_shaped_operators
 from tflite_train.runtime.xnnpack import XnnpackDelegate, delegated_node_count
 
 LOG = logging.getLogger(__name__)
@@ -85,10 +86,12 @@ class TrainableModel:
       weight_cache: On a runtime listed in ``WEIGHT_CACHE_MODULES``, run the signatures on its
         CompiledModel API with XNNPACK's in-memory weight cache, which packs each constant once for
         every signature (``compiled_signatures``: about 200 MiB less on EfficientNet-Lite0@128, the
-        same outputs); False (or an older ai-edge-litert): its ``Interpreter``. Opt-in: verifying a
-        ConvNeXt-style user model (GELU, LayerNormalization; tests/converters/test_byo_trainable_ops.py)
-        through it crashed the process (SIGSEGV/SIGABRT) in a clean-clone CI run; off by default until that
-        is understood.
+        same outputs), when every tensor shape of the file follows from its input shapes
+        (``static_shapes.value_shaped_operators`` finds no operator whose output shape depends on
+        tensor values, read from the file before any native code runs: the CompiledModel sizes output
+        buffers before running, and such an output overflows them at a new batch size, a crash;
+        e.g. Keras' ``Dense`` on 4-D activations, as in a ConvNeXt block); else, or False, or an older
+        ai-edge-litert: its ``Interpreter``.
       max_rows: Most images (or activations) one ``infer``/``features`` call hands the interpreter; a
         larger batch runs in chunks of this many, with the same rows up to float rounding (the
         interpreter keeps a signature's tensors sized for the largest batch it has run: on
@@ -123,7 +126,7 @@ class TrainableModel:
         runtime: str | None = None,
         num_threads: int = 1,
         xnnpack: bool = False,
-        weight_cache: bool = False,
+        weight_cache: bool = True,
         max_rows: int | None = None,
         signatures: Collection[str] | None = None,
         edit: Callable[[bytearray, "TrainableModel"], None] | None = None,
@@ -132,7 +135,7 @@ class TrainableModel:
         content = model if isinstance(model, (bytes, bytearray)) else _read(model, mutable=edited)
         source = "model bytes" if isinstance(model, (bytes, bytearray)) else str(model)
         check_model_bytes(bytes(content), source)
-        self.metadata: dict[str, Any] = check_model_metadata(read_metadata(content), source)
+        self.metadata: dict[str, Any] = check_model_metadata(read_metadata(content, source), source)
         signature_defs = read_signature_defs(content)
         C.validate_graph(self.metadata, signature_defs)
         self.state_specs: dict[str, tuple[tuple[int, ...], str]] = dict(signature_defs[C.GET_STATE][C.F_OUTPUTS])
@@ -179,11 +182,17 @@ class TrainableModel:
     def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool, weight_cache: bool):
         explicit = xnnpack and self.runtime in EXPLICIT_XNNPACK_MODULES
         if weight_cache and not explicit and self.runtime in WEIGHT_CACHE_MODULES and compiled_model_available():
-            try:
-                return CompiledSignatures(content, num_threads)
-            except (RuntimeError, ValueError) as err:
-                LOG.warning("%s: the CompiledModel API with XNNPACK's weight cache failed (%s: %s); running on its "
-                            "Interpreter (more memory)", self.runtime, type(err).__name__, err)
+            value_shaped = value_shaped_operators(read_graph(content))
+            if value_shaped:
+                LOG.info("%s: running on its Interpreter, not on the CompiledModel with XNNPACK's weight cache (more "
+                         "memory): output shapes of %s depend on tensor values", self.runtime,
+                         ", ".join(value_shaped[:3]) + (", ..." if len(value_shaped) > 3 else ""))
+            else:
+                try:
+                    return CompiledSignatures(content, num_threads)
+                except (RuntimeError, ValueError) as err:
+                    LOG.warning("%s: the CompiledModel API with XNNPACK's weight cache failed (%s: %s); running on "
+                                "its Interpreter (more memory)", self.runtime, type(err).__name__, err)
         package = EXPLICIT_XNNPACK_MODULES.get(self.runtime)
         quantized = self.metadata.get(C.F_CONFIG, {}).get("quantize")
         if xnnpack and package and quantized:

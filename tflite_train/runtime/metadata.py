@@ -12,12 +12,12 @@ OperatorCode{deprecated_builtin_code 0, custom_code 1, version 2, builtin_code 3
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import struct
 from typing import Any
 
-from tflite_train.contract import F_FORMAT, F_INPUTS, F_OUTPUTS, FORMAT, METADATA_NAME, SELFTEST_NAME, ContractError
+from tflite_train.contract import (F_FORMAT, F_INPUTS, F_OUTPUTS, FORMAT, METADATA_NAME, SELFTEST_NAME, ContractError,
+                                   StrictJsonError, loads_strict)
 from tflite_train.runtime.builtin_ops import BUILTIN_OPS, CUSTOM_CODE
 from tflite_train.runtime.flatbuffer_verify import FlatbufferError
 
@@ -68,6 +68,11 @@ class _Reader:
         self._check(pos, 4)
         return struct.unpack_from("<i", self.data, pos)[0]
 
+    def i32s(self, pos: int, n: int) -> tuple[int, ...]:
+        """``n`` consecutive int32 at ``pos`` (one bounds check, one unpack)."""
+        self._check(pos, 4 * n)
+        return struct.unpack_from(f"<{n}i", self.data, pos)
+
     def u64(self, pos):
         self._check(pos, 8)
         return struct.unpack_from("<Q", self.data, pos)[0]
@@ -95,7 +100,8 @@ class _Reader:
 
     def table_vector(self, table: int, index: int) -> list[int]:
         start, n = self.vector(table, index)
-        return [self.deref(start + 4 * i) for i in range(n)]
+        self._check(start, 4 * n)
+        return [start + 4 * i + off for i, off in enumerate(struct.unpack_from(f"<{n}I", self.data, start))]
 
     def u32_field(self, table: int, index: int, default: int = 0) -> int:
         pos = self.field(table, index)
@@ -174,23 +180,35 @@ def read_metadata_buffers(model: str | os.PathLike | bytes) -> dict[str, bytes]:
     return {name: data[start:start + n] for name, (start, n) in metadata_spans(data).items()}
 
 
-def read_metadata(model: str | os.PathLike | bytes) -> dict[str, Any]:
-    """The ``tflite_train`` metadata JSON of an exported model (see CONTRACT.md).
+def read_metadata(model: str | os.PathLike | bytes, source: str | None = None) -> dict[str, Any]:
+    """The ``tflite_train`` metadata JSON of an exported model (see CONTRACT.md), read as strict JSON
+    (``contract.loads_strict``: a duplicate key or a NaN is refused, as the Java core refuses it).
+
+    Args:
+      model: The model file or its bytes.
+      source: The file's name in errors (default: ``model`` when it is a path; none for bytes).
 
     Raises:
       FlatbufferError: a truncated or foreign file.
-      ContractError: no ``tflite_train`` metadata, not JSON, or another format (both are ValueErrors).
+      ContractError: no ``tflite_train`` metadata, not strict JSON, or another format (both are ValueErrors);
+        one line naming the file and what is wrong (e.g. ``m.tflite: 'tflite_train' metadata is not strict
+        JSON: duplicate key 'format'``).
     """
+    if source is None and not isinstance(model, (bytes, bytearray, memoryview)):
+        source = os.fspath(model)
+    where = "" if source is None else f"{source}: "
     entries = read_metadata_buffers(model)
     if METADATA_NAME not in entries:
-        raise ContractError(f"model has no {METADATA_NAME!r} metadata entry (found {sorted(entries)})")
+        raise ContractError(f"{where}model has no {METADATA_NAME!r} metadata entry (found {sorted(entries)})")
     try:
-        meta = json.loads(entries[METADATA_NAME].decode("utf-8"))
+        meta = loads_strict(entries[METADATA_NAME].decode("utf-8"))
+    except StrictJsonError as exc:
+        raise ContractError(f"{where}{METADATA_NAME!r} metadata is not strict JSON: {exc}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ContractError(f"{METADATA_NAME!r} metadata is not UTF-8 JSON: {str(exc)[:200]}") from None
+        raise ContractError(f"{where}{METADATA_NAME!r} metadata is not UTF-8 JSON: {str(exc)[:200]}") from None
     if not isinstance(meta, dict) or meta.get(F_FORMAT) != FORMAT:
         found = meta.get(F_FORMAT) if isinstance(meta, dict) else type(meta).__name__
-        raise ContractError(f"metadata field {F_FORMAT!r} must be {FORMAT!r}; got {str(repr(found))[:80]}")
+        raise ContractError(f"{where}metadata field {F_FORMAT!r} must be {FORMAT!r}; got {str(repr(found))[:80]}")
     return meta
 
 

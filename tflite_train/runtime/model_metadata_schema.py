@@ -21,7 +21,7 @@ from tflite_train.runtime.header_schema import (Bool, Const, Field, Float, Int, 
                                                 SchemaError, Str, field_path, require)
 from tflite_train.sparse.layer_table import ACTIVATIONS, ROLES
 
-__all__ = ["MODEL_METADATA", "check_model_metadata"]
+__all__ = ["HEAD", "INPUT", "MODEL_METADATA", "check_model_metadata"]
 
 MAX_NAME = 1024
 MAX_LAYERS = 10_000
@@ -111,6 +111,8 @@ CACHED_CUT = Object({
     C.F_ACCUMULATE_SIGNATURE: Field(_NAME, required=False),
 }, extra=True)
 
+HEAD = Object({C.F_TYPE: Field(Const(C.HEAD_TYPE)), C.F_SCALE: Field(Float(0, 1e6, low_open=True))}, extra=True)
+
 SIGNATURE_IO = Object({
     C.F_INPUTS: Field(ListOf(_NAME, MAX_SIGNATURE_TENSORS)),
     C.F_OUTPUTS: Field(ListOf(_NAME, MAX_SIGNATURE_TENSORS)),
@@ -149,8 +151,7 @@ MODEL_METADATA = Object({
     C.F_FEATURE_LAYER: Field(Object({C.F_NAME: Field(_NAME), C.F_RULE: Field(Str(max_length=MAX_NAME))}, extra=True),
                              required=False),
     C.F_CLASS_CAPACITY: Field(Int(1, 2**20)),
-    C.F_HEAD: Field(Object({C.F_TYPE: Field(Const(C.HEAD_TYPE)), C.F_SCALE: Field(Float(0, 1e6, low_open=True))},
-                           extra=True)),
+    C.F_HEAD: Field(HEAD),
     C.F_OPTIMIZER: Field(Object({C.F_NAME: Field(Str(choices=tuple(C.OPTIMIZER_SLOTS)))},
                                 extra=True)),
     C.F_LAYERS: Field(ListOf(LAYER, MAX_LAYERS, min_length=1)),

@@ -47,13 +47,12 @@ def held_out_split(labels: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarra
     forms the prototypes; all the others are held out. Both sorted ascending.
 
     Args:
-      labels: i32 [N], classes 0..K-1, each present.
+      labels: i32 [N], classes 0..K-1 (a continued run's classes without a row get no prototype image).
       seed: The adaptation's seed.
     """
     labels = np.asarray(labels)
     rng = np.random.default_rng(seed + 2)
-    chosen = np.sort(np.asarray([int(rng.choice(np.flatnonzero(labels == k))) for k in range(int(labels.max()) + 1)],
-                                np.int64))
+    chosen = np.sort(np.asarray([int(rng.choice(np.flatnonzero(labels == k))) for k in np.unique(labels)], np.int64))
     held = np.setdiff1d(np.arange(labels.shape[0]), chosen)
     return chosen, held
 

@@ -43,6 +43,27 @@ def _cache_rules(cache: dict, path: str) -> None:
         raise SchemaError(f"{path}.reason", "is missing for a cache that was not used")
 
 
+REPLAY_MEMORY = Object({
+    "examples": Field(Int(0, 2**62)),
+    "bytes": Field(_COUNT),
+    "budget": Field(_COUNT),
+    "cut": Field(_TEXT, required=False),
+    "reason": Field(_TEXT, required=False),
+}, extra=True, validator=lambda memory, path: _require_when(memory, path, "cut" if memory["examples"] else "reason"))
+CONTINUED_FROM = Object({
+    "checkpoint": Field(_TEXT),
+    "classes": Field(ListOf(_TEXT, MAX_ITEMS)),
+    "new_classes": Field(ListOf(_TEXT, MAX_ITEMS)),
+    "replayed": Field(Int(0, 2**62)),
+    "selection_from": Field(Nullable(_TEXT)),
+}, extra=True)
+
+
+def _require_when(document: dict, path: str, key: str) -> None:
+    if document.get(key) is None:
+        raise SchemaError(f"{path}.{key}", "is missing")
+
+
 RUN_REPORT = Object({
     "classes": Field(ListOf(_TEXT, MAX_ITEMS)),
     "shots": Field(Nullable(ListOf(Int(0, 2**62), MAX_ITEMS)), required=False),
@@ -70,6 +91,8 @@ RUN_REPORT = Object({
     "seconds": Field(MapOf(_TEXT, _COUNT, 1000)),
     "total_seconds": Field(_COUNT),
     "peak_rss_bytes": Field(_COUNT, required=False),
+    "replay_memory": Field(REPLAY_MEMORY, required=False),
+    "continued_from": Field(CONTINUED_FROM, required=False),
 }, extra=True)
 """The report fields ``show`` prints (``summary.format_adapt_summary``)."""
 

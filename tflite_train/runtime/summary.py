@@ -71,6 +71,34 @@ def format_updates(updates: Mapping[str, Any] | None, choice: Mapping[str, Any] 
     return line
 
 
+def format_continued(continued: Mapping[str, Any] | None) -> str:
+    """The ``--from`` line of the summary (the report's ``continued_from``); empty for a run from the export."""
+    if not continued:
+        return ""
+    new = [printable(n) for n in continued["new_classes"]]
+    listed = ", ".join(new[:MAX_LISTED_CLASSES]) + (", ..." if len(new) > MAX_LISTED_CLASSES else "")
+    line = (f"{printable(str(continued['checkpoint']))}: {len(continued['classes'])} classes + {len(new)} new"
+            + (f" ({listed})" if new else ""))
+    if continued.get("selection_from"):
+        cut = printable(str(continued["selection_from"]))
+        line += (f"; trained on {continued['replayed']} replayed example(s) too; layers from {cut} up only (the "
+                 "replay memory's cut: the layers below it made the stored activations and stay frozen)")
+    else:
+        line += "; no replay memory: classes without new images keep their stored prototypes"
+    return line
+
+
+def format_replay(memory: Mapping[str, Any] | None) -> str:
+    """The replay-memory line of the summary (the report's ``replay_memory``); empty for older reports."""
+    if not memory:
+        return ""
+    if not memory["examples"]:
+        return f"none kept ({printable(str(memory.get('reason', '')))})"
+    return (f"{memory['examples']} example(s) at the cut {printable(str(memory['cut']))}: "
+            f"{format_bytes(memory['bytes'])} of {format_bytes(memory['budget'])} budget  [class-balanced, most "
+            "recent first]")
+
+
 def format_adapt_summary(report: Mapping[str, Any]) -> str:
     """The few lines a user reads after ``adapt`` (from ``adapt_job.run_adaptation``'s report)."""
     names = [printable(n) for n in report["classes"]]
@@ -87,6 +115,9 @@ def format_adapt_summary(report: Mapping[str, Any]) -> str:
         f"adapted {printable(str(report['model']))} with policy {report['policy']} on {report['runtime']}",
         f"  classes     {len(names)}: {listed}  [name (shots)]",
     ]
+    continued = format_continued(report.get("continued_from"))
+    if continued:
+        lines.append(f"  from        {continued}")
     shape = report.get("input_shape")
     if shape and shape[2] == 1:
         lines.append(f"  input       {shape[0]}x{shape[1]} grey: colour images are converted (luma, ITU-R BT.601)")
@@ -116,6 +147,9 @@ def format_adapt_summary(report: Mapping[str, Any]) -> str:
         lines.append(f"  query acc   {100 * report['query_accuracy']:.1f} % on {report['query_size']} images")
     phases = ", ".join(f"{k.replace('_', '+')} {v:.1f}" for k, v in report["seconds"].items())
     peak = "" if report.get("peak_rss_bytes") is None else f"; peak RSS {format_bytes(report['peak_rss_bytes'])}"
+    replay = format_replay(report.get("replay_memory"))
+    if replay:
+        lines.append(f"  replay      {replay}")
     lines.append(f"  time        {report['total_seconds']:.1f} s  [{phases}]{peak}")
     lines.append(f"  checkpoint  {printable(str(report['checkpoint']))} ({format_bytes(report['checkpoint_bytes'])}; "
                  f"with its config and report: tflite-train show)")

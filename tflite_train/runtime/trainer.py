@@ -22,6 +22,11 @@
 5. the prototypes are recomputed from the adapted backbone's support embeddings (``refresh_head``; always
    for non-fixed prototypes), so that the head matches the features it classifies.
 
+A continued run (``start``, ``tflite_train.runtime.continual``) restores a checkpoint in step 1 instead of
+resetting, keeps the stored prototypes of its classes without new images, selects among the layers at or above
+its replay memory's cut in step 3 and draws the updates of step 4 from the new images' views and the memory's
+stored activations.
+
 Everything is driven by ``AdaptConfig`` (frozen) and one ``numpy.random.Generator(seed)``: the same
 model, data and config give the same selection and the same losses.
 """
@@ -41,6 +46,8 @@ from tflite_train.data.augment import with_value_range
 from tflite_train.data.augment import augment as augment_images
 from tflite_train.runtime.activation_cache import CachePlan, plan_cache
 from tflite_train.runtime.adapt_config import AdaptConfig
+from tflite_train.runtime.continual import AdaptStart
+from tflite_train.runtime.errors import UserError
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.progress import Progress, no_progress
@@ -52,7 +59,7 @@ from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs, total_forward_macs
 from tflite_train.sparse.fisher import fisher_potentials
-from tflite_train.sparse.policies import select
+from tflite_train.sparse.policies import policy_spec, select
 from tflite_train.sparse.selection import Selection
 
 LOG = logging.getLogger(__name__)
@@ -203,18 +210,21 @@ def adapt(
     augment: Augment | None = None,
     fisher_tasks: Sequence[Mapping[str, np.ndarray]] | None = None,
     progress: Progress = no_progress,
+    start: AdaptStart | None = None,
 ) -> AdaptResult:
     """Adapts ``model`` in place to the support set (see the module docstring); returns the report.
 
     Args:
-      model: The exported model (its state is reset first).
+      model: The exported model (its state is reset first, or set to ``start``'s checkpoint).
       support_images: f32 [N, H, W, C] in the model's input range.
-      support_labels: ints [N] in 0..K-1, K >= 2, every class present.
+      support_labels: ints [N] in 0..K-1, K >= 2, every class present; with ``start``, classes of its head
+        (``continual.continue_from``'s relabelling), any of them, at least one image.
       config: The adaptation config.
       augment: ``augment(images, rng, augment_config) -> images``; default ``tflite_train.data.augment.augment``.
       fisher_tasks: Meta-training Fisher dicts for the static ``sparse_update`` policy.
       progress: Progress-bar factory (``tflite_train.runtime.progress``): bars "fisher" (images)
         and "training" (optimizer steps, with the epoch and the loss).
+      start: Continue from a checkpoint (``tflite_train.runtime.continual.AdaptStart``), or None.
 
     Raises:
       ValueError: bad metadata or support set (nothing on disk is touched).
@@ -225,52 +235,68 @@ def adapt(
     if not isinstance(config, AdaptConfig):
         raise TypeError(f"config must be an AdaptConfig; got {type(config).__name__}")
     check_metadata(model.metadata)
-    images, labels = check_labelled_set(model, support_images, support_labels)
+    if start is None:
+        images, labels = check_labelled_set(model, support_images, support_labels)
+    else:
+        images, labels = check_labelled_set(model, support_images, support_labels, min_classes=1, all_classes=False)
+        start.check_fits(model, labels)
+    replay = None if start is None else start.replay
+    kept = None if start is None else start.kept_prototypes
+    row_labels = labels if replay is None else np.concatenate([labels, replay.labels])  # new rows, then replayed
+    num_rows = row_labels.shape[0]
     table = layer_table(model.metadata)
     optimizer = model.metadata[C.F_OPTIMIZER][C.F_NAME]
-    selection_config = config.selection_config(optimizer, images.shape[0])
+    selection_config = config.selection_config(optimizer, num_rows)
     augment = default_augment() if augment is None else augment
     augment_config = with_value_range(config.augment, input_range(model.metadata))
     timer = PhaseTimer()
 
     with timer.phase("head"):
-        model.reset_state()
-        initial_embeddings = embed(model, images, config.chunk_size)
-        model.set_head(class_prototypes(initial_embeddings, labels))
+        if start is None:
+            model.reset_state()
+            initial_embeddings = embed(model, images, config.chunk_size)
+            model.set_head(class_prototypes(initial_embeddings, labels))
+        else:  # the embeddings of the new images, then of the replayed rows
+            initial_embeddings = start.begin(model, images, labels, config.chunk_size)
         if config.learning_rate is not None:
             model.set_learning_rate(float(config.learning_rate))
     with timer.phase("fisher_selection"):
         fisher = None
-        if config.policy == "tinytrain":
+        policy = policy_spec(config.policy)
+        if policy.needs_fisher:
             subset = fisher_subset(labels, config.fisher_samples, config.seed)
             fisher = support_fisher(model, images[subset], labels[subset], config.fisher_chunk_size, progress)
-        needs_weights = config.policy == "sparse_update" or (
-            config.policy == "tinytrain" and "l2" in (config.criterion, config.channel_method))
+        needs_weights = policy.needs_weights(config.criterion, config.channel_method)
         weights = candidate_weights(model) if needs_weights else None
-        selection = select(table, selection_config, candidates=model.candidates, fisher=fisher,
+        selection = select(table, selection_config, candidates=model.candidates if start is None else
+                           start.candidates(model), fisher=fisher,
                            fisher_tasks=fisher_tasks, weights=weights).ordered(table)
     LOG.debug("selection (%s): %s", config.policy,
               {n: len(c) for n, c in selection.channels.items()} or "no update")
 
     losses: list[float] = []
     accuracies: list[float] = []
-    updates = config.num_steps(images.shape[0])
+    updates = config.num_steps(num_rows)
     plan = update_plan = choice = None
-    rows_priced = config.rows_per_call(images.shape[0])
+    rows_priced = config.rows_per_call(num_rows)
     if not selection.is_empty and updates > 0:
         model.set_selection(selection.channel_mask(table, model.candidates))
         rng = np.random.default_rng(config.seed)
         views = draw_views(rng, images, config.augment_views, augment, augment_config)
-        cut = model.cache_cut()
-        needs_support = config.prototype_mode != "fixed" or config.rate_choice is not None
+        cut = model.cache_cut() if replay is None else start.cut(model)  # a memory fixes the cut
+        needs_support = config.prototype_mode != "fixed" or config.rate_choice is not None or replay is not None
         plan = plan_cache(cut, has_cuts=bool(model.cached_cuts), enabled=config.cache, unsafe=model.cache_unsafe,
-                          num_views=views.shape[0] + images.shape[0] * needs_support, image_shape=model.input_shape,
-                          limit_bytes=config.cache_memory_bytes, forward_macs=total_forward_macs(table))
+                          num_views=views.shape[0] + images.shape[0] * needs_support + num_rows - images.shape[0],
+                          image_shape=model.input_shape, limit_bytes=config.cache_memory_bytes,
+                          forward_macs=total_forward_macs(table))
+        if not plan.used and replay is not None:
+            raise UserError(f"the replay memory trains from its cut {cut.layer}, but the steps cannot run from it "
+                            f"({plan.reason}); give a replay budget of 0 to train without it")
         if not plan.used:
             LOG.info("training without the frozen-prefix cache: %s", plan.reason)
         with timer.phase("cache"):
             source = RowSource(model, cut if plan.used else None, images if needs_support else None, views,
-                               config.chunk_size)
+                               config.chunk_size, None if replay is None else replay.activations)
             del views  # the cache replaces the views in memory (activation_cache module docstring)
         used_cut = source.cut
         budget_bytes = config.memory_bytes
@@ -279,7 +305,7 @@ def adapt(
             return selection.cost(table, optimizer=optimizer, batch_size=rows).total_bytes <= budget_bytes
 
         update_plan = plan_updates(
-            config.prototype_mode, config.batch_mode, config.batch_size, images.shape[0], cached=used_cut is not None,
+            config.prototype_mode, config.batch_mode, config.batch_size, num_rows, cached=used_cut is not None,
             episode=config.prototype_mode == "episode" and used_cut is not None and used_cut.episode_signature is not None,
             accumulate=(config.batch_mode == "accumulate" and used_cut is not None
                         and used_cut.accumulate_signature is not None and model.can_accumulate), fits=fits)
@@ -287,10 +313,10 @@ def adapt(
             LOG.warning("%s", update_plan.note)
         rows_priced = update_plan.rows
         initial = model.get_state() if config.rate_choice else None
-        runs = updates + config.choice_steps(images.shape[0]) * sum(r != 0 for r in config.rate_choice or ())
+        runs = updates + config.choice_steps(num_rows) * sum(r != 0 for r in config.rate_choice or ())
         with timer.phase("training"), progress("training", runs) as bar:
             final_updates = 0  # the final run's updates so far (the choice's runs say "rate choice")
-            per_epoch = -(-images.shape[0] // update_plan.batch)
+            per_epoch = -(-num_rows // update_plan.batch)
 
             def on_update(out: Mapping[str, float], final: bool = True) -> None:
                 nonlocal final_updates
@@ -301,8 +327,8 @@ def adapt(
 
             rate = config.learning_rate
             if config.rate_choice:
-                choice = choose_task_rate(model, source, update_plan, config, labels, initial_embeddings, initial,
-                                          rng, lambda out: on_update(out, final=False))
+                choice = choose_task_rate(model, source, update_plan, config, row_labels, initial_embeddings, initial,
+                                          rng, lambda out: on_update(out, final=False), kept)
                 rate = choice.rate
                 LOG.info("learning rate %g for this task: %s", rate, choice.reason)
             if rate != 0.0:
@@ -310,20 +336,21 @@ def adapt(
                     model.set_state(initial)
                 if rate is not None:
                     model.set_learning_rate(float(rate))
-                losses, accuracies = run_updates(model, source, update_plan, subset=np.arange(images.shape[0]),
-                                                 labels=labels, updates=updates, views=config.augment_views,
-                                                 rng=rng, on_update=on_update)
+                losses, accuracies = run_updates(model, source, update_plan, subset=np.arange(num_rows),
+                                                 labels=row_labels, updates=updates, views=config.augment_views,
+                                                 rng=rng, on_update=on_update, kept=kept)
             else:
                 model.set_state(initial)
         if losses and (config.refresh_head or config.prototype_mode != "fixed"):
             with timer.phase("head"):
                 final = embed(model, images, config.chunk_size) if source.support is None else source.embed(source.support)
-                model.set_head(class_prototypes(final, labels))
+                model.set_head(class_prototypes(final, row_labels, kept))
     cost = selection.cost(table, optimizer=optimizer, batch_size=rows_priced)
     return AdaptResult(
         selection=selection, cost=cost, budget=config.budget, compute_limit_macs=config.budget.compute_limit(table),
         forward_macs=total_forward_macs(table), full_backward_macs=full_backward_macs(table),
-        num_classes=int(labels.max()) + 1, losses=tuple(losses), accuracies=tuple(accuracies), seconds=dict(timer.seconds),
+        num_classes=int(labels.max()) + 1 if start is None else start.num_classes, losses=tuple(losses),
+        accuracies=tuple(accuracies), seconds=dict(timer.seconds),
         potentials=fisher_potentials(fisher) if fisher is not None else {}, cache=plan, updates=update_plan,
         rate_choice=choice,
     )
@@ -331,13 +358,14 @@ def adapt(
 
 def choose_task_rate(model: TrainableModel, source: RowSource, plan: UpdatePlan, config: AdaptConfig,
                      labels: np.ndarray, initial_embeddings: np.ndarray, initial: Mapping[str, np.ndarray],
-                     rng: np.random.Generator, on_update: Callable[[Mapping[str, float]], None]) -> RateChoice:
+                     rng: np.random.Generator, on_update: Callable[[Mapping[str, float]], None],
+                     kept: np.ndarray | None = None) -> RateChoice:
     """P>M>F's per-task rate (``tflite_train.runtime.rate_choice``): each candidate rate fine-tunes on the
     prototype set (one support image per class; each update one view of each of them, as in P>M>F, so at
     most K pseudo-queries) for ``config.choice_updates`` updates and is scored on the held-out support
     images (``config.choice_score``); rate 0 is scored on the untrained embeddings.
     Every run starts from ``initial`` (the state after the selection); the model is left in some run's end
-    state (the caller restores ``initial``)."""
+    state (the caller restores ``initial``). ``kept``: a continued run's stored prototypes (``class_prototypes``)."""
     proto, held = held_out_split(labels, config.seed)
     rates = config.rate_choice
     scale = float(model.metadata[C.F_HEAD][C.F_SCALE])
@@ -350,13 +378,13 @@ def choose_task_rate(model: TrainableModel, source: RowSource, plan: UpdatePlan,
             embeddings = initial_embeddings
         else:
             model.set_state(initial)
-            model.set_head(class_prototypes(initial_embeddings[proto], labels[proto]))
+            model.set_head(class_prototypes(initial_embeddings[proto], labels[proto], kept))
             model.set_learning_rate(float(rate))
             run_updates(model, source, plan, subset=proto, labels=labels, updates=config.choice_steps(labels.shape[0]),
-                        views=config.augment_views, rng=rng, on_update=on_update)
+                        views=config.augment_views, rng=rng, on_update=on_update, kept=kept)
             embeddings = source.embed(source.support)
-        scores.append(held_out_score(embeddings[held], labels[held], class_prototypes(embeddings[proto], labels[proto]),
-                                     scale))
+        scores.append(held_out_score(embeddings[held], labels[held],
+                                     class_prototypes(embeddings[proto], labels[proto], kept), scale))
     return choose_rate(rates, scores, int(held.size), config.choice_score)
 
 

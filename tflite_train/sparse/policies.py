@@ -1,7 +1,9 @@
 """Selection policies: TinyTrain's dynamic layer/channel selection and the paper's baselines.
 
 Every policy has the same signature ``policy(table, config, *, candidates=None, fisher=None,
-fisher_tasks=None, weights=None) -> Selection`` and is registered in ``POLICIES``:
+fisher_tasks=None, weights=None) -> Selection`` and is registered in ``POLICIES`` with what it needs and
+does (``PolicySpec``: trains, budgeted, needs_fisher, static_ranking, weight_channels; callers ask these,
+never the name):
 
 * ``none``          -- no update (empty selection).
 * ``last_layer``    -- the deepest candidate conv, all output channels (MCUNet: ``b13_project``,
@@ -276,14 +278,45 @@ def tinytrain_policy(
     return Selection(chosen, channels, "tinytrain")
 
 
-POLICIES: Mapping[str, Policy] = {
-    "none": none_policy,
-    "last_layer": last_layer_policy,
-    "full_train": full_train_policy,
-    "sparse_update": sparse_update_policy,
-    "tinytrain": tinytrain_policy,
-}
-"""Canonical policy name -> policy function (all share one signature)."""
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    """A registered policy: its function and what it needs and does (module docstring).
+
+    Attributes:
+      name: The canonical name.
+      select: The policy function.
+      trains: It updates weights (every policy but ``none``).
+      budgeted: It ranks layers and picks them greedily under B_mem / B_compute; the others ignore the budgets.
+      needs_fisher: It ranks this task's layers by the Fisher of the support set (the model's ``fisher``
+        signature, Eq. 2): TinyTrain's dynamic selection.
+      static_ranking: It ranks layers once, offline: from the meta-training tasks' Fisher (``fisher_tasks``),
+        a fixed list (``config.layers``) or, with neither, the weight norms (criterion "l2"): SparseUpdate.
+      weight_channels: It picks channels by weight L2 norm, so it reads the candidate kernels whatever the
+        config.
+    """
+
+    name: str
+    select: Policy
+    trains: bool = True
+    budgeted: bool = False
+    needs_fisher: bool = False
+    static_ranking: bool = False
+    weight_channels: bool = False
+
+    def needs_weights(self, criterion: str, channel_method: str) -> bool:
+        """True when selecting reads the candidate kernels (``weights``): L2-norm channels, or a budgeted
+        policy ranking layers or choosing channels by "l2" (``config.criterion`` / ``config.channel_method``)."""
+        return self.weight_channels or (self.budgeted and "l2" in (criterion, channel_method))
+
+
+POLICIES: Mapping[str, PolicySpec] = {spec.name: spec for spec in (
+    PolicySpec("none", none_policy, trains=False),
+    PolicySpec("last_layer", last_layer_policy),
+    PolicySpec("full_train", full_train_policy),
+    PolicySpec("sparse_update", sparse_update_policy, budgeted=True, static_ranking=True, weight_channels=True),
+    PolicySpec("tinytrain", tinytrain_policy, budgeted=True, needs_fisher=True),
+)}
+"""Canonical policy name -> its ``PolicySpec`` (the functions share one signature)."""
 
 
 def canonical_policy_name(name: str) -> str:
@@ -301,9 +334,18 @@ def canonical_policy_name(name: str) -> str:
     raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(POLICIES)}")
 
 
+def policy_spec(name: str) -> PolicySpec:
+    """The registered policy ``name`` (see ``canonical_policy_name``) and what it needs and does.
+
+    Raises:
+      ValueError: unknown policy name (lists the known ones).
+    """
+    return POLICIES[canonical_policy_name(name)]
+
+
 def get_policy(name: str) -> Policy:
     """The policy function registered under ``name`` (see ``canonical_policy_name``)."""
-    return POLICIES[canonical_policy_name(name)]
+    return policy_spec(name).select
 
 
 def select(

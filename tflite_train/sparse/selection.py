@@ -195,10 +195,11 @@ class Selection:
 
     @classmethod
     def from_json(cls, text: str) -> "Selection":
-        """Parses ``to_json`` output (ValueError on malformed JSON)."""
+        """Parses ``to_json`` output as strict JSON (``contract.loads_strict``; ValueError on malformed JSON,
+        a duplicate key or a NaN)."""
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
+            data = C.loads_strict(text)
+        except ValueError as error:
             raise ValueError(f"selection JSON is malformed: {error}") from error
         return cls.from_dict(data)
 

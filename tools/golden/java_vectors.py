@@ -9,7 +9,9 @@ several channel counts, ``channel_count`` for several ratios, ``total_forward_ma
 sparse selections under every optimizer, several batch sizes and with/without a gradient buffer.
 ``selection_<backbone>_128.json`` (see :mod:`tools.golden.selection_vectors`) pins the Java
 selection port; ``procedure.json`` (:mod:`tools.golden.procedure_vectors`) the pure parts of the Java
-fine-tuning procedure (rate choice, update plan). ``contract.json`` pins the Java ``Contract.layerState`` to
+fine-tuning procedure (rate choice, update plan); ``checkpoint_replay.json``
+(:mod:`tools.golden.checkpoint_vectors`) the Java checkpoint reader and writer on a checkpoint with a replay
+memory. ``contract.json`` pins the Java ``Contract.layerState`` to
 ``tflite_train.contract``. ``metadata_tiny_32.json`` is an example of the exported-model metadata JSON (CONTRACT.md v1) for
 the Java metadata-parser tests.
 
@@ -40,6 +42,7 @@ from tflite_train.sparse.cost_model import (
     unfused_activation_bytes,
     weight_grad_macs,
 )
+from tools.golden.checkpoint_vectors import render_checkpoint_vectors
 from tools.golden.procedure_vectors import render_procedure_vectors
 from tools.golden.selection_vectors import render_selection_vectors
 from tflite_train.sparse.layer_table import LayerTable
@@ -201,6 +204,7 @@ def render_vectors(cases: Sequence[tuple[str, int | tuple[int, int]]] = CASES) -
     selection_files = render_selection_vectors()
     files.update(selection_files)
     files.update(render_procedure_vectors())
+    files.update(render_checkpoint_vectors(metadata_example()))
     files["index.json"] = _dump({"vectors_version": VECTORS_VERSION,
                                  "cost_files": sorted(f for f in files if f.startswith("costs_")),
                                  "selection_files": sorted(selection_files)})

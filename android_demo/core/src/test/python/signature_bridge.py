@@ -17,6 +17,17 @@ C-order bytes}``. Requests:
   model's checkpoint is saved there (``save_checkpoint``).
 * ``{"op": "restore_predict", "checkpoint": path, "queries"}`` -> ``{"predictions"}`` of a fresh model
   restored from the checkpoint (``restore_checkpoint``), e.g. one written by Java.
+* ``{"op": "predict_logits", "checkpoint": path, "queries"}`` -> ``{"logits"}``: what ``predict`` computes
+  (``adapt_job.open_adapted``, ``prediction.class_logits``) with that checkpoint.
+* ``{"op": "bake", "checkpoint": path, "out": path}`` -> ``{"bytes"}``: ``tflite-train bake`` of MODEL with
+  that checkpoint (``baked_model.run_bake``).
+* ``{"op": "continue", "checkpoint": path, "save": path, "images", "labels", "names", "queries", "iterations",
+  "batch_size", "replay_budget"}`` -> ``{"class_names", "replayed", "selection", "predictions"}``: a fresh model
+  continued from the checkpoint (``continual.continue_from``; ``labels`` index ``names``) by ``adapt(...,
+  start=...)`` (identity augmentation), its checkpoint with the next replay memory (``checkpoint_after``) saved.
+
+MODEL may also be a baked classifier (``tflite-train bake``'s file): then only ``run`` is served, on its
+``classify`` signature through the interpreter's standard signature runner.
 
 Any failure is answered ``{"error": "..."}``; end of input ends the process.
 """
@@ -38,6 +49,12 @@ import numpy as np  # noqa: E402
 from tflite_train.runtime.interpreter import TrainableModel  # noqa: E402
 from tflite_train.runtime.checkpoint import restore_checkpoint, save_checkpoint  # noqa: E402
 from tflite_train.runtime import AdaptConfig, adapt, predict  # noqa: E402
+from tflite_train.runtime.adapt_job import open_adapted  # noqa: E402
+from tflite_train.runtime.baked_classifier import BakedClassifier  # noqa: E402
+from tflite_train.runtime.baked_model import run_bake  # noqa: E402
+from tflite_train.runtime.prediction import class_logits  # noqa: E402
+from tflite_train.runtime.metadata import read_metadata_buffers  # noqa: E402
+from tflite_train import contract as C  # noqa: E402
 
 
 def decode(tensor: dict) -> np.ndarray:
@@ -53,12 +70,15 @@ def encode(value) -> dict:
     return {"dtype": value.dtype.name, "shape": list(value.shape), "data": base64.b64encode(data).decode()}
 
 
-def handle(path: pathlib.Path, model: TrainableModel, request: dict) -> dict:
+def handle(path: pathlib.Path, model: TrainableModel | BakedClassifier, request: dict) -> dict:
     op = request["op"]
     if op == "run":
         inputs = {name: decode(t) for name, t in request["inputs"].items()}
-        out = model._runner(request["signature"])(**inputs)
-        return {"outputs": {name: encode(v) for name, v in out.items()}}
+        runner = model.interpreter.get_signature_runner(request["signature"]) if isinstance(model, BakedClassifier) \
+            else model._runner(request["signature"])
+        return {"outputs": {name: encode(v) for name, v in runner(**inputs).items()}}
+    if isinstance(model, BakedClassifier):
+        raise ValueError(f"a baked classifier serves run only, not {op!r}")
     if op == "episode":
         from runtime_fixtures import episode_arrays, load_fashion
 
@@ -82,12 +102,36 @@ def handle(path: pathlib.Path, model: TrainableModel, request: dict) -> dict:
         fresh = TrainableModel(path)
         restore_checkpoint(fresh, request["checkpoint"])
         return {"predictions": encode(predict(fresh, decode(request["queries"])))}
+    if op == "predict_logits":
+        adapted, _ = open_adapted(path, request["checkpoint"])
+        return {"logits": encode(class_logits(adapted, decode(request["queries"])))}
+    if op == "bake":
+        return {"bytes": run_bake(path, request["checkpoint"], request["out"]).size_bytes}
+    if op == "continue":
+        from tflite_train.runtime.checkpoint import load_checkpoint
+        from tflite_train.runtime.continual import checkpoint_after, continue_from
+
+        fresh = TrainableModel(path)
+        images = decode(request["images"])
+        start, index = continue_from(load_checkpoint(request["checkpoint"]), request["names"],
+                                     use_replay=request["replay_budget"] > 0)
+        labels = index[decode(request["labels"])]
+        config = AdaptConfig(iterations=request["iterations"], batch_size=request["batch_size"])
+        result = adapt(fresh, images, labels, config, augment=lambda x, rng, cfg: x, start=start)
+        after = checkpoint_after(fresh, result.selection, start, images, labels, start.class_names,
+                                 replay_budget=request["replay_budget"], seed=0)
+        save_checkpoint(request["save"], fresh, after.selection, class_names=after.class_names, arrays=after.arrays,
+                        replay=after.replay)
+        return {"class_names": list(after.class_names), "replayed": 0 if start.replay is None else len(start.replay),
+                "selection": sorted(result.selection.layers),
+                "predictions": encode(predict(fresh, decode(request["queries"])))}
     raise ValueError(f"unknown op {op!r}")
 
 
 def main() -> int:
     path = pathlib.Path(sys.argv[1])
-    model = TrainableModel(path)
+    baked = C.BAKED_METADATA_NAME in read_metadata_buffers(path)
+    model = BakedClassifier(path) if baked else TrainableModel(path)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
         head = stdin.read(4)

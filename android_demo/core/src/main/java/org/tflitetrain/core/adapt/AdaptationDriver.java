@@ -38,6 +38,11 @@ import org.tflitetrain.core.model.ModelMetadata;
  * exception). The driver does not augment and draws with {@link Random}, so its runs are not bit-identical to
  * Python's; the pure parts are (golden {@code procedure.json}).
  *
+ * <p>{@link #adaptFrom} continues from a checkpoint instead ({@link Continuation}, issue 42): restore, the
+ * checkpoint's classes then the new ones, the rows of the new images and of its replay memory (steps from the
+ * memory's cut, selection among the layers at or above it); {@link #checkpointAfter} writes the result with the
+ * union selection and the next replay memory ({@link ReplayMemory}).
+ *
  * <p>Not thread-safe: one adaptation or classification at a time per driver.
  */
 public final class AdaptationDriver {
@@ -75,9 +80,31 @@ public final class AdaptationDriver {
    */
   public AdaptationResult adapt(Tensor images, int[] labels, int numClasses, SelectionPolicy policy,
       AdaptationConfig config, AdaptationListener listener, BooleanSupplier cancelled) throws Exception {
-    int n = checkImages(images);
-    if (labels.length != n) {
-      throw new IllegalArgumentException("labels must have one entry per image (" + n + "); got " + labels.length);
+    return run(null, images, labels, numClasses, policy, config, listener, cancelled);
+  }
+
+  /**
+   * Continues from a checkpoint (issue 42; {@link Continuation}): restores it, adds the support set's new classes
+   * and images, trains on its replay memory too (only layers at or above the memory's cut), and leaves the model
+   * adapted to all {@link Continuation#classNames}; {@link #checkpointAfter} then writes the new checkpoint.
+   *
+   * @param labels each image's head class ({@link Continuation#headLabels}); any classes, at least one image
+   * @throws CheckpointException the checkpoint or its memory does not fit this model
+   */
+  public AdaptationResult adaptFrom(Continuation start, Tensor images, int[] labels, SelectionPolicy policy,
+      AdaptationConfig config, AdaptationListener listener, BooleanSupplier cancelled) throws Exception {
+    if (start == null) {
+      throw new IllegalArgumentException("start must not be null (use adapt for a run from the export)");
+    }
+    return run(start, images, labels, start.numClasses(), policy, config, listener, cancelled);
+  }
+
+  private AdaptationResult run(Continuation start, Tensor images, int[] labels, int numClasses, SelectionPolicy policy,
+      AdaptationConfig config, AdaptationListener listener, BooleanSupplier cancelled) throws Exception {
+    int newRows = checkImages(images);
+    if (labels.length != newRows) {
+      throw new IllegalArgumentException("labels must have one entry per image (" + newRows + "); got "
+          + labels.length);
     }
     if (numClasses < 2 || numClasses > metadata.classCapacity) {
       throw new IllegalArgumentException("numClasses must be in 2.." + metadata.classCapacity + "; got " + numClasses);
@@ -89,18 +116,39 @@ public final class AdaptationDriver {
       }
       perClass[label]++;
     }
-    for (int c = 0; c < numClasses; c++) {
+    for (int c = 0; c < numClasses && start == null; c++) {
       if (perClass[c] == 0) {
         throw new IllegalArgumentException("class " + c + " has no images");
       }
     }
-    if (config.resetFirst) {
+    ReplayMemory replay = start == null ? null : start.replay;
+    CachedCut replayCut = null;
+    float[][] kept = null;
+    if (start != null) {
+      start.checkpoint.requireModel(metadata);
+      replayCut = start.cut(metadata);
+      kept = start.keptPrototypes();
+      stage(listener, AdaptationListener.Stage.RESET, cancelled);
+      restore(start.checkpoint);
+    } else if (config.resetFirst) {
       stage(listener, AdaptationListener.Stage.RESET, cancelled);
       runner.run(Contract.RESET_STATE, NO_INPUT);
     }
+    // the rows: the new images, then the replayed activations
+    int[] rowLabels = labels;
+    if (replay != null) {
+      rowLabels = Arrays.copyOf(labels, newRows + replay.size());
+      System.arraycopy(replay.labels(), 0, rowLabels, newRows, replay.size());
+    }
+    int n = rowLabels.length;
     stage(listener, AdaptationListener.Stage.PROTOTYPES, cancelled);
     float[][] initialEmbeddings = embed(images, config.evalBatchSize, cancelled);
-    setPrototypes(initialEmbeddings, labels, numClasses, cancelled);
+    if (replay != null) {
+      float[][] replayed = inferAll(replayCut.inferSignature, Contract.ACTIVATIONS, replay.activations,
+          config.evalBatchSize, cancelled, Contract.EMBEDDINGS, metadata.featureDim);
+      initialEmbeddings = concat(initialEmbeddings, replayed);
+    }
+    setPrototypes(initialEmbeddings, rowLabels, numClasses, kept, cancelled);
 
     stage(listener, AdaptationListener.Stage.FISHER, cancelled);
     FisherScores fisher = fisher(images, labels, config.evalBatchSize, cancelled);
@@ -108,7 +156,8 @@ public final class AdaptationDriver {
     stage(listener, AdaptationListener.Stage.SELECTION, cancelled);
     int trainBatch = config.batchSize == 0 ? n : Math.min(config.batchSize, n);
     // priced at the rows one train-step call holds (Python's AdaptConfig.rows_per_call)
-    Selection selection = policy.select(metadata, fisher, config.budget, config.rowsPerCall(n, trainBatch));
+    Selection selection = policy.select(metadata, fisher, config.budget, config.rowsPerCall(n, trainBatch),
+        start == null ? metadata.candidates : start.candidates(metadata));
     if (selection == null) {
       throw new IllegalStateException("policy " + policy.name() + " returned no selection");
     }
@@ -121,14 +170,21 @@ public final class AdaptationDriver {
     stage(listener, AdaptationListener.Stage.TRAINING, cancelled);
     // An empty selection is "no update" (policy none, or a budget that fits no layer): no train_step.
     int steps = selection.isEmpty() ? 0 : config.steps(n);
-    CachePlan cache = CachePlan.decide(
-        CachePlan.cutFor(metadata.cachedCuts, CachePlan.deepestSelected(metadata, selection)),
+    CachePlan cache = CachePlan.decide(replay != null ? replayCut
+        : CachePlan.cutFor(metadata.cachedCuts, CachePlan.deepestSelected(metadata, selection)),
         !metadata.cachedCuts.isEmpty(), config.cache, steps, n, metadata.input.elementsPerImage(),
         config.cacheLimitBytes, forwardMacs());
-    // What every step reads: the activations at the cut (computed once) or the images.
-    Rows rows = new Rows(cache.used ? cache.cut : null,
-        cache.used ? features(cache.cut, images, config.evalBatchSize, cancelled) : images, labels, numClasses,
-        config.evalBatchSize, listener, cancelled);
+    if (replay != null && steps > 0 && !cache.used) {
+      throw new IllegalArgumentException("the replay memory trains from its cut " + replayCut.layer + ", but the "
+          + "steps cannot run from it (" + cache.reason + "); continue without replay instead");
+    }
+    // What every step reads: the activations at the cut (computed once; then the replayed ones) or the images.
+    CachedCut rowCut = cache.used ? cache.cut : replayCut;
+    Tensor inputs = rowCut == null ? images : features(rowCut, images, config.evalBatchSize, cancelled);
+    if (replay != null) {
+      inputs = concatRows(inputs, replay.activations);
+    }
+    Rows rows = new Rows(rowCut, inputs, rowLabels, numClasses, kept, config.evalBatchSize, listener, cancelled);
     UpdatePlan plan = null;
     RateChoice choice = null;
     int pricedRows = config.rowsPerCall(n, trainBatch);
@@ -166,7 +222,7 @@ public final class AdaptationDriver {
     if ((config.refreshPrototypes || config.prototypeMode != AdaptationConfig.PrototypeMode.FIXED)
         && (updated || choice == null)) {
       stage(listener, AdaptationListener.Stage.REFRESH, cancelled);
-      setPrototypes(rows.embed(identity(n)), labels, numClasses, cancelled);
+      setPrototypes(rows.embed(identity(n)), rowLabels, numClasses, kept, cancelled);
     }
     BackwardCost cost = CostModel.backwardCostByName(metadata.table, selection.channelCounts(),
         metadata.optimizer.optimizer, pricedRows, true);
@@ -186,6 +242,8 @@ public final class AdaptationDriver {
     final Tensor inputs;
     final int[] labels;
     final int numClasses;
+    /** A continued run's stored prototypes, for classes without a row (null otherwise). */
+    final float[][] kept;
     final int evalBatch;
     final AdaptationListener listener;
     final BooleanSupplier cancelled;
@@ -194,12 +252,13 @@ public final class AdaptationDriver {
     int total;
     int done;
 
-    Rows(CachedCut cut, Tensor inputs, int[] labels, int numClasses, int evalBatch, AdaptationListener listener,
-        BooleanSupplier cancelled) {
+    Rows(CachedCut cut, Tensor inputs, int[] labels, int numClasses, float[][] kept, int evalBatch,
+        AdaptationListener listener, BooleanSupplier cancelled) {
       this.cut = cut;
       this.inputs = inputs;
       this.labels = labels;
       this.numClasses = numClasses;
+      this.kept = kept;
       this.evalBatch = evalBatch;
       this.listener = listener;
       this.cancelled = cancelled;
@@ -259,7 +318,7 @@ public final class AdaptationDriver {
         batch[i] = subset[order[cursor++]];
       }
       if (plan.prototypeMode == AdaptationConfig.PrototypeMode.REFRESH) {
-        setPrototypes(rows.embed(subset), support, rows.numClasses, rows.cancelled);
+        setPrototypes(rows.embed(subset), support, rows.numClasses, rows.kept, rows.cancelled);
       }
       float[] out;
       if (plan.prototypeMode == AdaptationConfig.PrototypeMode.EPISODE) {
@@ -309,13 +368,13 @@ public final class AdaptationDriver {
       if (rates[r] != 0f) {
         setState(initial);
         setPrototypes(gatherRows(initialEmbeddings, prototypes), gatherInts(labels, prototypes), rows.numClasses,
-            rows.cancelled);
+            rows.kept, rows.cancelled);
         runner.run(Contract.SET_HPARAMS, Map.of(Contract.LEARNING_RATE, Tensor.scalar(rates[r])));
         runUpdates(rows, choicePlan, prototypes, config.choiceSteps(labels.length), random);
         embeddings = rows.embed(identity(labels.length));
       }
       scores[r] = RateChoice.heldOutScore(gatherRows(embeddings, held), gatherInts(labels, held),
-          classMeans(gatherRows(embeddings, prototypes), gatherInts(labels, prototypes), rows.numClasses),
+          classMeans(gatherRows(embeddings, prototypes), gatherInts(labels, prototypes), rows.numClasses, rows.kept),
           metadata.headScale);
     }
     return RateChoice.choose(rates, scores, held.length, config.choiceScore);
@@ -446,6 +505,37 @@ public final class AdaptationDriver {
     return Checkpoint.encode(metadata, getState(), selection, policy, includeOptimizer, classNames);
   }
 
+  /**
+   * The checkpoint after a run (issue 42): the current state under {@code run}'s selection (a continued run: the
+   * union with its checkpoint's, {@link Continuation#savedSelection}) and a replay memory of the run's support
+   * images under {@code replayBudgetBytes} ({@link ReplayMemory#remember}; 0: none), at the start's memory's cut,
+   * else the lineage cut of {@code run} ({@link ReplayMemory#lineageCut}).
+   *
+   * @param start the run's start, or null for a run from the export
+   * @param labels the images' head classes
+   * @param classNames the head's classes ({@code start.classNames} for a continued run)
+   */
+  public byte[] checkpointAfter(Continuation start, AdaptationResult run, Tensor images, int[] labels,
+      List<String> classNames, long replayBudgetBytes, long seed, boolean includeOptimizer) throws Exception {
+    Selection saved = start == null ? run.selection
+        : Continuation.savedSelection(start.checkpoint.selection, run.selection, metadata);
+    ReplayMemory memory = null;
+    CachedCut cut = start != null && start.replay != null ? start.cut(metadata)
+        : ReplayMemory.lineageCut(metadata.cachedCuts, CachePlan.deepestSelected(metadata, run.selection).orElse(-1));
+    if (replayBudgetBytes > 0 && cut != null) {
+      memory = ReplayMemory.remember(start == null ? null : start.replay, cut,
+          features(cut, images, 4, () -> false), labels, replayBudgetBytes, seed);
+    }
+    return Checkpoint.encode(metadata, getState(), saved, run.policy, includeOptimizer, classNames, memory);
+  }
+
+  /** Restores a decoded checkpoint (reset_state, then set_state with its head, slices and selection mask). */
+  public void restore(Checkpoint checkpoint) throws Exception {
+    checkpoint.requireModel(metadata);
+    resetState();
+    setState(checkpoint.restore(metadata, getState()));
+  }
+
   /** Saves {@link #checkpoint} to {@code path} atomically. */
   public void saveCheckpoint(java.nio.file.Path path, Selection selection, String policy, boolean includeOptimizer)
       throws Exception {
@@ -458,9 +548,7 @@ public final class AdaptationDriver {
    */
   public Checkpoint restoreCheckpoint(byte[] data, String source) throws Exception {
     Checkpoint checkpoint = Checkpoint.decode(data, source);
-    checkpoint.requireModel(metadata);
-    resetState();
-    setState(checkpoint.restore(metadata, getState()));
+    restore(checkpoint);
     return checkpoint;
   }
 
@@ -470,11 +558,14 @@ public final class AdaptationDriver {
     numClasses = 0;
   }
 
-  /** Sets the class means of {@code embeddings} (one row per label) as the head ({@code set_head}). */
-  private void setPrototypes(float[][] embeddings, int[] labels, int classes, BooleanSupplier cancelled)
+  /**
+   * Sets the class means of {@code embeddings} (one row per label) as the head ({@code set_head}); a class
+   * without a row takes its {@code kept} prototype (a continued run's stored one; null: every class has rows).
+   */
+  private void setPrototypes(float[][] embeddings, int[] labels, int classes, float[][] kept, BooleanSupplier cancelled)
       throws Exception {
     int d = metadata.featureDim;
-    float[][] means = classMeans(embeddings, labels, classes);
+    float[][] means = classMeans(embeddings, labels, classes, kept);
     float[] prototypes = new float[metadata.classCapacity * d];
     for (int c = 0; c < classes; c++) {
       System.arraycopy(means[c], 0, prototypes, c * d, d);
@@ -485,8 +576,12 @@ public final class AdaptationDriver {
     numClasses = classes;
   }
 
-  /** c_k = the mean of the rows of class k, for k = 0..classes-1 (every class present). */
-  private static float[][] classMeans(float[][] embeddings, int[] labels, int classes) {
+  /**
+   * c_k = the mean of the rows of class k, for k = 0..classes-1; a class without rows takes its {@code kept} row.
+   *
+   * @throws IllegalArgumentException a class has neither rows nor a kept prototype
+   */
+  private static float[][] classMeans(float[][] embeddings, int[] labels, int classes, float[][] kept) {
     int d = embeddings[0].length;
     float[][] means = new float[classes][d];
     int[] counts = new int[classes];
@@ -497,11 +592,35 @@ public final class AdaptationDriver {
       }
     }
     for (int c = 0; c < classes; c++) {
+      if (counts[c] == 0) {
+        if (kept == null || c >= kept.length) {
+          throw new IllegalArgumentException("class " + c + " has no row and no kept prototype");
+        }
+        means[c] = kept[c].clone();
+        continue;
+      }
       for (int j = 0; j < d; j++) {
         means[c][j] /= counts[c];
       }
     }
     return means;
+  }
+
+  private static float[][] concat(float[][] first, float[][] second) {
+    float[][] out = Arrays.copyOf(first, first.length + second.length);
+    System.arraycopy(second, 0, out, first.length, second.length);
+    return out;
+  }
+
+  /** The rows of {@code first} then of {@code second} (float tensors of one row shape). */
+  private static Tensor concatRows(Tensor first, Tensor second) {
+    int[] shape = first.shape();
+    float[] a = first.floats();
+    float[] b = second.floats();
+    float[] out = Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, out, a.length, b.length);
+    shape[0] += second.shape()[0];
+    return Tensor.ofFloats(shape, out);
   }
 
   private static float[][] gatherRows(float[][] rows, int[] indices) {
@@ -576,7 +695,7 @@ public final class AdaptationDriver {
   }
 
   /** Rows {@code rows} (along the first axis) of a float tensor of any rank >= 1. */
-  private static Tensor gather(Tensor tensor, int[] rows) {
+  static Tensor gather(Tensor tensor, int[] rows) {
     int[] shape = tensor.shape();
     int per = shape[0] == 0 ? 0 : tensor.size() / shape[0];
     float[] data = tensor.floats();

@@ -16,6 +16,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import org.tflitetrain.core.adapt.CheckpointHeader.ReplaySection;
 import org.tflitetrain.core.json.Json;
 import org.tflitetrain.core.model.Contract;
 import org.tflitetrain.core.model.ModelMetadata;
@@ -29,7 +30,10 @@ import org.tflitetrain.core.model.ModelMetadata;
  * <p>Arrays: {@code prototypes} [k, D], {@code num_classes}, {@code learning_rate}; per selected layer the
  * selected output channels of its kernel (depthwise [k, k, C, 1]: axis 2, else the last axis) and bias; with
  * the optimizer, the same slices of the slots and {@code step}. Restoring = the exported state + these slices
- * + the selection mask, only for the model whose {@code model_id} the file names.
+ * + the selection mask, only for the model whose {@code model_id} the file names. The optional replay section
+ * ({@link ReplayMemory}, issue 42) adds {@code replay_activations} and {@code replay_labels}: read into
+ * {@link #replay}, never into the state. {@link #encode()} writes a decoded checkpoint back byte for byte (golden
+ * {@code checkpoint_replay.json}).
  */
 public final class Checkpoint {
   public static final String FORMAT = Contract.CHECKPOINT_FORMAT;
@@ -44,20 +48,32 @@ public final class Checkpoint {
   public final boolean includeOptimizer;
   public final Map<String, Tensor> arrays;
   public final List<String> classNames;
+  /** The replay memory (its arrays are not in {@link #arrays}), or null. */
+  public final ReplayMemory replay;
 
   private Checkpoint(String modelId, Map<String, int[]> selection, String policy, boolean includeOptimizer,
-      Map<String, Tensor> arrays, List<String> classNames) {
+      Map<String, Tensor> arrays, List<String> classNames, ReplayMemory replay) {
     this.modelId = modelId;
     this.selection = selection;
     this.policy = policy;
     this.includeOptimizer = includeOptimizer;
     this.arrays = arrays;
     this.classNames = classNames;
+    this.replay = replay;
   }
 
   /** The checkpoint bytes of an adapted {@code state} (from {@code get_state}) under {@code selection}. */
   public static byte[] encode(ModelMetadata m, Map<String, Tensor> state, Selection selection, String policy,
       boolean includeOptimizer, List<String> classNames) {
+    return encode(m, state, selection, policy, includeOptimizer, classNames, null);
+  }
+
+  /**
+   * The checkpoint bytes of an adapted {@code state} under {@code selection}, with a replay memory (null: none;
+   * its labels must be classes of the head).
+   */
+  public static byte[] encode(ModelMetadata m, Map<String, Tensor> state, Selection selection, String policy,
+      boolean includeOptimizer, List<String> classNames, ReplayMemory replay) {
     Tensor classes = require(state, Contract.NUM_CLASSES);
     int k = classes.ints()[0];
     if (k < 1) {
@@ -81,6 +97,30 @@ public final class Checkpoint {
     if (includeOptimizer) {
       arrays.put(Contract.STEP, require(state, Contract.STEP));
     }
+    if (replay != null) {
+      for (int label : replay.labels()) {
+        if (label < 0 || label >= k) {
+          throw new IllegalArgumentException("replay labels must be classes 0.." + (k - 1) + " of the head; got "
+              + label);
+        }
+      }
+    }
+    return encodeArrays(m.modelId, channels, policy, includeOptimizer, arrays, classNames, replay);
+  }
+
+  /** This checkpoint's bytes (what {@link #decode} read: the same bytes for a file written by Python or Java). */
+  public byte[] encode() {
+    return encodeArrays(modelId, selection, policy, includeOptimizer, arrays, classNames, replay);
+  }
+
+  /** The file: header (keys sorted, as Python's {@code json.dumps(sort_keys=True)}), payload, digest. */
+  private static byte[] encodeArrays(String modelId, Map<String, int[]> channels, String policy,
+      boolean includeOptimizer, Map<String, Tensor> state, List<String> classNames, ReplayMemory replay) {
+    Map<String, Tensor> arrays = new TreeMap<>(state);
+    if (replay != null) {
+      arrays.put(Contract.REPLAY_ACTIVATIONS, replay.activations);
+      arrays.put(Contract.REPLAY_LABELS, Tensor.ofInts(new int[] {replay.size()}, replay.labels()));
+    }
     StringBuilder entries = new StringBuilder();
     List<byte[]> payload = new ArrayList<>();
     int offset = 0;
@@ -93,12 +133,14 @@ public final class Checkpoint {
       payload.add(data);
       offset += data.length;
     }
-    StringBuilder chosen = new StringBuilder("{");
+    StringBuilder chosen = new StringBuilder("{");  // members sorted by name; the layers in forward order
     StringBuilder layers = new StringBuilder("[");
-    for (Map.Entry<String, int[]> entry : channels.entrySet()) {
-      boolean first = layers.length() == 1;
-      chosen.append(first ? "" : ", ").append(quote(entry.getKey())).append(": ").append(ints(entry.getValue()));
-      layers.append(first ? "" : ", ").append(quote(entry.getKey()));
+    for (Map.Entry<String, int[]> entry : new TreeMap<>(channels).entrySet()) {
+      chosen.append(chosen.length() == 1 ? "" : ", ").append(quote(entry.getKey())).append(": ")
+          .append(ints(entry.getValue()));
+    }
+    for (String layer : channels.keySet()) {
+      layers.append(layers.length() == 1 ? "" : ", ").append(quote(layer));
     }
     String sel = object(Contract.SEL_CHANNELS, chosen + "}", Contract.F_FORMAT, quote(Contract.SELECTION_FORMAT),
         Contract.F_FORMAT_VERSION, String.valueOf(Contract.SELECTION_FORMAT_VERSION), Contract.SEL_LAYERS, layers + "]",
@@ -107,10 +149,19 @@ public final class Checkpoint {
     for (String name : classNames) {
       names.append(names.length() == 1 ? "" : ", ").append(quote(name));
     }
-    String header = object(Contract.CK_ARRAYS, "[" + entries + "]", Contract.CK_CLASS_NAMES, names + "]",
-        Contract.F_FORMAT, quote(FORMAT), Contract.F_FORMAT_VERSION, String.valueOf(VERSION),
-        Contract.CK_INCLUDE_OPTIMIZER, String.valueOf(includeOptimizer), Contract.F_MODEL_ID, quote(m.modelId),
-        Contract.CK_PAYLOAD_BYTES, String.valueOf(offset), Contract.CK_SELECTION, sel);
+    List<String> fields = new ArrayList<>(List.of(Contract.CK_ARRAYS, "[" + entries + "]", Contract.CK_CLASS_NAMES,
+        names + "]", Contract.F_FORMAT, quote(FORMAT), Contract.F_FORMAT_VERSION, String.valueOf(VERSION),
+        Contract.CK_INCLUDE_OPTIMIZER, String.valueOf(includeOptimizer), Contract.F_MODEL_ID, quote(modelId),
+        Contract.CK_PAYLOAD_BYTES, String.valueOf(offset)));
+    if (replay != null) {
+      fields.addAll(List.of(Contract.CK_REPLAY, object(Contract.RP_ACTIVATION_SHAPE, ints(replay.shape()),
+          Contract.RP_BUDGET_BYTES, String.valueOf(replay.budgetBytes), Contract.RP_CUT_INDEX,
+          String.valueOf(replay.cutIndex), Contract.RP_CUT_LAYER, quote(replay.cutLayer), Contract.F_FORMAT,
+          quote(Contract.REPLAY_FORMAT), Contract.F_FORMAT_VERSION, String.valueOf(Contract.REPLAY_FORMAT_VERSION),
+          Contract.F_RULE, quote(Contract.REPLAY_RULE))));
+    }
+    fields.addAll(List.of(Contract.CK_SELECTION, sel));
+    String header = object(fields.toArray(new String[0]));
     byte[] head = header.getBytes(StandardCharsets.UTF_8);
     ByteBuffer body = ByteBuffer.allocate(PREFIX + head.length + offset + DIGEST).order(ByteOrder.LITTLE_ENDIAN);
     body.put(MAGIC).putInt(VERSION).putInt(head.length).put(head);
@@ -192,8 +243,28 @@ public final class Checkpoint {
       throw new CheckpointException(source + ": checkpoint header field " + Contract.CK_CLASS_NAMES + ": names "
           + header.classNames.size() + " classes; the head has " + Contract.NUM_CLASSES + " " + k);
     }
+    ReplayMemory replay = null;
+    if (header.replay != null) {
+      Tensor activations = arrays.remove(Contract.REPLAY_ACTIVATIONS);
+      int[] labels = arrays.remove(Contract.REPLAY_LABELS).ints();
+      for (int label : labels) {
+        if (label < 0 || label >= k) {
+          throw new CheckpointException(source + ": checkpoint array '" + Contract.REPLAY_LABELS + "' holds class "
+              + label + "; the head has " + Contract.NUM_CLASSES + " " + k);
+        }
+      }
+      for (float value : activations.floats()) {
+        if (!Float.isFinite(value)) {
+          throw new CheckpointException(source + ": checkpoint array '" + Contract.REPLAY_ACTIVATIONS
+              + "' holds NaN or Inf");
+        }
+      }
+      ReplaySection section = header.replay;
+      replay = new ReplayMemory(section.cutLayer, section.cutIndex, section.shape(), section.budgetBytes, activations,
+          labels);  // shapes and the budget were checked by the header's rules
+    }
     return new Checkpoint(header.modelId, new LinkedHashMap<>(header.channels), header.policy, header.includeOptimizer,
-        arrays, new ArrayList<>(header.classNames));
+        arrays, new ArrayList<>(header.classNames), replay);
   }
 
   /**
@@ -204,6 +275,9 @@ public final class Checkpoint {
    */
   public Map<String, Tensor> restore(ModelMetadata m, Map<String, Tensor> exported) throws IOException {
     requireModel(m);
+    if (replay != null) {
+      replay.requireCut(m);
+    }
     for (Map.Entry<String, int[]> entry : selection.entrySet()) {
       String layer = entry.getKey();
       if (!m.candidates.contains(layer)) {
@@ -458,12 +532,23 @@ public final class Checkpoint {
     }
   }
 
+  /** A JSON string as Python's {@code json.dumps} writes it (ASCII: other characters as UTF-16 escapes). */
   private static String quote(String s) {
     StringBuilder b = new StringBuilder("\"");
     for (char c : s.toCharArray()) {
       if (c == '"' || c == '\\') {
         b.append('\\').append(c);
-      } else if (c < 0x20) {
+      } else if (c == '\n') {
+        b.append("\\n");
+      } else if (c == '\r') {
+        b.append("\\r");
+      } else if (c == '\t') {
+        b.append("\\t");
+      } else if (c == '\b') {
+        b.append("\\b");
+      } else if (c == '\f') {
+        b.append("\\f");
+      } else if (c < 0x20 || c > 0x7e) {
         b.append(String.format("\\u%04x", (int) c));
       } else {
         b.append(c);
@@ -472,11 +557,18 @@ public final class Checkpoint {
     return b.append('"').toString();
   }
 
-  /** A JSON object of alternating keys and already-encoded values, in the given order. */
+  /**
+   * A JSON object of alternating keys and already-encoded values, its members sorted by key as Python's
+   * {@code json.dumps(sort_keys=True)} writes them (so that both write the same bytes).
+   */
   private static String object(String... keysAndValues) {
-    StringBuilder b = new StringBuilder("{");
+    TreeMap<String, String> members = new TreeMap<>();
     for (int i = 0; i < keysAndValues.length; i += 2) {
-      b.append(i > 0 ? ", " : "").append(quote(keysAndValues[i])).append(": ").append(keysAndValues[i + 1]);
+      members.put(keysAndValues[i], keysAndValues[i + 1]);
+    }
+    StringBuilder b = new StringBuilder("{");
+    for (Map.Entry<String, String> member : members.entrySet()) {
+      b.append(b.length() > 1 ? ", " : "").append(quote(member.getKey())).append(": ").append(member.getValue());
     }
     return b.append('}').toString();
   }

@@ -18,7 +18,10 @@ import org.tflitetrain.core.model.Contract;
  * {@code channels} has exactly its {@code layers} as keys, each a strictly increasing non-empty list of
  * channel indices; array names are unique, each array's {@code nbytes} is its shape's element count x 4 and
  * lies within {@code payload_bytes}; {@code num_classes}, {@code prototypes} and {@code learning_rate} are
- * present with their contract dtype and rank. A failure is a {@link CheckpointException} of one line:
+ * present with their contract dtype and rank. The optional replay section ({@link ReplaySection}, issue 42) comes
+ * with exactly its two arrays: {@code replay_activations} float32 [R >= 1, activation_shape...] within its
+ * {@code budget_bytes}, and {@code replay_labels} int32 [R]; a header without it has neither array. A failure is
+ * a {@link CheckpointException} of one line:
  * "{@code <source>: checkpoint header field <path>: <problem>}".
  */
 public final class CheckpointHeader {
@@ -33,7 +36,10 @@ public final class CheckpointHeader {
   private static final Set<String> TOP = Set.of(Contract.F_FORMAT, Contract.F_FORMAT_VERSION, Contract.F_MODEL_ID,
       Contract.CK_SELECTION, Contract.CK_INCLUDE_OPTIMIZER, Contract.CK_CLASS_NAMES, Contract.CK_ARRAYS,
       Contract.CK_PAYLOAD_BYTES);
-  private static final Set<String> OPTIONAL = Set.of(Contract.CHECKPOINT_CONFIG, Contract.CHECKPOINT_REPORT);
+  private static final Set<String> OPTIONAL = Set.of(Contract.CHECKPOINT_CONFIG, Contract.CHECKPOINT_REPORT,
+      Contract.CK_REPLAY);
+  private static final Set<String> REPLAY = Set.of(Contract.F_FORMAT, Contract.F_FORMAT_VERSION, Contract.RP_CUT_LAYER,
+      Contract.RP_CUT_INDEX, Contract.RP_ACTIVATION_SHAPE, Contract.RP_BUDGET_BYTES, Contract.F_RULE);
   private static final Set<String> SELECTION = Set.of(Contract.F_FORMAT, Contract.F_FORMAT_VERSION,
       Contract.SEL_POLICY, Contract.SEL_LAYERS, Contract.SEL_CHANNELS);
   private static final Set<String> ENTRY = Set.of(Contract.CK_NAME, Contract.CK_DTYPE, Contract.CK_SHAPE,
@@ -56,6 +62,26 @@ public final class CheckpointHeader {
     }
   }
 
+  /** The replay section's fields (its arrays are in the payload). */
+  public static final class ReplaySection {
+    public final String cutLayer;
+    public final int cutIndex;
+    private final int[] shape;
+    public final long budgetBytes;
+
+    ReplaySection(String cutLayer, int cutIndex, int[] shape, long budgetBytes) {
+      this.cutLayer = cutLayer;
+      this.cutIndex = cutIndex;
+      this.shape = shape;
+      this.budgetBytes = budgetBytes;
+    }
+
+    /** One activation's shape, without the batch. */
+    public int[] shape() {
+      return shape.clone();
+    }
+  }
+
   public final String modelId;
   public final String policy;
   /** Selected layer -> strictly increasing channel indices, in the header's {@code layers} order. */
@@ -64,9 +90,11 @@ public final class CheckpointHeader {
   public final List<String> classNames;
   public final List<ArrayEntry> arrays;
   public final long payloadBytes;
+  /** The replay section, or null. */
+  public final ReplaySection replay;
 
   private CheckpointHeader(String modelId, String policy, Map<String, int[]> channels, boolean includeOptimizer,
-      List<String> classNames, List<ArrayEntry> arrays, long payloadBytes) {
+      List<String> classNames, List<ArrayEntry> arrays, long payloadBytes, ReplaySection replay) {
     this.modelId = modelId;
     this.policy = policy;
     this.channels = Collections.unmodifiableMap(channels);
@@ -74,6 +102,7 @@ public final class CheckpointHeader {
     this.classNames = Collections.unmodifiableList(classNames);
     this.arrays = Collections.unmodifiableList(arrays);
     this.payloadBytes = payloadBytes;
+    this.replay = replay;
   }
 
   /**
@@ -180,13 +209,89 @@ public final class CheckpointHeader {
     requireArray(f, byName, Contract.NUM_CLASSES, "int32", 0);
     requireArray(f, byName, Contract.PROTOTYPES, "float32", 2);
     requireArray(f, byName, Contract.LEARNING_RATE, "float32", 0);
-    for (String key : OPTIONAL) {
+    for (String key : List.of(Contract.CHECKPOINT_CONFIG, Contract.CHECKPOINT_REPORT)) {
       Object document = header.get(key);
       if (header.containsKey(key) && document != Json.NULL && !(document instanceof Map)) {
         throw f.error(key, "must be an object; got " + Fields.describe(document));
       }
     }
-    return new CheckpointHeader(modelId, policy, channels, includeOptimizer, classNames, arrays, payload);
+    ReplaySection replay = header.containsKey(Contract.CK_REPLAY) ? replay(f, header.get(Contract.CK_REPLAY)) : null;
+    replayRules(f, replay, byName);
+    return new CheckpointHeader(modelId, policy, channels, includeOptimizer, classNames, arrays, payload, replay);
+  }
+
+  /** The replay section's fields (Python's {@code checkpoint_schema.REPLAY}). */
+  private static ReplaySection replay(Fields f, Object value) throws CheckpointException {
+    String at = Contract.CK_REPLAY;
+    Map<?, ?> section = f.object(value, at);
+    f.keys(section, at + ".", REPLAY, Set.of());
+    f.constant(section.get(Contract.F_FORMAT), at + "." + Contract.F_FORMAT, Contract.REPLAY_FORMAT);
+    f.constant(section.get(Contract.F_FORMAT_VERSION), at + "." + Contract.F_FORMAT_VERSION,
+        (long) Contract.REPLAY_FORMAT_VERSION);
+    String layer = f.string(section.get(Contract.RP_CUT_LAYER), at + "." + Contract.RP_CUT_LAYER, 1);
+    int index = (int) f.integer(section.get(Contract.RP_CUT_INDEX), at + "." + Contract.RP_CUT_INDEX, 0, MAX_LAYERS);
+    String shapeAt = at + "." + Contract.RP_ACTIVATION_SHAPE;
+    List<?> dims = f.list(section.get(Contract.RP_ACTIVATION_SHAPE), shapeAt, MAX_RANK - 1);
+    if (dims.isEmpty()) {
+      throw f.error(shapeAt, "must have 1.." + (MAX_RANK - 1) + " items; got 0");
+    }
+    int[] shape = new int[dims.size()];
+    for (int d = 0; d < shape.length; d++) {
+      shape[d] = (int) f.integer(dims.get(d), shapeAt + "[" + d + "]", 1, MAX_DIM);
+    }
+    long budget = f.integer(section.get(Contract.RP_BUDGET_BYTES), at + "." + Contract.RP_BUDGET_BYTES, 0,
+        MAX_PAYLOAD_BYTES);
+    if (!Contract.REPLAY_RULE.equals(section.get(Contract.F_RULE))) {
+      throw f.error(at + "." + Contract.F_RULE, "must be one of " + Contract.REPLAY_RULE + "; got "
+          + Fields.describe(section.get(Contract.F_RULE)));
+    }
+    return new ReplaySection(layer, index, shape, budget);
+  }
+
+  /** The replay section and its two arrays agree (Python's {@code checkpoint_schema._replay_rules}). */
+  private static void replayRules(Fields f, ReplaySection replay, Map<String, ArrayEntry> byName)
+      throws CheckpointException {
+    List<String> names = List.of(Contract.REPLAY_ACTIVATIONS, Contract.REPLAY_LABELS);
+    if (replay == null) {
+      for (String name : names) {
+        if (byName.containsKey(name)) {
+          throw f.error(Contract.CK_ARRAYS + "['" + name + "']", "is replay data without the header field "
+              + Contract.CK_REPLAY);
+        }
+      }
+      return;
+    }
+    for (String name : names) {
+      if (!byName.containsKey(name)) {
+        throw f.error(Contract.CK_ARRAYS, "has no '" + name + "' array for the header field " + Contract.CK_REPLAY);
+      }
+    }
+    ArrayEntry activations = byName.get(Contract.REPLAY_ACTIVATIONS);
+    ArrayEntry labels = byName.get(Contract.REPLAY_LABELS);
+    int rows = activations.shape.length == 0 ? 0 : activations.shape[0];
+    String where = Contract.CK_ARRAYS + "['" + Contract.REPLAY_ACTIVATIONS + "']";
+    if (!"float32".equals(activations.dtype) || rows < 1 || !java.util.Arrays.equals(
+        java.util.Arrays.copyOfRange(activations.shape, 1, activations.shape.length), replay.shape)) {
+      throw f.error(where, "must be float32 [R >= 1, " + join(replay.shape) + "] (" + Contract.CK_REPLAY + "."
+          + Contract.RP_ACTIVATION_SHAPE + "); got " + activations.dtype + " "
+          + java.util.Arrays.toString(activations.shape));
+    }
+    if (activations.nbytes > replay.budgetBytes) {
+      throw f.error(where, "takes " + activations.nbytes + " bytes, over " + Contract.CK_REPLAY + "."
+          + Contract.RP_BUDGET_BYTES + " " + replay.budgetBytes);
+    }
+    if (!"int32".equals(labels.dtype) || !java.util.Arrays.equals(labels.shape, new int[] {rows})) {
+      throw f.error(Contract.CK_ARRAYS + "['" + Contract.REPLAY_LABELS + "']", "must be int32 [" + rows
+          + "] (one class per stored activation); got " + labels.dtype + " " + java.util.Arrays.toString(labels.shape));
+    }
+  }
+
+  private static String join(int[] values) {
+    StringBuilder b = new StringBuilder();
+    for (int i = 0; i < values.length; i++) {
+      b.append(i > 0 ? ", " : "").append(values[i]);
+    }
+    return b.toString();
   }
 
   private static void requireArray(Fields f, Map<String, ArrayEntry> byName, String name, String dtype, int rank)

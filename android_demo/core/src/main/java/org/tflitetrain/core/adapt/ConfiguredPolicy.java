@@ -16,9 +16,9 @@ import org.tflitetrain.core.select.SelectionConfig;
 /**
  * A {@link SelectionPolicy} backed by the Java port of the Python policies ({@link Policies}). The
  * driver's budget, train batch size and the model's optimizer replace the template config's values on
- * every call; the candidates are the metadata's. TinyTrain's default is {@link #tinyTrain()}: Eq. 3
- * scores, greedy layers under the budget, top-K Fisher channels at ratio 0.25, no update when nothing
- * fits ({@link OnEmpty#EMPTY}).
+ * every call; the candidates are the metadata's (or a continued run's, above its replay cut). TinyTrain's
+ * default is {@link #tinyTrain()}: Eq. 3 scores, greedy layers under the budget, top-K Fisher channels at ratio
+ * 0.25, no update when nothing fits ({@link OnEmpty#EMPTY}).
  */
 public final class ConfiguredPolicy implements SelectionPolicy {
   private final SelectionConfig template;
@@ -66,6 +66,12 @@ public final class ConfiguredPolicy implements SelectionPolicy {
 
   @Override
   public Selection select(ModelMetadata metadata, FisherScores fisher, Budget budget, int batchSize) {
+    return select(metadata, fisher, budget, batchSize, metadata.candidates);
+  }
+
+  @Override
+  public Selection select(ModelMetadata metadata, FisherScores fisher, Budget budget, int batchSize,
+      List<String> candidates) {
     Map<String, double[]> delta = new LinkedHashMap<>();
     for (String name : fisher.layers()) {
       float[] values = fisher.layer(name);
@@ -76,7 +82,7 @@ public final class ConfiguredPolicy implements SelectionPolicy {
       delta.put(name, widened);
     }
     SelectedChannels chosen = Policies.select(metadata.table, resolve(metadata, budget, batchSize),
-        metadata.candidates, delta, fisherTasks, weights);
+        candidates, delta, fisherTasks, weights);
     return new Selection(metadata, chosen.channelMap());
   }
 

@@ -60,8 +60,8 @@ public final class RateChoice {
    * {@code Random(seed)}; Python draws with {@code numpy.random.default_rng(seed + 2)}, so the picks differ
    * between the languages but not the rule), forms the prototypes; every other image is held out.
    *
-   * @param labels classes 0..numClasses-1, each present
-   * @throws IllegalArgumentException a label outside 0..numClasses-1 or a class without an image
+   * @param labels classes 0..numClasses-1 (a continued run's class without a row gets no prototype image)
+   * @throws IllegalArgumentException a label outside 0..numClasses-1
    */
   public static int[][] heldOutSplit(int[] labels, int numClasses, long seed) {
     List<List<Integer>> members = new ArrayList<>();
@@ -76,15 +76,16 @@ public final class RateChoice {
     }
     Random random = new Random(seed + 2);
     boolean[] chosen = new boolean[labels.length];
+    int present = 0;
     for (int k = 0; k < numClasses; k++) {
       List<Integer> rows = members.get(k);
-      if (rows.isEmpty()) {
-        throw new IllegalArgumentException("class " + k + " has no support image");
+      if (!rows.isEmpty()) {
+        chosen[rows.get(random.nextInt(rows.size()))] = true;
+        present++;
       }
-      chosen[rows.get(random.nextInt(rows.size()))] = true;
     }
-    int[] prototypes = new int[numClasses];
-    int[] held = new int[labels.length - numClasses];
+    int[] prototypes = new int[present];
+    int[] held = new int[labels.length - present];
     int p = 0;
     int h = 0;
     for (int i = 0; i < labels.length; i++) {

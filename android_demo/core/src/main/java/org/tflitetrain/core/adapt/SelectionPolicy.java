@@ -1,5 +1,6 @@
 package org.tflitetrain.core.adapt;
 
+import java.util.List;
 import org.tflitetrain.core.model.ModelMetadata;
 import org.tflitetrain.core.select.Budget;
 
@@ -17,6 +18,25 @@ public interface SelectionPolicy {
    * @return the selection; empty means "no update" (the driver then skips training)
    */
   Selection select(ModelMetadata metadata, FisherScores fisher, Budget budget, int batchSize);
+
+  /**
+   * The selection among {@code candidates} only (a continued run with a replay memory: the layers at or above its
+   * cut, {@link Continuation#candidates}). By default {@link #select(ModelMetadata, FisherScores, Budget, int)},
+   * refused when it names another layer; {@link ConfiguredPolicy} selects among them.
+   *
+   * @throws IllegalArgumentException the selection names a layer outside {@code candidates}
+   */
+  default Selection select(ModelMetadata metadata, FisherScores fisher, Budget budget, int batchSize,
+      List<String> candidates) {
+    Selection selection = select(metadata, fisher, budget, batchSize);
+    for (String layer : selection.channels().keySet()) {
+      if (!candidates.contains(layer)) {
+        throw new IllegalArgumentException("policy " + name() + " selected " + layer + ", which this run may not "
+            + "update (the replay memory's activations come from it); allowed: " + candidates);
+      }
+    }
+    return selection;
+  }
 
   /** Short name shown in the UI and logs. */
   String name();

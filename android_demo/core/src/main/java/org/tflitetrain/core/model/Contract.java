@@ -154,6 +154,23 @@ public final class Contract {
   public static final String SEL_POLICY = "policy";
   public static final String SEL_LAYERS = "layers";
   public static final String SEL_CHANNELS = "channels";
+  public static final String CK_REPLAY = "replay";
+  public static final String REPLAY_FORMAT = "tflite-train-replay";
+  public static final int REPLAY_FORMAT_VERSION = 1;
+  public static final String RP_CUT_LAYER = "cut_layer";
+  public static final String RP_CUT_INDEX = "cut_index";
+  public static final String RP_ACTIVATION_SHAPE = "activation_shape";
+  public static final String RP_BUDGET_BYTES = "budget_bytes";
+  public static final String REPLAY_RULE = "class_balanced_recent";
+  public static final String REPLAY_ACTIVATIONS = "replay_activations";
+  public static final String REPLAY_LABELS = "replay_labels";
+
+  // tflite_train.contract.baked_format
+  public static final String BAKED_FORMAT = "tflite-train-classifier";
+  public static final int BAKED_FORMAT_VERSION = 1;
+  public static final String BAKED_METADATA_NAME = "tflite_train_classifier";
+  public static final String CLASSIFY = "classify";
+  public static final String F_CHECKPOINT_SHA256 = "checkpoint_sha256";
 
   // tflite_train.runtime.protocol.DEFAULT_PROTOCOL: the default adaptation protocol (AdaptationConfig.Builder's defaults)
   /** Passes over the support set: epochs * ceil(N_support / batch size) optimizer steps. */
@@ -173,6 +190,8 @@ public final class Contract {
   public static final List<String> REQUIRED_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "feature_dim", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures");
   /** Every documented metadata field path (nested fields dotted). */
   public static final List<String> METADATA_FIELDS = List.of("format", "format_version", "backbone", "model_id", "input", "input.height", "input.width", "input.channels", "input.dtype", "input.range", "input.mean", "input.std", "input.normalisation_source", "input.channel_order", "feature_dim", "feature_layer", "class_capacity", "head", "optimizer", "layers", "candidates", "state", "signatures", "train_variants", "cached_cuts", "apply_accumulated_signature", "selftest", "config");
+  /** Every field of a baked classifier's metadata (all required). */
+  public static final List<String> BAKED_FIELDS = List.of("format", "format_version", "class_names", "input", "head", "model_id", "checkpoint_sha256");
   /** Optimizer name -> slot names. */
   public static final Map<String, List<String>> OPTIMIZER_SLOTS = Map.of("adam", List.of("m", "v"), "sgd_momentum", List.of("mom"));
 

@@ -484,7 +484,7 @@ public final class ModelMetadata {
     return name;
   }
 
-  private static InputSpec parseInput(JsonFields in) throws ModelMetadataException {
+  static InputSpec parseInput(JsonFields in) throws ModelMetadataException {
     int height = in.integer(Contract.F_HEIGHT, 1, 1 << 16);
     int width = in.integer(Contract.F_WIDTH, 1, 1 << 16);
     int channels = in.integer(Contract.F_CHANNELS, 1, 4);

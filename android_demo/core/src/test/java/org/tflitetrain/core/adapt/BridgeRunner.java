@@ -42,6 +42,13 @@ final class BridgeRunner implements SignatureRunner, AutoCloseable {
     in = new DataInputStream(process.getInputStream());
   }
 
+  /** The exported test model {@code name} (system property {@code tflitetrain.fixtures}; unset: the test is skipped). */
+  static Path fixture(String name) {
+    String dir = System.getProperty("tflitetrain.fixtures");
+    Assume.assumeTrue("system property tflitetrain.fixtures not set", dir != null);
+    return Path.of(dir, name + ".tflite");
+  }
+
   @Override
   public Map<String, Tensor> run(String signature, Map<String, Tensor> inputs) throws IOException {
     StringBuilder request = new StringBuilder("{\"op\": \"run\", \"signature\": ").append(quote(signature))

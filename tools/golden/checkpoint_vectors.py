@@ -1,0 +1,90 @@
+"""Golden vectors that pin the Java checkpoint reader and writer (``org.tflitetrain.core.adapt.Checkpoint``,
+``CheckpointHeader``, ``ReplayMemory``) to Python's ``tflite_train.runtime.checkpoint`` for a checkpoint WITH a
+replay memory (issue 42), and the replay rule's pure part to ``tflite_train.runtime.replay_memory.keep_rows``.
+
+One file, ``checkpoint_replay.json`` (numpy only; no interpreter is opened):
+
+* ``checkpoint_base64``: the bytes Python writes (``encode_checkpoint``) for the golden metadata
+  (``java_vectors.metadata_example``, whose ``model_id`` it names): a 3-class head, 2 channels of ``final``
+  selected, and a replay memory of 4 activations at the cut ``final`` (index 12, shape [4, 4, 16]: the cut
+  ``ModelMetadataTest.goldenWithCuts`` adds) under a 5 KiB budget. The activations are a seeded normal sample
+  with -0.0, the smallest subnormal, the largest float32 and 1.0 + 1 ulp written in, so that a reader or writer
+  that loses bits fails. Java decodes it, compares it with ``expected`` and encodes it again: the same bytes.
+* ``expected``: what the file holds (class names, selection, replay section, labels, the activations' float32
+  bit patterns as unsigned ints, the state arrays' shapes).
+* ``keep_rows``: pool labels and a capacity -> the kept rows (``keep_rows``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import numpy as np
+
+from tflite_train import contract as C
+from tflite_train.runtime.checkpoint import decode_checkpoint, encode_checkpoint
+from tflite_train.runtime.replay_memory import ReplayMemory, keep_rows
+from tflite_train.sparse.selection import Selection
+
+CHECKPOINT_FILE = "checkpoint_replay.json"
+CUT = ("final", 12, (4, 4, 16))
+"""The golden cut (layer, index, activation shape)."""
+CLASS_NAMES = ("cat", "dog", "owl")
+KEEP_CASES = (
+    ([0, 0, 0, 1, 1, 2, 2, 2, 2], 5),
+    ([0, 0, 0, 1, 1, 2, 2, 2, 2], 8),
+    ([0, 0, 0, 1, 1, 2, 2, 2, 2], 100),
+    ([0, 1, 2, 0], 0),
+    ([3, 3, 1], 2),
+    ([2, 2, 2, 0, 1, 0, 1, 2, 0, 0, 1], 7),
+)
+"""(pool labels oldest first, capacity) of the ``keep_rows`` cases."""
+
+
+def golden_checkpoint(metadata: dict[str, Any]) -> bytes:
+    """The golden checkpoint's bytes for ``metadata`` (the golden metadata; module docstring)."""
+    rng = np.random.default_rng(42)
+    layer = next(entry for entry in metadata[C.F_LAYERS] if entry[C.F_NAME] == CUT[0])
+    in_channels = int(layer["in_channels"])
+    channels = (1, 4)
+    arrays = {
+        C.PROTOTYPES: rng.normal(size=(3, int(metadata[C.F_FEATURE_DIM]))).astype(np.float32),
+        C.NUM_CLASSES: np.asarray(3, np.int32),
+        C.LEARNING_RATE: np.asarray(3e-4, np.float32),
+        CUT[0] + C.KERNEL_SUFFIX: rng.normal(size=(1, 1, in_channels, len(channels))).astype(np.float32),
+        CUT[0] + C.BIAS_SUFFIX: rng.normal(size=len(channels)).astype(np.float32),
+    }
+    activations = rng.normal(size=(4, *CUT[2])).astype(np.float32)
+    flat = activations.reshape(-1)
+    flat[:4] = [-0.0, np.float32(1e-45), np.finfo(np.float32).max, np.nextafter(np.float32(1), np.float32(2))]
+    memory = ReplayMemory(CUT[0], CUT[1], CUT[2], 5 * 1024, activations, np.asarray([2, 0, 1, 2], np.int32))
+    selection = Selection((CUT[0],), {CUT[0]: channels}, "tinytrain")
+    return encode_checkpoint(str(metadata[C.F_MODEL_ID]), selection, arrays, False, CLASS_NAMES, replay=memory)
+
+
+def checkpoint_vectors(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The content of ``checkpoint_replay.json`` (module docstring)."""
+    data = golden_checkpoint(metadata)
+    checkpoint = decode_checkpoint(data, "golden")
+    memory = checkpoint.replay
+    expected = {
+        C.F_MODEL_ID: checkpoint.model_id,
+        C.CK_CLASS_NAMES: list(checkpoint.class_names),
+        C.CK_SELECTION: {k: list(v) for k, v in checkpoint.selection.channels.items()},
+        C.CK_REPLAY: memory.section(),
+        "replay_rows": len(memory),
+        C.REPLAY_LABELS: memory.labels.tolist(),
+        "replay_activation_bits": memory.activations.reshape(-1).view(np.uint32).tolist(),
+        "array_shapes": {name: list(value.shape) for name, value in sorted(checkpoint.arrays.items())},
+        "size": len(data),
+    }
+    keep = [{"labels": labels, "capacity": capacity, "kept": keep_rows(np.asarray(labels), capacity).tolist()}
+            for labels, capacity in KEEP_CASES]
+    return {"checkpoint_base64": base64.b64encode(data).decode("ascii"), "expected": expected, "keep_rows": keep}
+
+
+def render_checkpoint_vectors(metadata: dict[str, Any]) -> dict[str, str]:
+    """File name -> text of the checkpoint golden file (pure)."""
+    return {CHECKPOINT_FILE: json.dumps(checkpoint_vectors(metadata), indent=1, sort_keys=True) + "\n"}
