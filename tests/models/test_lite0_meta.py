@@ -146,3 +146,15 @@ def test_export_defaults_to_the_shipped_lite0_weights_at_128(monkeypatch, tmp_pa
     assert sidecar_run.weights == str(META_WEIGHTS_PATH)
     assert sidecar_run.cosine_scale == pytest.approx(sidecar(META_WEIGHTS_PATH)["cosine_head"]["scale"])
     assert sidecar_run.backbone == "lite0" and sidecar_run.candidate_blocks == 6 and sidecar_run.mean is None
+
+
+def test_demo_exports_what_export_without_flags_exports(monkeypatch, tmp_path):
+    """The demo's model is ``export``'s default: one ``ExportConfig`` (``weights_spec.resolve_export_config``)."""
+    import tflite_train.converters.export
+    from tflite_train import demo
+
+    seen = {}
+    monkeypatch.setattr(tflite_train.converters.export, "ensure_export", lambda config, path: seen.update(config=config))
+    path = demo._export(demo.DemoConfig(out=str(tmp_path)))
+    cli = _captured_export(monkeypatch, ["export", "--out", str(tmp_path / "m.tflite")])
+    assert seen["config"] == cli and path == tmp_path / "lite0_128.tflite"

@@ -91,20 +91,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     else:
         model = None
         backbone = args.backbone or (None if args.weights not in (None, IMAGENET) else DEFAULT_BACKBONE)
-        if backbone == "lite0" and (args.weights or DEFAULT_LITE0_WEIGHTS) == IMAGENET:
-            # the shipped default (tflite_train.default_weights says why), at any --input-size
-            config = ExportConfig(backbone="lite0", input_size=size or (DEFAULT_INPUT_SIZE,) * 2, weights=None,
-                                  candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS["lite0"],
-                                  cosine_scale=args.cosine_scale or 10.0, **common)
-        else:
-            if args.weights is None:  # a paper backbone without weights: seeded initialisation at 128
-                size = size or (DEFAULT_INPUT_SIZE,) * 2
-            sidecar_backbone = export_fields_from_sidecar(args.weights).get("backbone") if args.weights else None
-            config = resolve_export_config(
-                args.weights, backbone=backbone, input_size=size, in_channels=args.in_channels,
-                candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS.get(backbone or sidecar_backbone, 4),
-                cosine_scale=args.cosine_scale, **common,
-            )
+        weights = args.weights or (DEFAULT_LITE0_WEIGHTS if backbone == "lite0" else None)
+        if weights is None:  # a paper backbone without weights: seeded initialisation at 128
+            size = size or (DEFAULT_INPUT_SIZE,) * 2
+        sidecar_backbone = export_fields_from_sidecar(weights).get("backbone") if weights not in (None, IMAGENET) \
+            else None
+        config = resolve_export_config(
+            weights, backbone=backbone, input_size=size, in_channels=args.in_channels,
+            candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS.get(backbone or sidecar_backbone, 4),
+            cosine_scale=args.cosine_scale, **common,
+        )
     result = write_export(config, args.out, model)
     names = result.metadata[C.F_CANDIDATES]
     feature = result.module.graph.feature_layer
