@@ -4,7 +4,8 @@ Run from the root of a checkout (``make test-wheel``; exit 1 with the failing st
 
     python -m tools.wheel_check --model build/test-models/mcunet_adam_35.tflite
 
-1. Builds the wheel (``pip wheel --no-deps``) from a clean copy of ``setup.py``, ``tflite_train/`` and
+1. Builds the wheel (``pip wheel --no-deps --no-build-isolation``: with the setuptools and wheel pinned in
+   ``requirements/main.txt``) from a clean copy of ``setup.py``, ``tflite_train/`` and
    ``converters/`` (setuptools' ``build/lib`` in the checkout can hold files of deleted modules), prints its
    files by folder and checks them (``wheel_problems``: the package ``tflite_train`` alone, the exporter as
    ``tflite_train.converters``, no benchmark, test fixtures, parity oracle or golden generators).
@@ -91,7 +92,9 @@ def build_wheel(work: pathlib.Path) -> pathlib.Path:
             shutil.copytree(source, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(source, src / name)
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(dist), str(src)])
+    # built by this venv's pinned setuptools and wheel (requirements/main.txt), not by ones fetched for an isolated build
+    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dist),
+          str(src)])
     wheels = sorted(dist.glob("*.whl"))
     if len(wheels) != 1:
         raise RuntimeError(f"expected one wheel in {dist}, found {[w.name for w in wheels]}")
