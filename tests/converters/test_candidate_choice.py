@@ -21,7 +21,7 @@ from tflite_train.cli import main
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse.budget import default_budget as sparse_default_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import backward_cost, channel_count
-from blocked_models import norm_on_top
+from tests.converters.blocked_models import norm_on_top
 
 FAST = dict(backbone="keras", input_size=None, class_capacity=2, train_variants=0, cache_signatures=False,
             selftest_batch=1)

@@ -17,7 +17,7 @@ from tflite_train.converters.cut_choice import train_cuts
 from tflite_train.converters.trainable_module import state_names
 from tflite_train.architectures import build_layer_table
 from tflite_train.sparse.cost_model import layer_cost
-from byo_models import dense_cnn, separable_cnn
+from tests.converters.byo_models import dense_cnn, separable_cnn
 
 
 def _prepare(model, **fields):

@@ -20,8 +20,8 @@ from tflite_train.converters.ops.spec import OpKind, WeightedKind
 from tflite_train.sparse.cost_model import layer_cost
 from tflite_train.sparse.layer_table import ROLES
 
-from byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
-from test_graph import _prepare
+from tests.converters.byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
+from tests.converters.test_graph import _prepare
 
 OP_LIST_DOCUMENT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "bring-your-own-model.md"
 """Where the user documentation lists what trains (between ``registry.README_BEGIN`` and ``README_END``)."""

@@ -18,6 +18,14 @@ from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, read_idx
 from tflite_train.runtime.model_input import to_model_input
 
 FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS", "build/test-models"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+"""The checkout's root (``tflite_train``, ``tests``, ``tools`` import from there)."""
+
+
+def checkout_env() -> dict[str, str]:
+    """The environment of a child process that runs this checkout's code (``python -m tflite_train.cli``, a
+    ``-c`` script importing ``tests.runtime.runtime_fixtures``): the root first on ``PYTHONPATH``."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 def fixture_model(name: str) -> pathlib.Path:

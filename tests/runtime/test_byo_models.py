@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model, write_episode_folders
+from tests.runtime.runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel, load_checkpoint, read_metadata
 from tflite_train.runtime.image_folder import load_image_folder

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train import contract as C
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime import compiled_signatures

@@ -10,7 +10,7 @@ from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, embed, pred
 from tflite_train.runtime.fine_tuning import RowSource, class_prototypes, plan_updates, view_rows
 from tflite_train.runtime.pseudo_queries import pseudo_query_batches
 
-from runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 
 
 def _plan(prototype_mode="refresh", mode="batch", batch=8, *, cached=True, episode=True, accumulate=True, limit=100):

@@ -14,7 +14,7 @@ import logging
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime import interpreter as interpreter_module
 from tflite_train.runtime.selftest import verify

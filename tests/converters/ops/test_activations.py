@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
+from tests.converters.ops.op_parity import autodiff, rel
 from tflite_train.converters.graph.ir import ACTIVATIONS
 from tflite_train.converters.ops.activations import NODE_ACTIVATIONS, activation_backward, activation_forward
 

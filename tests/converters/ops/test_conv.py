@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
+from tests.converters.ops.op_parity import autodiff, rel
 from tflite_train.converters.ops import conv
 
 CASES = [  # (H, W, kernel, stride, padding)

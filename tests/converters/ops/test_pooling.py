@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
+from tests.converters.ops.op_parity import autodiff, rel
 from tflite_train.converters.graph.ir import Node
 from tflite_train.converters.ops import pooling, registry
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
+from tests.converters.ops.op_parity import autodiff, rel
 from tflite_train.converters.graph.keras_reader import read_keras
 from tflite_train.converters.ops import shape_ops
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import parity_model, relative_error
+from tests.runtime.runtime_fixtures import parity_model, relative_error
 
 FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "mbv2_adam_32", "proxyless_sgd_33",
             "byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]

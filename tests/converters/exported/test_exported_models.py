@@ -12,7 +12,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel, read_metadata, read_operator_codes
 from tflite_train.runtime.selftest import load_selftest, verify
 

@@ -14,7 +14,7 @@ import zipfile
 
 from tools.wheel_check import REQUIRED, build_wheel, wheel_problems
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 REPOSITORY_PACKAGES = ("converters", "bench", "tools")
 """Top-level folders of the repository that are not installed (``converters`` only as ``tflite_train.converters``)."""
 CHECKOUT_IMPORTS = {ROOT / "tflite_train" / "cli" / "paper_commands.py": {"bench"}}

@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model, run_cli, write_episode_folders
+from tests.runtime.runtime_fixtures import fixture_model, run_cli, write_episode_folders
 from tflite_train.runtime import TrainableModel, read_metadata
 from tflite_train.runtime import interpreter as interpreter_module
 from tflite_train.runtime.checkpoint import load_checkpoint

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import parity_model, relative_error
+from tests.runtime.runtime_fixtures import parity_model, relative_error
 
 FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "lite0_meta_adam_64", "byo_mobilenet_v3_small_32",
             "byo_plain_cnn_23"]
