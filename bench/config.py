@@ -190,7 +190,8 @@ class BenchConfig:
     int8_mode: str = "int8-candidates"
     int8_calibration: str = ""
     procedures: tuple[str, ...] = ("previous", "pmf", "pmf_fixed", "pmf_fixed_ties", "pmf_one_rate",
-                                   "pmf_fixed_ties_short", "pmf_fixed_ties_batch5")
+                                   "pmf_fixed_ties_short", "pmf_fixed_ties_batch5", "passes40_lr0.0003",
+                                   "passes5_lr0.0003", "passes5_lr0.001", "passes5_lr0.003", "passes5_lr0.01")
     procedure_tasks: int = 20
 
     def __post_init__(self) -> None:

@@ -11,7 +11,11 @@ resumes where it stopped.
 Reported per row: the mean accuracy per target and on average (95 % CI), the paired delta to None on the
 same weights (95 % CI), and the measured seconds per adaptation. Decisions (``decide``): the procedure
 with the best average validation accuracy on the run's main weights (ties go to the cheaper one), then
-the weights (main or before meta-training) on which that procedure scores best.
+the weights (main or before meta-training) on which that procedure scores best. And the default
+(``choose_default``): on the weights the default export ships, the most accurate affordable procedure
+(issue 39's cost goal, ``Procedure.affordable``) when it scores within ``DEFAULT_TOLERANCE_PP`` of the most
+accurate procedure, else the most accurate one; that default is then measured beside None on the test pool's
+tasks (``default_on_test``), which no decision here reads.
 """
 
 from __future__ import annotations
@@ -27,15 +31,21 @@ from bench.models import BASELINE, SPARSE, ensure_models, model_key
 from bench.paired_accuracy import AVERAGE, paired_deltas, target_means
 from bench.paired_section import Request, Runs, split_sizes
 from bench.policy_runs import Method, model_memory_budget
-from bench.procedures import procedure
+from bench.procedures import PROCEDURES, procedure
 from bench.tasks import target_tasks
-from bench.validation_split import VALIDATION
+from bench.validation_split import TEST, VALIDATION
+from tflite_train.default_weights import DEFAULT_LITE0_WEIGHTS, default_lite0_meta_trained
 from tflite_train.runtime import AdaptConfig, TrainableModel
 
-__all__ = ["decide", "procedure_methods", "procedure_section", "row_label"]
+__all__ = ["DEFAULT_TOLERANCE_PP", "choose_default", "decide", "default_on_test", "procedure_methods", "procedure_section", "row_label",
+           "shipped_weights"]
 
 LOG = logging.getLogger(__name__)
 MAIN, BEFORE_META = "main", "before meta-training"
+DEFAULT_TOLERANCE_PP = 1.0
+"""How much validation accuracy (average over targets, pp) the default may give up for an adaptation that fits the
+cost goal, stated before the affordable procedures were measured: about the half-width of the paired CIs that
+N = 20 tasks per target gives (±0.9-2.5 pp), i.e. a loss this section could not tell from none."""
 
 
 def row_label(name: str, weights: str = MAIN) -> str:
@@ -79,6 +89,55 @@ def decide(rows: Mapping[str, Mapping], procedures: Sequence[str]) -> dict:
             "weights_scores": by_weights}
 
 
+def shipped_weights(run) -> str:
+    """Which of a run's weights the default export ships: ``BEFORE_META`` when the run's baseline weights are the
+    default Lite0 export's ImageNet-only ones (``tflite_train.default_weights``), else ``MAIN``."""
+    if run.meta_trained and not default_lite0_meta_trained() and run.baseline_weights == DEFAULT_LITE0_WEIGHTS:
+        return BEFORE_META
+    return MAIN
+
+
+def choose_default(rows: Mapping[str, Mapping], procedures: Sequence[str], weights: str,
+                   affordable: Mapping[str, bool]) -> dict:
+    """The procedure ``adapt`` should run by default, on the shipped ``weights`` (pure).
+
+    Args:
+      rows: As ``decide``'s.
+      procedures: The procedure names, in config order (ties go to the earlier one).
+      weights: ``MAIN`` or ``BEFORE_META``: the rows considered.
+      affordable: procedure name -> whether it fits the cost goal (``Procedure.affordable``).
+
+    Returns:
+      {"procedure", "weights", "best", "best_affordable" (None without one), "scores", "tolerance_pp"}: the best
+      affordable procedure when its average is at least the best average - ``DEFAULT_TOLERANCE_PP``, else the best.
+    """
+    scores = {r["procedure"]: r["accuracy"][AVERAGE]["mean"] for r in rows.values()
+              if r["weights"] == weights and r["procedure"] is not None}
+    order = {name: i for i, name in enumerate(procedures)}
+    ranked = sorted(scores, key=lambda n: (-scores[n], order[n]))
+    best = ranked[0]
+    cheap = next((n for n in ranked if affordable.get(n)), None)
+    chosen = cheap if cheap is not None and scores[cheap] >= scores[best] - DEFAULT_TOLERANCE_PP else best
+    return {"procedure": chosen, "weights": weights, "best": best, "best_affordable": cheap,
+            "scores": {n: scores[n] for n in procedures if n in scores}, "tolerance_pp": DEFAULT_TOLERANCE_PP}
+
+
+def default_on_test(config: BenchConfig, run, targets: tuple[str, ...], rows, default: Mapping, runs: Runs) -> dict:
+    """The chosen default and None on its weights, on the first ``config.tasks`` tasks of every target's *test*
+    pool (the paired section's tasks): what a user of ``adapt`` without flags gets, measured on tasks no decision
+    saw. Returns {"tasks", "accuracy", "none", "delta_none"} (``target_means``/``paired_deltas`` records)."""
+    picked = [m for weights, name, m in rows
+              if weights == default["weights"] and name in (None, default["procedure"])]
+    none, chosen = sorted(picked, key=lambda m: m.adapt.policy != "none")
+    tasks = {t: target_tasks(config, t, config.tasks, TEST, run.input_size) for t in targets}
+    requests = [Request(m, t, TEST, tasks[t], f"{run.key} procedure default on test/{t}")
+                for m in (none, chosen) for t in targets]
+    base, trained = split_sizes(runs.run_many(requests), [len(targets)] * 2)
+    accuracy = [{t: [r.accuracy for r in cell] for t, cell in zip(targets, cells)} for cells in (base, trained)]
+    return {"tasks": config.tasks, "accuracy": target_means(accuracy[1], targets),
+            "none": target_means(accuracy[0], targets), "delta_none": paired_deltas(accuracy[1], accuracy[0], targets)}
+
+
 def procedure_section(config: BenchConfig, targets: tuple[str, ...], paths: dict, runs: Runs) -> dict:
     """Runs the section (module docstring); returns its results (per backbone run: rows and decisions)."""
     out = {"tasks": config.procedure_tasks, "procedures": {n: procedure(n).to_dict() for n in config.procedures},
@@ -106,8 +165,12 @@ def procedure_section(config: BenchConfig, targets: tuple[str, ...], paths: dict
                 "seconds": float(np.mean([r.seconds for r in records])),
                 "trained_tasks": sum(bool(r.layers) for r in records),
             }
-        entry = out["runs"][run.key] = {"label": run.label, "memory_budget_bytes": memory, "rows": summary,
-                                        "decision": decide(summary, config.procedures)}
+        entry = out["runs"][run.key] = {
+            "label": run.label, "memory_budget_bytes": memory, "rows": summary,
+            "decision": decide(summary, config.procedures),
+            "default": choose_default(summary, config.procedures, shipped_weights(run),
+                                      {n: PROCEDURES[n].affordable() for n in config.procedures})}
+        entry["default"]["test"] = default_on_test(config, run, targets, rows, entry["default"], runs)
         LOG.info("%s procedure decision: %s", run.key, entry["decision"])
     return out
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from tflite_train.runtime import AdaptConfig
 
-__all__ = ["PMF_RATES", "PREVIOUS", "PROCEDURES", "Procedure", "procedure"]
+__all__ = ["AFFORDABLE_UPDATES", "PMF_RATES", "PREVIOUS", "PROCEDURES", "Procedure", "passes_procedure", "procedure"]
 
 PMF_RATES = (0.0, 1e-4, 1e-3, 1e-2)
 """P>M>F's candidate rates (its reference code's list; 0 = no update, listed first so that it wins ties)."""
@@ -44,10 +44,29 @@ class Procedure:
         """``config`` with this procedure's fields (``AdaptConfig`` drops ``epochs`` when ``iterations`` is set)."""
         return dataclasses.replace(config, **dict(self.fields))
 
+    def updates(self, support: int = 25) -> int | None:
+        """Batch-1 train-step passes of one adaptation of ``support`` images, or None for a per-task rate choice.
+
+        ``epochs * support`` (``iterations * batch_size`` when set); a rate choice adds a fine-tuning run per
+        candidate rate on the prototype split, which ``bench.adaptation_cost`` measures instead (every such
+        procedure measured over the cost goal: ``pmf_fixed_ties_short``, the cheapest, 515 calls on LiteRT).
+        """
+        fields = dict(self.fields)
+        if fields.get("rate_choice"):
+            return None
+        if fields.get("iterations"):
+            return int(fields["iterations"]) * int(fields.get("batch_size", 1))
+        return int(fields["epochs"]) * support
+
+    def affordable(self, support: int = 25) -> bool:
+        """Whether the adaptation of ``support`` images fits issue 39's cost goal (``AFFORDABLE_UPDATES``)."""
+        updates = self.updates(support)
+        return updates is not None and updates <= AFFORDABLE_UPDATES
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record."""
-        return {"name": self.name, "description": self.description,
-                "fields": {k: list(v) if isinstance(v, tuple) else v for k, v in self.fields}}
+        return {"name": self.name, "description": self.description, "updates": self.updates(),
+                "affordable": self.affordable(), "fields": {k: list(v) if isinstance(v, tuple) else v for k, v in self.fields}}
 
 
 def _procedure(name: str, description: str, **fields: Any) -> Procedure:
@@ -59,6 +78,30 @@ PREVIOUS = _procedure(
     "rate 3e-3 for every task (the powered run's validation choice)",
     prototype_mode="fixed", batch_mode="batch", batch_size=1, epochs=40, learning_rate=3e-3, rate_choice=None)
 """The procedure before issue 39 (``adapt``'s defaults then)."""
+
+AFFORDABLE_UPDATES = 150
+"""The most batch-1 updates per 25 support images that fit issue 39's cost goal (<= 500 batch-1 ``infer``
+calls for the whole adaptation): ``bench/results/ADAPTATION_COST.md`` measured, on LiteRT (the dearer runtime in
+``infer`` units), about 190 calls for head, Fisher, selection and cache and 2.04 calls per update, so
+(500 - 190) / 2.04 = 152 updates; tflite-runtime 2.14 pays 1.06 per update. Six passes would be 150."""
+
+
+def passes_procedure(epochs: int, rate: float) -> Procedure:
+    """The previous procedure (fixed prototypes, batch 1, one rate for every task) at ``epochs`` passes and ``rate``.
+
+    ``epochs * N_support`` updates; at ``epochs <= AFFORDABLE_UPDATES / 25`` the adaptation of 25 support images
+    fits the cost goal.
+    """
+    return _procedure(f"passes{epochs}_lr{rate:g}",
+                      f"as previous, {epochs} passes ({epochs * 25} updates of 25 images), rate {rate:g} for every task",
+                      prototype_mode="fixed", batch_mode="batch", batch_size=1, epochs=epochs, learning_rate=rate,
+                      rate_choice=None)
+
+
+SHORT_PASSES = 5
+"""The passes of the affordable procedures: ``AFFORDABLE_UPDATES`` / 25 = 6 passes, less one for a margin (the
+fixed costs vary with the task and the selection). Their rates span the tuning's grid and one step above it
+(1e-2), as fewer updates may want larger ones."""
 
 _PMF = dict(batch_mode="accumulate", batch_size=25, iterations=20, rate_choice=PMF_RATES)
 
@@ -82,6 +125,8 @@ PROCEDURES: Mapping[str, Procedure] = {p.name: p for p in (
                "accumulation: the selection counts the 5 rows against B_mem (fewer or smaller layers), each update "
                "one train step", prototype_mode="fixed", choice_score="accuracy_loss",
                **{**_PMF, "batch_mode": "batch", "batch_size": 5}),
+    passes_procedure(40, 3e-4),
+    *(passes_procedure(SHORT_PASSES, rate) for rate in (3e-4, 1e-3, 3e-3, 1e-2)),
 )}
 """Every procedure the bench knows, by name."""
 

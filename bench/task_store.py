@@ -142,8 +142,12 @@ that compute what the config computed before they existed."""
 def stored_adapt(adapt: Mapping[str, Any]) -> dict[str, Any]:
     """``adapt`` (an ``AdaptConfig.to_dict``) as cells store it: without the ``NEUTRAL_ADAPT_FIELDS`` that hold
     their neutral value, so a cell stored before those fields existed keeps its key, and another value (another
-    procedure) still makes another cell."""
-    return {k: v for k, v in adapt.items() if not (k in NEUTRAL_ADAPT_FIELDS and v == NEUTRAL_ADAPT_FIELDS[k])}
+    procedure) still makes another cell; and without ``learning_rate`` where nothing reads it (policy ``none``
+    updates nothing; a per-task ``rate_choice`` sets the rate itself), so that a change of ``AdaptConfig``'s
+    default rate keeps those cells."""
+    unused = {"learning_rate"} if adapt.get("policy") == "none" or adapt.get("rate_choice") else set()
+    return {k: v for k, v in adapt.items()
+            if k not in unused and not (k in NEUTRAL_ADAPT_FIELDS and v == NEUTRAL_ADAPT_FIELDS[k])}
 
 
 def stored_cell(cell: Mapping[str, Any]) -> dict[str, Any]:

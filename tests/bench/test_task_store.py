@@ -176,3 +176,14 @@ def test_the_fine_tuning_fields_at_their_neutral_values_keep_an_older_cells_key(
     assert json.loads(path.read_text()) == {"cell": CELL, "key": cell_key(CELL)}
     episode = {**newer, "adapt": {**newer["adapt"], "prototype_mode": "episode"}}
     assert open_cell(tmp_path, "m", "TinyTrain", "t", "test", episode) != path
+
+
+@pytest.mark.parametrize("fields", [{"policy": "none"}, {"policy": "tinytrain", "rate_choice": [0.0, 1e-3]}])
+def test_a_learning_rate_nothing_reads_is_not_part_of_the_key(tmp_path, fields):
+    """No update (policy none) and a per-task rate choice read no ``learning_rate``: a change of the default rate
+    keeps their cells; where the rate is read (a plain TinyTrain cell) another rate makes another cell."""
+    one = {**CELL, "adapt": {**CELL["adapt"], **fields, "learning_rate": 3e-3}}
+    other = {**one, "adapt": {**one["adapt"], "learning_rate": 3e-4}}
+    assert open_cell(tmp_path, "m", "x", "t", "test", one) == open_cell(tmp_path, "m", "x", "t", "test", other)
+    plain = {**CELL, "adapt": {**CELL["adapt"], "learning_rate": 3e-4}}
+    assert open_cell(tmp_path, "m", "x", "t", "test", plain) != open_cell(tmp_path, "m", "x", "t", "test", CELL)

@@ -68,20 +68,20 @@ def test_demo_uses_the_protocol():
 
 
 def test_protocol_is_the_powered_benchmarks_choice():
-    """Once bench/results holds a powered run's tuning (>= 60 tasks, >= 5 tuning tasks per target), the
-    protocol's passes and learning rate are TinyTrain's validated choice on the default export (backbone and weights)."""
+    """Once bench/results holds a powered run's procedure section (>= 20 validation tasks per target), the
+    protocol is the procedure it chose as the default on the weights the default export ships."""
     config_path, results_path = ROOT / "bench/results/config.json", ROOT / "bench/results/results.json"
     config = json.loads(config_path.read_text())
-    if config.get("tasks", 0) < 60 or config.get("tuning_tasks", 0) < 5:
-        pytest.skip(f"the committed benchmark is not a powered run (tasks {config.get('tasks')}, tuning_tasks "
-                    f"{config.get('tuning_tasks')}); `make bench-powered` makes one")
-    run = json.loads(results_path.read_text())["sections"].get("accuracy", {}).get("runs", {}).get("lite0_128", {})
-    if run.get("stage") not in ("tests", "done"):  # stage "tuning": successive halving still running
-        pytest.skip("the powered run's tuning is not finished (resume it with `make bench-powered`)")
-    shipped = "TinyTrain" if default_lite0_meta_trained() else "TinyTrain without meta-training"
-    chosen = run["tuning"][shipped]  # the row of the weights the default export ships
-    assert DEFAULT_PROTOCOL.epochs == chosen["epochs"]
-    assert DEFAULT_PROTOCOL.learning_rate == chosen["learning_rate"]
+    section = json.loads(results_path.read_text())["sections"].get("procedure", {})
+    if config.get("tasks", 0) < 60 or section.get("tasks", 0) < 20:
+        pytest.skip(f"the committed benchmark is not a powered run (tasks {config.get('tasks')}, procedure tasks "
+                    f"{section.get('tasks')}); `make bench-powered` makes one")
+    default = section["runs"]["lite0_128"]["default"]
+    assert default["weights"] == ("main" if default_lite0_meta_trained() else "before meta-training")
+    fields = section["procedures"][default["procedure"]]["fields"]
+    assert (fields["prototype_mode"], fields["batch_mode"], fields["rate_choice"]) == ("fixed", "batch", None)
+    assert (DEFAULT_PROTOCOL.epochs, DEFAULT_PROTOCOL.batch_size, DEFAULT_PROTOCOL.learning_rate) == (
+        fields["epochs"], fields["batch_size"], fields["learning_rate"])
 
 
 def test_cli_gives_the_protocols_compute_budget_to_budgeted_policies_only():

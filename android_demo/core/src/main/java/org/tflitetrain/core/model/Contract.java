@@ -180,7 +180,7 @@ public final class Contract {
   /** B_compute as a fraction of the full backward pass (FullTrain's backward MACs per image). */
   public static final double PROTOCOL_COMPUTE_FRACTION = 0.15;
   /** The optimizer's step size; NaN = the model's own (set at export). */
-  public static final double PROTOCOL_LEARNING_RATE = 0.0003;
+  public static final double PROTOCOL_LEARNING_RATE = 0.003;
 
   /** Every signature of the contract, in export order. */
   public static final List<String> SIGNATURE_NAMES = List.of("infer", "fisher", "train_step", "set_head", "set_selection", "set_hparams", "get_state", "set_state", "reset_state");
