@@ -1,11 +1,10 @@
-"""Data: offline sources, the on-disk cache and the few-shot episode sampler (numpy only).
+"""Data: offline sources, the on-disk cache, the few-shot episode sampler and augmentation (numpy only).
 
-Loaders import PIL (and optional packages) lazily; the sampler needs numpy only. The augmentation is the
-device's (``tflite_train.runtime.augment``, so that ``adapt`` imports no dataset builder); meta-training uses
-the same one, re-exported here.
+Loaders import PIL (and optional packages) lazily; the sampler and augmentation need numpy only, so
+the on-device trainer can reuse them.
 """
 
-from tflite_train.runtime.augment import AugmentConfig, augment, translate, with_value_range
+from tflite_train.data.augment import AugmentConfig, augment, translate, with_value_range
 from tflite_train.data.cache import (
     CACHE_FORMAT,
     DEFAULT_IMAGE_SIZE,

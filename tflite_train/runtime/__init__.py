@@ -44,7 +44,6 @@ from tflite_train.runtime.text import printable
 from tflite_train.runtime.timing import PhaseTimer
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL, Protocol
 from tflite_train.runtime.adapt_config import AdaptConfig
-from tflite_train.runtime.augment import AugmentConfig
 from tflite_train.runtime.prediction import class_logits, evaluate, predict
 from tflite_train.runtime.trainer import (
     AdaptResult,
@@ -68,7 +67,6 @@ from tflite_train.runtime.continual import AdaptStart, checkpoint_after, continu
 __all__ = [
     "AdaptConfig",
     "AdaptResult",
-    "AugmentConfig",
     "BakeError",
     "BakedClassifier",
     "BakedModelError",

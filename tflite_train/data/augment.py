@@ -1,7 +1,6 @@
 """Numpy image augmentation for pseudo-queries (P>M>F / DiffAugment-style), TF-free.
 
-The on-device trainer builds a pseudo-query set by augmenting the support set (paper appendix C); meta-training
-(``tflite_train.meta``) augments its episodes with the same transforms.
+The on-device trainer builds a pseudo-query set by augmenting the support set (paper appendix C).
 Each transform acts on float32 NHWC images with values in ``[lo, hi]`` (``AugmentConfig.value_range``,
 the range the model takes: [0, 1] for the built-in MCUNet-style backbones, [0, 255] for Lite0 and
 most Keras applications; ``None`` until ``with_value_range`` resolves it from the model's metadata)
