@@ -3,7 +3,7 @@
 * "" (default): the data cache's meta-training sources (role "source", their train classes), an equal
   share from each, seeded; the cache is ``DEFAULT_CACHE`` unless ``cache_dir`` is given.
 * "synthetic:N": N seeded uniform random images (tests; no data needed).
-* anything else: an image folder (``root/class/*.png|jpg``, ``tflite_train.data.image_folder``).
+* anything else: an image folder (``root/class/*.png|jpg``, ``tflite_train.data.folder_datasets``).
 
 Images are resized to the model's input by the cache/folder loaders, converted to the model's channel
 count and scaled from [0, 255] to the model's input range.
@@ -59,7 +59,7 @@ def calibration_images(source: str, shape: tuple[int, int, int], value_range: tu
     if height != width:
         raise ValueError(f"calibration from images needs a square input; the model takes {height}x{width}")
     if source:
-        from tflite_train.data.image_folder import load_image_folder
+        from tflite_train.data.folder_datasets import load_image_folder
 
         data = load_image_folder(source, height)
         return _scaled(data.images[_pick(count, len(data.images), rng)], channels, value_range)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tflite_train.data.augment import AugmentConfig, augment
+from tflite_train.runtime.augmentation import AugmentConfig, augment
 from tflite_train.runtime import TrainableModel, input_range
 from tflite_train.runtime import AdaptConfig, adapt, class_prototypes, embed, evaluate, predict, support_fisher
 from tflite_train.sparse import BudgetError

@@ -83,7 +83,7 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
     from tflite_train.data.fashion_mnist import load_fashion_mnist
     from tflite_train.data.glyphs import MULTISCRIPT_CONFIG, SCRIPTS, TARGET_CHARS, GlyphConfig, render_glyph_dataset
     from tflite_train.data.icon_themes import THEMES, IconThemesConfig, load_icon_themes
-    from tflite_train.data.image_folder import load_tuxpaint_stamps
+    from tflite_train.data.folder_datasets import load_tuxpaint_stamps
     from tflite_train.data.line_icons import describe as describe_line_icons
     from tflite_train.data.line_icons import load_line_icons
     from tflite_train.data.tfds_source import load_tfds
@@ -125,7 +125,7 @@ def default_datasets() -> tuple[DatasetSpec, ...]:
 
 def image_folder_spec(name: str, root: str, role: str = "target") -> DatasetSpec:
     """A user's ``root/<class>/*.png|jpg`` folder as a cache data set (``role`` "source" or "target")."""
-    from tflite_train.data.image_folder import load_image_folder
+    from tflite_train.data.folder_datasets import load_image_folder
 
     if role not in ("source", "target"):
         raise ValueError(f"role must be 'source' or 'target', got {role!r}")

@@ -36,7 +36,7 @@ import re
 import numpy as np
 
 from tflite_train.data.dataset import LabeledImages, SourceUnavailable, to_rgb_uint8
-from tflite_train.data.image_folder import TUXPAINT_STAMPS
+from tflite_train.data.folder_datasets import TUXPAINT_STAMPS
 from tflite_train.data.npm_packages import NpmPackage, read_members
 from tflite_train.data.svg_raster import rasterize_svg
 

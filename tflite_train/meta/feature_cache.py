@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tflite_train.data.augment import AugmentConfig, augment
+from tflite_train.runtime.augmentation import AugmentConfig, augment
 from tflite_train.data.cache import load_split, read_manifest, sha256_file
 
 log = logging.getLogger(__name__)

@@ -163,7 +163,7 @@ class AdaptationSimulator:
           support_images, support_labels: f32 [N, H, W, C] in the input range; labels 0..K-1.
           query_images, query_labels: The query set.
           config: The same ``AdaptConfig`` the TFLite ``adapt`` gets.
-          augment: ``augment(images, rng, config)``; default ``tflite_train.data.augment.augment``.
+          augment: ``augment(images, rng, config)``; default ``tflite_train.runtime.augmentation.augment``.
           fisher_tasks: Meta-training Fisher dicts for ``sparse_update``.
         """
         if not isinstance(config, AdaptConfig):
@@ -171,7 +171,7 @@ class AdaptationSimulator:
         images = np.asarray(support_images, np.float32)
         labels = np.asarray(support_labels, np.int32)
         opt = self.optimizer
-        augment_module = importlib.import_module("tflite_train.data.augment")
+        augment_module = importlib.import_module("tflite_train.runtime.augmentation")
         augment = augment_module.augment if augment is None else augment
         augment_config = augment_module.with_value_range(config.augment, input_range(self.metadata))
         self.reset()

@@ -55,6 +55,7 @@ from tflite_train.runtime.trainer import (
     support_fisher,
 )
 from tflite_train.runtime.pseudo_queries import draw_views, pseudo_query_batches
+from tflite_train.runtime.augmentation import AugmentConfig, augment
 from tflite_train.runtime.activation_cache import CachePlan, plan_cache
 
 # Shipping what was learned (issue 42): a plain classifier baked from an export and a checkpoint.
@@ -66,6 +67,7 @@ from tflite_train.runtime.continual import AdaptStart, checkpoint_after, continu
 
 __all__ = [
     "AdaptConfig",
+    "AugmentConfig",
     "AdaptResult",
     "BakeError",
     "BakedClassifier",
@@ -97,6 +99,7 @@ __all__ = [
     "TrainableModel",
     "UserError",
     "adapt",
+    "augment",
     "adapt_record",
     "bake_classifier",
     "check_labelled_set",

@@ -40,7 +40,7 @@ class AdaptConfig:
       batch_size: Pseudo-query images per step (paper: 1 for the sparse methods).
       learning_rate: None = the model's default (metadata ``optimizer.learning_rate``).
       seed: Seed of batch sampling, augmentation and the random-channel ablation.
-      augment: An ``AugmentConfig`` of ``tflite_train.data.augment``, or None for its defaults; its
+      augment: An ``AugmentConfig`` of ``tflite_train.runtime.augmentation``, or None for its defaults; its
         ``value_range`` None (the default) means the model's input range (metadata ``input.range``).
       on_empty: "raise" (BudgetError) or "empty" (no update) when the budget fits no layer.
       refresh_head: Recompute the prototypes after the steps (step 5 of the module docstring).

@@ -10,7 +10,7 @@
    (B_mem, B_compute), priced by the analytic cost model;
 4. ``set_selection``; the fine-tuning (``tflite_train.runtime.fine_tuning``, P>M>F's procedure of the
    paper's appendix C): ``augment_views`` augmented views of every support image are drawn up front (flips,
-   shifts, brightness/contrast; ``tflite_train.data.augment``); when the model has frozen-prefix
+   shifts, brightness/contrast; ``tflite_train.runtime.augmentation``); when the model has frozen-prefix
    signatures and the cache fits (``tflite_train.runtime.activation_cache``), the activation at the cut
    below the deepest selected layer is computed once per view (and per support image, when the prototypes
    or the rate choice need it) and every update runs from it (only the layers above the cut), else from
@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.data.augment import with_value_range
-from tflite_train.data.augment import augment as augment_images
+from tflite_train.runtime.augmentation import with_value_range
+from tflite_train.runtime.augmentation import augment as augment_images
 from tflite_train.runtime.activation_cache import CachePlan, plan_cache
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.continual import AdaptStart
@@ -197,7 +197,7 @@ def candidate_weights(model: TrainableModel, state: Mapping[str, np.ndarray] | N
 
 
 def default_augment() -> Augment:
-    """The default pseudo-query augmentation: ``tflite_train.data.augment.augment`` (numpy only)."""
+    """The default pseudo-query augmentation: ``tflite_train.runtime.augmentation.augment`` (numpy only)."""
     return augment_images
 
 
@@ -220,7 +220,7 @@ def adapt(
       support_labels: ints [N] in 0..K-1, K >= 2, every class present; with ``start``, classes of its head
         (``continual.continue_from``'s relabelling), any of them, at least one image.
       config: The adaptation config.
-      augment: ``augment(images, rng, augment_config) -> images``; default ``tflite_train.data.augment.augment``.
+      augment: ``augment(images, rng, augment_config) -> images``; default ``tflite_train.runtime.augmentation.augment``.
       fisher_tasks: Meta-training Fisher dicts for the static ``sparse_update`` policy.
       progress: Progress-bar factory (``tflite_train.runtime.progress``): bars "fisher" (images)
         and "training" (optimizer steps, with the epoch and the loss).
