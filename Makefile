@@ -4,7 +4,7 @@ VENV := .venv
 PI_VENV := .venv-pi
 BENCH_VENV := .venv-bench
 
-.PHONY: demo test test-main test-zoo test-pi test-java fixtures clean-venvs data-deps npm-data icon-data data weights weights-lite0 bench bench-quick bench-powered bench-peer bench-int8 bench-memory adapt-example
+.PHONY: demo test test-main test-zoo test-pi test-java test-wheel fixtures clean-venvs data-deps npm-data icon-data data weights weights-lite0 bench bench-quick bench-powered bench-peer bench-int8 bench-memory adapt-example
 
 # Offline data sources (Debian packages; see tflite_train/data). Installed only when missing.
 DATA_DEBS := fonts-noto-core fonts-dejavu-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default
@@ -32,7 +32,7 @@ $(PI_VENV)/.installed: requirements/pi.txt setup.py
 demo: $(VENV)/.installed data-deps
 	$(VENV)/bin/tflite-train demo
 
-test: test-main test-pi test-java
+test: test-main test-pi test-java test-wheel
 
 data-deps:
 	@missing=$$(for p in $(DATA_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -102,7 +102,7 @@ adapt-example: $(VENV)/.installed data-deps
 # core (needs TF). The venv is made here only when missing (test-main refreshes a stale one), so that
 # `make test-java` in a fresh git worktree does not reinstall a venv that several worktrees share.
 fixtures: data-deps $(if $(wildcard $(VENV)/.installed),,$(VENV)/.installed)
-	$(VENV)/bin/python -m converters.fixtures --out build/test-models
+	$(VENV)/bin/python -m tools.fixtures --out build/test-models
 
 # The Pi venv first: some workstation tests (tests/converters/test_selftest_zoo.py) verify their exports on
 # tflite-runtime 2.14 through it.
@@ -117,6 +117,13 @@ test-zoo: $(VENV)/.installed $(PI_VENV)/.installed data-deps
 # The on-device code, where a Pi would run it: numpy<2, tflite-runtime 2.14, no TensorFlow.
 test-pi: $(PI_VENV)/.installed fixtures
 	TFLITE_TRAIN_PI_ENV=1 $(PI_VENV)/bin/python -m pytest -m pi tests
+
+# The wheel as a user installs it (tools/wheel_check.py): built from this checkout, installed with the pi extra
+# into a fresh venv (verify, adapt, show and predict on a test model, in a folder outside the checkout) and with
+# the train extra into another (export of the default model there, verified in the first); its file list is
+# printed and checked (the package tflite_train alone: no bench, fixtures or golden generators).
+test-wheel: $(VENV)/.installed fixtures
+	$(VENV)/bin/python -m tools.wheel_check --python $(PYTHON) --model build/test-models/mcunet_adam_35.tflite
 
 # The Android demo's pure-Java core, on the JVM (JDK 17 + Debian's junit4; no Gradle, no downloads
 # beyond apt). Golden vectors in android_demo/core/src/test/resources/golden pin it to the Python side;

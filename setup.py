@@ -1,4 +1,11 @@
-"""tflite-train: budgeted sparse on-device fine-tuning (TinyTrain) exported to TensorFlow Lite."""
+"""tflite-train: budgeted sparse on-device fine-tuning (TinyTrain) exported to TensorFlow Lite.
+
+The wheel holds the package ``tflite_train`` alone: the device code, the contract, the CLI and the exporter
+(``tflite_train.converters``: ``tflite_train/converters`` links to the repository's top-level ``converters/``
+folder, so a checkout, an editable install and the wheel import it by the same name). The benchmark
+(``bench/``), the test models, golden generators and maintenance tools (``tools/``) and the tests stay in the
+repository. ``make test-wheel`` builds the wheel and uses it outside the checkout.
+"""
 
 from setuptools import find_packages, setup
 
@@ -7,7 +14,9 @@ setup(
     version="0.1.0",
     license="Apache-2.0",
     description="Meta-train small CNNs and fine-tune them sparsely on TFLite under memory/compute budgets",
-    packages=find_packages(include=["tflite_train", "tflite_train.*", "converters", "converters.*", "bench", "bench.*"]),
+    packages=find_packages(include=["tflite_train", "tflite_train.*"]),
+    # the ImageNet weights' provenance record (package, file, sha256), checked before they load
+    package_data={"tflite_train.models": ["efficientnet_lite0_provenance.json"]},
     python_requires=">=3.10",
     install_requires=["numpy"],
     extras_require={

@@ -39,7 +39,7 @@ def model_key(run: BackboneRun | None, model: str) -> str:
 
 def _builtin_configs(backbone: str, input_size: int, weights: str | None, candidate_blocks: int,
                      train_variants: int) -> dict[str, object]:
-    from converters.weights_spec import resolve_export_config
+    from tflite_train.converters.weights_spec import resolve_export_config
 
     blocks = len(get_config(backbone).blocks)
     common = dict(backbone=backbone, input_size=input_size, optimizer="adam")
@@ -65,8 +65,8 @@ does not change the models (and so invalidate the stored cells) of a run in prog
 
 
 def _lite0_config(weights: str, input_size: int, candidates: str, train_variants: int, **fields):
-    from converters.export_config import ExportConfig
-    from converters.weights_spec import sidecar_path
+    from tflite_train.converters.export_config import ExportConfig
+    from tflite_train.converters.weights_spec import sidecar_path
 
     scale = {}
     if weights != IMAGENET:
@@ -166,7 +166,7 @@ def _file_name(key: str, export_config) -> str:
 
 def _ensure(export_config, path: pathlib.Path) -> None:
     """``converters.export.ensure_export``, also for a Keras-path (Lite0) config."""
-    from converters.export import ensure_export, write_export
+    from tflite_train.converters.export import ensure_export, write_export
 
     if export_config.backbone != "keras":
         ensure_export(export_config, path)

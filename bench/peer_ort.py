@@ -163,8 +163,8 @@ def keras_backbone(args: argparse.Namespace):
 
 def export_configs(args: argparse.Namespace) -> dict:
     """{"sparse": ExportConfig, "full": ExportConfig} of the project's two exports."""
-    from converters.export_config import ExportConfig
-    from converters.fixtures import trained_config
+    from tflite_train.converters.export_config import ExportConfig
+    from tools.fixtures import trained_config
     from tflite_train.architectures import get_config
 
     if args.backbone in KERAS_BACKBONES:
@@ -281,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     import onnxruntime
 
     from bench.onnx_graph import graph_to_onnx, keras_to_onnx
-    from converters.build_module import folded_backbone, prepare_model
-    from converters.export import ensure_export
+    from tflite_train.converters.build_module import folded_backbone, prepare_model
+    from tflite_train.converters.export import ensure_export
 
     work = pathlib.Path(args.work_dir) / f"{args.backbone}_{args.input_size}"
     work.mkdir(parents=True, exist_ok=True)

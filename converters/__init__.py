@@ -1,6 +1,6 @@
 """Offline converters (TensorFlow side): any supported Keras CNN -> trainable, builtins-only ``.tflite``."""
 
-from converters.build_module import (
+from tflite_train.converters.build_module import (
     PreparedModel,
     backbone_model,
     folded_backbone,
@@ -8,13 +8,13 @@ from converters.build_module import (
     module_from_keras,
     prepare_model,
 )
-from converters.export import (ExportResult, build_metadata, convert, ensure_export, export_is_current, export_keras,
+from tflite_train.converters.export import (ExportResult, build_metadata, convert, ensure_export, export_is_current, export_keras,
                                export_model, write_export)
-from converters.export_config import ExportConfig
-from converters.export_stamp import code_stamp, stamp_path
-from converters.flatbuffer_metadata import add_metadata
-from converters.graph import Graph, GraphReadError, EmbeddingError, RegionError, graph_layer_table, read_keras
-from converters.trainable_module import TrainableModule, state_names
+from tflite_train.converters.export_config import ExportConfig
+from tflite_train.converters.export_stamp import code_stamp, stamp_path
+from tflite_train.converters.flatbuffer_metadata import add_metadata
+from tflite_train.converters.graph import Graph, GraphReadError, EmbeddingError, RegionError, graph_layer_table, read_keras
+from tflite_train.converters.trainable_module import TrainableModule, state_names
 
 __all__ = [
     "EmbeddingError",

@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from converters.cosine_head import episode_loss_and_embedding_grad, loss_and_embedding_grad
-from converters.frozen_prefix import CacheCut
-from converters.graph.ir import Node
-from converters.ops import dispatch
-from converters.ops.activations import activation_backward
-from converters.optimizer_update import masked_optimizer_step
+from tflite_train.converters.cosine_head import episode_loss_and_embedding_grad, loss_and_embedding_grad
+from tflite_train.converters.frozen_prefix import CacheCut
+from tflite_train.converters.graph.ir import Node
+from tflite_train.converters.ops import dispatch
+from tflite_train.converters.ops.activations import activation_backward
+from tflite_train.converters.optimizer_update import masked_optimizer_step
 from tflite_train import contract as C
 
 __all__ = ["BackwardPass"]

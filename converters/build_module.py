@@ -14,16 +14,16 @@ import logging
 
 import keras
 
-from converters.calibration_images import calibration_images
-from converters.candidate_choice import AUTO, choose_candidates, describe, feature_layer_flags, refusal
-from converters.export_config import ExportConfig
-from converters.graph.ir import Graph, InputSpec
-from converters.graph.keras_reader import GraphReadError, output_names, read_keras
-from converters.graph.layer_table import graph_layer_table
-from converters.graph.passes import prepare_graph
-from converters.graph.region import RegionError, check_region, parse_candidates
-from converters.preprocessing import warn_missing_preprocessing
-from converters.trainable_module import TrainableModule
+from tflite_train.converters.calibration_images import calibration_images
+from tflite_train.converters.candidate_choice import AUTO, choose_candidates, describe, feature_layer_flags, refusal
+from tflite_train.converters.export_config import ExportConfig
+from tflite_train.converters.graph.ir import Graph, InputSpec
+from tflite_train.converters.graph.keras_reader import GraphReadError, output_names, read_keras
+from tflite_train.converters.graph.layer_table import graph_layer_table
+from tflite_train.converters.graph.passes import prepare_graph
+from tflite_train.converters.graph.region import RegionError, check_region, parse_candidates
+from tflite_train.converters.preprocessing import warn_missing_preprocessing
+from tflite_train.converters.trainable_module import TrainableModule
 from tflite_train import contract as C
 from tflite_train.models import build_backbone
 from tflite_train.sparse.layer_table import LayerTable

@@ -10,11 +10,11 @@ from collections.abc import Callable
 import tensorflow as tf
 from tensorflow.lite.python.convert_phase import ConverterError
 
-from converters.graph.ir import Graph, Node
-from converters.ops import registry
+from tflite_train.converters.graph.ir import Graph, Node
+from tflite_train.converters.ops import registry
 from tflite_train import native_stderr
 
-LOG = logging.getLogger("converters.export")
+LOG = logging.getLogger("tflite_train.converters.export")
 
 __all__ = ["RNN_CLASSES", "ConversionError", "capturing_stderr", "conversion_refusal", "unconverted_ops"]
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from converters.frozen_prefix import CacheCut
-from converters.graph.ir import Node
-from converters.int8_prefix import PRE_ACTIVATION, fake_quant_kernel, fake_quant_value, needs_pre_activation_range
-from converters.ops import dispatch
+from tflite_train.converters.frozen_prefix import CacheCut
+from tflite_train.converters.graph.ir import Node
+from tflite_train.converters.int8_prefix import PRE_ACTIVATION, fake_quant_kernel, fake_quant_value, needs_pre_activation_range
+from tflite_train.converters.ops import dispatch
 from tflite_train import contract as C
 
 __all__ = ["DIRTY_SUFFIX", "CopyOnWriteForward"]
@@ -84,7 +84,7 @@ class CopyOnWriteForward:
         """(embedding [N, D], {node: (inputs, z, y)}).
 
         ``from_variables``: candidate layers read their variables unconditionally (TF's own gradient
-        with respect to them, ``converters.reference``); otherwise the copy-on-write IF decides.
+        with respect to them, ``tools.parity_reference``); otherwise the copy-on-write IF decides.
         ``start``: ``images`` is the activation at that cut's frontier, and only the suffix nodes run
         (``converters.frozen_prefix``). ``stop``: return that node's value instead of the embedding,
         running only the nodes it reads."""

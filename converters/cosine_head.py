@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from converters.export_config import ExportConfig
+from tflite_train.converters.export_config import ExportConfig
 
 __all__ = ["MASKED_LOGIT", "NORM_EPS", "episode_loss_and_embedding_grad", "head_logits", "loss_and_embedding_grad"]
 

@@ -18,7 +18,7 @@ candidate layers' kernels stored int8, all arithmetic float32 (Lite0 @128: the b
 
 DEFAULT_BACKBONE = "lite0"
 """What ``export`` builds when given no backbone, weights or Keras model: EfficientNet-Lite0 at
-``DEFAULT_INPUT_SIZE`` with the shipped meta-trained weights (``tflite_train.models.lite0_meta``)."""
+``DEFAULT_INPUT_SIZE`` with the weights ``tflite_train.default_weights`` ships (``weights_spec.resolve_export_config``)."""
 DEFAULT_INPUT_SIZE = 128
 DEFAULT_CANDIDATE_BLOCKS = {"lite0": 6}
 """Trailing blocks the device may update, per built-in backbone (others: 4). Lite0: the last 6 blocks

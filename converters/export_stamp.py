@@ -14,22 +14,24 @@ import hashlib
 import pathlib
 from importlib import metadata
 
-from converters.export_config import ExportConfig
+import tflite_train
+from tflite_train.converters.export_config import ExportConfig
 
 __all__ = ["PACKAGES", "SOURCES", "STAMP_VERSION", "code_stamp", "stamp_path"]
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-STAMP_VERSION = 1
-"""Bumped when what the stamp covers changes."""
+ROOT = pathlib.Path(tflite_train.__file__).parent
+"""The installed package's folder (in a checkout ``tflite_train/``, whose ``converters`` links to ``converters/``)."""
+STAMP_VERSION = 2
+"""Bumped when what the stamp covers changes (2: paths relative to the package, as installed from the wheel)."""
 SOURCES = (
     "converters/**/*.py",  # the exporter: graph reader, ops, signatures, metadata, self-test
-    "tflite_train/models/*.py",  # the built-in Keras backbones and weight loaders
-    "tflite_train/architectures.py",
-    "tflite_train/contract/*.py",  # names, metadata schema, format version
-    "tflite_train/sparse/cost_model.py",  # the per-layer costs written into the metadata
-    "tflite_train/sparse/layer_table.py",
+    "models/*.py",  # the built-in Keras backbones and weight loaders
+    "architectures.py",
+    "contract/*.py",  # names, metadata schema, format version
+    "sparse/cost_model.py",  # the per-layer costs written into the metadata
+    "sparse/layer_table.py",
 )
-"""Source files (globs relative to the repository root) whose change makes an export stale."""
+"""Source files (globs relative to ``ROOT``) whose change makes an export stale."""
 PACKAGES = (("tensorflow", "tensorflow-cpu"), ("keras",), ("flatbuffers",))
 """Distributions whose version is part of the stamp (alternative names of one package grouped)."""
 
@@ -54,7 +56,7 @@ def code_stamp(config: ExportConfig | None = None, root: pathlib.Path = ROOT) ->
     Args:
       config: The export config; its ``weights`` and ``keras_model`` files are hashed when they are
         files (``weights="imagenet"`` names the package file, which its loader checks by hash).
-      root: Repository root the ``SOURCES`` globs are taken from.
+      root: Package folder the ``SOURCES`` globs are taken from.
     """
     digest = hashlib.sha256(f"tflite-train export stamp v{STAMP_VERSION}\n".encode())
     for line in _package_versions():

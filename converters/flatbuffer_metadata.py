@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
-from converters.flatbuffer_rewrite import write_model
+from tflite_train.converters.flatbuffer_rewrite import write_model
 
 
 def add_metadata(model: bytes, entries: Mapping[str, bytes]) -> bytes:

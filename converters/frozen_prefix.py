@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from converters.graph.ir import Graph
+from tflite_train.converters.graph.ir import Graph
 from tflite_train.sparse.cost_model import layer_cost
 from tflite_train.sparse.layer_table import LayerTable
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from converters.ops import dispatch
+from tflite_train.converters.ops import dispatch
 from tflite_train import contract as C
 
 __all__ = ["GRADIENT_SUM_SUFFIX", "ROWS_NAME", "GradientAccumulation"]

@@ -26,9 +26,9 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from converters.graph.ir import Graph, Node
-from converters.frozen_prefix import suffix_nodes
-from converters.ops import registry
+from tflite_train.converters.graph.ir import Graph, Node
+from tflite_train.converters.frozen_prefix import suffix_nodes
+from tflite_train.converters.ops import registry
 from tflite_train.sparse.layer_table import LayerTable
 
 __all__ = ["PRE_ACTIVATION", "PrefixQuantization", "calibrate", "fake_quant_kernel", "fake_quant_value", "saved_input",

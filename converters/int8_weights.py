@@ -27,7 +27,7 @@ import logging
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
-from converters.flatbuffer_rewrite import free_unread_buffers, opcode_index, operator, produce_before_first_use
+from tflite_train.converters.flatbuffer_rewrite import free_unread_buffers, opcode_index, operator, produce_before_first_use
 
 LOG = logging.getLogger(__name__)
 

@@ -78,7 +78,7 @@ def load_keras_model(path: str | os.PathLike) -> keras.Model:
 
 
 FROM_PYTHON = ("export the model from Python instead, where your code is imported: "
-               "converters.export_keras(model, converters.ExportConfig(backbone='keras', ...))")
+               "tflite_train.converters.export_keras(model, tflite_train.converters.ExportConfig(backbone='keras', ...))")
 """What a CLI user can do about a layer whose code a model file cannot carry."""
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from converters.export_config import ExportConfig
+from tflite_train.converters.export_config import ExportConfig
 
 __all__ = ["masked_optimizer_step"]
 

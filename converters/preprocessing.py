@@ -26,7 +26,7 @@ import logging
 import re
 from typing import Any
 
-from converters.export_config import ExportConfig
+from tflite_train.converters.export_config import ExportConfig
 from tflite_train import contract as C
 
 __all__ = ["CAFFE", "TF", "TORCH", "PRESETS", "Preset", "KerasFamily", "KERAS_FAMILIES", "preset_fields",

@@ -16,7 +16,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from converters.trainable_module import NO_INPUT, TrainableModule
+from tflite_train.converters.trainable_module import NO_INPUT, TrainableModule
 from tflite_train import contract as C
 from tflite_train.runtime.selftest import (EPISODE, SELFTEST_FORMAT_VERSION, group_deviations, kernel_sketch,
                                           selftest_images, selftest_support_mask)

@@ -24,18 +24,18 @@ import functools
 import numpy as np
 import tensorflow as tf
 
-from converters.backward_pass import BackwardPass
-from converters.copy_on_write import DIRTY_SUFFIX, CopyOnWriteForward
-from converters.cosine_head import head_logits
-from converters.cut_choice import cache_cut_indices, train_cuts
-from converters.export_config import ExportConfig
-from converters.frozen_prefix import CacheCut, cache_cut
-from converters.gradient_accumulation import GradientAccumulation
-from converters.graph.ir import Graph
-from converters.graph.region import gradient_region
-from converters.int8_prefix import PrefixQuantization, calibrate, prefix_nodes
-from converters.int8_weights import Int8Kernel, int8_kernel
-from converters.ops import registry
+from tflite_train.converters.backward_pass import BackwardPass
+from tflite_train.converters.copy_on_write import DIRTY_SUFFIX, CopyOnWriteForward
+from tflite_train.converters.cosine_head import head_logits
+from tflite_train.converters.cut_choice import cache_cut_indices, train_cuts
+from tflite_train.converters.export_config import ExportConfig
+from tflite_train.converters.frozen_prefix import CacheCut, cache_cut
+from tflite_train.converters.gradient_accumulation import GradientAccumulation
+from tflite_train.converters.graph.ir import Graph
+from tflite_train.converters.graph.region import gradient_region
+from tflite_train.converters.int8_prefix import PrefixQuantization, calibrate, prefix_nodes
+from tflite_train.converters.int8_weights import Int8Kernel, int8_kernel
+from tflite_train.converters.ops import registry
 from tflite_train import contract as C
 from tflite_train.contract import state_names
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL

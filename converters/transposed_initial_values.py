@@ -22,9 +22,9 @@ import hashlib
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
-from converters.flatbuffer_rewrite import (constant_tensor, free_unread_buffers, opcode_index, operator,
+from tflite_train.converters.flatbuffer_rewrite import (constant_tensor, free_unread_buffers, opcode_index, operator,
                                            produce_before_first_use)
-from converters.zero_fill import MIN_ELEMENTS
+from tflite_train.converters.zero_fill import MIN_ELEMENTS
 
 FORWARD_PERMUTATIONS = {4: (3, 0, 1, 2), 2: (1, 0)}
 """Permutation from a variable's layout to its forward op's filter layout, by rank."""

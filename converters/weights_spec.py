@@ -13,6 +13,7 @@ import pathlib
 from typing import Any
 
 from tflite_train.contract import loads_strict
+from tflite_train.default_weights import IMAGENET
 
 WEIGHTS_SUFFIX = ".weights.h5"
 
@@ -69,18 +70,29 @@ def export_fields_from_sidecar(weights: str | pathlib.Path) -> dict[str, Any]:
 
 
 def resolve_export_config(weights: str | None = None, **explicit: Any):
-    """An ``ExportConfig`` from the weights' sidecar (if any) and explicitly given fields.
+    """An ``ExportConfig`` from the weights (their sidecar, if any) and explicitly given fields.
 
-    Explicit fields (None = not given) override the sidecar, except the architecture fields
-    (backbone, input_size, in_channels), which must agree with it: weights cannot be loaded into
-    another architecture.
+    ``weights`` is a ``.weights.h5`` path, ``"imagenet"`` (``tflite_train.default_weights.IMAGENET``:
+    EfficientNet-Lite0's ImageNet weights, which the backbone builder loads from the package; the export's
+    default, at ``DEFAULT_INPUT_SIZE`` with ``DEFAULT_CANDIDATE_BLOCKS["lite0"]`` unless given) or None (the
+    backbone's seeded initialisation). Explicit fields (None = not given) override the sidecar, except the
+    architecture fields (backbone, input_size, in_channels), which must agree with it: weights cannot be
+    loaded into another architecture.
 
     Raises:
-      ValueError: an explicit architecture field that contradicts the sidecar, or a bad sidecar.
+      ValueError: an explicit architecture field that contradicts the sidecar or the ImageNet weights' backbone
+        (lite0, 3 channels), or a bad sidecar.
     """
-    from converters.export_config import ExportConfig
+    from tflite_train.converters.export_config import DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE, ExportConfig
 
     given = {key: value for key, value in explicit.items() if value is not None}
+    if weights == IMAGENET:
+        for key, value in (("backbone", "lite0"), ("in_channels", 3)):
+            if given.get(key, value) != value:
+                raise ValueError(f"{key}={given[key]!r} contradicts the {IMAGENET!r} weights "
+                                 f"(EfficientNet-Lite0's: {key}={value!r})")
+        defaults = dict(input_size=(DEFAULT_INPUT_SIZE,) * 2, candidate_blocks=DEFAULT_CANDIDATE_BLOCKS["lite0"])
+        return ExportConfig(**{**defaults, **given, "backbone": "lite0", "weights": None})
     fields = export_fields_from_sidecar(weights) if weights else {}
     for key in ("backbone", "input_size", "in_channels"):
         if key in given and key in fields:

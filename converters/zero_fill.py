@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
-from converters.flatbuffer_rewrite import (constant_tensor, free_unread_buffers, opcode_index, operator,
+from tflite_train.converters.flatbuffer_rewrite import (constant_tensor, free_unread_buffers, opcode_index, operator,
                                            produce_before_first_use)
 
 MIN_ELEMENTS = 16

@@ -4,19 +4,16 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 import types
-import pathlib
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "runtime"))
-from runtime_fixtures import fixture_model  # noqa: E402
+from tests.runtime.runtime_fixtures import fixture_model
 
-from tflite_train.demo import DemoConfig, budget_line, demo_budget  # noqa: E402
-from tflite_train.runtime import layer_table  # noqa: E402
-from tflite_train.runtime.metadata import read_metadata  # noqa: E402
-from tflite_train.sparse import Budget, default_budget, scaled_memory_budget  # noqa: E402
+from tflite_train.demo import DemoConfig, budget_line, demo_budget
+from tflite_train.runtime import layer_table
+from tflite_train.runtime.metadata import read_metadata
+from tflite_train.sparse import Budget, default_budget, scaled_memory_budget
 
 DEFINITION = "the paper's 1 MiB for MCUNet at 128 px, scaled by this model's LastLayer backward memory"
 

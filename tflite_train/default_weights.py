@@ -18,7 +18,8 @@ IMAGENET = "imagenet"
 """The ImageNet-only weights (no meta-training), as ``export --weights`` spells them."""
 
 LITE0_META_WEIGHTS = "weights/efficientnet_lite0/lite0_128_meta.weights.h5"
-"""The meta-trained upper-block weights, relative to the checkout (``export --weights`` takes the path)."""
+"""The meta-trained upper-block weights, relative to the repository's root: they are not installed with the package
+(11 MiB, an option of export), so ``export --weights`` takes their path in a checkout."""
 
 DEFAULT_LITE0_WEIGHTS = IMAGENET
 """The weights ``export`` without ``--weights`` (and the demo) uses for EfficientNet-Lite0."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tflite_train.default_weights import DEFAULT_LITE0_WEIGHTS, IMAGENET
+from tflite_train.default_weights import DEFAULT_LITE0_WEIGHTS
 from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
 from tflite_train.sparse.budget import Budget
 
@@ -85,15 +85,10 @@ class DemoConfig:
 
 def _export(config: DemoConfig) -> pathlib.Path:
     """Exports the shipped weights unless an export with the same resolved config exists."""
-    from converters.export import ensure_export
-    from converters.export_config import DEFAULT_INPUT_SIZE, ExportConfig
-    from converters.weights_spec import resolve_export_config
+    from tflite_train.converters.export import ensure_export
+    from tflite_train.converters.weights_spec import resolve_export_config
 
-    if config.weights == IMAGENET:
-        export_config = ExportConfig(backbone="lite0", input_size=(DEFAULT_INPUT_SIZE,) * 2,
-                                     candidate_blocks=config.candidate_blocks)
-    else:
-        export_config = resolve_export_config(config.weights, candidate_blocks=config.candidate_blocks)
+    export_config = resolve_export_config(config.weights, candidate_blocks=config.candidate_blocks)
     path = pathlib.Path(config.out) / f"{export_config.backbone}_{export_config.input_size[0]}.tflite"
     ensure_export(export_config, path)
     return path

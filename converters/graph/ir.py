@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from converters.ops.activations import ACTIVATIONS
-from converters.ops.registry import DIFFERENTIABLE_KINDS, WEIGHTED_KINDS
+from tflite_train.converters.ops.activations import ACTIVATIONS
+from tflite_train.converters.ops.registry import DIFFERENTIABLE_KINDS, WEIGHTED_KINDS
 
 __all__ = ["ACTIVATIONS", "DIFFERENTIABLE_OPS", "WEIGHTED_OPS", "FeatureLayer", "Graph", "InputSpec", "Node"]
 

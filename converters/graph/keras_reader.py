@@ -16,10 +16,10 @@ from typing import Any
 import keras
 import numpy as np
 
-from converters.graph.ir import Node
-from converters.ops import registry
-from converters.ops.activations import KERAS_ACTIVATIONS, activation_attrs
-from converters.ops.spec import GraphReadError
+from tflite_train.converters.graph.ir import Node
+from tflite_train.converters.ops import registry
+from tflite_train.converters.ops.activations import KERAS_ACTIVATIONS, activation_attrs
+from tflite_train.converters.ops.spec import GraphReadError
 
 __all__ = ["GraphReadError", "output_names", "read_keras"]
 

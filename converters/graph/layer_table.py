@@ -18,8 +18,8 @@ A graph without linear bottlenecks (a plain CNN) has no blocks: candidates are t
 
 from __future__ import annotations
 
-from converters.graph.ir import Graph, Node
-from converters.ops import registry
+from tflite_train.converters.graph.ir import Graph, Node
+from tflite_train.converters.ops import registry
 from tflite_train.sparse.layer_table import LayerSpec, LayerTable
 
 

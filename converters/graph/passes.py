@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from converters.graph.ir import ACTIVATIONS, FeatureLayer, Graph, InputSpec, Node
-from converters.ops import registry
+from tflite_train.converters.graph.ir import ACTIVATIONS, FeatureLayer, Graph, InputSpec, Node
+from tflite_train.converters.ops import registry
 
 
 class EmbeddingError(ValueError):

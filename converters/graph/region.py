@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from converters.graph.ir import Graph
-from converters.ops import registry
+from tflite_train.converters.graph.ir import Graph
+from tflite_train.converters.ops import registry
 from tflite_train.sparse.layer_table import LayerTable
 
 

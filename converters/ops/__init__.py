@@ -2,7 +2,7 @@
 builtin-op backward, what the graph passes ask of each kind), gathered in one table by ``registry`` and looked
 up by ``dispatch``."""
 
-from converters.ops import (activations, concat, conv, dispatch, elementwise, grouped_conv, normalization, pooling,
+from tflite_train.converters.ops import (activations, concat, conv, dispatch, elementwise, grouped_conv, normalization, pooling,
                             registry, shape_ops, spec)
 
 __all__ = ["activations", "concat", "conv", "dispatch", "elementwise", "grouped_conv", "normalization", "pooling",

@@ -28,7 +28,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext
 
 ACTIVATIONS = ("linear", "relu", "relu6", "leaky_relu", "hard_swish", "hard_sigmoid", "swish", "sigmoid")
 """The activation functions a weighted layer may fuse (the layer table's ``LayerSpec.activation``)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext
 
 
 def concat_forward(inputs, axis: int):

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, f32, pair
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, f32, pair
 
 if TYPE_CHECKING:
-    from converters.graph.ir import Node
+    from tflite_train.converters.graph.ir import Node
 
 
 def pad_amounts(size: int, kernel: int, stride: int, padding: str) -> tuple[int, int, int]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from converters.ops import activations, registry
+from tflite_train.converters.ops import activations, registry
 
 if TYPE_CHECKING:
-    from converters.graph.ir import Node
+    from tflite_train.converters.graph.ir import Node
 
 
 def weighted_pre_activation(node: Node, x, kernel, bias, weights_are_variables: bool = False):

@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from converters.ops.spec import LayerRule, OperationRule, OpFamily, OpKind, ReadContext, broadcast, f32
+from tflite_train.converters.ops.spec import LayerRule, OperationRule, OpFamily, OpKind, ReadContext, broadcast, f32
 
 
 def reduce_to(g, in_shape: tuple[int, ...], out_shape: tuple[int, ...]):

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from converters.ops.conv import (_flip, _full_correlation_input, add_conv_node, conv2d_forward, conv2d_weight_grad,
+from tflite_train.converters.ops.conv import (_flip, _full_correlation_input, add_conv_node, conv2d_forward, conv2d_weight_grad,
                                  pad_amounts)
-from converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, f32, pair
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, f32, pair
 
 if TYPE_CHECKING:
-    from converters.graph.ir import Node
+    from tflite_train.converters.graph.ir import Node
 
 
 def grouped_conv_forward(x, kernel, bias, strides, padding):

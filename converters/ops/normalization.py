@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, f32
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, f32
 
 if TYPE_CHECKING:
-    from converters.graph.ir import Node
+    from tflite_train.converters.graph.ir import Node
 
 def layer_norm_forward(x, gamma, beta, epsilon: float):
     """((xhat, r), y) of LayerNormalization over the last axis (module docstring)."""

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from converters.ops.conv import _dilate, depthwise_input_grad, pad_amounts, window_taps
-from converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, pair
+from tflite_train.converters.ops.conv import _dilate, depthwise_input_grad, pad_amounts, window_taps
+from tflite_train.converters.ops.spec import LayerRule, OpFamily, OpKind, ReadContext, pair
 
 POOL_PAD_VALUE = -3.0e38
 """Padding value of max pooling's recomputation: below any finite activation."""

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from converters.ops import (activations, concat, conv, elementwise, grouped_conv, normalization, pooling,
+from tflite_train.converters.ops import (activations, concat, conv, elementwise, grouped_conv, normalization, pooling,
                             shape_ops)
-from converters.ops.spec import LayerRule, OperationRule, OpFamily, OpKind, ReadContext, WeightedKind
+from tflite_train.converters.ops.spec import LayerRule, OperationRule, OpFamily, OpKind, ReadContext, WeightedKind
 
 if TYPE_CHECKING:
-    from converters.graph.ir import Node
+    from tflite_train.converters.graph.ir import Node
 
 FAMILIES: tuple[OpFamily, ...] = (conv.FAMILY, grouped_conv.FAMILY, activations.FAMILY, elementwise.FAMILY,
                                   normalization.FAMILY, concat.FAMILY, pooling.FAMILY, shape_ops.FAMILY)

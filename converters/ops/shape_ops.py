@@ -12,7 +12,7 @@ import math
 
 import tensorflow as tf
 
-from converters.ops.spec import GraphReadError, LayerRule, OpFamily, OpKind, ReadContext
+from tflite_train.converters.ops.spec import GraphReadError, LayerRule, OpFamily, OpKind, ReadContext
 
 IDENTITY_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "GaussianDropout", "GaussianNoise",
                    "AlphaDropout", "ActivityRegularization", "Identity")

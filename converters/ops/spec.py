@@ -35,7 +35,7 @@ import keras
 import numpy as np
 
 if TYPE_CHECKING:  # the IR imports the registry; the families need its Node for type hints only
-    from converters.graph.ir import Node
+    from tflite_train.converters.graph.ir import Node
 
 Shape = tuple[int, ...]
 

@@ -9,7 +9,7 @@ import pytest
 
 from bench import BenchConfig, run_benchmarks
 from bench.config import BackboneRun
-from synthetic_images import patterns as _patterns
+from tests.bench.synthetic_images import patterns as _patterns
 from tflite_train.data import DatasetSpec, LabeledImages, prepare_cache
 from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, load_fashion_mnist
 

@@ -25,8 +25,8 @@ def test_same_pads_match_tf_by_hand():
 
 
 def _folded(size: int):
-    from converters.build_module import folded_backbone
-    from converters.export_config import ExportConfig
+    from tflite_train.converters.build_module import folded_backbone
+    from tflite_train.converters.export_config import ExportConfig
 
     return folded_backbone(ExportConfig(backbone="tiny", input_size=(size, size), candidate_blocks=2))
 

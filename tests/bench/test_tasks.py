@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bench import BenchConfig
-from synthetic_images import patterns as _patterns
+from tests.bench.synthetic_images import patterns as _patterns
 from tflite_train.data import DatasetSpec, LabeledImages, prepare_cache
 
 

@@ -1,5 +1,5 @@
-"""Small bring-your-own Keras models of the kinds users bring (issue 40), one builder per kind, shared by the
-export tests (``test_byo_kinds``) and the device-side ones (``tests/runtime/test_byo_kinds``).
+"""Small bring-your-own Keras models of the kinds users bring (issue 40), one builder per kind, used by
+``test_byo_kinds`` (export here, then verify, adapt and predict in the Pi env).
 
 Each is seeded, random weights, BatchNorm uncalibrated, a 10-class classifier on top, inputs of about 32 px so
 that an export takes seconds. ``KINDS`` maps a kind to its builder; ``HEADS`` are the pooling kinds and head

@@ -20,20 +20,18 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from byo_kinds import HEADS, KINDS, two_outputs
-from converters import ExportConfig, GraphReadError
-from converters.build_module import prepare_model
-from converters.candidate_choice import AUTO
+from tests.converters.byo_kinds import HEADS, KINDS, two_outputs
+from tflite_train.converters import ExportConfig, GraphReadError
+from tflite_train.converters.build_module import prepare_model
+from tflite_train.converters.candidate_choice import AUTO
 from tflite_train.cli import main
 from tflite_train.runtime import load_checkpoint, read_metadata
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse import Budget, default_budget
 
-from test_selftest_zoo import NO_FLAGS, PI_PYTHON, REPO, export_with_no_flags
+from tests.converters.test_selftest_zoo import NO_FLAGS, PI_PYTHON, REPO, export_with_no_flags
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "runtime"))
-
-from runtime_fixtures import load_fashion, write_episode_folders  # noqa: E402
+from tests.runtime.runtime_fixtures import load_fashion, write_episode_folders
 
 CLI_EXPORTED = {"grayscale": []}
 """Kinds saved as ``.keras`` and exported by ``tflite-train export`` with these flags (none) besides --out."""

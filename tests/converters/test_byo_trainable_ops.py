@@ -21,9 +21,9 @@ import sys
 
 import pytest
 
-from converters import ExportConfig, write_export
-from converters.candidate_choice import AUTO
-from converters.graph.region import gradient_region
+from tflite_train.converters import ExportConfig, write_export
+from tflite_train.converters.candidate_choice import AUTO
+from tflite_train.converters.graph.region import gradient_region
 from tflite_train.runtime import TrainableModel, read_metadata
 from tflite_train.runtime.compiled_signatures import CompiledSignatures, compiled_model_available
 from tflite_train.runtime.flatbuffer_graph import read_graph
@@ -31,8 +31,8 @@ from tflite_train.runtime.metadata import read_operator_codes
 from tflite_train.runtime.selftest import verify
 from tflite_train.runtime.static_shapes import value_shaped_operators
 
-from byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
-from test_selftest_zoo import PI_PYTHON, REPO
+from tests.converters.byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
+from tests.converters.test_selftest_zoo import PI_PYTHON, REPO
 
 NO_FLAGS = dict(backbone="keras", input_size=None, candidates=AUTO, train_variants=0, cache_signatures=False)
 MODELS = {"separable_cnn": separable_cnn, "dense_cnn": dense_cnn, "grouped_cnn": grouped_cnn,

@@ -14,14 +14,14 @@ import logging
 import keras
 import pytest
 
-from converters import ExportConfig, RegionError, write_export
-from converters.build_module import prepare_model
-from converters.candidate_choice import AUTO, MAX_AUTO_LAYERS
+from tflite_train.converters import ExportConfig, RegionError, write_export
+from tflite_train.converters.build_module import prepare_model
+from tflite_train.converters.candidate_choice import AUTO, MAX_AUTO_LAYERS
 from tflite_train.cli import main
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.sparse.budget import default_budget as sparse_default_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import backward_cost, channel_count
-from blocked_models import norm_on_top
+from tests.converters.blocked_models import norm_on_top
 
 FAST = dict(backbone="keras", input_size=None, class_capacity=2, train_variants=0, cache_signatures=False,
             selftest_batch=1)
@@ -90,7 +90,7 @@ def exports(tmp_path_factory):
     def export(name: str) -> tuple[dict, dict, str]:
         if name not in cache:
             out = tmp_path_factory.mktemp(name) / "m.tflite"
-            handler, logger = _Capture(), logging.getLogger("converters")
+            handler, logger = _Capture(), logging.getLogger("tflite_train.converters")
             level = logger.level
             logger.addHandler(handler)
             logger.setLevel(logging.INFO)
@@ -176,28 +176,28 @@ def test_densenet_gets_at_most_the_top_max_auto_layers(caplog, monkeypatch):
     """DenseNet121 at 32 px (no blocks): every one of its top 81 layers is trainable alone under the default
     budget, and all 81 took > 6.5 min to export; the default is the top MAX_AUTO_LAYERS = 20, of which the
     budget can train some. An explicit spec is not capped."""
-    import converters.candidate_choice
+    import tflite_train.converters.candidate_choice
 
     def dense():
         return keras.applications.DenseNet121(input_shape=(32, 32, 3), weights=None)
 
-    with caplog.at_level(logging.INFO, logger="converters"):
+    with caplog.at_level(logging.INFO, logger="tflite_train.converters"):
         prepared = prepare_model(dense(), ExportConfig(**FAST, candidates=AUTO))
     assert MAX_AUTO_LAYERS == 20 and prepared.candidate_spec == "layers:20"
     names = [layer.name for layer in prepared.table.layers]
     assert [names[i] for i in prepared.candidates] == names[-20:]
     choice = [r.getMessage() for r in caplog.records if r.getMessage().startswith("candidates layers:20")]
     assert len(choice) == 1 and "none fits" not in choice[0]  # some of the 20 fit the default budget
-    monkeypatch.setattr(converters.candidate_choice, "MAX_AUTO_LAYERS", 1000)
+    monkeypatch.setattr(tflite_train.converters.candidate_choice, "MAX_AUTO_LAYERS", 1000)
     assert prepare_model(dense(), ExportConfig(**FAST, candidates=AUTO)).candidate_spec == "layers:81"
 
 
 def test_model_too_small_for_the_papers_budget_gets_a_default_budget_raised_to_admit_a_candidate(caplog):
     """No layer fits the paper's scaled budget: the unbounded choice, and adapt's default budget for it (the one
     definition, ``sparse.default_budget``) admits one of the candidates; the logged line gives both budgets."""
-    from converters.candidate_choice import choose_candidates, default_budget, paper_budget
+    from tflite_train.converters.candidate_choice import choose_candidates, default_budget, paper_budget
 
-    with caplog.at_level(logging.INFO, logger="converters"):
+    with caplog.at_level(logging.INFO, logger="tflite_train.converters"):
         prepared = prepare_model(sequential_cnn(widths=(8, 16)), ExportConfig(**FAST, candidates=AUTO))
     assert prepared.candidate_spec == "layers:2"
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

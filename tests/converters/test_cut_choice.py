@@ -1,8 +1,8 @@
-"""converters.cut_choice: which cuts get cache signatures, checked against costs computed by hand."""
+"""tflite_train.converters.cut_choice: which cuts get cache signatures, checked against costs computed by hand."""
 
 import pytest
 
-from converters.cut_choice import block_cuts, cache_cut_indices, lowest_reachable
+from tflite_train.converters.cut_choice import block_cuts, cache_cut_indices, lowest_reachable
 from tflite_train.sparse.cost_model import full_backward_macs
 from tflite_train.sparse.layer_table import LayerSpec, LayerTable
 

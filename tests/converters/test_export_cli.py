@@ -7,8 +7,8 @@ import keras
 import numpy as np
 import pytest
 
-from converters import ExportConfig, export_model
-from converters.keras_io import ModelFileError, load_keras_model
+from tflite_train.converters import ExportConfig, export_model
+from tflite_train.converters.keras_io import ModelFileError, load_keras_model
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime.selftest import verify

@@ -15,14 +15,14 @@ import sys
 import keras
 import pytest
 
-from converters import ExportConfig, RegionError, write_export
-from converters.build_module import prepare_model
-from converters.candidate_choice import AUTO
-from converters.export import ConversionError
-from converters.keras_io import ModelFileError, load_keras_model
+from tflite_train.converters import ExportConfig, RegionError, write_export
+from tflite_train.converters.build_module import prepare_model
+from tflite_train.converters.candidate_choice import AUTO
+from tflite_train.converters.export import ConversionError
+from tflite_train.converters.keras_io import ModelFileError, load_keras_model
 from tflite_train.cli import main
 from tflite_train.runtime.selftest import verify
-from blocked_models import norm_on_top
+from tests.converters.blocked_models import norm_on_top
 
 FAST = dict(backbone="keras", input_size=None, class_capacity=2, train_variants=0, cache_signatures=False,
             selftest_batch=1)
@@ -84,9 +84,9 @@ def test_frozen_lstm_is_refused_naming_it_and_the_advice_works(tmp_path, capfd):
 
 
 def test_conversion_refusal_without_a_single_culprit_names_no_flex():
-    from converters.export import conversion_refusal
-    from converters.graph import prepare_graph, read_keras
-    from converters.graph.ir import InputSpec
+    from tflite_train.converters.export import conversion_refusal
+    from tflite_train.converters.graph import prepare_graph, read_keras
+    from tflite_train.converters.graph.ir import InputSpec
 
     nodes, output = read_keras(_cnn([]), (32, 32, 3))
     graph = prepare_graph(nodes, output, InputSpec((32, 32, 3), (0.0, 1.0), (0.0,) * 3, (1.0,) * 3))
@@ -104,7 +104,7 @@ def test_lambda_and_custom_class_files_get_advice_a_cli_user_can_follow(tmp_path
         load_keras_model(lam)
     text = str(err.value)
     assert text.startswith(f"--keras-model {str(lam)!r}: layer 'double' is a Lambda")
-    assert "safe_mode" not in text and "built-in Keras layers" in text and "converters.export_keras" in text
+    assert "safe_mode" not in text and "built-in Keras layers" in text and "tflite_train.converters.export_keras" in text
     custom = tmp_path / "custom.keras"
     _cnn([ChannelGain(name="gain")]).save(custom)
     with pytest.raises(ModelFileError, match="layer class 'ChannelGain' is not part of Keras.*export_keras"):

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from converters import export as export_module
-from converters.export_config import ExportConfig
-from converters.export_stamp import ROOT, SOURCES, code_stamp, stamp_path
+from tflite_train.converters import export as export_module
+from tflite_train.converters.export_config import ExportConfig
+from tflite_train.converters.export_stamp import ROOT, SOURCES, code_stamp, stamp_path
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_stamp_covers_sources_weights_and_library_versions(tmp_path, monkeypatch
     weights.write_bytes(b"weights v1")
     assert code_stamp(config, root) == base
 
-    from converters import export_stamp
+    from tflite_train.converters import export_stamp
 
     monkeypatch.setattr(export_stamp, "_package_versions", lambda: ["tensorflow==0.0"])
     assert code_stamp(config, root) != base

@@ -23,17 +23,14 @@ stored once, no stored zero state.
 from __future__ import annotations
 
 import pathlib
-import sys
 
 import numpy as np
 import pytest
 from tensorflow.lite.python import schema_py_generated as schema
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "runtime"))
-
-from runtime_fixtures import fixture_model  # noqa: E402
-from tflite_train import contract as C  # noqa: E402
-from tflite_train.runtime.metadata import read_metadata, read_metadata_buffers  # noqa: E402
+from tests.runtime.runtime_fixtures import fixture_model
+from tflite_train import contract as C
+from tflite_train.runtime.metadata import read_metadata, read_metadata_buffers
 
 FILE_BOUND_FIXTURES = ["lite0_meta_adam_64"]
 OTHER_FIXTURES = ["mcunet_adam_35", "byo_mobilenet_v3_small_32", "mbv2_adam_32", "proxyless_sgd_33",

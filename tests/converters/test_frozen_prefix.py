@@ -6,9 +6,9 @@ and the residual add) and the plain CNN (a chain).
 
 from __future__ import annotations
 
-from converters import ExportConfig, prepare_model
-from converters.example_models import mobilenet_v2, plain_cnn
-from converters.frozen_prefix import cache_cut, suffix_nodes
+from tflite_train.converters import ExportConfig, prepare_model
+from tools.example_models import mobilenet_v2, plain_cnn
+from tflite_train.converters.frozen_prefix import cache_cut, suffix_nodes
 from tflite_train.sparse.cost_model import layer_cost
 
 

@@ -26,10 +26,10 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 from tensorflow.lite.python import schema_py_generated as schema
 
-from converters.export import export_model
-from converters.export_config import ExportConfig
-from converters.flatbuffer_rewrite import read_model, share_quantization_tables, write_model
-from converters.int8_weights import dequantized, int8_kernel
+from tflite_train.converters.export import export_model
+from tflite_train.converters.export_config import ExportConfig
+from tflite_train.converters.flatbuffer_rewrite import read_model, share_quantization_tables, write_model
+from tflite_train.converters.int8_weights import dequantized, int8_kernel
 from tflite_train import contract as C
 from tflite_train.runtime import read_metadata
 from tflite_train.runtime.selftest import verify
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.slow
 
 FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS",
                                           pathlib.Path(__file__).resolve().parents[2] / "build" / "test-models"))
-"""The exported test models (``python -m converters.fixtures``), as ``tests/runtime`` reads them."""
+"""The exported test models (``python -m tools.fixtures``), as ``tests/runtime`` reads them."""
 
 CONFIG = ExportConfig(backbone="tiny", input_size=(32, 32), candidate_blocks=2, class_capacity=4, train_variants=0,
                       cache_cuts=1, quantize="int8", calibration="synthetic:16")
@@ -183,8 +183,8 @@ def test_quantize_mode_is_checked():
 
 def test_a_bring_your_own_model_exports_int8_and_verifies():
     """A user's Keras CNN (LeakyReLU, asymmetric padding, pooling): its frozen conv runs int8, the self-test passes."""
-    from converters.example_models import EXAMPLE_MODELS
-    from converters.export import export_keras
+    from tools.example_models import EXAMPLE_MODELS
+    from tflite_train.converters.export import export_keras
 
     config = ExportConfig(backbone="keras", input_size=None, candidates="layers:2", feature_layer="features",
                           class_capacity=4, train_variants=0, cache_cuts=1, quantize="int8",
@@ -228,12 +228,12 @@ def _int8_kernel_owners(path: pathlib.Path) -> tuple[set[str], list[list[str]]]:
 
 
 def test_int8_candidates_fixture_stores_only_the_candidate_kernels_int8():
-    """The fixture ``tiny_int8c_33`` (``converters.fixtures``, ``--quantize int8-candidates``): each int8 constant
+    """The fixture ``tiny_int8c_33`` (``tools.fixtures``, ``--quantize int8-candidates``): each int8 constant
     is a candidate kernel as ``reset_state`` writes it, each candidate kernel is stored int8, and the self-test
     passes with the float tolerances."""
     path = FIXTURE_DIR / "tiny_int8c_33.tflite"
     if not path.exists():
-        pytest.fail(f"missing {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` (make fixtures)")
+        pytest.fail(f"missing {path}: run `python -m tools.fixtures --out {FIXTURE_DIR}` (make fixtures)")
     assert read_metadata(path)["config"]["quantize"] == "int8-candidates"
     candidates, owners = _int8_kernel_owners(path)
     assert owners and all(owners), "every int8 constant is a candidate kernel"
@@ -245,7 +245,7 @@ def test_int8_candidates_fixture_stores_only_the_candidate_kernels_int8():
 def test_cli_exports_a_keras_model_with_quantize_int8_candidates(tmp_path, capsys):
     """``tflite-train export --keras-model ... --quantize int8-candidates``: the flag reaches the config (recorded
     in the metadata), both candidate kernels are stored int8 and nothing else is, and the file verifies."""
-    from converters.example_models import EXAMPLE_MODELS
+    from tools.example_models import EXAMPLE_MODELS
     from tflite_train.cli import main
 
     path, out = tmp_path / "m.keras", tmp_path / "m.tflite"
@@ -278,7 +278,7 @@ def test_quantization_tables_are_shared_in_int8_files_only():
     for name, quantized in (("tiny_adam_33", False), ("tiny_int8_33", True)):
         path = FIXTURE_DIR / f"{name}.tflite"
         if not path.exists():
-            pytest.fail(f"missing {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` (make fixtures)")
+            pytest.fail(f"missing {path}: run `python -m tools.fixtures --out {FIXTURE_DIR}` (make fixtures)")
         raw = path.read_bytes()
         model = read_model(raw)
         tables = sum(t.quantization is not None for g in model.subgraphs for t in g.tensors or [])

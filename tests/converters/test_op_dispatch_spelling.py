@@ -21,7 +21,7 @@ import ast
 import dataclasses
 import pathlib
 
-from converters.ops import registry
+from tflite_train.converters.ops import registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OPS_DIR = ROOT / "converters" / "ops"

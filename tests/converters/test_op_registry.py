@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from converters.graph import DIFFERENTIABLE_OPS, WEIGHTED_OPS
-from converters.graph.ir import Node
-from converters.graph.keras_reader import read_keras
-from converters.ops import dispatch, registry
-from converters.ops.spec import OpKind, WeightedKind
+from tflite_train.converters.graph import DIFFERENTIABLE_OPS, WEIGHTED_OPS
+from tflite_train.converters.graph.ir import Node
+from tflite_train.converters.graph.keras_reader import read_keras
+from tflite_train.converters.ops import dispatch, registry
+from tflite_train.converters.ops.spec import OpKind, WeightedKind
 from tflite_train.sparse.cost_model import layer_cost
 from tflite_train.sparse.layer_table import ROLES
 
-from byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
-from test_graph import _prepare
+from tests.converters.byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
+from tests.converters.test_graph import _prepare
 
 OP_LIST_DOCUMENT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "bring-your-own-model.md"
 """Where the user documentation lists what trains (between ``registry.README_BEGIN`` and ``README_END``)."""

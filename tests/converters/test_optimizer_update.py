@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from converters.export_config import ExportConfig
-from converters.optimizer_update import masked_optimizer_step
+from tflite_train.converters.export_config import ExportConfig
+from tflite_train.converters.optimizer_update import masked_optimizer_step
 
 
 def _textbook(cfg: ExportConfig, cur: list[np.ndarray], g: np.ndarray, t: int) -> list[np.ndarray]:

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from converters import ExportConfig, module_from_keras, prepare_model, write_export
-from converters.export import build_metadata, model_id
-from converters.preprocessing import PRESETS, keras_family, missing_preprocessing_warning, preset_fields
+from tflite_train.converters import ExportConfig, module_from_keras, prepare_model, write_export
+from tflite_train.converters.export import build_metadata, model_id
+from tflite_train.converters.preprocessing import PRESETS, keras_family, missing_preprocessing_warning, preset_fields
 from tflite_train import contract as C
 from tflite_train.cli import main
 from tflite_train.cli.model_commands import PREPROCESSING_PRESETS

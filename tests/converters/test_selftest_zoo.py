@@ -28,18 +28,16 @@ import keras
 import numpy as np
 import pytest
 
-from converters import ExportConfig, write_export
-from converters.candidate_choice import AUTO
+from tflite_train.converters import ExportConfig, write_export
+from tflite_train.converters.candidate_choice import AUTO
 from tflite_train.runtime import TrainableModel, load_checkpoint, read_metadata
 from tflite_train.runtime.integrity import seal
 from tflite_train.runtime.selftest import verify
 
-from byo_models import separable_cnn
-from test_candidate_choice import sequential_cnn
+from tests.converters.byo_models import separable_cnn
+from tests.converters.test_candidate_choice import sequential_cnn
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "runtime"))
-
-from runtime_fixtures import load_fashion, write_episode_folders  # noqa: E402
+from tests.runtime.runtime_fixtures import load_fashion, write_episode_folders
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PI_PYTHON = pathlib.Path(os.environ.get("TFLITE_TRAIN_PI_PYTHON", REPO / ".venv-pi" / "bin" / "python"))

@@ -15,9 +15,9 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from tensorflow.lite.python import schema_py_generated as schema
 
-from converters.export import convert_saved_module
-from converters.flatbuffer_rewrite import read_model, write_model
-from converters.transposed_initial_values import transpose_initial_values_in
+from tflite_train.converters.export import convert_saved_module
+from tflite_train.converters.flatbuffer_rewrite import read_model, write_model
+from tflite_train.converters.transposed_initial_values import transpose_initial_values_in
 
 
 def _convert(kernel: np.ndarray, rank: int) -> bytes:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from converters.weights_spec import export_fields_from_sidecar, resolve_export_config, sidecar_path
+from tflite_train.converters.weights_spec import export_fields_from_sidecar, resolve_export_config, sidecar_path
 
 
 def _sidecar(tmp_path, **overrides):
@@ -31,6 +31,20 @@ def test_resolve_explicit_overrides_and_conflicts(tmp_path):
         resolve_export_config(weights, backbone="mcunet")
     with pytest.raises(ValueError, match="input_size=64 contradicts"):
         resolve_export_config(weights, input_size=64)
+
+
+def test_resolve_imagenet_weights():
+    """"imagenet": Lite0 (the builder loads the packaged weights, so no path), 128 px and 6 blocks unless given;
+    another backbone or channel count is refused."""
+    config = resolve_export_config("imagenet")
+    assert (config.backbone, config.input_size, config.candidate_blocks, config.weights) == ("lite0", (128, 128), 6, None)
+    assert config.mean is None and config.cosine_scale == 10.0
+    config = resolve_export_config("imagenet", backbone="lite0", input_size=(96, 96), candidate_blocks=2, seed=3)
+    assert (config.input_size, config.candidate_blocks, config.seed) == ((96, 96), 2, 3)
+    with pytest.raises(ValueError, match="backbone='mcunet' contradicts the 'imagenet' weights"):
+        resolve_export_config("imagenet", backbone="mcunet")
+    with pytest.raises(ValueError, match="in_channels=1 contradicts the 'imagenet' weights"):
+        resolve_export_config("imagenet", in_channels=1)
 
 
 def test_no_sidecar_means_no_fields(tmp_path):
@@ -65,7 +79,7 @@ def test_shipped_weights_export_module_matches_keras():
     import numpy as np
     import tensorflow as tf
 
-    from converters.build_module import module_from_config
+    from tflite_train.converters.build_module import module_from_config
     from tflite_train.models import build_backbone
 
     weights = pathlib.Path(__file__).resolve().parents[2] / "weights" / "mcunet_64_meta.weights.h5"

@@ -22,8 +22,7 @@ RTOL, ATOL = 1e-5, 1e-6
 
 
 def _config():
-    sys.path.insert(0, str(ROOT / "tests" / "meta"))
-    from test_meta import NO_AUG, _toy_data
+    from tests.meta.test_meta import NO_AUG, _toy_data
 
     from tflite_train.data.episodes import EpisodeConfig
     from tflite_train.meta import MetaTrainConfig

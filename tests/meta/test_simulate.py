@@ -10,21 +10,16 @@ losses within 1e-4 relative (float32 reductions in a different order), and mean 
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "runtime"))
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model, load_fashion
 
-from runtime_fixtures import episode_arrays, fixture_model, load_fashion  # noqa: E402
-
-from converters.build_module import folded_backbone  # noqa: E402
-from converters.fixtures import FIXTURES  # noqa: E402
-from tflite_train.meta.simulate import AdaptationSimulator  # noqa: E402
-from tflite_train.runtime import TrainableModel, read_metadata  # noqa: E402
-from tflite_train.runtime import AdaptConfig, adapt, evaluate, predict  # noqa: E402
+from tflite_train.converters.build_module import folded_backbone
+from tools.fixtures import FIXTURES
+from tflite_train.meta.simulate import AdaptationSimulator
+from tflite_train.runtime import TrainableModel, read_metadata
+from tflite_train.runtime import AdaptConfig, adapt, evaluate, predict
 
 TASKS = 20
 FIXTURE = "tiny_adam_33"

@@ -1,14 +1,15 @@
 """The shipped meta-trained Lite0: strict loading of the upper-block weights over the ImageNet ones."""
 
 import json
+import pathlib
 
 import h5py
 import numpy as np
 import pytest
 
+from tflite_train.default_weights import LITE0_META_WEIGHTS
 from tflite_train.models.efficientnet_lite import WeightsError, build_efficientnet_lite0, read_provenance, split_lite0
 from tflite_train.models.lite0_meta import (
-    META_WEIGHTS_PATH,
     check_embeddings,
     efficientnet_lite0_meta,
     load_meta_weights,
@@ -18,15 +19,17 @@ from tflite_train.models.lite0_meta import (
 )
 
 SHA = "ab" * 32
+META_WEIGHTS_PATH = pathlib.Path(__file__).resolve().parents[2] / LITE0_META_WEIGHTS
+"""The meta-trained weights in the repository (not in the installed package: their path is always given)."""
 
 
 @pytest.fixture(scope="module")
 def shipped():
-    return efficientnet_lite0_meta(sidecar()["input"]["shape"][0])
+    return efficientnet_lite0_meta(sidecar(META_WEIGHTS_PATH)["input"]["shape"][0], META_WEIGHTS_PATH)
 
 
 def test_shipped_weights_load_strictly_and_reproduce_the_stored_embeddings(shipped):
-    spec = sidecar()
+    spec = sidecar(META_WEIGHTS_PATH)
     assert spec["imagenet_source"]["sha256"] == read_provenance()["sha256"]
     assert spec["backbone"] == "lite0" and spec["input"]["normalisation"] == "in-model"
     assert check_embeddings(shipped, spec["reference_embeddings"]) < 1e-3
@@ -36,7 +39,7 @@ def test_shipped_weights_load_strictly_and_reproduce_the_stored_embeddings(shipp
 
 
 def test_changed_weights_fail_the_embedding_check(shipped):
-    spec = sidecar()
+    spec = sidecar(META_WEIGHTS_PATH)
     layer = shipped.get_layer("final_bn")
     gamma, beta = layer.gamma.numpy(), layer.beta.numpy()
     try:
@@ -109,7 +112,7 @@ def test_split_is_the_same_function():
 def _captured_export(monkeypatch, argv):
     import types
 
-    import converters.export
+    import tflite_train.converters.export
     from tflite_train.cli import main
 
     seen = {}
@@ -119,7 +122,7 @@ def _captured_export(monkeypatch, argv):
         module = types.SimpleNamespace(config=config, graph=types.SimpleNamespace(feature_layer=None))
         return types.SimpleNamespace(model=b"", metadata={"candidates": []}, module=module)
 
-    monkeypatch.setattr(converters.export, "write_export", fake_write_export)
+    monkeypatch.setattr(tflite_train.converters.export, "write_export", fake_write_export)
     assert main(argv) == 0
     return seen["config"]
 
@@ -141,5 +144,17 @@ def test_export_defaults_to_the_shipped_lite0_weights_at_128(monkeypatch, tmp_pa
     sidecar_run = _captured_export(monkeypatch, ["export", "--weights", str(META_WEIGHTS_PATH), "--out",
                                                  str(tmp_path / "s.tflite")])
     assert sidecar_run.weights == str(META_WEIGHTS_PATH)
-    assert sidecar_run.cosine_scale == pytest.approx(sidecar()["cosine_head"]["scale"])
+    assert sidecar_run.cosine_scale == pytest.approx(sidecar(META_WEIGHTS_PATH)["cosine_head"]["scale"])
     assert sidecar_run.backbone == "lite0" and sidecar_run.candidate_blocks == 6 and sidecar_run.mean is None
+
+
+def test_demo_exports_what_export_without_flags_exports(monkeypatch, tmp_path):
+    """The demo's model is ``export``'s default: one ``ExportConfig`` (``weights_spec.resolve_export_config``)."""
+    import tflite_train.converters.export
+    from tflite_train import demo
+
+    seen = {}
+    monkeypatch.setattr(tflite_train.converters.export, "ensure_export", lambda config, path: seen.update(config=config))
+    path = demo._export(demo.DemoConfig(out=str(tmp_path)))
+    cli = _captured_export(monkeypatch, ["export", "--out", str(tmp_path / "m.tflite")])
+    assert seen["config"] == cli and path == tmp_path / "lite0_128.tflite"

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train import contract as C
 from tflite_train.runtime.checkpoint import CHECKPOINT_FORMAT_VERSION, CHECKPOINT_MAGIC, checkpoint_arrays, encode_checkpoint
 from tflite_train.runtime.integrity import seal

@@ -1,6 +1,6 @@
 """Helpers of the runtime tests: exported test models and real Fashion-MNIST episodes.
 
-Models come from ``python -m converters.fixtures --out build/test-models`` (main env); the images
+Models come from ``python -m tools.fixtures --out build/test-models`` (main env); the images
 from the Debian package ``dataset-fashion-mnist`` (``make data-deps``), read with numpy;
 image files are written with Pillow.
 """
@@ -18,13 +18,21 @@ from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, read_idx
 from tflite_train.runtime.model_input import to_model_input
 
 FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS", "build/test-models"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+"""The checkout's root (``tflite_train``, ``tests``, ``tools`` import from there)."""
+
+
+def checkout_env() -> dict[str, str]:
+    """The environment of a child process that runs this checkout's code (``python -m tflite_train.cli``, a
+    ``-c`` script importing ``tests.runtime.runtime_fixtures``): the root first on ``PYTHONPATH``."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 def fixture_model(name: str) -> pathlib.Path:
     """Path of an exported test model (fails with the command to make it when missing)."""
     path = FIXTURE_DIR / f"{name}.tflite"
     if not path.exists():
-        pytest.fail(f"missing test model {path}: run `python -m converters.fixtures --out {FIXTURE_DIR}` in the main env")
+        pytest.fail(f"missing test model {path}: run `python -m tools.fixtures --out {FIXTURE_DIR}` in the main env")
     return path
 
 
@@ -36,7 +44,7 @@ def relative_error(a, b) -> float:
 
 def parity_model(name: str):
     """(model, reference): a fixture opened with its reset state and the reference's head, and its
-    TF reference arrays (``<name>.parity.npz``, written by ``converters.fixtures``)."""
+    TF reference arrays (``<name>.parity.npz``, written by ``tools.fixtures``)."""
     from tflite_train.runtime import TrainableModel
 
     path = fixture_model(name)

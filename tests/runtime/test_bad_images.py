@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from runtime_fixtures import CLI_MODEL, adapt_cli, assert_one_line_error, fixture_model, run_cli, snapshot
+from tests.runtime.runtime_fixtures import (
+    CLI_MODEL, adapt_cli, assert_one_line_error, checkout_env, fixture_model, run_cli, snapshot,
+)
 
 
 def _png_header(width: int, height: int) -> bytes:
@@ -185,7 +187,7 @@ def test_fifo_is_refused_without_hanging(earlier_run, tmp_path):
     support, run = earlier_run
     os.mkfifo(support / "class1" / "pipe.png")
     before = snapshot(run)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = checkout_env()
     done = subprocess.run(
         [sys.executable, "-m", "tflite_train.cli", "adapt", "--model", str(fixture_model(CLI_MODEL)), "--support",
          str(support), "--out", str(run / "m.ckpt"), "--iterations", "3"],

@@ -24,7 +24,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from runtime_fixtures import episode_arrays, fixture_model, relative_error, run_cli
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model, relative_error, run_cli
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, atomic_file
 from tflite_train.runtime.adapt_job import open_adapted

@@ -2,7 +2,7 @@
 
 The fixtures are keras.applications MobileNetV2-0.35 and MobileNetV3-Small (raw-pixel input:
 its Rescaling layer became the input spec) and a plain CNN, exported by the same path as the
-built-in backbones (``converters.fixtures``). Runs in the main env and in the Pi env.
+built-in backbones (``tools.fixtures``). Runs in the main env and in the Pi env.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model, write_episode_folders
+from tests.runtime.runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel, load_checkpoint, read_metadata
 from tflite_train.runtime.image_folder import load_image_folder

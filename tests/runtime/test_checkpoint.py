@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import signal
 import subprocess
@@ -13,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.runtime_fixtures import checkout_env, episode_arrays, fixture_model
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime.checkpoint import (
     CheckpointError,
@@ -138,7 +137,7 @@ def test_sigkill_mid_save_leaves_previous_checkpoint(adapted, tmp_path):
     save_checkpoint(target, model, result.selection)
     before = target.read_bytes()
     ready = tmp_path / "ready"
-    env = {**os.environ, "PYTHONPATH": str(pathlib.Path.cwd()) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = checkout_env()
     child = subprocess.Popen([sys.executable, "-c", KILL_CHILD, str(fixture_model("tiny_adam_33")), str(target),
                               str(ready)], env=env)
     try:

@@ -6,14 +6,15 @@ naming the output, having written nothing; the result is the first one's complet
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 
 import pytest
 
-from runtime_fixtures import assert_one_line_error, fixture_model, run_cli, snapshot, write_episode_folders
+from tests.runtime.runtime_fixtures import (
+    assert_one_line_error, checkout_env, fixture_model, run_cli, snapshot, write_episode_folders,
+)
 from tflite_train.runtime.checkpoint import load_checkpoint
 from tflite_train.runtime.output_lock import lock_path, output_lock
 
@@ -57,7 +58,7 @@ def test_two_adapts_into_one_output_at_once(support, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     out = run / "m.ckpt"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = checkout_env()
 
     def start(seed: int) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "tflite_train.cli", *_argv(support, out, seed, 3000)],

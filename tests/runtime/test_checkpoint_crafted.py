@@ -8,7 +8,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 
 from tflite_train import contract
 from tflite_train.runtime.checkpoint import (

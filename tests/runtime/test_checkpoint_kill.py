@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import checkout_env, fixture_model
 from tflite_train.runtime.atomic_file import temp_files
 from tflite_train.runtime.checkpoint import decode_checkpoint, save_checkpoint
 from tflite_train.runtime.interpreter import TrainableModel
@@ -192,7 +192,7 @@ def test_sigterm_during_a_cli_adapt_exits_cleanly_and_keeps_the_old_checkpoint(f
     was, no lock or temporary file left."""
     import os
 
-    from runtime_fixtures import write_episode_folders
+    from tests.runtime.runtime_fixtures import write_episode_folders
 
     support, _ = write_episode_folders(fashion, tmp_path / "data", ways=3, shots=4, queries=1, seed=0)
     run = tmp_path / "run"
@@ -201,7 +201,7 @@ def test_sigterm_during_a_cli_adapt_exits_cleanly_and_keeps_the_old_checkpoint(f
     argv = [sys.executable, "-m", "tflite_train.cli", "adapt", "--mem-budget", "unlimited",
             "--model", str(fixture_model(MODEL)), "--support",
             str(support), "--out", str(out), "--quiet"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = checkout_env()
     assert subprocess.run([*argv, "--iterations", "3"], env=env, capture_output=True).returncode == 0
     old = out.read_bytes()
     proc = subprocess.Popen([*argv, "--iterations", "100000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -10,9 +10,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from crafted_files import model, replay_parts  # noqa: F401 (fixtures)
-from crafted_files import adapted_checkpoint, replay_checkpoint, resealed_checkpoint, split_checkpoint
-from runtime_fixtures import assert_one_line_error, fixture_model, run_cli
+from tests.runtime.crafted_files import model, replay_parts  # noqa: F401 (fixtures)
+from tests.runtime.crafted_files import adapted_checkpoint, replay_checkpoint, resealed_checkpoint, split_checkpoint
+from tests.runtime.runtime_fixtures import assert_one_line_error, fixture_model, run_cli
 from tflite_train import contract as C
 from tflite_train.runtime.checkpoint import (decode_checkpoint, encode_checkpoint, load_checkpoint, restore_checkpoint,
                                             save_checkpoint)
@@ -155,7 +155,7 @@ def test_a_foreign_or_corrupt_replay_checkpoint_is_refused_by_adapt_from(model, 
                                                                          no_interpreter):
     """``adapt --from`` reads the checkpoint before it opens the model: a corrupt replay section is refused in one
     line before any interpreter exists (``no_interpreter``), and nothing is written."""
-    from runtime_fixtures import snapshot, write_episode_folders
+    from tests.runtime.runtime_fixtures import snapshot, write_episode_folders
 
     support, _ = write_episode_folders(fashion, tmp_path / "data", ways=1, shots=2, queries=1, seed=3)
     header, payload = split_checkpoint(replay_checkpoint(model))
@@ -173,7 +173,7 @@ def test_a_foreign_or_corrupt_replay_checkpoint_is_refused_by_adapt_from(model, 
 
 
 def test_a_checkpoint_of_another_model_is_refused_by_adapt_from(tmp_path, capsys, fashion):
-    from runtime_fixtures import snapshot, write_episode_folders
+    from tests.runtime.runtime_fixtures import snapshot, write_episode_folders
     from tflite_train.runtime.interpreter import TrainableModel
 
     support, _ = write_episode_folders(fashion, tmp_path / "data", ways=1, shots=2, queries=1, seed=3)

@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from crafted_files import model, parts  # noqa: F401 (fixtures)
-from crafted_files import CLASS_NAMES, MODEL, metadata_of, model_bytes, resealed_checkpoint, with_metadata, write
-from runtime_fixtures import assert_one_line_error, fixture_model, run_cli
+from tests.runtime.crafted_files import model, parts  # noqa: F401 (fixtures)
+from tests.runtime.crafted_files import (
+    CLASS_NAMES, MODEL, metadata_of, model_bytes, resealed_checkpoint, with_metadata, write,
+)
+from tests.runtime.runtime_fixtures import assert_one_line_error, fixture_model, run_cli
 from tflite_train import contract as C
 from tflite_train.runtime.adapt_job import run_prediction
 from tflite_train.runtime.checkpoint import decode_checkpoint, restore_checkpoint
@@ -204,7 +206,7 @@ METADATA_CASES = {
     "candidates not in layers": (_set("candidates", ["nope"]), r"field candidates\[0\]: names 'nope', which is not in layers"),
     "candidates empty": (_set("candidates", []), r"field candidates: must have 1\.\."),
     "signatures a list": (_set("signatures", []), r"field signatures: must be an object"),
-    # a NaN is not strict JSON (refused when parsed, tests/test_contract_strict_json.py); a number beyond float is
+    # a NaN is not strict JSON (refused when parsed, tests/contract/test_contract_strict_json.py); a number beyond float is
     "head scale beyond float": (lambda m: m["head"].__setitem__("scale", 10**400), r"field head\.scale: must be finite"),
     "optimizer unknown": (_set("optimizer.name", "rmsprop"), r"field optimizer\.name: must be one of adam, sgd_momentum"),
     "cached cut index beyond": (_set("cached_cuts.0.lowest_index", 9999), r"field cached_cuts\[0\]\.lowest_index: is 9999"),

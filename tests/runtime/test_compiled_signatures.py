@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train import contract as C
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime import compiled_signatures
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not compiled_model_available(), reason="needs ai
 FIXTURES = ("byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32", "byo_plain_cnn_23", "byo_rescaling_20",
             "lite0_meta_adam_64", "mbv2_adam_32", "mcunet_adam_35", "proxyless_sgd_33", "tiny_adam_33", "tiny_int8_33",
             "tiny_int8c_33", "tiny_nocache_17", "tiny_sgd_full_17")
-"""Every exported test fixture (``converters.fixtures``)."""
+"""Every exported test fixture (``tools.fixtures``)."""
 
 
 def _run(model: TrainableModel) -> dict[str, np.ndarray]:

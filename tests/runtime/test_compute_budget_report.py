@@ -12,7 +12,7 @@ from tflite_train.runtime.model_contract import layer_table
 from tflite_train.runtime import AdaptConfig, adapt
 from tflite_train.sparse import full_backward_macs
 
-from runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ written, also when the run fails or is killed. Tiny fixture model, real Fashion-
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -14,7 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from runtime_fixtures import adapt_cli, assert_one_line_error, fixture_model, snapshot, write_episode_folders
+from tests.runtime.runtime_fixtures import (
+    adapt_cli, assert_one_line_error, checkout_env, fixture_model, snapshot, write_episode_folders,
+)
 from tflite_train import contract as C
 from tflite_train.runtime.adapt_config import AdaptConfig
 from tflite_train.runtime.checkpoint import decode_checkpoint, load_checkpoint, restore_checkpoint
@@ -115,7 +116,7 @@ def test_the_old_checkpoint_is_unchanged_after_a_killed_run(lineage):
     argv = [sys.executable, "-m", "tflite_train.cli", "adapt", "--mem-budget", "unlimited", "--model",
             str(fixture_model(MODEL)), "--support", str(second), "--from", str(run / "one.ckpt"), "--out", str(out),
             "--iterations", "100000", "--quiet"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = checkout_env()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not lock_path(out).exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -161,7 +162,7 @@ def test_the_default_budget_admits_a_layer_above_the_cut(lineage, capsys):
     """Without --mem-budget the default budget is raised, if need be, to admit one layer the run may select."""
     import json
 
-    from runtime_fixtures import run_cli
+    from tests.runtime.runtime_fixtures import run_cli
 
     first, second, run = lineage
     assert adapt_cli(first, run / "last.ckpt", "--policy", "last_layer") == 0  # its memory's cut: final
@@ -186,7 +187,7 @@ def test_merged_names_and_saved_selection_by_hand():
 
 
 def _episode(fashion, model, ways, shots, queries, seed):
-    from runtime_fixtures import episode_arrays
+    from tests.runtime.runtime_fixtures import episode_arrays
 
     return episode_arrays(fashion, model.input_shape, ways=ways, shots=shots, queries=queries, seed=seed)
 

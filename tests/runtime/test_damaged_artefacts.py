@@ -15,8 +15,8 @@ import json
 import numpy as np
 import pytest
 
-from crafted_files import metadata_of, model_bytes, with_metadata_text, with_selftest, write
-from runtime_fixtures import assert_one_line_error, run_cli, write_episode_folders
+from tests.runtime.crafted_files import metadata_of, model_bytes, with_metadata_text, with_selftest, write
+from tests.runtime.runtime_fixtures import assert_one_line_error, run_cli, write_episode_folders
 from tflite_train import contract as C
 from tflite_train.runtime.metadata import metadata_spans, read_metadata
 from tflite_train.runtime.selftest import load_selftest, verify

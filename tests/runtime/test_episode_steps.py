@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel
 
 ACCUMULATING = ("tiny_adam_33", "byo_plain_cnn_23", "mbv2_adam_32")

@@ -10,7 +10,7 @@ from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, embed, pred
 from tflite_train.runtime.fine_tuning import RowSource, class_prototypes, plan_updates, view_rows
 from tflite_train.runtime.pseudo_queries import pseudo_query_batches
 
-from runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 
 
 def _plan(prototype_mode="refresh", mode="batch", batch=8, *, cached=True, episode=True, accumulate=True, limit=100):
@@ -108,7 +108,7 @@ def test_rate_choice_trains_with_the_winning_rate(model, fashion):
 
 def test_accumulated_updates_equal_batched_updates(model, fashion):
     """``batch_mode="accumulate"`` (B batch-1 passes, one apply) gives the losses and the state of B-row steps."""
-    assert model.can_accumulate, "the fixture is exported with episode signatures (converters.fixtures)"
+    assert model.can_accumulate, "the fixture is exported with episode signatures (tools.fixtures)"
     xs, ys, _, _ = episode_arrays(fashion, model.input_shape, ways=3, shots=3, seed=5)
     states, losses = {}, {}
     for mode in ("batch", "accumulate"):

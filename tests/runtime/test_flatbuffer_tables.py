@@ -13,7 +13,7 @@ import struct
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime.flatbuffer_tables import Table, Vector, new_table, read_table, write_flatbuffer
 from tflite_train.runtime.flatbuffer_verify import verify_model

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from runtime_fixtures import FIXTURE_DIR, fixture_model
+from tests.runtime.runtime_fixtures import FIXTURE_DIR, fixture_model
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, read_metadata
 
 CACHED = ("tiny_adam_33", "mcunet_adam_35", "mbv2_adam_32", "lite0_meta_adam_64", "byo_mobilenet_v2_32",

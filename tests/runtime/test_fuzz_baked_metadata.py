@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzz_profiles import examples
-from runtime_fixtures import episode_arrays, fixture_model
-from test_fuzz_headers import JSON, ill_typed, well_typed
+from tests.runtime.fuzz_profiles import examples
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.test_fuzz_headers import JSON, ill_typed, well_typed
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
 from tflite_train.runtime.baked_classifier import BakedModelError, check_baked_graph, check_baked_metadata

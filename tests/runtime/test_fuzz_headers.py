@@ -21,10 +21,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from crafted_files import model, parts, replay_parts  # noqa: F401 (fixtures)
-from crafted_files import MODEL, metadata_of, model_bytes, resealed_checkpoint, with_metadata
-from fuzz_profiles import PROJECT_ERRORS, examples
-from runtime_fixtures import fixture_model, run_cli
+from tests.runtime.crafted_files import model, parts, replay_parts  # noqa: F401 (fixtures)
+from tests.runtime.crafted_files import MODEL, metadata_of, model_bytes, resealed_checkpoint, with_metadata
+from tests.runtime.fuzz_profiles import PROJECT_ERRORS, examples
+from tests.runtime.runtime_fixtures import fixture_model, run_cli
 from tflite_train import contract as C
 from tflite_train.runtime.adapt_job import checkpoint_bound_bytes
 from tflite_train.runtime.checkpoint import decode_checkpoint, restore_checkpoint
@@ -238,7 +238,7 @@ def test_fuzz_replay_round_trip(model, rows, classes, seed, spare, special):
 
 
 def parts_of(model):
-    from crafted_files import adapted_checkpoint, split_checkpoint
+    from tests.runtime.crafted_files import adapted_checkpoint, split_checkpoint
 
     return split_checkpoint(adapted_checkpoint(model))
 
@@ -327,7 +327,7 @@ def test_fuzz_model_metadata_ill_typed(metadata, tmp_path_factory, data):
 @pytest.fixture(scope="module")
 def real_report(tmp_path_factory, fashion):
     """The report of a real ``adapt`` run (3 steps on the tiny model)."""
-    from runtime_fixtures import adapt_cli, write_episode_folders
+    from tests.runtime.runtime_fixtures import adapt_cli, write_episode_folders
 
     from tflite_train.runtime.checkpoint import load_checkpoint
 

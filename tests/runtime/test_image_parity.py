@@ -11,7 +11,7 @@ import pathlib
 
 import numpy as np
 
-from tflite_train.runtime.image_golden import CASES, GOLDEN_NAME, golden_cases
+from tools.golden.image_vectors import CASES, GOLDEN_NAME, golden_cases
 
 FOLDER = pathlib.Path(__file__).resolve().parents[2] / "android_demo/core/src/test/resources/image"
 

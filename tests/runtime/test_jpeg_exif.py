@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from runtime_fixtures import episode_indices, fixture_model, run_cli
+from tests.runtime.runtime_fixtures import episode_indices, fixture_model, run_cli
 from tflite_train.runtime.images import decode_image
 
 ORIENTATION = 0x0112

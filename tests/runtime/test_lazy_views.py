@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 from tflite_train.runtime.augmentation import augment
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, trainer
 from tflite_train.runtime.cached_cut import CachedCut

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import episode_arrays, fixture_model, relative_error, write_episode_folders
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model, relative_error, write_episode_folders
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, interpreter
 from tflite_train.runtime.adapt_job import open_adapted, run_prediction

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime_fixtures import fixture_model, write_episode_folders
+from tests.runtime.runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
 from tflite_train.runtime import load_checkpoint, read_metadata
 from tflite_train.runtime.selftest import verify

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from runtime_fixtures import adapt_cli, assert_one_line_error, snapshot
+from tests.runtime.runtime_fixtures import adapt_cli, assert_one_line_error, snapshot
 from tflite_train.runtime.atomic_file import temp_files, write_atomic
 from tflite_train.runtime.errors import OutputError
 from tflite_train.runtime.output_lock import lock_path, output_lock

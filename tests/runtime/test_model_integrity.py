@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime.integrity import CHECKSUM_NAME, ModelIntegrityError, check_model_bytes

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tflite_train.runtime.integrity import seal
-from model_edits import EDITS, edited, rewrite_in_place
-from runtime_fixtures import fixture_model
+from tests.runtime.model_edits import EDITS, edited, rewrite_in_place
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.contract import ContractError
 from tflite_train.runtime import TrainableModel, read_metadata
 from tflite_train.runtime.metadata import read_signature_defs

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runtime_fixtures import CLI_MODEL, adapt_cli, assert_one_line_error, fixture_model, run_cli, snapshot
+from tests.runtime.runtime_fixtures import CLI_MODEL, adapt_cli, assert_one_line_error, fixture_model, run_cli, snapshot
 
 
 def _refused(support, run, out, capsys, *fragments, extra=()):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, interpreter
 from tflite_train.runtime.checkpoint import load_checkpoint, save_checkpoint

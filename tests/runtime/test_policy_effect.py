@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, input_range
 from tflite_train.runtime.model_contract import layer_table
 from tflite_train.runtime.trainer import candidate_weights, class_prototypes, embed, support_fisher

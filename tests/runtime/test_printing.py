@@ -18,7 +18,7 @@ import shutil
 
 import pytest
 
-from runtime_fixtures import assert_one_line_error, fixture_model, run_cli, write_episode_folders
+from tests.runtime.runtime_fixtures import assert_one_line_error, fixture_model, run_cli, write_episode_folders
 from tflite_train.runtime.text import printable
 
 MODEL = "tiny_adam_33"

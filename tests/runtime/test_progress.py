@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 
-from runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 from tflite_train.runtime.interpreter import TrainableModel
 from tflite_train.runtime.progress import no_progress, terminal_progress
 from tflite_train.runtime import AdaptConfig, adapt, class_logits

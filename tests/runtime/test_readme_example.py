@@ -15,7 +15,7 @@ from PIL import Image
 
 from tflite_train.runtime import load_checkpoint
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 CLASSES = ("cat", "dog", "owl")

@@ -4,7 +4,6 @@ process: ``_growth_in_fresh_process``); the image limits hold."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model, write_episode_folders
+from tests.runtime.runtime_fixtures import checkout_env, fixture_model, write_episode_folders
 from tflite_train.runtime.errors import ImageError
 from tflite_train.runtime.images import ImageLimits, decode_image
 
@@ -37,21 +36,19 @@ def _growth_in_fresh_process(body: str, *args: object) -> int:
     A fresh process because in the long-lived test process the allocator's state left by earlier tests
     (glibc raises its mmap threshold after large frees, so later buffers come from a heap that need not
     shrink) made these loops grow by 7-10 MiB without any leak (CI, full suite); alone they grow by
-    under 0.5 MiB. The runtime tests' folder is on the path (``runtime_fixtures``).
+    under 0.5 MiB. The checkout's root is on the path (``tests.runtime.runtime_fixtures``).
     """
     if not pathlib.Path("/proc/self/status").exists():
         pytest.skip("no /proc/self/status on this system")
-    here = pathlib.Path(__file__).resolve().parent
-    path = os.pathsep.join([str(here.parents[1]), str(here), os.environ.get("PYTHONPATH", "")])
     script = _GROWTH + body + "\nprint(growth(run))\n"
     done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": path}, timeout=600, check=False)
+                          env=checkout_env(), timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return int(done.stdout.split()[-1])
 
 
 _ADAPTATIONS = """
-from runtime_fixtures import episode_arrays, load_fashion
+from tests.runtime.runtime_fixtures import episode_arrays, load_fashion
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, evaluate
 
 model = TrainableModel(sys.argv[1])

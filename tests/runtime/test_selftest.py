@@ -9,7 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime.integrity import ModelIntegrityError, seal
 from tflite_train.runtime import TrainableModel, read_metadata
 from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers

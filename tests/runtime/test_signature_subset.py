@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model, relative_error
+from tests.runtime.runtime_fixtures import fixture_model, relative_error
 from tflite_train import contract as C
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime.flatbuffer_graph import read_graph

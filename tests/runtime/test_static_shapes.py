@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime.flatbuffer_graph import Operator, read_graph
 from tflite_train.runtime.static_shapes import expected_output_shapes, value_shaped_operators
 

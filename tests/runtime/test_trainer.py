@@ -13,7 +13,7 @@ from tflite_train.runtime import TrainableModel, input_range
 from tflite_train.runtime import AdaptConfig, adapt, class_prototypes, embed, evaluate, predict, support_fisher
 from tflite_train.sparse import BudgetError
 
-from runtime_fixtures import episode_arrays, fixture_model
+from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 
 # TinyTrain on a random-init tiny backbone (no meta-trained weights in the fixture): more steps and a
 # larger batch than the paper's 40 x 1 so that 5-shot fine-tuning can move the features at all; the

@@ -14,13 +14,13 @@ import logging
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime import interpreter as interpreter_module
+from tflite_train.runtime import interpreter_choice
 from tflite_train.runtime.selftest import verify
 
 FIXTURES = ["tiny_adam_33", "mcunet_adam_35", "tiny_sgd_full_17", "mbv2_adam_32", "byo_mobilenet_v3_small_32"]
-"""Built-in and user models, Adam and SGD (converters/fixtures.py): the update branches have static
+"""Built-in and user models, Adam and SGD (tools/fixtures.py): the update branches have static
 shapes, so 2.14's delegate takes every export."""
 
 
@@ -76,8 +76,8 @@ def test_selftest_passes_with_the_delegate_applied(name):
 def test_a_delegate_that_cannot_be_created_falls_back_with_a_warning(monkeypatch, caplog):
     path = fixture_model("tiny_adam_33")
     reference = TrainableModel(path, xnnpack=False)
-    monkeypatch.setitem(interpreter_module.EXPLICIT_XNNPACK_MODULES, reference.runtime, "no_such_runtime_package")
-    with caplog.at_level(logging.WARNING, logger=interpreter_module.LOG.name):
+    monkeypatch.setitem(interpreter_choice.EXPLICIT_XNNPACK_MODULES, reference.runtime, "no_such_runtime_package")
+    with caplog.at_level(logging.WARNING, logger=interpreter_choice.LOG.name):
         model = TrainableModel(path, xnnpack=True)
     assert not model.explicit_xnnpack
     assert any("XNNPACK delegate could not be applied" in r.getMessage() for r in caplog.records)

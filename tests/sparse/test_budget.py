@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 from tflite_train.architectures import build_layer_table
-from tflite_train.golden.selection_vectors import PAPER_COMPUTE_FRACTION, selection_vectors
+from tools.golden.selection_vectors import PAPER_COMPUTE_FRACTION, selection_vectors
 from tflite_train.sparse import Budget, backward_cost, full_backward_macs, total_forward_macs
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "android_demo/core/src/test/resources/golden"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tflite_train.cli import main
-from tflite_train.golden import CASES, DEFAULT_OUT, cost_vectors, metadata_example, render_vectors
+from tools.golden import CASES, DEFAULT_OUT, cost_vectors, metadata_example, render_vectors
 from tflite_train.sparse import LayerTable, backward_cost
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def test_unknown_backbone_rejected():
 
 
 def test_selection_vectors_cover_the_brief():
-    from tflite_train.golden.selection_vectors import SELECTION_BACKBONES, selection_vectors
+    from tools.golden.selection_vectors import SELECTION_BACKBONES, selection_vectors
 
     assert set(SELECTION_BACKBONES) == {"mcunet", "mbv2", "proxyless", "tiny"}
     data = json.loads(json.dumps(selection_vectors("tiny")))
@@ -78,7 +78,7 @@ def test_selection_vectors_cover_the_brief():
 
 
 def test_synthetic_weights_formula():
-    from tflite_train.golden.selection_vectors import synthetic_weights
+    from tools.golden.selection_vectors import synthetic_weights
 
     w = synthetic_weights(3, 2, 4, seed=7)
     j = np.arange(8)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import pathlib
 
 from tflite_train import contract as C
 from tflite_train.architectures import BACKBONES, PRETRAINED_BACKBONES
@@ -35,7 +36,7 @@ def _preprocessing_fields(args: argparse.Namespace) -> dict:
         if given:
             raise ValueError(f"--preprocessing {args.preprocessing} sets the input range, mean, std and channel order; "
                              f"it cannot be combined with {given[0]}")
-        from converters.preprocessing import preset_fields
+        from tflite_train.converters.preprocessing import preset_fields
 
         return preset_fields(args.preprocessing)
     if (args.mean is None) != (args.std is None):
@@ -54,11 +55,12 @@ def _preprocessing_fields(args: argparse.Namespace) -> dict:
 def _cmd_export(args: argparse.Namespace) -> int:
     """Exports a trainable .tflite (needs TensorFlow: the converters package)."""
     quiet_tensorflow(args.verbose or args.debug)
-    from converters.candidate_choice import AUTO
-    from converters.export import write_export
-    from converters.export_config import DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE, ExportConfig
-    from converters.keras_io import load_keras_model
-    from converters.weights_spec import export_fields_from_sidecar, resolve_export_config
+    from tflite_train.converters.candidate_choice import AUTO
+    from tflite_train.converters.export import write_export
+    from tflite_train.converters.export_config import (DEFAULT_BACKBONE, DEFAULT_CANDIDATE_BLOCKS, DEFAULT_INPUT_SIZE,
+                                                       ExportConfig)
+    from tflite_train.converters.keras_io import load_keras_model
+    from tflite_train.converters.weights_spec import export_fields_from_sidecar, resolve_export_config
 
     size = None if args.input_size is None else tuple(args.input_size) * (2 if len(args.input_size) == 1 else 1)
     if size is not None and len(size) != 2:
@@ -73,6 +75,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise ValueError("--model-output picks an output of a --keras-model; the built-in backbones have one")
     if args.calibration and args.quantize != "int8":
         raise ValueError("--calibration calibrates --quantize int8; give both")
+    if args.weights not in (None, IMAGENET) and not pathlib.Path(args.weights).is_file():
+        raise ValueError(f"--weights {args.weights}: no such file (the repository's weights/ folder holds the trained "
+                         f"weights, e.g. {LITE0_META_WEIGHTS}; the installed package does not: pass their path)")
     if args.keras_model:
         if args.backbone or args.weights:
             raise ValueError("--keras-model cannot be combined with --backbone or --weights")
@@ -86,20 +91,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     else:
         model = None
         backbone = args.backbone or (None if args.weights not in (None, IMAGENET) else DEFAULT_BACKBONE)
-        if backbone == "lite0" and (args.weights or DEFAULT_LITE0_WEIGHTS) == IMAGENET:
-            # the shipped default (tflite_train.default_weights says why), at any --input-size
-            config = ExportConfig(backbone="lite0", input_size=size or (DEFAULT_INPUT_SIZE,) * 2, weights=None,
-                                  candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS["lite0"],
-                                  cosine_scale=args.cosine_scale or 10.0, **common)
-        else:
-            if args.weights is None:  # a paper backbone without weights: seeded initialisation at 128
-                size = size or (DEFAULT_INPUT_SIZE,) * 2
-            sidecar_backbone = export_fields_from_sidecar(args.weights).get("backbone") if args.weights else None
-            config = resolve_export_config(
-                args.weights, backbone=backbone, input_size=size, in_channels=args.in_channels,
-                candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS.get(backbone or sidecar_backbone, 4),
-                cosine_scale=args.cosine_scale, **common,
-            )
+        weights = args.weights or (DEFAULT_LITE0_WEIGHTS if backbone == "lite0" else None)
+        if weights is None:  # a paper backbone without weights: seeded initialisation at 128
+            size = size or (DEFAULT_INPUT_SIZE,) * 2
+        sidecar_backbone = export_fields_from_sidecar(weights).get("backbone") if weights not in (None, IMAGENET) \
+            else None
+        config = resolve_export_config(
+            weights, backbone=backbone, input_size=size, in_channels=args.in_channels,
+            candidate_blocks=args.candidate_blocks or DEFAULT_CANDIDATE_BLOCKS.get(backbone or sidecar_backbone, 4),
+            cosine_scale=args.cosine_scale, **common,
+        )
     result = write_export(config, args.out, model)
     names = result.metadata[C.F_CANDIDATES]
     feature = result.module.graph.feature_layer

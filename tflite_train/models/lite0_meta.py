@@ -25,16 +25,12 @@ import keras
 import numpy as np
 
 from tflite_train.models.efficientnet_lite import (
-    ROOT,
     WeightsError,
     efficientnet_lite0,
     read_provenance,
 )
 
 log = logging.getLogger(__name__)
-
-META_WEIGHTS_PATH = ROOT / "weights" / "efficientnet_lite0" / "lite0_128_meta.weights.h5"
-"""The shipped meta-trained upper-block weights (sidecar: same stem, ``.json``)."""
 
 FORMAT = "tflite-train lite0 upper-block weights v1"
 TRAINED_VARIABLES = {"Conv2D": ("kernel",), "DepthwiseConv2D": ("kernel",), "BatchNormalization": ("gamma", "beta")}
@@ -169,7 +165,7 @@ def load_meta_weights(model: keras.Model, path: str | pathlib.Path, *, imagenet_
     return first_block
 
 
-def sidecar(path: str | pathlib.Path = META_WEIGHTS_PATH) -> dict:
+def sidecar(path: str | pathlib.Path) -> dict:
     """The meta weights' sidecar JSON.
 
     Raises:
@@ -183,7 +179,7 @@ def sidecar(path: str | pathlib.Path = META_WEIGHTS_PATH) -> dict:
         raise WeightsError(f"{side}: cannot read the meta weights' sidecar ({err})") from None
 
 
-def efficientnet_lite0_meta(input_size: int | tuple[int, int] = 128, path: str | pathlib.Path = META_WEIGHTS_PATH) -> keras.Model:
+def efficientnet_lite0_meta(input_size: int | tuple[int, int], path: str | pathlib.Path) -> keras.Model:
     """Headless EfficientNet-Lite0 (1280-d pooled embedding, raw [0, 255] RGB input): the package's
     ImageNet weights with the meta-trained upper blocks of ``path`` on top (strictly, see the module docstring).
 

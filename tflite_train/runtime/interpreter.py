@@ -1,22 +1,17 @@
 """A TF-free wrapper over the signatures of an exported trainable model, with boundary checks.
 
-Works with ``ai_edge_litert.interpreter``, ``tflite_runtime.interpreter`` or, as a last fallback,
-``tensorflow.lite.python.interpreter`` (whichever imports first). On tflite-runtime, whose wheel does
-not apply its default XNNPACK delegate, ``xnnpack=True`` creates the delegate explicitly
-(``tflite_train.runtime.xnnpack``); when that fails the model runs on the builtin kernels, with a
-warning. It is opt-in: with it, 2.14 goes wrong once a train step has run (measured on the
-fixtures): a step at another batch size writes NaN into the state, and a larger batch, or a
-``fisher`` followed by a step, can crash the process (rebuilding the interpreter at each such
-change was tried and still crashed in one repeated-``adapt`` sequence); ``infer`` at any batch and
-``fisher`` before the first step are fine. At a fixed batch size it runs the whole contract,
-matches the builtin kernels and passes the self-test. With it, steps never run from the frozen-prefix
-cache (a ``features_<layer>`` then ``train_step_from_<layer>`` sequence crashed 2.14's delegate in the
-Pi-env tests): ``train_step`` takes the general signature or a variant, and ``adapt`` full steps.
+``TrainableModel`` checks the file and its metadata, opens it on the interpreter that
+``interpreter_choice`` picks (the runtime, and whether the CompiledModel with XNNPACK's weight cache or an
+explicit XNNPACK delegate runs it), and calls its signatures: the train signature for the current
+selection, the frozen-prefix cache's signatures, the episode and accumulation steps, the state.
+With the explicit XNNPACK delegate of tflite-runtime 2.14 (``interpreter_choice``'s docstring says why),
+steps never run from the frozen-prefix cache (a ``features_<layer>`` then ``train_step_from_<layer>``
+sequence crashed 2.14's delegate in the Pi-env tests): ``train_step`` takes the general signature or a
+variant, and ``adapt`` full steps.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from collections.abc import Callable, Collection, Mapping
@@ -26,40 +21,28 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.cached_cut import CachedCut, cached_cuts
-from tflite_train.runtime.compiled_signatures import CompiledRunner, CompiledSignatures, compiled_model_available
+from tflite_train.runtime.compiled_signatures import CompiledRunner, CompiledSignatures
 from tflite_train.runtime.flatbuffer_graph import read_graph
 from tflite_train.runtime.integrity import check_model_bytes
+from tflite_train.runtime.interpreter_choice import (  # re-exported: the names this module has always offered
+    CACHE_UNSAFE_XNNPACK,
+    EXPLICIT_XNNPACK_MODULES,
+    INTERPRETER_MODULES,
+    WEIGHT_CACHE_MODULES,
+    load_interpreter_class,
+    open_interpreter,
+)
 from tflite_train.runtime.metadata import read_metadata, read_signature_defs
 from tflite_train.runtime.model_metadata_schema import check_model_metadata
 from tflite_train.runtime.signature_subset import keep_signatures
-from tflite_train.runtime.static_shapes import value_shaped_operators
-from tflite_train.runtime.xnnpack import XnnpackDelegate, delegated_node_count
+from tflite_train.runtime.xnnpack import delegated_node_count
+
+__all__ = ["CACHE_UNSAFE_XNNPACK", "EXPLICIT_XNNPACK_MODULES", "INTERPRETER_MODULES", "NO_INPUT", "WEIGHT_CACHE_MODULES",
+           "TrainableModel", "load_interpreter_class"]
 
 LOG = logging.getLogger(__name__)
 NO_INPUT = np.array(0, np.int32)
 """Value of the contract's dummy input (``get_state``, ``reset_state``; CONTRACT.md)."""
-INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter", "tensorflow.lite.python.interpreter")
-EXPLICIT_XNNPACK_MODULES = {"tflite_runtime.interpreter": "tflite_runtime"}
-CACHE_UNSAFE_XNNPACK = "tflite-runtime 2.14's explicit XNNPACK delegate breaks on the cache's signature sequence"
-"""Interpreter modules whose default XNNPACK delegate is not applied -> the package holding XNNPACK."""
-WEIGHT_CACHE_MODULES = ("ai_edge_litert.interpreter",)
-"""Interpreter modules whose package runs the model with XNNPACK's weight cache (``compiled_signatures``)."""
-
-
-def load_interpreter_class(preferred: str | None = None) -> tuple[type, str]:
-    """(Interpreter class, module name) of the first importable runtime (``preferred`` first).
-
-    Raises:
-      ImportError: when no runtime is installed.
-    """
-    names = ((preferred,) if preferred else ()) + INTERPRETER_MODULES
-    for name in names:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        return module.Interpreter, name
-    raise ImportError(f"no TFLite interpreter found; tried {names}")
 
 
 def _read(path: str | os.PathLike, mutable: bool) -> bytes | bytearray:
@@ -109,7 +92,7 @@ class TrainableModel:
       runtime: Preferred interpreter module (e.g. ``"tflite_runtime.interpreter"``), or None.
       num_threads: Interpreter threads.
       xnnpack: On a runtime listed in ``EXPLICIT_XNNPACK_MODULES``, create the XNNPACK delegate
-        explicitly (opt-in: module docstring); False: builtin kernels only.
+        explicitly (opt-in: ``interpreter_choice``'s docstring); False: builtin kernels only.
       weight_cache: On a runtime listed in ``WEIGHT_CACHE_MODULES``, run the signatures on its
         CompiledModel API with XNNPACK's in-memory weight cache, which packs each constant once for
         every signature (``compiled_signatures``: about 200 MiB less on EfficientNet-Lite0@128, the
@@ -123,7 +106,7 @@ class TrainableModel:
         larger batch runs in chunks of this many, with the same rows up to float rounding (the
         interpreter keeps a signature's tensors sized for the largest batch it has run: on
         EfficientNet-Lite0@128, ``features`` at 32 images holds about 110 MiB). None: no limit. Not
-        applied with the explicit XNNPACK delegate, which breaks on batch-size changes (module docstring).
+        applied with the explicit XNNPACK delegate, which breaks on batch-size changes (``interpreter_choice``).
       signatures: Open only these signatures (``signature_subset``: the others' subgraphs are emptied
         before the interpreter is built, so nothing is allocated or packed for them; calling one is a
         ValueError); None: all.
@@ -169,7 +152,7 @@ class TrainableModel:
         """(shape, dtype) of every state variable: the file's ``get_state`` outputs."""
         interpreter_cls, self.runtime = load_interpreter_class(runtime)
         self.explicit_xnnpack = False
-        """True when this wrapper applied an explicitly created XNNPACK delegate."""
+        """True when this wrapper applied an explicitly created XNNPACK delegate (``open_interpreter``)."""
         self._runners: dict[str, Any] = {}
         self._allocated: dict[str, tuple] = {}
         self.max_rows = max_rows
@@ -194,7 +177,9 @@ class TrainableModel:
             data = bytearray(content) if isinstance(content, bytes) else content
             content = bytes(self._edited(data, edit, signatures))
             del data
-        self.interpreter = self._build(interpreter_cls, bytes(content), num_threads, xnnpack, weight_cache)
+        self.interpreter, self.explicit_xnnpack = open_interpreter(
+            interpreter_cls, self.runtime, bytes(content), num_threads, xnnpack=xnnpack, weight_cache=weight_cache,
+            quantized=self.metadata.get(C.F_CONFIG, {}).get("quantize") or "")
 
     def _edited(self, data: bytearray, edit: Callable[[bytearray, "TrainableModel"], None] | None,
                 signatures: Collection[str] | None) -> bytearray:
@@ -205,40 +190,6 @@ class TrainableModel:
         if signatures is not None:
             keep_signatures(data, signatures, graph)
         return data
-
-    def _build(self, interpreter_cls: type, content: bytes, num_threads: int, xnnpack: bool, weight_cache: bool):
-        explicit = xnnpack and self.runtime in EXPLICIT_XNNPACK_MODULES
-        if weight_cache and not explicit and self.runtime in WEIGHT_CACHE_MODULES and compiled_model_available():
-            value_shaped = value_shaped_operators(read_graph(content))
-            if value_shaped:
-                LOG.info("%s: running on its Interpreter, not on the CompiledModel with XNNPACK's weight cache (more "
-                         "memory): output shapes of %s depend on tensor values", self.runtime,
-                         ", ".join(value_shaped[:3]) + (", ..." if len(value_shaped) > 3 else ""))
-            else:
-                try:
-                    return CompiledSignatures(content, num_threads)
-                except (RuntimeError, ValueError) as err:
-                    LOG.warning("%s: the CompiledModel API with XNNPACK's weight cache failed (%s: %s); running on "
-                                "its Interpreter (more memory)", self.runtime, type(err).__name__, err)
-        package = EXPLICIT_XNNPACK_MODULES.get(self.runtime)
-        quantized = self.metadata.get(C.F_CONFIG, {}).get("quantize")
-        if xnnpack and package and quantized:
-            LOG.warning("%s: no explicit XNNPACK delegate for a --quantize %s file (tflite-runtime 2.14's delegate "
-                        "corrupts the heap once reset_state follows train_step: a crash when the interpreter is "
-                        "freed; docs/int8.md); running on the builtin kernels", self.runtime, quantized)
-        elif xnnpack and package:
-            try:
-                delegate = XnnpackDelegate(num_threads, package)
-                interpreter = interpreter_cls(model_content=content, num_threads=num_threads,
-                                              experimental_delegates=[delegate])
-                delegate.finalize()
-            except (ImportError, OSError, RuntimeError, ValueError) as err:
-                LOG.warning("%s: the XNNPACK delegate could not be applied (%s: %s); running on the builtin "
-                            "kernels (slower)", self.runtime, type(err).__name__, err)
-            else:
-                self.explicit_xnnpack = True
-                return interpreter
-        return interpreter_cls(model_content=content, num_threads=num_threads)
 
     @property
     def delegated(self) -> bool:
@@ -272,7 +223,7 @@ class TrainableModel:
 
     @property
     def cache_unsafe(self) -> str:
-        """Why this interpreter must not run the cache's signature sequence (module docstring), or ""."""
+        """Why this interpreter must not run the cache's signature sequence (``interpreter_choice``), or ""."""
         return CACHE_UNSAFE_XNNPACK if self.explicit_xnnpack else ""
 
     def cache_cut(self) -> CachedCut | None:

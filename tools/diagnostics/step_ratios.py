@@ -11,7 +11,7 @@ Models at 128x128: the default export (``lite0_default``: ``tflite-train export`
 meta-trained EfficientNet-Lite0, last 6 blocks trainable; no FullTrain export), MCUNet with the shipped weights (``weights/mcunet_64_meta.weights.h5``),
 EfficientNet-Lite0 with its ImageNet weights (``tflite_train.models.efficientnet_lite``) and
 ``keras.applications.MobileNetV2(alpha=0.35, weights=None)`` (random weights, BatchNorm statistics
-calibrated: ``converters.example_models.randomize_batchnorm``), each exported twice: with the last
+calibrated: ``tools.example_models.randomize_batchnorm``), each exported twice: with the last
 ``--candidate-blocks`` blocks as candidates (the export a TinyTrain user runs) and with every layer
 (FullTrain). The TinyTrain selection is the project's own policy on a real 5-way 5-shot support set
 of Fashion-MNIST (from the data cache; B_mem ``--mem-budget``, B_compute ``--compute-fraction`` of
@@ -55,10 +55,10 @@ def model_paths(model_dir: pathlib.Path, name: str) -> dict[str, pathlib.Path]:
 
 def export_missing(model_dir: pathlib.Path, candidate_blocks: int, models=MODELS) -> None:
     """Exports the benchmark models that are missing (needs TensorFlow)."""
-    from converters.build_module import backbone_model
-    from converters.example_models import mobilenet_v2
-    from converters.export import write_export
-    from converters.fixtures import MCUNET_WEIGHTS, trained_config
+    from tflite_train.converters.build_module import backbone_model
+    from tools.example_models import mobilenet_v2
+    from tflite_train.converters.export import write_export
+    from tools.fixtures import MCUNET_WEIGHTS, trained_config
 
     for name in models:
         for kind, path in model_paths(model_dir, name).items():
@@ -76,14 +76,14 @@ def export_missing(model_dir: pathlib.Path, candidate_blocks: int, models=MODELS
                                         cache_signatures=kind != "full")
                 write_export(config, path, backbone_model(config))
             elif name == "efficientnet_lite0":
-                from converters.export_config import ExportConfig
+                from tflite_train.converters.export_config import ExportConfig
                 from tflite_train.models.efficientnet_lite import efficientnet_lite0
 
                 config = ExportConfig(backbone="keras", input_size=None, candidates=candidates,
                                       cache_signatures=kind != "full")
                 write_export(config, path, efficientnet_lite0(128, include_top=False, weights="imagenet"))
             else:
-                from converters.export_config import ExportConfig
+                from tflite_train.converters.export_config import ExportConfig
 
                 config = ExportConfig(backbone="keras", input_size=None, candidates=candidates,
                                       cache_signatures=kind != "full")

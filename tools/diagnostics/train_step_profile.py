@@ -67,7 +67,7 @@ INPUT_GRAD_VARIANTS = {
 
 
 def _convert(module, fns) -> bytes:
-    from converters.export import convert_saved_module  # TensorFlow: imported only when building part 2
+    from tflite_train.converters.export import convert_saved_module  # TensorFlow: imported only when building part 2
 
     return convert_saved_module(module, {k: f.get_concrete_function() for k, f in fns.items()})
 
@@ -76,9 +76,9 @@ def build_parts(out: pathlib.Path) -> None:
     """Writes the single-op models of part 2 into ``out`` (needs TensorFlow)."""
     import tensorflow as tf
 
-    from converters.export_config import ExportConfig
-    from converters.ops import conv
-    from converters.optimizer_update import masked_optimizer_step
+    from tflite_train.converters.export_config import ExportConfig
+    from tflite_train.converters.ops import conv
+    from tflite_train.converters.optimizer_update import masked_optimizer_step
 
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
-from converters.graph.ir import ACTIVATIONS
-from converters.ops.activations import NODE_ACTIVATIONS, activation_backward, activation_forward
+from tests.converters.ops.op_parity import autodiff, rel
+from tflite_train.converters.graph.ir import ACTIVATIONS
+from tflite_train.converters.ops.activations import NODE_ACTIVATIONS, activation_backward, activation_forward
 
 
 @pytest.mark.parametrize("fn", ACTIVATIONS + NODE_ACTIVATIONS)

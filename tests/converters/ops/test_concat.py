@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
-from converters.ops import concat
+from tests.converters.ops.op_parity import autodiff, rel
+from tflite_train.converters.ops import concat
 
 
 @pytest.mark.parametrize("shapes,axis", [

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
-from converters.ops import conv
+from tests.converters.ops.op_parity import autodiff, rel
+from tflite_train.converters.ops import conv
 
 CASES = [  # (H, W, kernel, stride, padding)
     (9, 9, 3, 1, "same"), (9, 8, 3, 2, "same"), (8, 8, 3, 2, "same"), (11, 11, 5, 2, "valid"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from op_parity import autodiff, rel
-from converters.ops import elementwise
+from tests.converters.ops.op_parity import autodiff, rel
+from tflite_train.converters.ops import elementwise
 
 
 def test_add_with_broadcast(rng):
@@ -52,9 +52,9 @@ def test_convnext_layer_scale_is_a_frozen_per_channel_scale_that_stays_unfolded(
     import keras
     from keras.src.applications.convnext import LayerScale
 
-    from converters.graph.keras_reader import read_keras
-    from converters.graph.passes import fold_batchnorm
-    from converters.ops import dispatch
+    from tflite_train.converters.graph.keras_reader import read_keras
+    from tflite_train.converters.graph.passes import fold_batchnorm
+    from tflite_train.converters.ops import dispatch
 
     inputs = keras.Input((3, 3, 6))
     dense = keras.layers.Dense(6, name="pw")

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
-from converters.graph.keras_reader import read_keras
-from converters.ops import dispatch
+from tests.converters.ops.op_parity import autodiff, rel
+from tflite_train.converters.graph.keras_reader import read_keras
+from tflite_train.converters.ops import dispatch
 
 CASES = [  # (H, W, kernel, stride, padding, groups)
     (9, 9, 3, 1, "same", 2), (8, 8, 3, 2, "same", 4), (9, 8, 3, 2, "same", 2), (11, 11, 5, 2, "valid", 4),

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
-from converters.graph.ir import Node
-from converters.ops import pooling, registry
+from tests.converters.ops.op_parity import autodiff, rel
+from tflite_train.converters.graph.ir import Node
+from tflite_train.converters.ops import pooling, registry
 
 CASES = [((9, 9), (2, 2), (2, 2), "valid"), ((9, 8), (3, 3), (2, 2), "same"), ((7, 7), (2, 2), (1, 1), "same"),
          ((8, 8), (3, 3), (1, 1), "valid"), ((10, 9), (2, 2), (2, 2), "same")]

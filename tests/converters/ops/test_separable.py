@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
-from converters.graph.keras_reader import read_keras
-from converters.ops import dispatch
+from tests.converters.ops.op_parity import autodiff, rel
+from tflite_train.converters.graph.keras_reader import read_keras
+from tflite_train.converters.ops import dispatch
 
 CASES = [  # (H, W, kernel, stride, padding)
     (9, 9, 3, 1, "same"), (8, 8, 3, 2, "same"), (9, 8, 3, 2, "same"), (11, 11, 5, 2, "valid"), (7, 7, 5, 1, "same"),

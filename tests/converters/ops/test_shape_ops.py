@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from op_parity import autodiff, rel
-from converters.graph.keras_reader import read_keras
-from converters.ops import shape_ops
+from tests.converters.ops.op_parity import autodiff, rel
+from tflite_train.converters.graph.keras_reader import read_keras
+from tflite_train.converters.ops import shape_ops
 
 
 def test_zero_pad(rng):

@@ -8,7 +8,7 @@ C-order bytes}``. Requests:
 * ``{"op": "run", "signature": s, "inputs": {name: tensor}}`` -> ``{"outputs": {name: tensor}}``: the
   raw signature runner (no checks: the Java ``ContractRunner`` enforces the API's preconditions).
 * ``{"op": "episode", "ways", "shots", "queries", "seed"}`` -> support/query images (real
-  Fashion-MNIST at the model's input size, ``tests/runtime/runtime_fixtures.episode_arrays``) and labels.
+  Fashion-MNIST at the model's input size, ``tests.runtime.runtime_fixtures.episode_arrays``) and labels.
 * ``{"op": "trainer", "images", "labels", "queries", "iterations", "batch_size"}`` -> ``{"losses",
   "selection", "predictions", "cache"}`` from ``tflite_train.runtime.trainer.adapt`` (TinyTrain policy,
   unlimited budget, identity augmentation: every view is the support image, as the Java driver trains on)
@@ -42,7 +42,6 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[5]
 sys.path.insert(0, str(ROOT))  # this checkout's code, before any installed copy
-sys.path.insert(1, str(ROOT / "tests" / "runtime"))
 
 import numpy as np  # noqa: E402
 
@@ -80,7 +79,7 @@ def handle(path: pathlib.Path, model: TrainableModel | BakedClassifier, request:
     if isinstance(model, BakedClassifier):
         raise ValueError(f"a baked classifier serves run only, not {op!r}")
     if op == "episode":
-        from runtime_fixtures import episode_arrays, load_fashion
+        from tests.runtime.runtime_fixtures import episode_arrays, load_fashion
 
         xs, ys, xq, yq = episode_arrays(load_fashion(), model.input_shape, request["ways"], request["shots"],
                                         request["queries"], request["seed"])

@@ -16,7 +16,7 @@ import org.tflitetrain.core.select.Budget;
 
 /**
  * {@link AdaptationConfig}'s defaults are the default adaptation protocol (the generated
- * {@code Contract.PROTOCOL_*}, from Python's {@code DEFAULT_PROTOCOL}; {@code tests/test_contract.py} keeps
+ * {@code Contract.PROTOCOL_*}, from Python's {@code DEFAULT_PROTOCOL}; {@code tests/contract/test_contract.py} keeps
  * them in step), and {@link AdaptationDriver} runs its steps and budget.
  */
 public class AdaptationConfigTest {

@@ -26,7 +26,7 @@ import org.tflitetrain.core.model.ModelMetadataTest;
 
 /**
  * The checkpoint's replay section (issue 42) on the JVM, pinned to Python by the golden
- * {@code checkpoint_replay.json} ({@code tflite_train.golden.checkpoint_vectors}): Java reads the checkpoint Python
+ * {@code checkpoint_replay.json} ({@code tools.golden.checkpoint_vectors}): Java reads the checkpoint Python
  * wrote, finds every value (the activations bit for bit) and writes it back byte for byte; the replay rule keeps
  * Python's rows; bad or foreign replay data is refused in one line naming the field.
  */

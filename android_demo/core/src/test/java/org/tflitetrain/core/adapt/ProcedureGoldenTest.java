@@ -20,7 +20,7 @@ import org.tflitetrain.core.model.Contract;
 
 /**
  * The pure parts of the fine-tuning procedure against Python ({@code procedure.json}, written by
- * {@code tflite_train.golden.procedure_vectors}): {@link RateChoice#heldOutScore} (accuracy exact, cross-entropy
+ * {@code tools.golden.procedure_vectors}): {@link RateChoice#heldOutScore} (accuracy exact, cross-entropy
  * within 1e-5: the inputs are read as floats), {@link RateChoice#choose} (rate and reason, refusals) and
  * {@link UpdatePlan#plan} (every field and the note, exactly); plus the held-out split's rule (one image per class, the rest held out).
  */

@@ -17,7 +17,7 @@ import org.tflitetrain.core.json.Json;
  * decoded here with {@code javax.imageio} (in the app: {@code BitmapFactory}), preprocessed by
  * {@link ImagePreprocessor}, and compared with {@code image_golden.json}, written by Python's
  * {@code to_model_input} after Pillow decoded the same files
- * ({@code python -m tflite_train.runtime.image_golden}).
+ * ({@code python -m tools.golden.image_vectors}).
  */
 public class ImagePreprocessorParityTest {
   /** Both sides compute in double and round once to float32: any difference is at most one float32 ulp. */

@@ -11,7 +11,7 @@ import org.tflitetrain.core.json.Json;
 
 /**
  * The hand-written logic of the generated {@link Contract} (its constants are generated from
- * {@code tflite_train/contract/} and checked by {@code tests/test_contract.py}): state names per optimizer
+ * {@code tflite_train/contract/} and checked by {@code tests/contract/test_contract.py}): state names per optimizer
  * equal Python's {@code contract.layer_state} (golden/contract.json).
  */
 public class ContractTest {

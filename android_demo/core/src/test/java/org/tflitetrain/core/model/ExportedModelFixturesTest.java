@@ -32,7 +32,7 @@ import org.tflitetrain.core.cost.LayerSpec;
 import org.tflitetrain.core.json.Json;
 
 /**
- * Reads the real exported test models ({@code python -m converters.fixtures --out build/test-models})
+ * Reads the real exported test models ({@code python -m tools.fixtures --out build/test-models})
  * with {@link TfliteMetadataReader} and {@link ModelMetadata}, and checks each against its resolved
  * export config ({@code <model>.tflite.config.json}, written by the exporter beside the file), against
  * the Java cost model, and against the shapes of the embedded self-test arrays (an npz archive).
@@ -53,14 +53,14 @@ public class ExportedModelFixturesTest {
     Path root = Paths.get(dir);
     if (!Files.isDirectory(root)) {
       fail(PROPERTY + "=" + dir + " is not a directory (absolute: " + root.toAbsolutePath()
-          + "); run `python -m converters.fixtures --out " + dir + "` in the main environment (make fixtures)");
+          + "); run `python -m tools.fixtures --out " + dir + "` in the main environment (make fixtures)");
     }
     List<Path> out = new ArrayList<>();
     try (DirectoryStream<Path> files = Files.newDirectoryStream(root, "*.tflite")) {
       files.forEach(out::add);
     }
     if (out.isEmpty()) {
-      fail("no *.tflite files in " + root.toAbsolutePath() + " (" + PROPERTY + "); run `python -m converters.fixtures --out "
+      fail("no *.tflite files in " + root.toAbsolutePath() + " (" + PROPERTY + "); run `python -m tools.fixtures --out "
           + dir + "` in the main environment (make fixtures)");
     }
     out.sort(null);

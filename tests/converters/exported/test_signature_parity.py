@@ -3,7 +3,7 @@
 Runs in the main env (ai-edge-litert) and in the Pi env (tflite-runtime 2.14, no TensorFlow), on
 the four built-in backbones and four user Keras models (keras.applications MobileNetV2-0.35 and
 MobileNetV3-Small, a plain CNN, a Rescaling-input net), all exported through the same path.
-References (``converters.reference``, saved beside each fixture as ``.parity.npz``): ``infer`` =
+References (``tools.parity_reference``, saved beside each fixture as ``.parity.npz``): ``infer`` =
 the Keras model + cosine head; ``fisher`` = TF autodiff of the per-sample losses; ``train_step`` =
 TF autodiff + masked Adam / SGD-momentum in numpy, 3 steps with the same selection.
 Tolerances (max |tflite - reference| / max |reference|): embeddings, logits and losses 5e-4 (a
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import parity_model, relative_error
+from tests.runtime.runtime_fixtures import parity_model, relative_error
 
 FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "mbv2_adam_32", "proxyless_sgd_33",
             "byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]
@@ -112,7 +112,7 @@ def test_cached_signatures_match_tensorflow(case):
 
 def test_episode_step_matches_autodiff(case):
     """``episode_step_from_<layer>`` at the lowest cut = TF autodiff through the prototypes built from the
-    support rows (``converters.reference.episode_reference``: class 1 with a single support row, class 2's
+    support rows (``tools.parity_reference.episode_reference``: class 1 with a single support row, class 2's
     query rows without any) + the numpy optimizer, over 2 steps: losses (5e-4) and accuracies (equal), and
     every kernel, bias and optimizer slot: at most 1 % of its entries off by more than 1e-4 of its scale,
     and max |tflite - reference| within 2e-3 of its scale, or, for the few Adam-noise entries (a gradient at

@@ -19,9 +19,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from PIL import Image
 
-from crafted_files import MODEL, adapted_checkpoint
-from fuzz_profiles import PROJECT_ERRORS, examples
-from runtime_fixtures import fixture_model, run_cli
+from tests.runtime.crafted_files import MODEL, adapted_checkpoint
+from tests.runtime.fuzz_profiles import PROJECT_ERRORS, examples
+from tests.runtime.runtime_fixtures import fixture_model, run_cli
 from tflite_train.cli import build_parser
 from tflite_train.runtime.images import decode_image
 from tflite_train.runtime.interpreter import TrainableModel

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-from converters.flatbuffer_metadata import add_metadata
+from tflite_train.converters.flatbuffer_metadata import add_metadata
 from tflite_train.runtime.integrity import seal
 from tflite_train.contract import METADATA_NAME, ContractError
 from tflite_train.runtime import TrainableModel, read_metadata
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent / "runtime"))
-from model_edits import EDITS, edited  # noqa: E402
-from runtime_fixtures import fixture_model  # noqa: E402
+from tests.runtime.model_edits import EDITS, edited
+from tests.runtime.runtime_fixtures import fixture_model
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))

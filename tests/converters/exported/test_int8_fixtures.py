@@ -1,7 +1,7 @@
 """The int8 exports (issue 27, ``docs/int8.md``) on whatever interpreter is installed: ai-edge-litert in the
 main env, tflite-runtime 2.14 in the Pi env (builtin kernels: it refuses its explicit XNNPACK delegate for them).
 
-Fixtures (``converters/fixtures.py``, the shape of ``tiny_adam_33``): ``tiny_int8c_33``
+Fixtures (``tools/fixtures.py``, the shape of ``tiny_adam_33``): ``tiny_int8c_33``
 (``--quantize int8-candidates``) and ``tiny_int8_33`` (``--quantize int8``, synthetic calibration).
 The self-test is the file's own (float tolerances for int8-candidates, the int8 ones for int8);
 ``adapt`` runs end to end from image folders (its steps from the frozen-prefix cache) and writes a
@@ -17,9 +17,9 @@ import os
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model, run_cli, write_episode_folders
+from tests.runtime.runtime_fixtures import fixture_model, run_cli, write_episode_folders
 from tflite_train.runtime import TrainableModel, read_metadata
-from tflite_train.runtime import interpreter as interpreter_module
+from tflite_train.runtime import interpreter_choice
 from tflite_train.runtime.checkpoint import load_checkpoint
 from tflite_train.runtime.selftest import verify
 
@@ -53,9 +53,9 @@ def test_no_explicit_xnnpack_delegate_on_an_int8_file(name, caplog):
     """tflite-runtime 2.14's explicit XNNPACK delegate crashes the process when an int8 file's interpreter is
     freed after train_step + reset_state (docs/int8.md): ``xnnpack=True`` runs the builtin kernels instead, with
     one warning naming the mode, and that sequence completes."""
-    with caplog.at_level(logging.WARNING, logger=interpreter_module.LOG.name):
+    with caplog.at_level(logging.WARNING, logger=interpreter_choice.LOG.name):
         model = TrainableModel(fixture_model(name), xnnpack=True)
-    if model.runtime not in interpreter_module.EXPLICIT_XNNPACK_MODULES:
+    if model.runtime not in interpreter_choice.EXPLICIT_XNNPACK_MODULES:
         pytest.skip(f"explicit XNNPACK is for tflite-runtime; this env runs {model.runtime}")
     assert not model.explicit_xnnpack and not model.delegated
     assert [r.levelno for r in caplog.records] == [logging.WARNING] and MODES[name] in caplog.text

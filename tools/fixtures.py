@@ -1,6 +1,6 @@
 """Exports the test models (with embedded golden self-tests) that ``tests/runtime`` replays.
 
-Run from the main environment: ``python -m converters.fixtures --out build/test-models``. The Pi
+Run from the main environment: ``python -m tools.fixtures --out build/test-models``. The Pi
 environment has no TensorFlow, so it can only replay these files.
 """
 
@@ -14,13 +14,13 @@ import pathlib
 
 import numpy as np
 
-from converters.build_module import backbone_model
-from converters.example_models import EXAMPLE_MODELS
-from converters.export import export_is_current, write_export
-from converters.export_config import ExportConfig
-from converters.export_stamp import code_stamp, stamp_path
-from converters.reference import reference_vectors
-from converters.weights_spec import export_fields_from_sidecar, sidecar_path
+from tflite_train.converters.build_module import backbone_model
+from tools.example_models import EXAMPLE_MODELS
+from tflite_train.converters.export import export_is_current, write_export
+from tflite_train.converters.export_config import ExportConfig
+from tflite_train.converters.export_stamp import code_stamp, stamp_path
+from tools.parity_reference import reference_vectors
+from tflite_train.converters.weights_spec import export_fields_from_sidecar, sidecar_path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MCUNET_WEIGHTS = ROOT / "weights" / "mcunet_64_meta.weights.h5"
@@ -74,7 +74,7 @@ FIXTURES: dict[str, ExportConfig] = {
 }
 
 KERAS_FIXTURES: dict[str, tuple[str, ExportConfig]] = {
-    # user models (converters.example_models), exported through the same path as the built-ins
+    # user models (tools.example_models), exported through the same path as the built-ins
     "byo_plain_cnn_23": ("plain_cnn", ExportConfig(backbone="keras", input_size=None, candidates="all",
                                                    feature_layer="features", class_capacity=6,
                                                    optimizer="sgd_momentum", learning_rate=0.01, train_variants=2)),
@@ -86,7 +86,7 @@ KERAS_FIXTURES: dict[str, tuple[str, ExportConfig]] = {
                                                                      candidates="blocks:2", class_capacity=6,
                                                                      train_variants=2)),
 }
-"""User-model fixtures: (``converters.example_models`` builder, export config)."""
+"""User-model fixtures: (``tools.example_models`` builder, export config)."""
 
 WITHOUT_EPISODE_SIGNATURES = ("lite0_meta_adam_64", "tiny_nocache_17")
 """Fixtures exported without the episode and accumulation signatures (``ExportConfig.episode_signatures``, off by

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from runtime_fixtures import fixture_model, write_episode_folders
+from tests.runtime.runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
 from tflite_train.runtime.checkpoint import load_checkpoint
 from tflite_train.runtime.metadata import read_metadata

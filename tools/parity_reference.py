@@ -24,8 +24,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from converters.ops import dispatch, registry
-from converters.trainable_module import NO_INPUT, TrainableModule
+from tflite_train.converters.ops import dispatch, registry
+from tflite_train.converters.trainable_module import NO_INPUT, TrainableModule
 from tflite_train import contract as C
 
 PARITY_STEPS = 3

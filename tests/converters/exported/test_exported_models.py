@@ -1,4 +1,4 @@
-"""Replays the exported test models (``python -m converters.fixtures --out build/test-models``) on
+"""Replays the exported test models (``python -m tools.fixtures --out build/test-models``) on
 whatever interpreter is installed: ai-edge-litert in the main env, tflite-runtime 2.14 in the Pi env.
 
 Tolerances: the embedded self-test's, per model (``converters.selftest_vectors.measured_tolerances``: at
@@ -12,7 +12,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model
+from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel, read_metadata, read_operator_codes
 from tflite_train.runtime.selftest import load_selftest, verify
 

@@ -7,10 +7,10 @@ several channel counts, ``channel_count`` for several ratios, ``total_forward_ma
 ``total_weights``, ``unfused_activation_bytes`` for several batch sizes and
 :func:`~tflite_train.sparse.cost_model.backward_cost` for FullTrain, LastLayer, last-blocks and
 sparse selections under every optimizer, several batch sizes and with/without a gradient buffer.
-``selection_<backbone>_128.json`` (see :mod:`tflite_train.golden.selection_vectors`) pins the Java
-selection port; ``procedure.json`` (:mod:`tflite_train.golden.procedure_vectors`) the pure parts of the Java
+``selection_<backbone>_128.json`` (see :mod:`tools.golden.selection_vectors`) pins the Java
+selection port; ``procedure.json`` (:mod:`tools.golden.procedure_vectors`) the pure parts of the Java
 fine-tuning procedure (rate choice, update plan); ``checkpoint_replay.json``
-(:mod:`tflite_train.golden.checkpoint_vectors`) the Java checkpoint reader and writer on a checkpoint with a replay
+(:mod:`tools.golden.checkpoint_vectors`) the Java checkpoint reader and writer on a checkpoint with a replay
 memory. ``contract.json`` pins the Java ``Contract.layerState`` to
 ``tflite_train.contract``. ``metadata_tiny_32.json`` is an example of the exported-model metadata JSON (CONTRACT.md v1) for
 the Java metadata-parser tests.
@@ -42,9 +42,9 @@ from tflite_train.sparse.cost_model import (
     unfused_activation_bytes,
     weight_grad_macs,
 )
-from tflite_train.golden.checkpoint_vectors import render_checkpoint_vectors
-from tflite_train.golden.procedure_vectors import render_procedure_vectors
-from tflite_train.golden.selection_vectors import render_selection_vectors
+from tools.golden.checkpoint_vectors import render_checkpoint_vectors
+from tools.golden.procedure_vectors import render_procedure_vectors
+from tools.golden.selection_vectors import render_selection_vectors
 from tflite_train.sparse.layer_table import LayerTable
 
 DEFAULT_OUT = pathlib.Path("android_demo/core/src/test/resources/golden")

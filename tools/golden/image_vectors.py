@@ -7,7 +7,7 @@ several model inputs (square and non-square crops, down- and up-sampling, 1 and 
 value ranges); ``image_golden.json`` stores the float32 results. The Java test decodes the same
 files with ``javax.imageio`` and must reproduce them (``ImagePreprocessorParityTest``).
 
-    python -m tflite_train.runtime.image_golden android_demo/core/src/test/resources/image
+    python -m tools.golden.image_vectors android_demo/core/src/test/resources/image
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def write_image_golden(folder: str | pathlib.Path) -> pathlib.Path:
     """Writes ``folder/image_golden.json`` from the PNGs in ``folder``."""
     path = pathlib.Path(folder) / GOLDEN_NAME
     cases = ",\n".join(json.dumps(case) for case in golden_cases(folder))  # one line per case
-    path.write_text(f'{{"generator": "python -m tflite_train.runtime.image_golden", "cases": [\n{cases}\n]}}\n')
+    path.write_text(f'{{"generator": "python -m tools.golden.image_vectors", "cases": [\n{cases}\n]}}\n')
     return path
 
 

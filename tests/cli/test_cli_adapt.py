@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from runtime_fixtures import fixture_model, write_episode_folders
+from tests.runtime.runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
 from tflite_train.runtime.checkpoint import load_checkpoint
 from tflite_train.sparse.units import format_bytes

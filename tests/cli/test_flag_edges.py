@@ -14,7 +14,7 @@ import math
 
 import pytest
 
-from runtime_fixtures import assert_one_line_error, run_cli
+from tests.runtime.runtime_fixtures import assert_one_line_error, run_cli
 from tflite_train.cli.flag_types import MAX_BYTES, byte_budget, finite_float, positive_float, ranged
 from tflite_train.runtime.byte_size import parse_byte_size
 

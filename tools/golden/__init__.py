@@ -1,6 +1,6 @@
 """Golden vectors shared with the Java core (TensorFlow-free)."""
 
-from tflite_train.golden.java_vectors import (
+from tools.golden.java_vectors import (
     CASES,
     DEFAULT_OUT,
     FORMAT_VERSION,
@@ -10,9 +10,9 @@ from tflite_train.golden.java_vectors import (
     render_vectors,
     write_vectors,
 )
-from tflite_train.golden.checkpoint_vectors import CHECKPOINT_FILE, checkpoint_vectors, render_checkpoint_vectors
-from tflite_train.golden.procedure_vectors import PROCEDURE_FILE, procedure_vectors, render_procedure_vectors
-from tflite_train.golden.selection_vectors import (
+from tools.golden.checkpoint_vectors import CHECKPOINT_FILE, checkpoint_vectors, render_checkpoint_vectors
+from tools.golden.procedure_vectors import PROCEDURE_FILE, procedure_vectors, render_procedure_vectors
+from tools.golden.selection_vectors import (
     SELECTION_BACKBONES,
     render_selection_vectors,
     selection_vectors,

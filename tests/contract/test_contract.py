@@ -12,7 +12,7 @@ import pytest
 from tflite_train import contract as C
 from tflite_train.runtime import protocol
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_contract_md_holds_the_tables_rendered_from_the_module():

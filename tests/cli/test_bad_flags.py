@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime_fixtures import adapt_cli, assert_one_line_error, run_cli, snapshot
+from tests.runtime.runtime_fixtures import adapt_cli, assert_one_line_error, run_cli, snapshot
 
 
 PARSE_CASES = [

@@ -2,7 +2,7 @@
 exported constants until a train step (or ``set_state`` with other weights) changes it, then on its
 variables; ``reset_state`` and ``set_state`` with the exported weights switch it back.
 
-References (``converters.reference``, ``.parity.npz``): ``infer`` = the Keras model + cosine head;
+References (``tools.parity_reference``, ``.parity.npz``): ``infer`` = the Keras model + cosine head;
 ``infer_after_steps`` = the module's forward (TF) on the weights after the 3 reference train steps.
 Tolerances (max |tflite - reference| / max |reference|): 5e-4 for the exported weights (as
 ``test_signature_parity``); 2e-3 after the steps (the weights themselves match to 2e-3,
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import parity_model, relative_error
+from tests.runtime.runtime_fixtures import parity_model, relative_error
 
 FIXTURES = ["tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "lite0_meta_adam_64", "byo_mobilenet_v3_small_32",
             "byo_plain_cnn_23"]

@@ -43,7 +43,7 @@ import re
 
 from tflite_train import contract as C
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ALLOWED_DIR = ROOT / "tflite_train" / "contract"
 """The contract package: the only Python source that may spell a contract name."""
 ALLOWED = {ROOT / C.JAVA_CONTRACT_PATH}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_fixtures import fixture_model, relative_error
+from tests.runtime.runtime_fixtures import fixture_model, relative_error
 from tflite_train import contract as C
 
 FIXTURES = ["tiny_adam_33", "mcunet_adam_35", "lite0_meta_adam_64"]

@@ -1,0 +1,1 @@
+"""Tests of ``bench`` (the benchmark command and the peer comparison)."""

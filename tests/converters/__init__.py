@@ -1,0 +1,1 @@
+"""Tests of the exporter (``tflite_train.converters``, the top-level ``converters/`` folder)."""

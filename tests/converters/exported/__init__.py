@@ -1,0 +1,1 @@
+"""The exported test models replayed on the installed runtime (TF-free; ``pi``)."""

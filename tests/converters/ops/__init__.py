@@ -1,0 +1,1 @@
+"""Parity tests of the op families (``tflite_train.converters.ops``)."""

@@ -1,0 +1,1 @@
+"""Tests of ``tflite_train.data``."""
