@@ -1,13 +1,13 @@
 """The class-incremental section (issue 42, item 4): a device that learned some classes is taught more later.
 
-Each task is one fixed 5-way episode of a target's *test* pool (``continual_tasks``; ``SHOTS + MORE_SHOTS``
-support images and ``QUERIES`` query images per class), cut into three steps on the same images
-(``split_task``):
+Each task is one fixed 5-way episode of a target's *test* pool (``continual_tasks``; per class ``shots +
+more_shots`` support images and ``queries`` query images, the target's ``Design``: 5 + 3 and 5 where its classes
+have the images, less for line icons), cut into three steps on the same images (``split_task``):
 
-1. **N-way K-shot** (``OLD_WAYS`` old classes, ``SHOTS`` shots): adapted from the export -> checkpoint C1
+1. **N-way K-shot** (``OLD_WAYS`` old classes, ``shots`` shots): adapted from the export -> checkpoint C1
    (with a replay memory at the default budget, ``DEFAULT_REPLAY_BUDGET_BYTES``);
-2. **+M ways** (``NEW_WAYS`` new classes, ``SHOTS`` shots each) from C1;
-3. **more shots of known classes** (``MORE_SHOTS`` further images of every class) from step 2's checkpoint.
+2. **+M ways** (``NEW_WAYS`` new classes, ``shots`` shots each) from C1;
+3. **more shots of known classes** (``more_shots`` further images of every class) from step 2's checkpoint.
 
 Steps 2 and 3 run four arms, each continuing its own lineage, all paired on the same images:
 
@@ -54,13 +54,33 @@ from tflite_train.runtime import (DEFAULT_PROTOCOL, DEFAULT_REPLAY_BUDGET_BYTES,
 from tflite_train.runtime.adapt_job import default_run_budget
 from tflite_train.runtime.checkpoint import Checkpoint, encode_checkpoint
 
-__all__ = ["ARMS", "ContinualRecord", "Scenario", "class_accuracy", "continual_goals", "continual_section",
-           "continual_tasks", "run_scenario", "split_task", "step_scores", "summarize_continual"]
+__all__ = ["ARMS", "DESIGNS", "ContinualRecord", "Design", "Scenario", "class_accuracy", "continual_goals", "continual_section",
+           "continual_tasks", "design_for", "run_scenario", "split_task", "step_scores", "summarize_continual"]
 
 LOG = logging.getLogger(__name__)
-OLD_WAYS, NEW_WAYS, SHOTS, MORE_SHOTS, QUERIES = 3, 2, 5, 3, 5
-"""Step 1: ``OLD_WAYS``-way ``SHOTS``-shot; step 2: + ``NEW_WAYS`` ways of ``SHOTS`` shots; step 3: ``MORE_SHOTS``
-more images of every class; ``QUERIES`` query images per class, the same in every step."""
+OLD_WAYS, NEW_WAYS = 3, 2
+"""Step 1 adapts to ``OLD_WAYS`` classes; step 2 adds ``NEW_WAYS``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """Images per class of a target's tasks: ``shots`` in step 1 (old classes) or 2 (new ones), ``more_shots`` in
+    step 3, ``queries`` query images (the same in every step)."""
+
+    shots: int
+    more_shots: int
+    queries: int
+
+    @property
+    def per_class(self) -> int:
+        return self.shots + self.more_shots + self.queries
+
+
+DESIGNS = (Design(5, 3, 5), Design(3, 2, 3), Design(2, 1, 2))
+"""The designs, largest first; a target gets the first one that ``MIN_CLASSES`` of its test-pool classes can fill
+(``design_for``): line icons have 3-8 images per class, the other visible targets 6-70."""
+MIN_CLASSES = 10
+"""Classes a target's test pool must have at a design's size (so that its 5-way tasks vary their classes)."""
 ARMS = ("replay", "scratch", "prototypes", "no_replay")
 """The arms of steps 2 and 3 (module docstring), in report order."""
 ARM_LABELS = {"replay": "--from with replay", "scratch": "(a) from scratch on all images",
@@ -68,8 +88,6 @@ ARM_LABELS = {"replay": "--from with replay", "scratch": "(a) from scratch on al
 REFERENCE = "scratch"
 """The arm every paired delta is taken against (the upper bound)."""
 STEPS = ("2", "3")
-STEP_NAMES = {"1": f"{OLD_WAYS}-way {SHOTS}-shot", "2": f"+{NEW_WAYS} ways ({SHOTS} shots)",
-              "3": f"+{MORE_SHOTS} shots of every class"}
 SEED_OFFSET = 4241
 """Added to the episode seed of the section's tasks (a prime; its tasks are not the paired section's)."""
 GOAL_PP = 2.0
@@ -94,7 +112,23 @@ class Scenario:
         return int(self.query[1].max()) + 1
 
 
-def split_task(task: Task, old_ways: int = OLD_WAYS, shots: int = SHOTS) -> Scenario:
+def design_for(class_sizes: Sequence[int]) -> Design:
+    """The first of ``DESIGNS`` that at least ``MIN_CLASSES`` classes of ``class_sizes`` (images per class) fill,
+    else the first that ``OLD_WAYS + NEW_WAYS`` classes fill (pure).
+
+    Raises:
+      ValueError: not even the smallest design has ``OLD_WAYS + NEW_WAYS`` classes.
+    """
+    sizes = np.asarray(class_sizes)
+    for needed in (MIN_CLASSES, OLD_WAYS + NEW_WAYS):
+        for design in DESIGNS:
+            if int(np.sum(sizes >= design.per_class)) >= needed:
+                return design
+    raise ValueError(f"{OLD_WAYS + NEW_WAYS} classes with >= {DESIGNS[-1].per_class} images are needed; class "
+                     f"sizes {sorted(int(n) for n in sizes)}")
+
+
+def split_task(task: Task, old_ways: int, shots: int) -> Scenario:
     """The steps of a fixed-way task (pure): per class, its first ``shots`` support images (support order) go to
     step 1 (classes < ``old_ways``) or step 2 (the others), the rest of its support images to step 3.
 
@@ -133,14 +167,18 @@ def step_scores(predictions: np.ndarray, labels: np.ndarray, old_ways: int) -> d
             "new": class_accuracy(predictions, labels, range(old_ways, ways))}
 
 
-def continual_tasks(config: BenchConfig, target: str, num: int, input_size: int | None = None) -> list[Task]:
-    """``num`` fixed 5-way tasks of ``target``'s test pool (``SHOTS + MORE_SHOTS`` support and ``QUERIES`` query
-    images per class), seeded by (config.seed, target); a smaller ``num`` gives a prefix of a larger one's list."""
+def continual_tasks(config: BenchConfig, target: str, num: int,
+                    input_size: int | None = None) -> tuple[Design, list[Task]]:
+    """The target's design (``design_for`` its test pool) and ``num`` fixed 5-way tasks of its test pool
+    (``shots + more_shots`` support and ``queries`` query images per class), seeded by (config.seed, target); a
+    smaller ``num`` gives a prefix of a larger one's list."""
     data, split = target_pools(config, target, input_size)
     index = split.indices(TEST)
+    labels = data.labels[index]
+    design = design_for(np.bincount(labels)[np.unique(labels)])
     seed = config.seed + zlib.crc32(target.encode()) + SEED_OFFSET
-    return [fixed_task(data.images[index], data.labels[index], OLD_WAYS + NEW_WAYS, SHOTS + MORE_SHOTS, QUERIES,
-                       seed + i) for i in range(num)]
+    return design, [fixed_task(data.images[index], labels, OLD_WAYS + NEW_WAYS, design.shots + design.more_shots,
+                               design.queries, seed + i) for i in range(num)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,12 +369,12 @@ def base_config(config: BenchConfig) -> AdaptConfig:
     return AdaptConfig(policy="tinytrain", epochs=epochs, seed=config.seed, on_empty="empty")
 
 
-def _run_tasks(model_path: str, base: AdaptConfig, tasks: Sequence[Task], indices: Sequence[int], threads: int,
-               store: str, progress: str) -> None:
+def _run_tasks(model_path: str, base: AdaptConfig, design: Design, tasks: Sequence[Task], indices: Sequence[int],
+               threads: int, store: str, progress: str) -> None:
     """Runs ``tasks`` (their ``indices``) and appends each finished one to the cell file ``store``."""
     model = TrainableModel(model_path, num_threads=threads)
     for index, raw in zip(indices, tasks):
-        steps = run_scenario(model, split_task(for_model(raw, model)), base)
+        steps = run_scenario(model, split_task(for_model(raw, model), OLD_WAYS, design.shots), base)
         append_record(store, ContinualRecord(int(index), task_fingerprint(raw), steps))
         two = steps["2"]
         LOG.info("%s task %d: step 2 all-class %s", progress, index + 1,
@@ -344,23 +382,24 @@ def _run_tasks(model_path: str, base: AdaptConfig, tasks: Sequence[Task], indice
 
 
 def continual_records(config: BenchConfig, model_path, targets: Sequence[str], input_size: int | None, label: str,
-                      interpreter: str, executor=None) -> dict[str, list[Mapping]]:
+                      interpreter: str, executor=None) -> tuple[dict[str, list[Mapping]], dict[str, Design]]:
     """target -> each task's ``ContinualRecord.steps`` (task order) of ``config.continual_tasks`` tasks per target,
-    running only those the cell files under ``config.out_dir`` lack (with ``executor``: one job per target)."""
+    running only those the cell files under ``config.out_dir`` lack (with ``executor``: one job per target); and
+    target -> its ``Design``."""
     base = base_config(config)
-    cells, jobs = {}, []
+    cells, jobs, designs = {}, [], {}
     for t in targets:
-        tasks = continual_tasks(config, t, config.continual_tasks, input_size)
+        designs[t], tasks = continual_tasks(config, t, config.continual_tasks, input_size)
         fingerprints = [task_fingerprint(task) for task in tasks]
         cell = {"model": model_identity(model_path), "adapt": base.to_dict(), "target": t, "pool": TEST,
-                "section": "continual", "steps": [OLD_WAYS, NEW_WAYS, SHOTS, MORE_SHOTS, QUERIES],
+                "section": "continual", "ways": [OLD_WAYS, NEW_WAYS], "design": dataclasses.asdict(designs[t]),
                 "replay_budget": DEFAULT_REPLAY_BUDGET_BYTES, "interpreter": interpreter, "threads": config.threads}
         path = open_cell(config.out_dir, f"{label}/continual", "continual", t, TEST, cell)
         cells[t] = (path, fingerprints)
         done = read_records(path, fingerprints, ContinualRecord.from_dict)
         missing = [i for i in range(len(tasks)) if i not in done]
         if missing:
-            jobs.append((str(model_path), base, [tasks[i] for i in missing], missing, config.threads, str(path),
+            jobs.append((str(model_path), base, designs[t], [tasks[i] for i in missing], missing, config.threads, str(path),
                          f"{label} continual/{t}"))
     if executor is None:
         for job in jobs:
@@ -375,22 +414,22 @@ def continual_records(config: BenchConfig, model_path, targets: Sequence[str], i
         if missing:
             raise RuntimeError(f"{path}: continual tasks {missing} are missing after their run")
         out[t] = [done[i].steps for i in range(len(fingerprints))]
-    return out
+    return out, designs
 
 
 def continual_section(config: BenchConfig, targets: tuple[str, ...], paths: dict, interpreter: str,
                       executor=None) -> dict:
     """Runs the section (module docstring) for every backbone run; returns its results per run."""
     out = {"tasks": config.continual_tasks, "adapt": base_config(config).to_dict(),
-           "replay_budget": DEFAULT_REPLAY_BUDGET_BYTES, "design": {
-               "old_ways": OLD_WAYS, "new_ways": NEW_WAYS, "shots": SHOTS, "more_shots": MORE_SHOTS,
-               "queries": QUERIES}, "runs": {}}
+           "replay_budget": DEFAULT_REPLAY_BUDGET_BYTES, "old_ways": OLD_WAYS, "new_ways": NEW_WAYS, "runs": {}}
     for run in config.backbones:
         key = continual_model(run)
         paths.update(ensure_models(config, (key,)))
-        records = continual_records(config, paths[key], targets, run.input_size, run.key, interpreter, executor)
+        records, designs = continual_records(config, paths[key], targets, run.input_size, run.key, interpreter,
+                                             executor)
         summary = summarize_continual(records)
-        out["runs"][run.key] = {"label": run.label, "model": key, "model_path": str(paths[key]), **summary,
+        out["runs"][run.key] = {"label": run.label, "model": key, "model_path": str(paths[key]),
+                                "designs": {t: dataclasses.asdict(d) for t, d in designs.items()}, **summary,
                                 "goals": continual_goals(summary)}
         LOG.info("%s continual goals: %s", run.key, out["runs"][run.key]["goals"])
     return out
