@@ -220,7 +220,8 @@ def _checkpoint_bytes(checkpoint: Checkpoint) -> int:
 
 
 def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
-                 replay_budget: int = DEFAULT_REPLAY_BUDGET_BYTES) -> dict[str, dict[str, dict[str, Any]]]:
+                 replay_budget: int = DEFAULT_REPLAY_BUDGET_BYTES,
+                 checkpoints: dict[tuple[str, str], Checkpoint] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """Runs the three steps and four arms of one task (module docstring) on ``model``.
 
     Args:
@@ -228,6 +229,8 @@ def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
       scenario: The task's steps (``split_task`` of ``for_model(task)``).
       base: The adaptation (budgets unset: each run gets the CLI's default budget for its candidates).
       replay_budget: Bytes of replay memory of C1 and of the replay arm's checkpoints.
+      checkpoints: None, or a dict that receives every run's checkpoint as (step, arm) -> Checkpoint (step 1's
+        arm is "base").
 
     Returns:
       ``ContinualRecord.steps``.
@@ -276,6 +279,8 @@ def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
     c1, first = trained(*scenario.step1, None, True, replay_budget, scenario.old_ways)
     steps: dict[str, dict[str, dict[str, Any]]] = {"1": {"base": first}}
     lineage = {arm: c1 for arm in ARMS}
+    kept = {} if checkpoints is None else checkpoints
+    kept["1", "base"] = c1
     seen = scenario.step1
     for step, (images, labels) in zip(STEPS, (scenario.step2, scenario.step3)):
         seen = (np.concatenate([seen[0], images]), np.concatenate([seen[1], labels]))
@@ -284,6 +289,7 @@ def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
                 "prototypes": prototypes_only(images, labels, lineage["prototypes"], ways),
                 "no_replay": trained(images, labels, lineage["no_replay"], False, 0, ways)}
         lineage = {arm: runs[arm][0] for arm in ARMS}
+        kept.update({(step, arm): runs[arm][0] for arm in ARMS})
         steps[step] = {arm: runs[arm][1] for arm in ARMS}
     return steps
 
