@@ -47,7 +47,7 @@ def goal_sentences(goals: list[Mapping], summary: Mapping, old_ways: int) -> lis
     words = {True: "**met**", False: "**missed**"}
     by_goal = {g["goal"]: g for g in goals}
     a, o, c = by_goal["all_classes"], by_goal["old_classes"], by_goal["cost"]
-    replay = summary["steps"]["2"]["replay"]
+    replay = summary["steps"]["2"]["with_replay"]
     return [
         f"- All-class accuracy after adding classes ≥ from scratch − {GOAL_PP:g} pp, with a replay memory of at most "
         f"{GOAL_REPLAY_BYTES / 2**20:g} MiB: {words[a['met']]}: the paired delta (--from with replay − (a)) is "

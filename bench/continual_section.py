@@ -11,11 +11,11 @@ have the images, less for line icons), cut into three steps on the same images (
 
 Steps 2 and 3 run four arms, each continuing its own lineage, all paired on the same images:
 
-* ``replay``: ``adapt --from`` with the replay memory (trains on the new images and the stored activations);
-* ``scratch`` (a): adapting from the export on every image seen so far (the upper bound);
-* ``prototypes`` (b): the new rows' prototypes added to the checkpoint's, no update (``AdaptStart.begin`` on the
+* ``with_replay``: ``adapt --from`` with the replay memory (trains on the new images and the stored activations);
+* ``from_scratch`` (a): adapting from the export on every image seen so far (the upper bound);
+* ``prototypes_only`` (b): the new rows' prototypes added to the checkpoint's, no update (``AdaptStart.begin`` on the
   restored checkpoint; a class with rows in the step gets the mean of those rows, as ``--from`` computes it);
-* ``no_replay`` (c): ``adapt --from`` with a replay budget of 0 (old classes keep their stored prototypes).
+* ``without_replay`` (c): ``adapt --from`` with a replay budget of 0 (old classes keep their stored prototypes).
 
 Every run uses the library (``tflite_train.runtime.adapt``, ``continue_from``, ``checkpoint_after``) at the
 default protocol (``DEFAULT_PROTOCOL``; its passes can be overridden by ``BenchConfig.continual_epochs``) and the
@@ -81,11 +81,11 @@ DESIGNS = (Design(5, 3, 5), Design(3, 2, 3), Design(2, 1, 2))
 (``design_for``): line icons have 3-8 images per class, the other visible targets 6-70."""
 MIN_CLASSES = 10
 """Classes a target's test pool must have at a design's size (so that its 5-way tasks vary their classes)."""
-ARMS = ("replay", "scratch", "prototypes", "no_replay")
+ARMS = ("with_replay", "from_scratch", "prototypes_only", "without_replay")
 """The arms of steps 2 and 3 (module docstring), in report order."""
-ARM_LABELS = {"replay": "--from with replay", "scratch": "(a) from scratch on all images",
-              "prototypes": "(b) prototypes only, no update", "no_replay": "(c) --from, replay budget 0"}
-REFERENCE = "scratch"
+ARM_LABELS = {"with_replay": "--from with replay", "from_scratch": "(a) from scratch on all images",
+              "prototypes_only": "(b) prototypes only, no update", "without_replay": "(c) --from, replay budget 0"}
+REFERENCE = "from_scratch"
 """The arm every paired delta is taken against (the upper bound)."""
 STEPS = ("2", "3")
 SEED_OFFSET = 4241
@@ -284,10 +284,10 @@ def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
     seen = scenario.step1
     for step, (images, labels) in zip(STEPS, (scenario.step2, scenario.step3)):
         seen = (np.concatenate([seen[0], images]), np.concatenate([seen[1], labels]))
-        runs = {"replay": trained(images, labels, lineage["replay"], True, replay_budget, ways),
-                "scratch": trained(*seen, None, True, replay_budget, ways),
-                "prototypes": prototypes_only(images, labels, lineage["prototypes"], ways),
-                "no_replay": trained(images, labels, lineage["no_replay"], False, 0, ways)}
+        runs = {"with_replay": trained(images, labels, lineage["with_replay"], True, replay_budget, ways),
+                "from_scratch": trained(*seen, None, True, replay_budget, ways),
+                "prototypes_only": prototypes_only(images, labels, lineage["prototypes_only"], ways),
+                "without_replay": trained(images, labels, lineage["without_replay"], False, 0, ways)}
         lineage = {arm: runs[arm][0] for arm in ARMS}
         kept.update({(step, arm): runs[arm][0] for arm in ARMS})
         steps[step] = {arm: runs[arm][1] for arm in ARMS}
@@ -303,7 +303,7 @@ def cost_bound_seconds(steps: Mapping) -> float:
     """The cost goal's bound for one task's step-2 replay run: a from-scratch adaptation on the new images plus the
     replayed rows, priced at arm (a)'s measured seconds per image of the same step (its updates, and so its
     seconds, scale with the rows trained on): scratch seconds / scratch rows x replay rows."""
-    scratch, replay = steps["2"]["scratch"], steps["2"]["replay"]
+    scratch, replay = steps["2"]["from_scratch"], steps["2"]["with_replay"]
     return float(scratch["seconds"]) / float(scratch["rows"]) * float(replay["rows"])
 
 
@@ -349,7 +349,7 @@ def continual_goals(summary: Mapping) -> list[dict]:
       largest replay memory <= ``GOAL_REPLAY_BYTES``; the old-class change from step 1 >= -``GOAL_PP``; the mean
       seconds <= the mean ``cost_bound_seconds``. Measured values are the averages over targets.
     """
-    replay = summary["steps"]["2"]["replay"]
+    replay = summary["steps"]["2"]["with_replay"]
     delta, change = replay["delta_all"][AVERAGE], replay["old_change"][AVERAGE]
     return [
         {"goal": "all_classes", "measured": delta["mean"], "ci95": delta["ci95"], "threshold": -GOAL_PP,

@@ -66,20 +66,20 @@ def _steps(replay_all, replay_old, replay_bytes=2**19):
     """One task: step 1 old 90 %; every arm 80 % / 85 % old, scratch 10 s on 20 rows; replay as given, 12 s on 30
     rows."""
     arms = {arm: _run(80.0, 85.0, seconds=10.0, rows=20) for arm in ARMS}
-    arms["replay"] = _run(replay_all, replay_old, replay=replay_bytes, seconds=12.0, rows=30)
+    arms["with_replay"] = _run(replay_all, replay_old, replay=replay_bytes, seconds=12.0, rows=30)
     return {"1": {"base": _run(90.0, 90.0, None)}, "2": arms, "3": arms}
 
 
 def test_summary_and_goal_verdicts_by_hand():
     records = {"a": [_steps(77.0, 88.0), _steps(79.0, 86.0)], "b": [_steps(80.0, 90.0), _steps(82.0, 90.0)]}
     summary = summarize_continual(records)
-    replay = summary["steps"]["2"]["replay"]
+    replay = summary["steps"]["2"]["with_replay"]
     # delta all to scratch: a: -3, -1 (mean -2); b: 0, +2 (mean +1); average of target means -0.5
     assert replay["delta_all"]["a"]["mean"] == pytest.approx(-2.0)
     assert replay["delta_all"][AVERAGE]["mean"] == pytest.approx(-0.5)
     # old change from step 1 (90): a: -2, -4 (mean -3); b: 0, 0; average -1.5
     assert replay["old_change"][AVERAGE]["mean"] == pytest.approx(-1.5)
-    assert summary["steps"]["2"]["scratch"]["delta_all"] is None
+    assert summary["steps"]["2"]["from_scratch"]["delta_all"] is None
     assert summary["step1_old"][AVERAGE]["mean"] == pytest.approx(90.0)
     assert replay["seconds"] == pytest.approx(12.0) and replay["replay_bytes_max"] == 2**19
     # cost bound: 10 s / 20 rows x 30 rows = 15 s
@@ -117,9 +117,9 @@ def test_tiny_run_structure_resume_and_report(tiny):
         for step in ("2", "3"):
             assert set(steps[step]) == set(ARMS)
             assert all(len(steps[step][arm]["predictions"]) == 5 * 3 for arm in ARMS)
-            assert steps[step]["prototypes"]["updates"] == 0 and steps[step]["no_replay"]["replay_bytes"] == 0
-            assert 0 < steps[step]["replay"]["replay_bytes"] <= 2**20
-        assert steps["2"]["replay"]["rows"] == 2 * 3 + steps["1"]["base"]["replay_rows"]
+            assert steps[step]["prototypes_only"]["updates"] == 0 and steps[step]["without_replay"]["replay_bytes"] == 0
+            assert 0 < steps[step]["with_replay"]["replay_bytes"] <= 2**20
+        assert steps["2"]["with_replay"]["rows"] == 2 * 3 + steps["1"]["base"]["replay_rows"]
     cell = next(pathlib.Path(tiny.out_dir).glob("tasks/tiny/continual/tgt/test/*.jsonl"))
     lines = cell.read_text().splitlines()
     assert len(lines) == 3 and "cell" in json.loads(lines[0])
@@ -146,7 +146,7 @@ def test_the_prototypes_arm_does_no_update(tiny):
     design, tasks = continual_tasks(tiny, "tgt", 1, 33)
     kept = {}
     run_scenario(model, split_task(for_model(tasks[0], model), 3, design.shots), base_config(tiny), checkpoints=kept)
-    first, added = kept["1", "base"], kept["2", "prototypes"]
+    first, added = kept["1", "base"], kept["2", "prototypes_only"]
     assert added.class_names == ("class0", "class1", "class2", "class3", "class4")
     weights = [k for k in first.arrays if k not in C.GLOBAL_STATE]  # the layers' stored weights
     assert weights and sorted(k for k in added.arrays if k not in C.GLOBAL_STATE) == sorted(weights)
@@ -156,5 +156,5 @@ def test_the_prototypes_arm_does_no_update(tiny):
     assert int(added.arrays[C.NUM_CLASSES]) == 5 and added.arrays[C.PROTOTYPES].shape[0] == 5
     assert added.replay is None
     # the trained arms do update: --from without replay changes some stored weight
-    moved = kept["2", "no_replay"]
+    moved = kept["2", "without_replay"]
     assert any(not np.array_equal(moved.arrays[k], first.arrays[k]) for k in weights if k in moved.arrays)
