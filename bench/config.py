@@ -11,7 +11,7 @@ SECTIONS = ("procedure", "accuracy", "int8", "continual", "backward_cost", "timi
 DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ("int8", "continual"))
 """The sections a run without ``--section`` runs: ``int8`` exports an int8 model per backbone run (Lite0
 @128: ~9 GB of RAM) and is asked for explicitly, usually as an update of a finished run; so is ``continual``
-(issue 42's class-incremental section, ``bench.continual_section``: 13 adaptations per task)."""
+(issue 42's class-incremental section, ``bench.continual_section``: 7 adaptations per task)."""
 
 IMAGENET = "imagenet"
 """``BackboneRun`` weights value: EfficientNet-Lite0's ImageNet weights (``tflite_train.models.efficientnet_lite0``)."""

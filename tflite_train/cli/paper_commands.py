@@ -166,7 +166,8 @@ def register(command: Command) -> None:
     p.add_argument("--timing-runs", type=int, default=None, help="repetitions of each timing (default 3; --quick 1)")
     p.add_argument("--no-tf-recipe", action="store_true", help="skip the TF-recipe (Flex) timing peer")
     p.add_argument("--section", action="append",
-                   choices=("procedure", "accuracy", "int8", "continual", "backward_cost", "timing", "ablations", "plots"),
+                   choices=("procedure", "accuracy", "int8", "continual", "backward_cost", "timing", "ablations",
+                            "plots"),
                    help="repeatable (default: all but int8, which exports an int8 model per backbone run and pairs "
                         "it with the accuracy section's tasks: add it with --update --section int8, and continual); "
                         "procedure: TinyTrain under each fine-tuning procedure on validation tasks, which decides the "
@@ -175,7 +176,7 @@ def register(command: Command) -> None:
     p.add_argument("--procedure-tasks", type=int, default=None,
                    help="validation tasks per target of the procedure section (default 20; --quick 2)")
     p.add_argument("--continual-tasks", type=int, default=None,
-                   help="tasks per target of the continual section (default 5; 13 adaptations each)")
+                   help="tasks per target of the continual section (default 5; 7 adaptations and 2 prototype-only additions each)")
     p.add_argument("--continual-epochs", type=int, default=None,
                    help="passes over each support set in the continual section (default: the adaptation protocol's)")
     p.add_argument("--threads", type=int, default=1, help="interpreter/TF threads per worker")
