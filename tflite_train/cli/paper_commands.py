@@ -176,7 +176,8 @@ def register(command: Command) -> None:
     p.add_argument("--procedure-tasks", type=int, default=None,
                    help="validation tasks per target of the procedure section (default 20; --quick 2)")
     p.add_argument("--continual-tasks", type=int, default=None,
-                   help="tasks per target of the continual section (default 5; 7 adaptations and 2 prototype-only additions each)")
+                   help="tasks per target of the continual section (default 5; 7 adaptations and 2 prototype-only "
+                        "additions each)")
     p.add_argument("--continual-epochs", type=int, default=None,
                    help="passes over each support set in the continual section (default: the adaptation protocol's)")
     p.add_argument("--threads", type=int, default=1, help="interpreter/TF threads per worker")
