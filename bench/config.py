@@ -197,7 +197,7 @@ class BenchConfig:
                                    "pmf_fixed_ties_short", "pmf_fixed_ties_batch5", "passes40_lr0.0003",
                                    "passes5_lr0.0003", "passes5_lr0.001", "passes5_lr0.003", "passes5_lr0.01")
     procedure_tasks: int = 20
-    continual_tasks: int = 5
+    continual_tasks: int = 10
     continual_epochs: int | None = None
 
     def __post_init__(self) -> None:

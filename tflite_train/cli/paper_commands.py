@@ -176,7 +176,7 @@ def register(command: Command) -> None:
     p.add_argument("--procedure-tasks", type=int, default=None,
                    help="validation tasks per target of the procedure section (default 20; --quick 2)")
     p.add_argument("--continual-tasks", type=int, default=None,
-                   help="tasks per target of the continual section (default 5; 7 adaptations and 2 prototype-only "
+                   help="tasks per target of the continual section (default 10; 7 adaptations and 2 prototype-only "
                         "additions each)")
     p.add_argument("--continual-epochs", type=int, default=None,
                    help="passes over each support set in the continual section (default: the adaptation protocol's)")
