@@ -54,8 +54,9 @@ from tflite_train.runtime import (DEFAULT_PROTOCOL, DEFAULT_REPLAY_BUDGET_BYTES,
 from tflite_train.runtime.adapt_job import default_run_budget
 from tflite_train.runtime.checkpoint import Checkpoint, encode_checkpoint
 
-__all__ = ["ARMS", "DESIGNS", "ContinualRecord", "Design", "Scenario", "class_accuracy", "continual_goals", "continual_section",
-           "continual_tasks", "design_for", "run_scenario", "split_task", "step_scores", "summarize_continual"]
+__all__ = ["ARMS", "DESIGNS", "ContinualRecord", "Design", "Scenario", "base_config", "class_accuracy",
+           "continual_goals", "continual_model", "continual_records", "continual_section", "continual_tasks",
+           "cost_bound_seconds", "design_for", "run_scenario", "split_task", "step_scores", "summarize_continual"]
 
 LOG = logging.getLogger(__name__)
 OLD_WAYS, NEW_WAYS = 3, 2
