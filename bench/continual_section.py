@@ -406,7 +406,8 @@ def continual_records(config: BenchConfig, model_path, targets: Sequence[str], i
         done = read_records(path, fingerprints, ContinualRecord.from_dict)
         missing = [i for i in range(len(tasks)) if i not in done]
         if missing:
-            jobs.append((str(model_path), base, designs[t], [tasks[i] for i in missing], missing, config.threads, str(path),
+            jobs.append((str(model_path), base, designs[t], [tasks[i] for i in missing], missing, config.threads,
+                         str(path),
                          f"{label} continual/{t}"))
     if executor is None:
         for job in jobs:
