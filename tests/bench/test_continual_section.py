@@ -16,10 +16,11 @@ from bench.continual_section import (ARMS, DESIGNS, Design, class_accuracy, cont
 from bench.paired_accuracy import AVERAGE
 from bench.policy_runs import for_model
 from bench.tasks import Task
-from synthetic_images import patterns
+from tests.bench.synthetic_images import patterns
+from tests.runtime.runtime_fixtures import FIXTURE_DIR
 from tflite_train.data import DatasetSpec, prepare_cache
 
-FIXTURE = pathlib.Path("build/test-models/tiny_adam_33.tflite")
+FIXTURE = FIXTURE_DIR / "tiny_adam_33.tflite"
 
 
 def test_split_task_by_hand():
@@ -98,7 +99,7 @@ def test_summary_and_goal_verdicts_by_hand():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     if not FIXTURE.exists():
-        pytest.fail(f"missing test model {FIXTURE}: run `python -m converters.fixtures --out build/test-models`")
+        pytest.fail(f"missing test model {FIXTURE}: run `python -m converters.fixtures --out {FIXTURE_DIR}`")
     root = tmp_path_factory.mktemp("continual")
     prepare_cache(root / "cache", image_size=33, datasets=(
         DatasetSpec("tgt", "target", "synthetic patterns", lambda s: patterns(s, 3, classes=8, per_class=12)),))
