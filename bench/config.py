@@ -6,11 +6,12 @@ import dataclasses
 import math
 from typing import Any
 
-SECTIONS = ("procedure", "accuracy", "int8", "backward_cost", "timing", "ablations", "plots")
+SECTIONS = ("procedure", "accuracy", "int8", "continual", "backward_cost", "timing", "ablations", "plots")
 """The benchmark's sections, in report order."""
-DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s != "int8")
+DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ("int8", "continual"))
 """The sections a run without ``--section`` runs: ``int8`` exports an int8 model per backbone run (Lite0
-@128: ~9 GB of RAM) and is asked for explicitly, usually as an update of a finished run."""
+@128: ~9 GB of RAM) and is asked for explicitly, usually as an update of a finished run; so is ``continual``
+(issue 42's class-incremental section, ``bench.continual_section``: 7 adaptations per task)."""
 
 IMAGENET = "imagenet"
 """``BackboneRun`` weights value: EfficientNet-Lite0's ImageNet weights (``tflite_train.models.efficientnet_lite0``)."""
@@ -142,6 +143,9 @@ class BenchConfig:
       procedures: The fine-tuning procedures of the procedure section (``bench.procedures`` names).
       procedure_tasks: Validation tasks per target of the procedure section (>= 20 to decide anything: 5
         per target reversed on the test tasks, issue 39).
+      continual_tasks: Test-pool tasks per target of the class-incremental section (``bench.continual_section``).
+      continual_epochs: Its passes over each support set; None = the default protocol's
+        (``tflite_train.runtime.DEFAULT_PROTOCOL``), a smaller number for a quick run.
     """
 
     cache_dir: str = "build/data_cache"
@@ -193,6 +197,8 @@ class BenchConfig:
                                    "pmf_fixed_ties_short", "pmf_fixed_ties_batch5", "passes40_lr0.0003",
                                    "passes5_lr0.0003", "passes5_lr0.001", "passes5_lr0.003", "passes5_lr0.01")
     procedure_tasks: int = 20
+    continual_tasks: int = 10
+    continual_epochs: int | None = None
 
     def __post_init__(self) -> None:
         runs = tuple(BackboneRun(**b) if isinstance(b, dict) else b for b in self.backbones)
@@ -269,6 +275,12 @@ class BenchConfig:
             raise ValueError(f"procedures must be distinct names (at least one); got {self.procedures!r}")
         if isinstance(self.procedure_tasks, bool) or not isinstance(self.procedure_tasks, int) or self.procedure_tasks < 2:
             raise ValueError(f"procedure_tasks must be an int >= 2; got {self.procedure_tasks!r}")
+        if isinstance(self.continual_tasks, bool) or not isinstance(self.continual_tasks, int) or self.continual_tasks < 2:
+            raise ValueError(f"continual_tasks must be an int >= 2 (a confidence interval needs two); got "
+                             f"{self.continual_tasks!r}")
+        if self.continual_epochs is not None and (isinstance(self.continual_epochs, bool)
+                                                  or not isinstance(self.continual_epochs, int) or self.continual_epochs < 1):
+            raise ValueError(f"continual_epochs must be None or an int >= 1; got {self.continual_epochs!r}")
         if not self.int8_mode.startswith("int8"):
             raise ValueError(f"int8_mode must be an int8 mode of ExportConfig.quantize; got {self.int8_mode!r}")
 

@@ -145,7 +145,7 @@ def export_configs(config: BenchConfig) -> dict[str, object]:
     """Model key -> ``converters.ExportConfig`` of every model of the run (imports TF-free ``export_config`` only)."""
     out = dict(_builtin_configs(config.backbone, config.input_size, config.weights, config.candidate_blocks,
                                 config.train_variants))
-    if any(s in config.sections for s in ("procedure", "accuracy", "int8")):
+    if any(s in config.sections for s in ("procedure", "accuracy", "int8", "continual")):
         for run in config.backbones:
             models = run_export_configs(run, config.train_variants)
             if "int8" in config.sections:  # the sparse model with int8 storage/kernels (``bench.int8_section``)

@@ -9,6 +9,7 @@ from bench.config import LITE0, BenchConfig
 from bench.int8_report import int8_report
 from bench.methods import FORWARD_BUDGET_LABEL, NO_META, PROTOCOL_SUFFIX
 from bench.paired_accuracy import time_sentence, time_verdict, verdict_sentence
+from bench.continual_report import continual_report
 from bench.procedure_report import procedure_report
 from bench.table_output import markdown_table
 
@@ -266,6 +267,8 @@ def render_report(config: BenchConfig, results: Mapping) -> str:
         average = accuracy_section(config, results, lines)
     if "int8" in results["sections"]:
         int8_report(results["sections"]["int8"], lines)
+    if "continual" in results["sections"]:
+        continual_report(results["sections"]["continual"], list(results["targets"]), lines)
     if "backward_cost" in results["sections"]:
         _cost_section(config, results, lines)
     if "timing" in results["sections"]:

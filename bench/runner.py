@@ -27,6 +27,7 @@ import numpy as np
 
 from bench.backward_cost_section import backward_cost_section
 from bench.config import SECTIONS, BenchConfig
+from bench.continual_section import continual_section
 from bench.environment import environment
 from bench.figures import fisher_task_figures, write_accuracy_figures, write_plots, write_procedure_figures
 from bench.int8_section import int8_section
@@ -155,6 +156,10 @@ def _run(config: BenchConfig, command: str, executor: concurrent.futures.Executo
         t0 = time.time()
         results["sections"]["int8"] = int8_section(config, accuracy, targets, paths, runs)
         section_seconds["int8"] = time.time() - t0
+    if "continual" in config.sections:
+        t0 = time.time()
+        results["sections"]["continual"] = continual_section(config, targets, paths, runs.interpreter, executor)
+        section_seconds["continual"] = time.time() - t0
     # The single-backbone sections (timing, ablations) train at the paired run's chosen settings of the
     # same backbone, resolution and weights, when there is one.
     same = next((r for r in config.backbones if (r.backbone, r.input_size, r.weights)

@@ -37,7 +37,7 @@ import logging
 import os
 import pathlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bench.tasks import Task
@@ -198,7 +198,8 @@ def open_cell(out_dir: str | os.PathLike, model: str, label: str, target: str, p
 
 
 def append_record(path: str | os.PathLike, record: TaskRecord) -> None:
-    """Appends ``record`` as one line, in one ``os.write`` on an ``O_APPEND`` descriptor."""
+    """Appends ``record`` (a ``TaskRecord``, or another section's record with ``task``, ``fingerprint`` and
+    ``to_dict``) as one line, in one ``os.write`` on an ``O_APPEND`` descriptor."""
     line = (json.dumps(record.to_dict(), sort_keys=True) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -209,7 +210,8 @@ def append_record(path: str | os.PathLike, record: TaskRecord) -> None:
         raise OSError(f"{path}: wrote {written} of {len(line)} bytes of a task line")
 
 
-def read_records(path: str | os.PathLike, fingerprints: Sequence[str] | None) -> dict[int, TaskRecord]:
+def read_records(path: str | os.PathLike, fingerprints: Sequence[str] | None,
+                 parse: Callable[[Mapping[str, Any]], Any] = TaskRecord.from_dict) -> dict[int, TaskRecord]:
     """Task index -> record of the cell file ``path`` (no file: empty).
 
     Args:
@@ -217,6 +219,8 @@ def read_records(path: str | os.PathLike, fingerprints: Sequence[str] | None) ->
       fingerprints: The fingerprint of each task of the pool (index order); a line is kept only when
         its index is below ``len(fingerprints)`` and its fingerprint matches. None = keep every line
         (counting progress without the tasks).
+      parse: A line's record (``TaskRecord.from_dict``, or another section's; it raises KeyError, TypeError or
+        ValueError on a line that is not one).
     """
     out: dict[int, TaskRecord] = {}
     try:
@@ -232,7 +236,7 @@ def read_records(path: str | os.PathLike, fingerprints: Sequence[str] | None) ->
         if not isinstance(data, dict) or "task" not in data:
             continue  # the header
         try:
-            record = TaskRecord.from_dict(data)
+            record = parse(data)
         except (KeyError, TypeError, ValueError):
             continue
         if fingerprints is not None:

@@ -96,7 +96,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         epochs_grid=tuple(args.epochs_grid) if args.epochs_grid else None, tuning_tasks=args.tuning_tasks,
         validation_fraction=args.validation_fraction, full_train_batch=args.full_train_batch,
         halving_rounds=tuple(args.halving_rounds) if args.halving_rounds is not None else None,
-        halving_eta=args.halving_eta, procedure_tasks=args.procedure_tasks,
+        halving_eta=args.halving_eta, procedure_tasks=args.procedure_tasks, continual_tasks=args.continual_tasks,
+        continual_epochs=args.continual_epochs,
         ablation_target=args.ablation_target, ablation_tasks=args.ablation_tasks, timing_runs=args.timing_runs,
         tf_recipe=False if args.no_tf_recipe else None, threads=args.threads, workers=args.workers,
         sections=tuple(args.section) if args.section else None,
@@ -184,12 +185,20 @@ def register(command: Command) -> None:
     p.add_argument("--timing-runs", type=int, default=None, help="repetitions of each timing (default 3; --quick 1)")
     p.add_argument("--no-tf-recipe", action="store_true", help="skip the TF-recipe (Flex) timing peer")
     p.add_argument("--section", action="append",
-                   choices=("procedure", "accuracy", "int8", "backward_cost", "timing", "ablations", "plots"),
+                   choices=("procedure", "accuracy", "int8", "continual", "backward_cost", "timing", "ablations",
+                            "plots"),
                    help="repeatable (default: all but int8, which exports an int8 model per backbone run and pairs "
-                        "it with the accuracy section's tasks: add it with --update --section int8); procedure: "
-                        "TinyTrain under each fine-tuning procedure on validation tasks, which decides the defaults")
+                        "it with the accuracy section's tasks: add it with --update --section int8, and continual); "
+                        "procedure: TinyTrain under each fine-tuning procedure on validation tasks, which decides the "
+                        "defaults; continual: adding classes to a checkpoint (adapt --from, with and without replay) "
+                        "against adapting from scratch, on the test pool")
     p.add_argument("--procedure-tasks", type=int, default=None,
                    help="validation tasks per target of the procedure section (default 20; --quick 2)")
+    p.add_argument("--continual-tasks", type=int, default=None,
+                   help="tasks per target of the continual section (default 10; 7 adaptations and 2 prototype-only "
+                        "additions each)")
+    p.add_argument("--continual-epochs", type=int, default=None,
+                   help="passes over each support set in the continual section (default: the adaptation protocol's)")
     p.add_argument("--threads", type=int, default=1, help="interpreter/TF threads per worker")
     p.add_argument("--workers", type=int, default=1,
                    help="processes for the accuracy and ablation tasks (results do not depend on it)")
