@@ -126,9 +126,8 @@ def default_on_test(config: BenchConfig, run, targets: tuple[str, ...], rows, de
     """The chosen default and None on its weights, on the first ``config.tasks`` tasks of every target's *test*
     pool (the paired section's tasks): what a user of ``adapt`` without flags gets, measured on tasks no decision
     saw. Returns {"tasks", "accuracy", "none", "delta_none"} (``target_means``/``paired_deltas`` records)."""
-    picked = [m for weights, name, m in rows
-              if weights == default["weights"] and name in (None, default["procedure"])]
-    none, chosen = sorted(picked, key=lambda m: m.adapt.policy != "none")
+    on_weights = {name: m for weights, name, m in rows if weights == default["weights"]}
+    none, chosen = on_weights[None], on_weights[default["procedure"]]
     tasks = {t: target_tasks(config, t, config.tasks, TEST, run.input_size) for t in targets}
     requests = [Request(m, t, TEST, tasks[t], f"{run.key} procedure default on test/{t}")
                 for m in (none, chosen) for t in targets]
