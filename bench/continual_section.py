@@ -52,7 +52,7 @@ from bench.validation_split import TEST
 from tflite_train.runtime import (DEFAULT_PROTOCOL, DEFAULT_REPLAY_BUDGET_BYTES, AdaptConfig, TrainableModel, adapt,
                                   checkpoint_after, continue_from, predict)
 from tflite_train.runtime.adapt_job import default_run_budget
-from tflite_train.runtime.checkpoint import Checkpoint, encode_checkpoint
+from tflite_train.runtime.checkpoint.checkpoint import Checkpoint, encode_checkpoint
 
 __all__ = ["ARMS", "DESIGNS", "ContinualRecord", "Design", "Scenario", "base_config", "class_accuracy",
            "continual_goals", "continual_model", "continual_records", "continual_section", "continual_tasks",

@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.interpreter import TrainableModel
+from tflite_train.runtime.model.interpreter import TrainableModel
 
 LOG = logging.getLogger(__name__)
 

@@ -124,7 +124,7 @@ class PhaseProbe:
     def installed(self) -> Iterator["PhaseProbe"]:
         """The probes of the class docstring, removed on exit."""
         from tflite_train.runtime import adapt_job
-        from tflite_train.runtime.interpreter import TrainableModel
+        from tflite_train.runtime.model.interpreter import TrainableModel
 
         patched = [self._after(TrainableModel, "__init__", "open model"),
                    self._after(TrainableModel, "call", lambda args: f"call {args[1]}"),
@@ -155,8 +155,8 @@ def worker(spec: Mapping[str, Any]) -> dict[str, Any]:
     probe = PhaseProbe()
     from tflite_train.cli import main as _cli  # noqa: F401  (the command's own imports, measured as one phase)
     from tflite_train.runtime import adapt_job  # noqa: F401
-    from tflite_train.runtime.interpreter import load_interpreter_class
-    from tflite_train.runtime.runtimes import RUNTIMES
+    from tflite_train.runtime.model.interpreter import load_interpreter_class
+    from tflite_train.runtime.model.runtimes import RUNTIMES
 
     module = RUNTIMES[spec["runtime"]][0]
     load_interpreter_class(module)
@@ -187,9 +187,9 @@ def worker(spec: Mapping[str, Any]) -> dict[str, Any]:
 def _api_run(spec: Mapping[str, Any], module: str, probe: PhaseProbe) -> dict[str, Any]:
     """Opens the model, runs one batch-1 ``infer`` on the first query image, then times ``INFER_CALLS`` more."""
     from bench.call_timing import median_seconds
-    from tflite_train.runtime.interpreter import TrainableModel
-    from tflite_train.runtime.model_contract import input_range
-    from tflite_train.runtime.model_input import load_images
+    from tflite_train.runtime.model.interpreter import TrainableModel
+    from tflite_train.runtime.model.model_contract import input_range
+    from tflite_train.runtime.images.model_input import load_images
 
     model = TrainableModel(spec["model"], runtime=module, weight_cache=True)
     image = load_images(spec["images"][:1], model.input_shape, input_range(model.metadata))

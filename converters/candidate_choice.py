@@ -35,7 +35,7 @@ from tflite_train.converters.graph.ir import Graph, InputSpec, Node
 from tflite_train.converters.graph.layer_table import graph_layer_table
 from tflite_train.converters.graph.passes import prepare_graph
 from tflite_train.converters.graph.region import RegionError, check_region, deepest_cut, gradient_region, parse_candidates
-from tflite_train.runtime.adapt_config import AdaptConfig
+from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
 from tflite_train.sparse.budget import Budget, default_budget as sparse_default_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import BackwardCost, backward_cost, channel_count
 from tflite_train.sparse.layer_table import LayerTable

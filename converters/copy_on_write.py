@@ -15,7 +15,7 @@ the IF adds a few us per layer and the constant path runs at the speed of a froz
 (EfficientNet-Lite0@128 TinyTrain export, ai-edge-litert: ``infer`` 2.1x faster). The cost is
 memory: XNNPACK packs the constants of every signature's forward separately (peak RSS of an
 ``infer`` process on that export 150 -> 234 MiB on ai-edge-litert; tflite-runtime's explicit
-delegate shares one weights cache, ``tflite_train.runtime.xnnpack``).
+delegate shares one weights cache, ``tflite_train.runtime.model.xnnpack``).
 """
 
 from __future__ import annotations

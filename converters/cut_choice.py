@@ -10,7 +10,7 @@ The runtime steps a selection whose deepest layer is d from the highest cut at o
 worth its signatures only if selections start at or above it. Each cut costs export time (the cache
 triplet of one Lite0 @ 128 cut took ~20 s of TFLite conversion on 2 busy cores) and file size, so by
 default the cache cuts are those a selection within the default adaptation protocol's compute budget
-can use (``tflite_train.runtime.protocol.DEFAULT_PROTOCOL``):
+can use (``tflite_train.runtime.adaptation.protocol.DEFAULT_PROTOCOL``):
 
   d_min = the lowest candidate d with  C_bwd({d: 1 channel}) <= f * C_bwd(FullTrain),
 

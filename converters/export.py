@@ -32,8 +32,8 @@ from tflite_train.converters.trainable_module import TrainableModule, train_vari
 from tflite_train.converters.transposed_initial_values import transpose_initial_values_in
 from tflite_train.converters.zero_fill import fill_zero_initial_values_in
 from tflite_train import contract as C
-from tflite_train.runtime.checkpoint import write_atomic
-from tflite_train.runtime.integrity import CHECKSUM_NAME, PLACEHOLDER, seal
+from tflite_train.runtime.checkpoint.checkpoint import write_atomic
+from tflite_train.runtime.model.integrity import CHECKSUM_NAME, PLACEHOLDER, seal
 from tflite_train.sparse.cost_model import layer_cost
 
 LOG = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ def build_metadata(module: TrainableModule) -> dict:
                            C.F_SUFFIX_FORWARD_MACS: cut.suffix_forward_macs, **episode.get(cut.layer, {})}
                           for cut in module.cache_cuts],
         **({C.F_APPLY_ACCUMULATED_SIGNATURE: C.APPLY_ACCUMULATED} if episode_cuts else {}),
-        C.F_SELFTEST: {C.F_ENTRY: C.SELFTEST_NAME, C.F_FORMAT: "npz (see tflite_train.runtime.selftest)",
+        C.F_SELFTEST: {C.F_ENTRY: C.SELFTEST_NAME, C.F_FORMAT: "npz (see tflite_train.runtime.model.selftest)",
                         C.F_FORMAT_VERSION: 2},
         C.F_CONFIG: cfg.to_dict(),
     }

@@ -1,7 +1,7 @@
 """The self-test embedded in an exported model: its inputs and TensorFlow's goldens (format 2).
 
 Stores what the device check needs and nothing it can regenerate (format described in
-``tflite_train.runtime.selftest``, which replays it): the images are regenerated on the device from a
+``tflite_train.runtime.model.selftest``, which replays it): the images are regenerated on the device from a
 stored seed (``selftest_images``), and the candidate kernels after the train steps are stored as one
 sketch value per output channel (``kernel_sketch``) instead of whole tensors; the unselected channels
 are checked bit-identical on the device against the model's own initial state, which needs no golden.
@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from tflite_train.converters.trainable_module import NO_INPUT, TrainableModule
 from tflite_train import contract as C
-from tflite_train.runtime.selftest import (EPISODE, SELFTEST_FORMAT_VERSION, group_deviations, kernel_sketch,
+from tflite_train.runtime.model.selftest import (EPISODE, SELFTEST_FORMAT_VERSION, group_deviations, kernel_sketch,
                                           selftest_images, selftest_support_mask)
 
 LOG = logging.getLogger(__name__)

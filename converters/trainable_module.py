@@ -38,7 +38,7 @@ from tflite_train.converters.int8_weights import Int8Kernel, int8_kernel
 from tflite_train.converters.ops import registry
 from tflite_train import contract as C
 from tflite_train.contract import state_names
-from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
+from tflite_train.runtime.adaptation.protocol import DEFAULT_PROTOCOL
 from tflite_train.sparse.layer_table import LayerTable
 
 signature = functools.partial(tf.function, autograph=False)

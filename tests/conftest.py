@@ -62,7 +62,7 @@ def no_interpreter(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("an interpreter was created for a refused file")
 
-    from tflite_train.runtime import interpreter
+    from tflite_train.runtime.model import interpreter
 
     monkeypatch.setattr(interpreter, "load_interpreter_class", lambda preferred=None: (refuse, "refused"))
 

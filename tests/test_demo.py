@@ -12,7 +12,7 @@ from tests.runtime.runtime_fixtures import fixture_model
 
 from tflite_train.demo import DemoConfig, budget_line, demo_budget
 from tflite_train.runtime import layer_table
-from tflite_train.runtime.metadata import read_metadata
+from tflite_train.runtime.model.metadata import read_metadata
 from tflite_train.sparse import Budget, default_budget, scaled_memory_budget
 
 DEFINITION = "the paper's 1 MiB for MCUNet at 128 px, scaled by this model's LastLayer backward memory"

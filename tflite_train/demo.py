@@ -3,7 +3,7 @@
 1. Export the shipped default -- EfficientNet-Lite0 at 128 px with the weights
    ``tflite_train.default_weights`` ships (ImageNet-only) -- to a trainable builtins-only ``.tflite`` (once; reused while its resolved export
    config is unchanged). The cache's images are mapped to the model's input size and range as a
-   device does (``tflite_train.runtime.model_input.to_model_input``).
+   device does (``tflite_train.runtime.images.model_input.to_model_input``).
 2. Prepare (or confirm) the offline data cache at the model's input size.
 3. On the TFLite interpreter (no TensorFlow on this path): sample a task of a cross-domain target,
    classify its query set with prototypes only (the None policy), then adapt with TinyTrain —
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tflite_train.default_weights import DEFAULT_LITE0_WEIGHTS
-from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
+from tflite_train.runtime.adaptation.protocol import DEFAULT_PROTOCOL
 from tflite_train.sparse.budget import Budget
 
 MIB = 2**20
@@ -52,7 +52,7 @@ class DemoConfig:
         admits no layer), raised only when it admits none of the candidates. The same default as
         ``adapt`` and the benchmark.
       compute_fraction: B_compute as a fraction of the full backward pass (FullTrain's backward MACs);
-        the adaptation protocol's (``tflite_train.runtime.protocol.DEFAULT_PROTOCOL``), as ``adapt``.
+        the adaptation protocol's (``tflite_train.runtime.adaptation.protocol.DEFAULT_PROTOCOL``), as ``adapt``.
       epochs, batch_size: Passes over the augmented support set and images per step: the adaptation
         protocol's, as ``adapt``: the paper's 40 passes at batch 1 (appendix A.2: "training using all the samples (e.g. 25) for
         ... 40 iterations"), i.e. 1,000 steps for a 5-way 5-shot task.
@@ -147,7 +147,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> dict[str, Any]:
         accuracy = evaluate(model, query, query_labels)
         return result, accuracy, time.perf_counter() - start
 
-    from tflite_train.runtime.model_input import to_model_input
+    from tflite_train.runtime.images.model_input import to_model_input
 
     value_range = input_range(model.metadata)
 

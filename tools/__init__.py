@@ -8,7 +8,7 @@ of a checkout (``python -m tools.<module>``):
   family) and ``tools.parity_reference`` (the TensorFlow references of the parity tests).
 * ``tools.golden``: the golden vectors that pin the Java core to Python (``tflite-train golden`` in a
   checkout; ``tools.golden.image_vectors``: the image-preprocessing parity files).
-* ``tools.builtin_op_table``: regenerates ``tflite_train/runtime/builtin_ops.py`` from TFLite's schema.
+* ``tools.builtin_op_table``: regenerates ``tflite_train/runtime/model/builtin_ops.py`` from TFLite's schema.
 * ``tools.diagnostics``: one-off measurements and what they found (``tools/diagnostics/README.md``).
 * ``tools.wheel_check``: builds the wheel and runs it outside the checkout (``make test-wheel``).
 """

@@ -1,4 +1,4 @@
-"""Regenerates ``tflite_train/runtime/builtin_ops.py`` (the BuiltinOperator enum as plain Python).
+"""Regenerates ``tflite_train/runtime/model/builtin_ops.py`` (the BuiltinOperator enum as plain Python).
 
 Run: ``python -m tools.builtin_op_table``.
 """
@@ -9,7 +9,7 @@ import pathlib
 
 from tensorflow.lite.python import schema_py_generated as schema
 
-TARGET = pathlib.Path(__file__).resolve().parents[1] / "tflite_train" / "runtime" / "builtin_ops.py"
+TARGET = pathlib.Path(__file__).resolve().parents[1] / "tflite_train" / "runtime" / "model" / "builtin_ops.py"
 
 
 def render() -> str:

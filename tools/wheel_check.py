@@ -44,7 +44,7 @@ REPOSITORY_ONLY = ("bench/", "tools/", "tests/", "converters/", "weights/", "and
 REPOSITORY_ONLY_NAMES = ("fixtures.py", "example_models.py", "parity_reference.py", "reference.py",
                          "builtin_op_table.py", "golden", "image_golden.py", "image_vectors.py")
 """File and folder names of test fixtures, the parity oracle, golden generators and source-rewriting tools."""
-REQUIRED = (f"{PACKAGE}/converters/export.py", f"{PACKAGE}/cli/__init__.py", f"{PACKAGE}/runtime/interpreter.py",
+REQUIRED = (f"{PACKAGE}/converters/export.py", f"{PACKAGE}/cli/__init__.py", f"{PACKAGE}/runtime/model/interpreter.py",
             f"{PACKAGE}/contract/__init__.py", f"{PACKAGE}/models/efficientnet_lite0_provenance.json")
 """Files the wheel must hold: the exporter, the CLI, the device code, the contract, the weights' provenance record."""
 CLASSES = {"red": (220, 40, 40), "green": (40, 200, 60), "blue": (40, 70, 220)}

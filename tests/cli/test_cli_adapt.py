@@ -10,7 +10,7 @@ import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
-from tflite_train.runtime.checkpoint import load_checkpoint
+from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint
 from tflite_train.sparse.units import format_bytes
 
 MODEL = "tiny_adam_33"
@@ -110,7 +110,7 @@ def test_sparse_update_with_a_layer_list(folders, tmp_path, capsys):
 
 def test_runtime_choice(folders, tmp_path, capsys):
     support, _ = folders
-    from tflite_train.runtime.interpreter import load_interpreter_class
+    from tflite_train.runtime.model.interpreter import load_interpreter_class
 
     _, installed = load_interpreter_class()
     name = {"ai_edge_litert.interpreter": "litert", "tflite_runtime.interpreter": "tflite-runtime"}[installed]
@@ -152,7 +152,7 @@ def test_version_and_help(capsys):
 
 
 def test_verify_runtime_choice(capsys):
-    from tflite_train.runtime.interpreter import load_interpreter_class
+    from tflite_train.runtime.model.interpreter import load_interpreter_class
 
     _, installed = load_interpreter_class()
     missing = "litert" if installed == "tflite_runtime.interpreter" else "tflite-runtime"
@@ -197,7 +197,7 @@ def test_bad_rate_choice_is_one_line(folders, tmp_path, capsys, value):
 def test_adapt_runs_fisher_one_image_at_a_time(folders, tmp_path, monkeypatch):
     """The command's Fisher pass holds one image's activations and gradients (``adapt_job.COMMAND_FISHER_ROWS``);
     the checkpoint's config records the chunk it ran."""
-    from tflite_train.runtime.interpreter import TrainableModel
+    from tflite_train.runtime.model.interpreter import TrainableModel
 
     rows = []
     fisher = TrainableModel.fisher

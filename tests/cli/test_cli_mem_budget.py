@@ -9,9 +9,9 @@ import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
-from tflite_train.runtime.checkpoint import load_checkpoint
-from tflite_train.runtime.metadata import read_metadata
-from tflite_train.runtime.model_contract import layer_table
+from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint
+from tflite_train.runtime.model.metadata import read_metadata
+from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.sparse import Budget, default_budget, format_bytes, scaled_memory_budget
 
 

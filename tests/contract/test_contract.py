@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tflite_train import contract as C
-from tflite_train.runtime import protocol
+from tflite_train.runtime.adaptation import protocol
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

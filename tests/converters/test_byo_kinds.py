@@ -26,7 +26,7 @@ from tflite_train.converters.build_module import prepare_model
 from tflite_train.converters.candidate_choice import AUTO
 from tflite_train.cli import main
 from tflite_train.runtime import load_checkpoint, read_metadata
-from tflite_train.runtime.model_contract import layer_table
+from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.sparse import Budget, default_budget
 
 from tests.converters.test_selftest_zoo import NO_FLAGS, PI_PYTHON, REPO, export_with_no_flags

@@ -25,11 +25,11 @@ from tflite_train.converters import ExportConfig, write_export
 from tflite_train.converters.candidate_choice import AUTO
 from tflite_train.converters.graph.region import gradient_region
 from tflite_train.runtime import TrainableModel, read_metadata
-from tflite_train.runtime.compiled_signatures import CompiledSignatures, compiled_model_available
-from tflite_train.runtime.flatbuffer_graph import read_graph
-from tflite_train.runtime.metadata import read_operator_codes
-from tflite_train.runtime.selftest import verify
-from tflite_train.runtime.static_shapes import value_shaped_operators
+from tflite_train.runtime.model.compiled_signatures import CompiledSignatures, compiled_model_available
+from tflite_train.runtime.model.flatbuffer_graph import read_graph
+from tflite_train.runtime.model.metadata import read_operator_codes
+from tflite_train.runtime.model.selftest import verify
+from tflite_train.runtime.model.static_shapes import value_shaped_operators
 
 from tests.converters.byo_models import convnext_cnn, dense_cnn, grouped_cnn, separable_cnn
 from tests.converters.test_selftest_zoo import PI_PYTHON, REPO
@@ -108,7 +108,7 @@ def test_builtin_ops_only_and_verify_passes_on_litert(exported, name):
 FORCED_ON_THE_CACHE = """
 import sys
 import numpy as np
-from tflite_train.runtime.compiled_signatures import CompiledSignatures, OutputShapeError
+from tflite_train.runtime.model.compiled_signatures import CompiledSignatures, OutputShapeError
 compiled = CompiledSignatures(open(sys.argv[1], "rb").read())
 runner = compiled.get_signature_runner("infer")
 print(runner(images=np.zeros((1, 32, 32, 3), np.float32))["logits"].shape)

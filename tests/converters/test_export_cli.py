@@ -11,8 +11,8 @@ from tflite_train.converters import ExportConfig, export_model
 from tflite_train.converters.keras_io import ModelFileError, load_keras_model
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime.selftest import verify
-from tflite_train.runtime.checkpoint import CheckpointError, restore_checkpoint, save_checkpoint
+from tflite_train.runtime.model.selftest import verify
+from tflite_train.runtime.checkpoint.checkpoint import CheckpointError, restore_checkpoint, save_checkpoint
 from tflite_train.sparse.selection import Selection
 
 
@@ -86,7 +86,7 @@ def test_model_id_covers_weights_and_normalisation(tmp_path):
 def test_the_smallest_head_exports_and_verifies(tmp_path):
     """--capacity 2 (the CLI's minimum) with the default 3-image self-test: the self-test uses at most
     ``class_capacity`` classes (it used 3 and the export crashed on the head's shape)."""
-    from tflite_train.runtime.selftest import verify
+    from tflite_train.runtime.model.selftest import verify
 
     config = ExportConfig(backbone="tiny", input_size=(17, 17), candidate_blocks=1, class_capacity=2, train_variants=0)
     path = tmp_path / "two.tflite"

@@ -21,7 +21,7 @@ from tflite_train.converters.candidate_choice import AUTO
 from tflite_train.converters.export import ConversionError
 from tflite_train.converters.keras_io import ModelFileError, load_keras_model
 from tflite_train.cli import main
-from tflite_train.runtime.selftest import verify
+from tflite_train.runtime.model.selftest import verify
 from tests.converters.blocked_models import norm_on_top
 
 FAST = dict(backbone="keras", input_size=None, class_capacity=2, train_variants=0, cache_signatures=False,

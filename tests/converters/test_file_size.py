@@ -30,7 +30,7 @@ from tensorflow.lite.python import schema_py_generated as schema
 
 from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train import contract as C
-from tflite_train.runtime.metadata import read_metadata, read_metadata_buffers
+from tflite_train.runtime.model.metadata import read_metadata, read_metadata_buffers
 
 FILE_BOUND_FIXTURES = ["lite0_meta_adam_64"]
 OTHER_FIXTURES = ["mcunet_adam_35", "byo_mobilenet_v3_small_32", "mbv2_adam_32", "proxyless_sgd_33",

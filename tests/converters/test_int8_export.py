@@ -32,7 +32,7 @@ from tflite_train.converters.flatbuffer_rewrite import read_model, share_quantiz
 from tflite_train.converters.int8_weights import dequantized, int8_kernel
 from tflite_train import contract as C
 from tflite_train.runtime import read_metadata
-from tflite_train.runtime.selftest import verify
+from tflite_train.runtime.model.selftest import verify
 
 pytestmark = pytest.mark.slow
 

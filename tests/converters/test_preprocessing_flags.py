@@ -26,8 +26,8 @@ from tflite_train import contract as C
 from tflite_train.cli import main
 from tflite_train.cli.model_commands import PREPROCESSING_PRESETS
 from tflite_train.runtime import TrainableModel, input_range
-from tflite_train.runtime.model_input import load_images
-from tflite_train.runtime.model_metadata_schema import check_model_metadata
+from tflite_train.runtime.images.model_input import load_images
+from tflite_train.runtime.model.model_metadata_schema import check_model_metadata
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PI_PYTHON = pathlib.Path(os.environ.get("TFLITE_TRAIN_PI_PYTHON", REPO / ".venv-pi" / "bin" / "python"))
@@ -281,7 +281,7 @@ def test_pi_runtime_feeds_an_image_file_in_the_recorded_range(caffe_export, tmp_
     result = tmp_path / "emb.npy"
     script = ("import sys, numpy as np\n"
               "from tflite_train.runtime import TrainableModel, input_range\n"
-              "from tflite_train.runtime.model_input import load_images\n"
+              "from tflite_train.runtime.images.model_input import load_images\n"
               "import tflite_runtime\n"
               "m = TrainableModel(sys.argv[1])\n"
               "x = load_images([sys.argv[2]], m.input_shape, input_range(m.metadata))\n"

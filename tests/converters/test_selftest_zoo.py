@@ -31,8 +31,8 @@ import pytest
 from tflite_train.converters import ExportConfig, write_export
 from tflite_train.converters.candidate_choice import AUTO
 from tflite_train.runtime import TrainableModel, load_checkpoint, read_metadata
-from tflite_train.runtime.integrity import seal
-from tflite_train.runtime.selftest import verify
+from tflite_train.runtime.model.integrity import seal
+from tflite_train.runtime.model.selftest import verify
 
 from tests.converters.byo_models import separable_cnn
 from tests.converters.test_candidate_choice import sequential_cnn

@@ -21,7 +21,7 @@ from tensorflow.lite.python import schema_py_generated as schema
 from tflite_train.converters.export import convert_saved_module
 from tflite_train.converters.flatbuffer_rewrite import read_model, write_model
 from tflite_train.converters.subgraph_dedup import dedupe_subgraphs_in, signatures_reaching
-from tflite_train.runtime.flatbuffer_verify import verify_model
+from tflite_train.runtime.model.flatbuffer_verify import verify_model
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "build" / "test-models"
 

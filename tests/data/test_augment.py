@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tflite_train.runtime.augmentation import AugmentConfig, augment, translate, with_value_range
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment, translate, with_value_range
 
 UNIT = (0.0, 1.0)
 OFF = AugmentConfig(flip_prob=0, translate=0, brightness=0, saturation=0, contrast=0, cutout=0, value_range=UNIT)

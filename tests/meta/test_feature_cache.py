@@ -8,7 +8,7 @@ import pytest
 from tflite_train.data.cache import DatasetSpec, prepare_cache
 from tflite_train.data.dataset import LabeledImages
 from tflite_train.meta.feature_cache import FEATURES_JSON, FeatureCacheConfig, build_feature_cache, model_inputs
-from tflite_train.runtime.model_input import to_model_input
+from tflite_train.runtime.images.model_input import to_model_input
 
 
 @pytest.mark.parametrize("size", [64, 40])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tflite_train.runtime.augmentation import AugmentConfig
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig
 from tflite_train.data.dataset import LabeledImages
 from tflite_train.data.episodes import Episode, EpisodeConfig
 from tflite_train.meta import (

@@ -14,10 +14,10 @@ import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train import contract as C
-from tflite_train.runtime.checkpoint import CHECKPOINT_FORMAT_VERSION, CHECKPOINT_MAGIC, checkpoint_arrays, encode_checkpoint
-from tflite_train.runtime.integrity import seal
-from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime.metadata import metadata_spans, read_metadata
+from tflite_train.runtime.checkpoint.checkpoint import CHECKPOINT_FORMAT_VERSION, CHECKPOINT_MAGIC, checkpoint_arrays, encode_checkpoint
+from tflite_train.runtime.model.integrity import seal
+from tflite_train.runtime.model.interpreter import TrainableModel
+from tflite_train.runtime.model.metadata import metadata_spans, read_metadata
 from tflite_train.sparse.selection import Selection
 
 PREFIX = struct.Struct("<8sII")
@@ -41,8 +41,8 @@ def adapted_checkpoint(model: TrainableModel, names: tuple[str, ...] = CLASS_NAM
 def replay_checkpoint(model: TrainableModel, rows: int = 5, names: tuple[str, ...] = CLASS_NAMES) -> bytes:
     """``adapted_checkpoint`` with a replay memory: ``rows`` seeded activations at the model's first cut, labels
     cycling over the classes, under a budget of exactly their bytes."""
-    from tflite_train.runtime.checkpoint import decode_checkpoint
-    from tflite_train.runtime.replay_memory import ReplayMemory
+    from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint
+    from tflite_train.runtime.adaptation.replay_memory import ReplayMemory
 
     rng = np.random.default_rng(42)
     cut = model.cached_cuts[0]

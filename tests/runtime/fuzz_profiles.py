@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, settings
 
 from tflite_train.contract import ContractError
 from tflite_train.runtime.errors import UserError
-from tflite_train.runtime.flatbuffer_verify import FlatbufferError
-from tflite_train.runtime.integrity import ModelIntegrityError
+from tflite_train.runtime.model.flatbuffer_verify import FlatbufferError
+from tflite_train.runtime.model.integrity import ModelIntegrityError
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 LONG_FACTOR = 20

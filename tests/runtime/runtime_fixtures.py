@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, read_idx
-from tflite_train.runtime.model_input import to_model_input
+from tflite_train.runtime.images.model_input import to_model_input
 
 FIXTURE_DIR = pathlib.Path(os.environ.get("TFLITE_TRAIN_TEST_MODELS", "build/test-models"))
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ import pytest
 from tests.runtime.runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel, load_checkpoint, read_metadata
-from tflite_train.runtime.image_folder import load_image_folder
-from tflite_train.runtime.selftest import verify
+from tflite_train.runtime.images.image_folder import load_image_folder
+from tflite_train.runtime.model.selftest import verify
 
 BYO = ["byo_plain_cnn_23", "byo_rescaling_20", "byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32"]
 

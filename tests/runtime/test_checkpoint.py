@@ -14,7 +14,7 @@ import pytest
 
 from tests.runtime.runtime_fixtures import checkout_env, episode_arrays, fixture_model
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime.checkpoint import (
+from tflite_train.runtime.checkpoint.checkpoint import (
     CheckpointError,
     load_checkpoint,
     restore_checkpoint,
@@ -113,7 +113,7 @@ KILL_CHILD = textwrap.dedent("""
     import pathlib, sys, time
     import numpy as np
     from tflite_train.runtime import TrainableModel
-    from tflite_train.runtime.checkpoint import save_checkpoint
+    from tflite_train.runtime.checkpoint.checkpoint import save_checkpoint
     from tflite_train.sparse import Selection
 
     model_path, target, ready = sys.argv[1:4]

@@ -15,7 +15,7 @@ import pytest
 from tests.runtime.runtime_fixtures import (
     assert_one_line_error, checkout_env, fixture_model, run_cli, snapshot, write_episode_folders,
 )
-from tflite_train.runtime.checkpoint import load_checkpoint
+from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint
 from tflite_train.runtime.output_lock import lock_path, output_lock
 
 pytestmark = pytest.mark.pi

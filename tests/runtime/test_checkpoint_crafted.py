@@ -11,7 +11,7 @@ import pytest
 from tests.runtime.runtime_fixtures import fixture_model
 
 from tflite_train import contract
-from tflite_train.runtime.checkpoint import (
+from tflite_train.runtime.checkpoint.checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
     CHECKPOINT_MAGIC,
     CheckpointError,
@@ -20,7 +20,7 @@ from tflite_train.runtime.checkpoint import (
     encode_checkpoint,
     restore_checkpoint,
 )
-from tflite_train.runtime.interpreter import TrainableModel
+from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.sparse.selection import Selection
 
 pytestmark = pytest.mark.pi

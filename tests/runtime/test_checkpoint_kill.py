@@ -17,8 +17,8 @@ import pytest
 
 from tests.runtime.runtime_fixtures import checkout_env, fixture_model
 from tflite_train.runtime.atomic_file import temp_files
-from tflite_train.runtime.checkpoint import decode_checkpoint, save_checkpoint
-from tflite_train.runtime.interpreter import TrainableModel
+from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint, save_checkpoint
+from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.output_lock import lock_path, output_lock
 from tflite_train.sparse.selection import Selection
 
@@ -32,8 +32,8 @@ LOSSES = 20_000  # a ~0.4 MB report: a save writes ~100 chunks of 4 KiB, many po
 SAVER = textwrap.dedent("""
     import os, pathlib, signal, sys
     import numpy as np
-    from tflite_train.runtime.checkpoint import save_checkpoint
-    from tflite_train.runtime.interpreter import TrainableModel
+    from tflite_train.runtime.checkpoint.checkpoint import save_checkpoint
+    from tflite_train.runtime.model.interpreter import TrainableModel
     from tflite_train.runtime.output_lock import output_lock
     from tflite_train.sparse.selection import Selection
 
@@ -149,8 +149,8 @@ def test_sigterm_or_ctrl_c_during_the_write_removes_the_temp_and_keeps_the_old_u
         import os, pathlib, signal, sys, time
         import numpy as np
         from tflite_train.cli.dispatch import Terminated, sigterm_raises
-        from tflite_train.runtime.checkpoint import save_checkpoint
-        from tflite_train.runtime.interpreter import TrainableModel
+        from tflite_train.runtime.checkpoint.checkpoint import save_checkpoint
+        from tflite_train.runtime.model.interpreter import TrainableModel
         from tflite_train.runtime.output_lock import output_lock
         from tflite_train.sparse.selection import Selection
 

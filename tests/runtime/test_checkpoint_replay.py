@@ -14,7 +14,7 @@ from tests.runtime.crafted_files import model, replay_parts  # noqa: F401 (fixtu
 from tests.runtime.crafted_files import adapted_checkpoint, replay_checkpoint, resealed_checkpoint, split_checkpoint
 from tests.runtime.runtime_fixtures import assert_one_line_error, fixture_model, run_cli
 from tflite_train import contract as C
-from tflite_train.runtime.checkpoint import (decode_checkpoint, encode_checkpoint, load_checkpoint, restore_checkpoint,
+from tflite_train.runtime.checkpoint.checkpoint import (decode_checkpoint, encode_checkpoint, load_checkpoint, restore_checkpoint,
                                             save_checkpoint)
 from tflite_train.runtime.errors import CheckpointError
 
@@ -143,8 +143,8 @@ def test_a_replay_memory_at_a_cut_the_model_lacks_is_refused_before_restoring(re
 
 def test_an_older_reader_refuses_a_replay_section_in_one_line(replay_parts):
     """What a reader from before the section does (its header schema has no ``replay`` member): one line."""
-    from tflite_train.runtime.checkpoint_schema import CHECKPOINT_HEADER
-    from tflite_train.runtime.header_schema import Object, SchemaError
+    from tflite_train.runtime.checkpoint.checkpoint_schema import CHECKPOINT_HEADER
+    from tflite_train.runtime.model.header_schema import Object, SchemaError
 
     older = Object({k: f for k, f in CHECKPOINT_HEADER.fields.items() if k != C.CK_REPLAY})
     with pytest.raises(SchemaError, match="field replay: is not a known field"):
@@ -174,7 +174,7 @@ def test_a_foreign_or_corrupt_replay_checkpoint_is_refused_by_adapt_from(model, 
 
 def test_a_checkpoint_of_another_model_is_refused_by_adapt_from(tmp_path, capsys, fashion):
     from tests.runtime.runtime_fixtures import snapshot, write_episode_folders
-    from tflite_train.runtime.interpreter import TrainableModel
+    from tflite_train.runtime.model.interpreter import TrainableModel
 
     support, _ = write_episode_folders(fashion, tmp_path / "data", ways=1, shots=2, queries=1, seed=3)
     other = TrainableModel(fixture_model("mcunet_adam_35"))

@@ -22,11 +22,11 @@ from tests.runtime.crafted_files import (
 from tests.runtime.runtime_fixtures import assert_one_line_error, fixture_model, run_cli
 from tflite_train import contract as C
 from tflite_train.runtime.adapt_job import run_prediction
-from tflite_train.runtime.checkpoint import decode_checkpoint, restore_checkpoint
-from tflite_train.runtime.checkpoint_schema import SELECTION, check_checkpoint_header
+from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint, restore_checkpoint
+from tflite_train.runtime.checkpoint.checkpoint_schema import SELECTION, check_checkpoint_header
 from tflite_train.runtime.errors import CheckpointError, UserError
-from tflite_train.runtime.header_schema import Const, Float, Int, ListOf, SchemaError, Str, check_header
-from tflite_train.runtime.interpreter import TrainableModel
+from tflite_train.runtime.model.header_schema import Const, Float, Int, ListOf, SchemaError, Str, check_header
+from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.sparse.selection import Selection
 
 pytestmark = pytest.mark.pi
@@ -230,8 +230,8 @@ def test_resealed_metadata_is_refused_naming_the_field(tmp_path, capsys, no_inte
 
 
 def test_every_fixture_model_passes_the_metadata_schema():
-    from tflite_train.runtime.metadata import read_metadata
-    from tflite_train.runtime.model_metadata_schema import check_model_metadata
+    from tflite_train.runtime.model.metadata import read_metadata
+    from tflite_train.runtime.model.model_metadata_schema import check_model_metadata
 
     for name in ("tiny_adam_33", "tiny_sgd_full_17", "tiny_nocache_17", "mcunet_adam_35", "byo_plain_cnn_23",
                  "byo_rescaling_20"):
@@ -248,7 +248,7 @@ def test_every_fixture_model_passes_the_metadata_schema():
 ])
 def test_show_refuses_a_crafted_report(earlier_run, tmp_path, capsys, parts, edit, pattern):
     """``show`` prints the stored report: a crafted one ended in KeyError/TypeError; now one line."""
-    from tflite_train.runtime.checkpoint import load_checkpoint
+    from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint
 
     header = copy.deepcopy(parts[0])
     header["report"] = dict(load_checkpoint(earlier_run[1] / "m.ckpt").report)

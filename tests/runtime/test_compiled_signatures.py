@@ -12,8 +12,8 @@ import pytest
 from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train import contract as C
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime import compiled_signatures
-from tflite_train.runtime.compiled_signatures import CompiledSignatures, OutputShapeError, compiled_model_available
+from tflite_train.runtime.model import compiled_signatures
+from tflite_train.runtime.model.compiled_signatures import CompiledSignatures, OutputShapeError, compiled_model_available
 
 pytestmark = pytest.mark.skipif(not compiled_model_available(), reason="needs ai-edge-litert's CompiledModel API")
 FIXTURES = ("byo_mobilenet_v2_32", "byo_mobilenet_v3_small_32", "byo_plain_cnn_23", "byo_rescaling_20",

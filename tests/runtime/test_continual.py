@@ -17,15 +17,15 @@ from tests.runtime.runtime_fixtures import (
     adapt_cli, assert_one_line_error, checkout_env, fixture_model, snapshot, write_episode_folders,
 )
 from tflite_train import contract as C
-from tflite_train.runtime.adapt_config import AdaptConfig
-from tflite_train.runtime.checkpoint import decode_checkpoint, load_checkpoint, restore_checkpoint
-from tflite_train.runtime.continual import checkpoint_after, continue_from, merged_class_names, saved_selection
-from tflite_train.runtime.fine_tuning import embed
-from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime.model_contract import layer_table
+from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
+from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint, load_checkpoint, restore_checkpoint
+from tflite_train.runtime.adaptation.continual import checkpoint_after, continue_from, merged_class_names, saved_selection
+from tflite_train.runtime.adaptation.fine_tuning import embed
+from tflite_train.runtime.model.interpreter import TrainableModel
+from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.runtime.output_lock import lock_path
-from tflite_train.runtime.prediction import evaluate
-from tflite_train.runtime.trainer import adapt
+from tflite_train.runtime.adaptation.prediction import evaluate
+from tflite_train.runtime.adaptation.trainer import adapt
 from tflite_train.sparse.selection import Selection
 
 pytestmark = pytest.mark.pi
@@ -131,7 +131,7 @@ def test_the_old_checkpoint_is_unchanged_after_a_killed_run(lineage):
 
 
 def test_a_checkpoint_without_class_names_is_refused(lineage, capsys):
-    from tflite_train.runtime.checkpoint import encode_checkpoint
+    from tflite_train.runtime.checkpoint.checkpoint import encode_checkpoint
 
     _, second, run = lineage
     old = load_checkpoint(run / "one.ckpt")
@@ -240,7 +240,7 @@ def model_selection(model: TrainableModel) -> Selection:
 
 
 def encode(checkpoint) -> bytes:
-    from tflite_train.runtime.checkpoint import encode_checkpoint
+    from tflite_train.runtime.checkpoint.checkpoint import encode_checkpoint
 
     return encode_checkpoint(checkpoint.model_id, checkpoint.selection, checkpoint.arrays, False,
                              checkpoint.class_names, replay=checkpoint.replay)

@@ -18,9 +18,9 @@ import pytest
 from tests.runtime.crafted_files import metadata_of, model_bytes, with_metadata_text, with_selftest, write
 from tests.runtime.runtime_fixtures import assert_one_line_error, run_cli, write_episode_folders
 from tflite_train import contract as C
-from tflite_train.runtime.metadata import metadata_spans, read_metadata
-from tflite_train.runtime.selftest import load_selftest, verify
-from tflite_train.runtime.selftest_schema import SelftestError
+from tflite_train.runtime.model.metadata import metadata_spans, read_metadata
+from tflite_train.runtime.model.selftest import load_selftest, verify
+from tflite_train.runtime.model.selftest_schema import SelftestError
 
 pytestmark = pytest.mark.pi
 

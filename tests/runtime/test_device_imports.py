@@ -3,7 +3,7 @@
 ``adapt``, ``predict`` and ``bake`` (the CLI's device commands and the library's ``tflite_train.runtime``)
 must not pull in the data set builders of ``tflite_train.data`` (npm and TFDS readers, SVG rasterisers, the
 cache), the meta-training of ``tflite_train.meta``, the exporter or TensorFlow: the pseudo-query
-augmentation lives in ``tflite_train.runtime.augmentation``. Checked in a fresh interpreter, so that no
+augmentation lives in ``tflite_train.runtime.adaptation.augmentation``. Checked in a fresh interpreter, so that no
 other test's imports count.
 """
 
@@ -32,7 +32,7 @@ def _imported_after(statement: str) -> list[str]:
 @pytest.mark.parametrize("statement", [
     "import tflite_train.runtime",
     "from tflite_train.runtime import adapt, AdaptConfig, AugmentConfig, augment",
-    "import tflite_train.runtime.adapt_job, tflite_train.runtime.trainer, tflite_train.runtime.baked_model",
+    "import tflite_train.runtime.adapt_job, tflite_train.runtime.adaptation.trainer, tflite_train.runtime.baked.baked_model",
     "from tflite_train.cli import device_commands",
 ])
 def test_device_code_imports_nothing_of_the_training_side(statement):

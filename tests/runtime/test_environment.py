@@ -35,7 +35,7 @@ def test_pi_requirements_pin_what_the_pi_extra_installs():
         assert {p: metadata.version(p) for p in ("pillow", "tqdm")} == {p: pins[p] for p in ("pillow", "tqdm")}
 
 
-@pytest.mark.parametrize("module", ["tflite_train.sparse", "tflite_train.runtime", "tflite_train.runtime.selftest", "tflite_train.sparse.cost_model", "tflite_train.architectures", "tflite_train.cli"])
+@pytest.mark.parametrize("module", ["tflite_train.sparse", "tflite_train.runtime", "tflite_train.runtime.model.selftest", "tflite_train.sparse.cost_model", "tflite_train.architectures", "tflite_train.cli"])
 def test_on_device_modules_import_without_tensorflow(module):
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""One fine-tuning run (``tflite_train.runtime.fine_tuning``): the update plan, the row bookkeeping, and the
+"""One fine-tuning run (``tflite_train.runtime.adaptation.fine_tuning``): the update plan, the row bookkeeping, and the
 procedure through ``adapt`` on an exported model (prototypes from the cache, the per-task rate choice)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, embed, predict
-from tflite_train.runtime.fine_tuning import RowSource, class_prototypes, plan_updates, view_rows
-from tflite_train.runtime.pseudo_queries import pseudo_query_batches
+from tflite_train.runtime.adaptation.fine_tuning import RowSource, class_prototypes, plan_updates, view_rows
+from tflite_train.runtime.adaptation.pseudo_queries import pseudo_query_batches
 
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 

@@ -15,10 +15,10 @@ import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime.flatbuffer_tables import Table, Vector, new_table, read_table, write_flatbuffer
-from tflite_train.runtime.flatbuffer_verify import verify_model
-from tflite_train.runtime.integrity import seal
-from tflite_train.runtime.metadata import _Reader, _root
+from tflite_train.runtime.model.flatbuffer_tables import Table, Vector, new_table, read_table, write_flatbuffer
+from tflite_train.runtime.model.flatbuffer_verify import verify_model
+from tflite_train.runtime.model.integrity import seal
+from tflite_train.runtime.model.metadata import _Reader, _root
 
 pytestmark = pytest.mark.pi
 

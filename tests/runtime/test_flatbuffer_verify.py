@@ -12,8 +12,8 @@ import pytest
 from tests.runtime.runtime_fixtures import FIXTURE_DIR, fixture_model
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model
-from tflite_train.runtime.integrity import ModelIntegrityError, check_model_bytes, seal
+from tflite_train.runtime.model.flatbuffer_verify import FlatbufferError, verify_model
+from tflite_train.runtime.model.integrity import ModelIntegrityError, check_model_bytes, seal
 
 pytestmark = pytest.mark.pi
 FIXTURE = "tiny_adam_33"
@@ -144,6 +144,6 @@ def test_every_fixture_passes(path):
 def test_the_table_cap_stops_the_walk_before_it_gathers(monkeypatch):
     """A file with more tables than ``MAX_TABLES`` (here lowered to 1000; the fixture has 3,410 buffers alone) is refused
     when a vector would exceed it, before its elements are gathered."""
-    monkeypatch.setattr("tflite_train.runtime.flatbuffer_verify.MAX_TABLES", 1000)
+    monkeypatch.setattr("tflite_train.runtime.model.flatbuffer_verify.MAX_TABLES", 1000)
     with pytest.raises(FlatbufferError, match=r"^Model: buffers: more than 1000 tables$"):
         verify_model(fixture_model(FIXTURE).read_bytes())

@@ -9,7 +9,7 @@ import platform
 import numpy as np
 import pytest
 
-from tflite_train.runtime import free_memory
+from tflite_train.runtime.adaptation import free_memory
 
 pytestmark = pytest.mark.pi
 

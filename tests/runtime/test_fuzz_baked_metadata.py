@@ -19,10 +19,10 @@ from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 from tests.runtime.test_fuzz_headers import JSON, ill_typed, well_typed
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
-from tflite_train.runtime.baked_classifier import BakedModelError, check_baked_graph, check_baked_metadata
-from tflite_train.runtime.baked_model import bake_classifier
-from tflite_train.runtime.checkpoint import save_checkpoint
-from tflite_train.runtime.metadata import read_metadata_buffers
+from tflite_train.runtime.baked.baked_classifier import BakedModelError, check_baked_graph, check_baked_metadata
+from tflite_train.runtime.baked.baked_model import bake_classifier
+from tflite_train.runtime.checkpoint.checkpoint import save_checkpoint
+from tflite_train.runtime.model.metadata import read_metadata_buffers
 
 pytestmark = pytest.mark.pi
 

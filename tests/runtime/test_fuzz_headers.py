@@ -27,9 +27,9 @@ from tests.runtime.fuzz_profiles import PROJECT_ERRORS, examples
 from tests.runtime.runtime_fixtures import fixture_model, run_cli
 from tflite_train import contract as C
 from tflite_train.runtime.adapt_job import checkpoint_bound_bytes
-from tflite_train.runtime.checkpoint import decode_checkpoint, restore_checkpoint
-from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
+from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint, restore_checkpoint
+from tflite_train.runtime.model.interpreter import TrainableModel
+from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
 from tflite_train.sparse.budget import scaled_memory_budget
 
 pytestmark = pytest.mark.pi
@@ -220,8 +220,8 @@ def test_fuzz_replay_section(model, replay_parts, data):
        special=st.sampled_from([0.0, -0.0, 1e-45, 3.4e38, -3.4e38]))
 def test_fuzz_replay_round_trip(model, rows, classes, seed, spare, special):
     """Any valid memory survives encode/decode bit for bit (float bit patterns, subnormals and -0.0 included)."""
-    from tflite_train.runtime.checkpoint import encode_checkpoint
-    from tflite_train.runtime.replay_memory import ReplayMemory
+    from tflite_train.runtime.checkpoint.checkpoint import encode_checkpoint
+    from tflite_train.runtime.adaptation.replay_memory import ReplayMemory
 
     rng = np.random.default_rng(seed)
     cut = model.cached_cuts[seed % len(model.cached_cuts)]
@@ -329,7 +329,7 @@ def real_report(tmp_path_factory, fashion):
     """The report of a real ``adapt`` run (3 steps on the tiny model)."""
     from tests.runtime.runtime_fixtures import adapt_cli, write_episode_folders
 
-    from tflite_train.runtime.checkpoint import load_checkpoint
+    from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint
 
     root = tmp_path_factory.mktemp("report")
     support, _ = write_episode_folders(fashion, root, ways=2, shots=2, queries=1)

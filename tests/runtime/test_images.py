@@ -12,9 +12,9 @@ from PIL import Image
 
 from tflite_train.runtime.byte_size import parse_byte_size
 from tflite_train.runtime.errors import ImageError, ImageFolderError
-from tflite_train.runtime.image_folder import load_image_folder, scan_image_folder
-from tflite_train.runtime.images import decode_image, read_image
-from tflite_train.runtime.model_input import to_model_input
+from tflite_train.runtime.images.image_folder import load_image_folder, scan_image_folder
+from tflite_train.runtime.images.images import decode_image, read_image
+from tflite_train.runtime.images.model_input import to_model_input
 
 
 def _gradient(h=12, w=10):

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from tests.runtime.runtime_fixtures import episode_indices, fixture_model, run_cli
-from tflite_train.runtime.images import decode_image
+from tflite_train.runtime.images.images import decode_image
 
 ORIENTATION = 0x0112
 # EXIF orientation -> the transpose that stores an upright image so that the tag restores it.

@@ -16,10 +16,11 @@ import pytest
 
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model, relative_error, write_episode_folders
 from tflite_train import contract as C
-from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, interpreter
+from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
+from tflite_train.runtime.model import interpreter
 from tflite_train.runtime.adapt_job import open_adapted, run_prediction
-from tflite_train.runtime.adapted_constants import INFERENCE_SIGNATURES, ConstantLayoutError, adapted_constants_edit
-from tflite_train.runtime.checkpoint import CheckpointError, load_checkpoint, restore_checkpoint, save_checkpoint
+from tflite_train.runtime.model.adapted_constants import INFERENCE_SIGNATURES, ConstantLayoutError, adapted_constants_edit
+from tflite_train.runtime.checkpoint.checkpoint import CheckpointError, load_checkpoint, restore_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.pi
 

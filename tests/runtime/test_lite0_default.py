@@ -9,7 +9,7 @@ import numpy as np
 from tests.runtime.runtime_fixtures import fixture_model, write_episode_folders
 from tflite_train.cli import main
 from tflite_train.runtime import load_checkpoint, read_metadata
-from tflite_train.runtime.selftest import verify
+from tflite_train.runtime.model.selftest import verify
 
 NAME = "lite0_meta_adam_64"
 

@@ -1,5 +1,5 @@
 """Category 1 of the bad-input set: model files that are not what the exporter wrote are refused
-before any interpreter exists (the integrity seal, ``tflite_train.runtime.integrity``).
+before any interpreter exists (the integrity seal, ``tflite_train.runtime.model.integrity``).
 
 Runs in both environments (in the Pi env on tflite-runtime 2.14): the interpreter class is replaced
 by one that fails the test if it is ever constructed.
@@ -13,8 +13,8 @@ import pytest
 from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime.integrity import CHECKSUM_NAME, ModelIntegrityError, check_model_bytes
-from tflite_train.runtime.metadata import metadata_spans
+from tflite_train.runtime.model.integrity import CHECKSUM_NAME, ModelIntegrityError, check_model_bytes
+from tflite_train.runtime.model.metadata import metadata_spans
 
 FIXTURE = "tiny_adam_33"
 
@@ -48,7 +48,7 @@ def test_damaged_or_foreign_files_are_refused(no_interpreter, case, content, mes
 
 
 def test_huge_file_refused(no_interpreter, monkeypatch):
-    monkeypatch.setattr("tflite_train.runtime.integrity.MAX_MODEL_BYTES", 1000)
+    monkeypatch.setattr("tflite_train.runtime.model.integrity.MAX_MODEL_BYTES", 1000)
     with pytest.raises(ModelIntegrityError, match="exceeds"):
         TrainableModel(_data())
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tflite_train.runtime.integrity import seal
+from tflite_train.runtime.model.integrity import seal
 from tests.runtime.model_edits import EDITS, edited, rewrite_in_place
 from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.contract import ContractError
 from tflite_train.runtime import TrainableModel, read_metadata
-from tflite_train.runtime.metadata import read_signature_defs
+from tflite_train.runtime.model.metadata import read_signature_defs
 
 
 @pytest.mark.parametrize("name", ["tiny_adam_33", "byo_plain_cnn_23"])

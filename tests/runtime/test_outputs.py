@@ -98,7 +98,7 @@ def test_disk_full_while_saving_keeps_the_old_checkpoint(earlier_run, capsys, mo
 
 def test_plot_path_is_checked_before_training(earlier_run, capsys, monkeypatch, no_training):
     support, run = earlier_run
-    monkeypatch.setattr("tflite_train.runtime.plots.require_matplotlib", lambda: None)  # also where it is missing
+    monkeypatch.setattr("tflite_train.runtime.adaptation.plots.require_matplotlib", lambda: None)  # also where it is missing
     (run / "p.png").mkdir()
     _refused(support, run, run / "m.ckpt", capsys, "p.png is a directory", extra=("--plot", str(run / "p.png")))
 
@@ -153,5 +153,5 @@ def test_out_would_overwrite_the_model(earlier_run, tmp_path, capsys, no_trainin
 
 def test_plot_would_overwrite_the_checkpoint(earlier_run, capsys, monkeypatch, no_training):
     support, run = earlier_run
-    monkeypatch.setattr("tflite_train.runtime.plots.require_matplotlib", lambda: None)
+    monkeypatch.setattr("tflite_train.runtime.adaptation.plots.require_matplotlib", lambda: None)
     _refused(support, run, run / "m.ckpt", capsys, "is also given as", extra=("--plot", str(run / "m.ckpt")))

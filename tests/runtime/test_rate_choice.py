@@ -1,11 +1,11 @@
-"""The per-task learning-rate choice (``tflite_train.runtime.rate_choice``): golden cases worked by hand."""
+"""The per-task learning-rate choice (``tflite_train.runtime.adaptation.rate_choice``): golden cases worked by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tflite_train.runtime.rate_choice import NO_HOLDOUT_RULE, choose_rate, held_out_score, held_out_split
+from tflite_train.runtime.adaptation.rate_choice import NO_HOLDOUT_RULE, choose_rate, held_out_score, held_out_split
 
 
 def test_held_out_split_keeps_one_image_per_class_for_the_prototypes():

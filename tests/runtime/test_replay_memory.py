@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tflite_train.runtime.cached_cut import CachedCut
-from tflite_train.runtime.replay_memory import (DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows, layers_above,
+from tflite_train.runtime.adaptation.cached_cut import CachedCut
+from tflite_train.runtime.adaptation.replay_memory import (DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows, layers_above,
                                                 lineage_cut, remember, replay_capacity)
 
 pytestmark = pytest.mark.pi

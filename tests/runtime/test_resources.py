@@ -13,7 +13,7 @@ import pytest
 
 from tests.runtime.runtime_fixtures import checkout_env, fixture_model, write_episode_folders
 from tflite_train.runtime.errors import ImageError
-from tflite_train.runtime.images import ImageLimits, decode_image
+from tflite_train.runtime.images.images import ImageLimits, decode_image
 
 _GROWTH = """
 import pathlib, sys
@@ -69,7 +69,7 @@ def test_rss_is_flat_over_100_adaptations():
 
 
 _DECODES = """
-from tflite_train.runtime.image_folder import load_image_folder
+from tflite_train.runtime.images.image_folder import load_image_folder
 
 def run():
     load_image_folder(pathlib.Path(sys.argv[1]), (64, 64, 3))
@@ -112,7 +112,7 @@ def test_rss_over_100_full_runs(fashion, tmp_path):
     the frozen-prefix cache's signatures, +10.4 to +11.5 MiB (about 130-145 KiB per run) with them (more
     subgraphs per interpreter). A leak of our own per run (a support set, about 1 MB here) would exceed both.
     """
-    from tflite_train.runtime.interpreter import load_interpreter_class
+    from tflite_train.runtime.model.interpreter import load_interpreter_class
 
     support, query = write_episode_folders(fashion, tmp_path / "data", ways=3, shots=4, queries=2, seed=0)
     growth = _growth_in_fresh_process(_FULL_RUNS, fixture_model("tiny_adam_33"), support, query, tmp_path / "m.ckpt")
@@ -147,7 +147,7 @@ def test_pixel_and_size_limits_are_explicit(tmp_path):
 
 
 def test_image_set_size_is_checked_before_reading(tmp_path):
-    from tflite_train.runtime.model_input import load_images
+    from tflite_train.runtime.images.model_input import load_images
 
     paths = [tmp_path / f"never-read-{i}.png" for i in range(3)]  # do not exist: the check comes first
     with pytest.raises(ImageError, match=r"3 images need 3072 bytes at the model's input size \(16, 16, 1\); the limit is 3071"):

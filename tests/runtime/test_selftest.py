@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model
-from tflite_train.runtime.integrity import ModelIntegrityError, seal
+from tflite_train.runtime.model.integrity import ModelIntegrityError, seal
 from tflite_train.runtime import TrainableModel, read_metadata
-from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
-from tflite_train.runtime.selftest import (
+from tflite_train.runtime.model.metadata import SELFTEST_NAME, read_metadata_buffers
+from tflite_train.runtime.model.selftest import (
     SELFTEST_FORMAT_VERSION,
     channel_axis,
     kernel_sketch,

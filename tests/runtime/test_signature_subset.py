@@ -10,8 +10,8 @@ import pytest
 from tests.runtime.runtime_fixtures import fixture_model, relative_error
 from tflite_train import contract as C
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime.flatbuffer_graph import read_graph
-from tflite_train.runtime.signature_subset import keep_signatures
+from tflite_train.runtime.model.flatbuffer_graph import read_graph
+from tflite_train.runtime.model.signature_subset import keep_signatures
 
 pytestmark = pytest.mark.pi
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model
-from tflite_train.runtime.flatbuffer_graph import Operator, read_graph
-from tflite_train.runtime.static_shapes import expected_output_shapes, value_shaped_operators
+from tflite_train.runtime.model.flatbuffer_graph import Operator, read_graph
+from tflite_train.runtime.model.static_shapes import expected_output_shapes, value_shaped_operators
 
 CONSTANT, EMPTY_CONSTANT, COMPUTED, EMPTY_COMPUTED = 0, 1, 2, 3
 """Tensors of the hand-made graphs: a constant with bytes, an empty shape [] given as a constant without

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tflite_train.runtime.augmentation import AugmentConfig, augment
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment
 from tflite_train.runtime import TrainableModel, input_range
 from tflite_train.runtime import AdaptConfig, adapt, class_prototypes, embed, evaluate, predict, support_fisher
 from tflite_train.sparse import BudgetError
@@ -201,7 +201,7 @@ def test_epochs_run_passes_over_the_support_set(model, fashion):
 
 
 def test_fisher_subset_is_class_balanced_and_seeded():
-    from tflite_train.runtime.trainer import fisher_subset
+    from tflite_train.runtime.adaptation.trainer import fisher_subset
 
     labels = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2], np.int32)
     assert fisher_subset(labels, None, 0).tolist() == list(range(9))

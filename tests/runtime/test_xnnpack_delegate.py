@@ -16,8 +16,8 @@ import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime import interpreter_choice
-from tflite_train.runtime.selftest import verify
+from tflite_train.runtime.model import interpreter_choice
+from tflite_train.runtime.model.selftest import verify
 
 FIXTURES = ["tiny_adam_33", "mcunet_adam_35", "tiny_sgd_full_17", "mbv2_adam_32", "byo_mobilenet_v3_small_32"]
 """Built-in and user models, Adam and SGD (tools/fixtures.py): the update branches have static

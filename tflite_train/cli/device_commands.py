@@ -10,12 +10,12 @@ from tflite_train import contract as C
 from tflite_train.cli.flag_types import (MAX_BATCH, MAX_EPOCHS, MAX_ITERATIONS, MAX_SEED, MAX_STEPS, byte_budget,
                                          policy_name, ranged, rate_list, replay_budget)
 from tflite_train.cli.parser import Command
-from tflite_train.runtime.protocol import DEFAULT_PROTOCOL
-from tflite_train.runtime.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES
+from tflite_train.runtime.adaptation.protocol import DEFAULT_PROTOCOL
+from tflite_train.runtime.adaptation.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES
 from tflite_train.runtime.text import printable
 
 if TYPE_CHECKING:
-    from tflite_train.runtime.adapt_config import AdaptConfig
+    from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
 
 __all__ = ["register"]
 
@@ -62,7 +62,7 @@ earlier OUT stays as it was. A checkpoint of another model is refused."""
 def adapt_config(args: argparse.Namespace) -> AdaptConfig:
     """The ``AdaptConfig`` of parsed ``adapt`` flags: the default protocol (``DEFAULT_PROTOCOL``) where a flag
     is not given."""
-    from tflite_train.runtime.adapt_config import AdaptConfig
+    from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
     from tflite_train.sparse.policies import policy_spec
 
     layers = tuple(n.strip() for n in args.sparse_update_layers.split(",")) if args.sparse_update_layers else None
@@ -97,11 +97,11 @@ def adapt_config(args: argparse.Namespace) -> AdaptConfig:
 def _cmd_adapt(args: argparse.Namespace) -> int:
     """Adapts an exported model to an image folder on the interpreter; prints the summary (or --json)."""
     from tflite_train.runtime.adapt_job import run_adaptation
-    from tflite_train.runtime.progress import terminal_progress
-    from tflite_train.runtime.summary import adapt_record, format_adapt_summary
+    from tflite_train.runtime.adaptation.progress import terminal_progress
+    from tflite_train.runtime.adaptation.summary import adapt_record, format_adapt_summary
 
     if args.plot:
-        from tflite_train.runtime.plots import require_matplotlib
+        from tflite_train.runtime.adaptation.plots import require_matplotlib
 
         require_matplotlib()
     config = adapt_config(args)
@@ -113,7 +113,7 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
                             default_memory_budget=args.mem_budget is None,
                             default_compute_budget=args.compute_budget is None and args.compute_macs is None)
     if args.plot:
-        from tflite_train.runtime.plots import plot_adaptation
+        from tflite_train.runtime.adaptation.plots import plot_adaptation
 
         plot_adaptation(report, args.plot)
         report["plot"] = args.plot
@@ -126,8 +126,8 @@ def _cmd_adapt(args: argparse.Namespace) -> int:
 def _cmd_predict(args: argparse.Namespace) -> int:
     """Prints file, class and confidence per image (a table, --json or --csv)."""
     from tflite_train.runtime.adapt_job import run_prediction
-    from tflite_train.runtime.progress import terminal_progress
-    from tflite_train.runtime.summary import format_predictions
+    from tflite_train.runtime.adaptation.progress import terminal_progress
+    from tflite_train.runtime.adaptation.summary import format_predictions
 
     rows = run_prediction(args.model, args.checkpoint, args.images, runtime=args.runtime,
                           progress=terminal_progress(not args.quiet))
@@ -140,7 +140,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     import json
 
     from tflite_train.runtime.adapt_job import run_record
-    from tflite_train.runtime.summary import format_adapt_summary
+    from tflite_train.runtime.adaptation.summary import format_adapt_summary
 
     record = run_record(args.checkpoint)
     if args.json:
@@ -152,7 +152,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_bake(args: argparse.Namespace) -> int:
     """Writes the baked classifier and prints what was written."""
-    from tflite_train.runtime.baked_model import run_bake
+    from tflite_train.runtime.baked.baked_model import run_bake
 
     print(run_bake(args.model, args.checkpoint, args.out).describe())
     return 0

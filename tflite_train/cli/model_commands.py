@@ -114,9 +114,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     """Replays the embedded self-test on the installed interpreter (TF-free)."""
-    from tflite_train.runtime.selftest import verify
+    from tflite_train.runtime.model.selftest import verify
 
-    from tflite_train.runtime.runtimes import resolve_runtime
+    from tflite_train.runtime.model.runtimes import resolve_runtime
 
     result = verify(args.model, runtime=resolve_runtime(args.runtime))
     print(result.format())
@@ -126,8 +126,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_ops(args: argparse.Namespace) -> int:
     """Lists the operators of a .tflite file; exit 1 on any custom/Flex op (TF-free). A file that carries
     the project's seal is checked against it first (any other .tflite is listed as it is)."""
-    from tflite_train.runtime.integrity import check_model_bytes
-    from tflite_train.runtime.metadata import metadata_spans, read_operator_codes
+    from tflite_train.runtime.model.integrity import check_model_bytes
+    from tflite_train.runtime.model.metadata import metadata_spans, read_operator_codes
 
     with open(args.model, "rb") as handle:
         data = handle.read()

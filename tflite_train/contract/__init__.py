@@ -13,7 +13,7 @@ Modules, by concept: :mod:`~tflite_train.contract.signatures` (signatures, tenso
 :mod:`~tflite_train.contract.baked_format` (the baked classifier of ``tflite-train bake``),
 :mod:`~tflite_train.contract.validation` (version rule, graph vs. metadata),
 :mod:`~tflite_train.contract.protocol_constants` (the default adaptation protocol's numbers for Java,
-read from ``tflite_train.runtime.protocol`` only when asked for),
+read from ``tflite_train.runtime.adaptation.protocol`` only when asked for),
 :mod:`~tflite_train.contract.strict_json` (the JSON both sides read: duplicate keys and NaN refused),
 :mod:`~tflite_train.contract.rendering` (CONTRACT.md tables, Contract.java). Every public name is
 re-exported here and read as ``contract.NAME``.

@@ -39,7 +39,7 @@ SELFTEST_NAME = "tflite_train_selftest"
 """Name of the flatbuffer ``Model.metadata`` entry holding the self-test vectors (npz)."""
 CHECKSUM_NAME = "tflite_train_checksum"
 """Name of the flatbuffer ``Model.metadata`` entry holding the integrity seal: the 64 hex digits of the
-sha256 of the whole file with these 64 bytes read as ASCII ``0`` (``tflite_train.runtime.integrity``)."""
+sha256 of the whole file with these 64 bytes read as ASCII ``0`` (``tflite_train.runtime.model.integrity``)."""
 
 F_FORMAT = "format"
 F_FORMAT_VERSION = "format_version"

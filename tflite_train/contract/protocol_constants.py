@@ -1,6 +1,6 @@
 """The default adaptation protocol's numbers as the Java core reads them: ``Contract.PROTOCOL_*``.
 
-Their single source is ``tflite_train.runtime.protocol.DEFAULT_PROTOCOL`` (what ``AdaptConfig()``,
+Their single source is ``tflite_train.runtime.adaptation.protocol.DEFAULT_PROTOCOL`` (what ``AdaptConfig()``,
 ``adapt`` without flags and the demo run); this module only names them for the generated
 ``Contract.java`` (:func:`tflite_train.contract.rendering.java_source`), whose ``AdaptationConfig.Builder``
 takes its defaults from them. The protocol is imported when the constants are asked for, never when the
@@ -52,7 +52,7 @@ def default_protocol_constants() -> tuple[ProtocolConstant, ...]:
     Raises:
       TypeError: A protocol field is not of the type Java declares for it (``ProtocolConstant``).
     """
-    from tflite_train.runtime.protocol import DEFAULT_PROTOCOL  # not at import: the contract stays stdlib-only
+    from tflite_train.runtime.adaptation.protocol import DEFAULT_PROTOCOL  # not at import: the contract stays stdlib-only
 
     p = DEFAULT_PROTOCOL
     return (

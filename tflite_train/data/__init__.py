@@ -1,11 +1,11 @@
 """Data: offline sources, the on-disk cache and the few-shot episode sampler (the augmentation is the device's,
-``tflite_train.runtime.augmentation``, re-exported here).
+``tflite_train.runtime.adaptation.augmentation``, re-exported here).
 
 Loaders import PIL (and optional packages) lazily; the sampler and augmentation need numpy only, so
 the on-device trainer can reuse them.
 """
 
-from tflite_train.runtime.augmentation import AugmentConfig, augment, translate, with_value_range
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment, translate, with_value_range
 from tflite_train.data.cache import (
     CACHE_FORMAT,
     DEFAULT_IMAGE_SIZE,

@@ -73,7 +73,7 @@ def to_rgb_uint8(image, size: int):
     uint8. So the data cache, meta-training, the benchmark and ``adapt`` see an image the same way (a
     non-square image loses the ends of its long side, as on the device).
     """
-    from tflite_train.runtime.model_input import to_model_input
+    from tflite_train.runtime.images.model_input import to_model_input
 
     if image.mode not in ("L", "LA", "RGB", "RGBA"):
         image = image.convert("RGBA")

@@ -1,6 +1,6 @@
 """Data sets read from image folders: ``root/<class_name>/*.png|jpg`` (any user data set), and Tux Paint stamps.
 
-Not the device's reader (``tflite_train.runtime.image_folder``, which ``adapt`` uses): this one prepares the data
+Not the device's reader (``tflite_train.runtime.images.image_folder``, which ``adapt`` uses): this one prepares the data
 cache, with a minimum of images per class, at one image size."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tflite_train.runtime.augmentation import AugmentConfig
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig
 from tflite_train.data.episodes import EpisodeConfig
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tflite_train.runtime.augmentation import AugmentConfig, augment
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment
 from tflite_train.data.cache import load_split, read_manifest, sha256_file
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class FeatureCacheConfig:
 
     Attributes:
       input_size: Backbone input H = W (cache images are resized to it with the device's bilinear
-        rule, ``tflite_train.runtime.model_input.to_model_input``).
+        rule, ``tflite_train.runtime.images.model_input.to_model_input``).
       first_block: The prefix ends at the input of this block.
       entries: (data set, split, views, max_classes) per entry; max_classes 0 = all classes of the
         split, else the first ``max_classes`` of the split (the split's order is a seeded permutation).
@@ -81,7 +81,7 @@ def _seed(*parts) -> int:
 def model_inputs(images: np.ndarray, input_size: int) -> np.ndarray:
     """uint8 (N, S, S, 3) cache images -> float32 (N, input_size, input_size, 3) in [0, 255]: bilinear
     with aligned pixel centres and no antialiasing (``tf.image.resize``), the device's rule
-    (``tflite_train.runtime.model_input.to_model_input``; tests/meta/test_feature_cache.py checks they agree)."""
+    (``tflite_train.runtime.images.model_input.to_model_input``; tests/meta/test_feature_cache.py checks they agree)."""
     import tensorflow as tf
 
     x = np.asarray(images, np.float32)

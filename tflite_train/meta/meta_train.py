@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from tflite_train.runtime.augmentation import augment
+from tflite_train.runtime.adaptation.augmentation import augment
 from tflite_train.data.dataset import LabeledImages
 from tflite_train.data.episodes import sample_episode
 from tflite_train.meta.config import MetaTrainConfig

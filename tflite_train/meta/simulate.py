@@ -1,4 +1,4 @@
-"""TensorFlow simulation of the on-device adaptation (``tflite_train.runtime.trainer.adapt``).
+"""TensorFlow simulation of the on-device adaptation (``tflite_train.runtime.adaptation.trainer.adapt``).
 
 The reference the TFLite trainer is checked against (issue 4: same policy, same seed, same
 selection -> the same query accuracy). It runs on the BN-folded Keras backbone with TF autodiff
@@ -12,7 +12,7 @@ instead of the exported hand-written backward, and repeats every step of ``adapt
    layer's output activation and g = dL_n/da the per-sample cross-entropy gradient;
 3. selection with the same ``tflite_train.sparse.select`` and the same ``SelectionConfig``;
 4. ``iterations`` steps on the same pseudo-queries (``draw_views`` then ``pseudo_query_batches``, from
-   one ``numpy.random.Generator(seed)``; ``tflite_train.runtime.pseudo_queries``), each step
+   one ``numpy.random.Generator(seed)``; ``tflite_train.runtime.adaptation.pseudo_queries``), each step
    g = dL/dW of the mean cross-entropy (prototypes frozen), then the optimizer on the selected
    output channels only (unselected weights and slots unchanged):
    Adam (Kingma & Ba 2015, Alg. 1):  m <- b1 m + (1-b1) g,  v <- b2 v + (1-b2) g^2,
@@ -37,10 +37,10 @@ import tensorflow as tf
 
 from tflite_train import contract as C
 from tflite_train.models import Backbone
-from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
-from tflite_train.runtime.adapt_config import AdaptConfig
-from tflite_train.runtime.pseudo_queries import draw_views, pseudo_query_batches
-from tflite_train.runtime.trainer import fisher_subset
+from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
+from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
+from tflite_train.runtime.adaptation.pseudo_queries import draw_views, pseudo_query_batches
+from tflite_train.runtime.adaptation.trainer import fisher_subset
 from tflite_train.sparse.policies import policy_spec, select
 from tflite_train.sparse.selection import Selection
 
@@ -163,7 +163,7 @@ class AdaptationSimulator:
           support_images, support_labels: f32 [N, H, W, C] in the input range; labels 0..K-1.
           query_images, query_labels: The query set.
           config: The same ``AdaptConfig`` the TFLite ``adapt`` gets.
-          augment: ``augment(images, rng, config)``; default ``tflite_train.runtime.augmentation.augment``.
+          augment: ``augment(images, rng, config)``; default ``tflite_train.runtime.adaptation.augmentation.augment``.
           fisher_tasks: Meta-training Fisher dicts for ``sparse_update``.
         """
         if not isinstance(config, AdaptConfig):
@@ -171,7 +171,7 @@ class AdaptationSimulator:
         images = np.asarray(support_images, np.float32)
         labels = np.asarray(support_labels, np.int32)
         opt = self.optimizer
-        augment_module = importlib.import_module("tflite_train.runtime.augmentation")
+        augment_module = importlib.import_module("tflite_train.runtime.adaptation.augmentation")
         augment = augment_module.augment if augment is None else augment
         augment_config = augment_module.with_value_range(config.augment, input_range(self.metadata))
         self.reset()

@@ -1,8 +1,8 @@
 """On-device runtime helpers (numpy + a TFLite interpreter; never TensorFlow)."""
 
-from tflite_train.runtime.cached_cut import CachedCut
-from tflite_train.runtime.interpreter import TrainableModel, load_interpreter_class
-from tflite_train.runtime.metadata import (
+from tflite_train.runtime.adaptation.cached_cut import CachedCut
+from tflite_train.runtime.model.interpreter import TrainableModel, load_interpreter_class
+from tflite_train.runtime.model.metadata import (
     OperatorCode,
     read_metadata,
     read_metadata_buffers,
@@ -13,7 +13,7 @@ from tflite_train.runtime.metadata import (
 # The on-device trainer (issue 4): adaptation, checkpoints, image folders, byte sizes.
 from tflite_train.runtime.atomic_file import remove_stale_temps, temp_files, write_atomic
 from tflite_train.runtime.byte_size import parse_byte_size
-from tflite_train.runtime.checkpoint import (
+from tflite_train.runtime.checkpoint.checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
     Checkpoint,
     CheckpointError,
@@ -21,31 +21,31 @@ from tflite_train.runtime.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
-from tflite_train.runtime.checkpoint_schema import check_checkpoint_header
+from tflite_train.runtime.checkpoint.checkpoint_schema import check_checkpoint_header
 from tflite_train.runtime.errors import ImageError, ImageFolderError, OutputError, UserError
-from tflite_train.runtime.header_schema import SchemaError, check_header
-from tflite_train.runtime.model_metadata_schema import check_model_metadata
+from tflite_train.runtime.model.header_schema import SchemaError, check_header
+from tflite_train.runtime.model.model_metadata_schema import check_model_metadata
 from tflite_train.runtime.output_names import check_output_name, sibling_stem
-from tflite_train.runtime.selftest_schema import SelftestError, check_selftest_vectors
-from tflite_train.runtime.flatbuffer_verify import FlatbufferError, verify_model
-from tflite_train.runtime.image_folder import ImageFolder, load_image_folder, scan_image_folder
-from tflite_train.runtime.images import ImageLimits, decode_image, read_image
-from tflite_train.runtime.model_input import load_images, to_model_input
-from tflite_train.runtime.model_contract import check_metadata, input_range, layer_table
+from tflite_train.runtime.model.selftest_schema import SelftestError, check_selftest_vectors
+from tflite_train.runtime.model.flatbuffer_verify import FlatbufferError, verify_model
+from tflite_train.runtime.images.image_folder import ImageFolder, load_image_folder, scan_image_folder
+from tflite_train.runtime.images.images import ImageLimits, decode_image, read_image
+from tflite_train.runtime.images.model_input import load_images, to_model_input
+from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.output_lock import OutputLockedError, output_lock
 from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.peak_memory import ResidentMemory, resident_memory
-from tflite_train.runtime.plots import plot_adaptation
-from tflite_train.runtime.progress import Progress, no_progress, terminal_progress
+from tflite_train.runtime.adaptation.plots import plot_adaptation
+from tflite_train.runtime.adaptation.progress import Progress, no_progress, terminal_progress
 from tflite_train.runtime.report_schema import check_run_report
-from tflite_train.runtime.runtimes import RUNTIMES, resolve_runtime
-from tflite_train.runtime.summary import adapt_record, format_adapt_summary, format_predictions
+from tflite_train.runtime.model.runtimes import RUNTIMES, resolve_runtime
+from tflite_train.runtime.adaptation.summary import adapt_record, format_adapt_summary, format_predictions
 from tflite_train.runtime.text import printable
-from tflite_train.runtime.timing import PhaseTimer
-from tflite_train.runtime.protocol import DEFAULT_PROTOCOL, Protocol
-from tflite_train.runtime.adapt_config import AdaptConfig
-from tflite_train.runtime.prediction import class_logits, evaluate, predict
-from tflite_train.runtime.trainer import (
+from tflite_train.runtime.adaptation.timing import PhaseTimer
+from tflite_train.runtime.adaptation.protocol import DEFAULT_PROTOCOL, Protocol
+from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
+from tflite_train.runtime.adaptation.prediction import class_logits, evaluate, predict
+from tflite_train.runtime.adaptation.trainer import (
     AdaptResult,
     adapt,
     check_labelled_set,
@@ -54,16 +54,16 @@ from tflite_train.runtime.trainer import (
     fisher_subset,
     support_fisher,
 )
-from tflite_train.runtime.pseudo_queries import draw_views, pseudo_query_batches
-from tflite_train.runtime.augmentation import AugmentConfig, augment
-from tflite_train.runtime.activation_cache import CachePlan, plan_cache
+from tflite_train.runtime.adaptation.pseudo_queries import draw_views, pseudo_query_batches
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment
+from tflite_train.runtime.adaptation.activation_cache import CachePlan, plan_cache
 
 # Shipping what was learned (issue 42): a plain classifier baked from an export and a checkpoint.
-from tflite_train.runtime.baked_classifier import BakedClassifier, BakedModelError, read_baked_metadata
-from tflite_train.runtime.baked_model import BakeError, bake_classifier, run_bake
+from tflite_train.runtime.baked.baked_classifier import BakedClassifier, BakedModelError, read_baked_metadata
+from tflite_train.runtime.baked.baked_model import BakeError, bake_classifier, run_bake
 # Continued adaptation (issue 42): a run from a checkpoint, and the replay memory it keeps.
-from tflite_train.runtime.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows
-from tflite_train.runtime.continual import AdaptStart, checkpoint_after, continue_from, saved_selection
+from tflite_train.runtime.adaptation.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows
+from tflite_train.runtime.adaptation.continual import AdaptStart, checkpoint_after, continue_from, saved_selection
 
 __all__ = [
     "AdaptConfig",

@@ -176,14 +176,14 @@ class Selection:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Selection":
         """Inverse of ``to_dict``: checked field by field against the declared schema first
-        (``tflite_train.runtime.checkpoint_schema.SELECTION``: format, version, types, no unknown keys,
+        (``tflite_train.runtime.checkpoint.checkpoint_schema.SELECTION``: format, version, types, no unknown keys,
         channels an object of layer -> sorted unique non-negative ints, exactly the layers as keys).
 
         Raises:
           ValueError: ``SchemaError`` (a ``UserError``), one line naming the field and what is wrong.
         """
-        from tflite_train.runtime.checkpoint_schema import SELECTION
-        from tflite_train.runtime.header_schema import check_header
+        from tflite_train.runtime.checkpoint.checkpoint_schema import SELECTION
+        from tflite_train.runtime.model.header_schema import check_header
 
         data = check_header(SELECTION, data, "selection")
         return cls(tuple(data[C.SEL_LAYERS]), {k: tuple(v) for k, v in data[C.SEL_CHANNELS].items()},

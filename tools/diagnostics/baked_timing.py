@@ -1,7 +1,7 @@
 """A baked classifier against the export it came from (issue 42, item 5): ``infer`` speed side by side, and size.
 
 ``python -m tools.diagnostics.baked_timing --model M --checkpoint C [--out figures.json]`` bakes ``C`` into ``M``
-(``tflite_train.runtime.baked_model.bake_classifier``) and times, in one process, batch-1 calls of:
+(``tflite_train.runtime.baked.baked_model.bake_classifier``) and times, in one process, batch-1 calls of:
 
 * ``clean``: the export as exported (``TrainableModel``, the prototypes of ``C`` set as the head, no trained
   weights): the speed goal;
@@ -33,11 +33,11 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.adapt_job import open_adapted
-from tflite_train.runtime.baked_classifier import BakedClassifier
-from tflite_train.runtime.baked_model import bake_classifier, inference_part_bytes
-from tflite_train.runtime.checkpoint import load_checkpoint, restore_checkpoint
-from tflite_train.runtime.interpreter import TrainableModel
-from tflite_train.runtime.runtimes import resolve_runtime
+from tflite_train.runtime.baked.baked_classifier import BakedClassifier
+from tflite_train.runtime.baked.baked_model import bake_classifier, inference_part_bytes
+from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint, restore_checkpoint
+from tflite_train.runtime.model.interpreter import TrainableModel
+from tflite_train.runtime.model.runtimes import resolve_runtime
 
 __all__ = ["baked_timing"]
 

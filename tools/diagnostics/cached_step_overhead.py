@@ -72,7 +72,7 @@ def policy_selection(model, xs: np.ndarray, ys: np.ndarray) -> dict[str, np.ndar
     the model, B_compute 15 % of the full backward, a quarter of a layer's channels), without training; the
     model is left with the support set's head and its untrained weights."""
     from tflite_train.runtime import AdaptConfig, layer_table
-    from tflite_train.runtime.trainer import adapt
+    from tflite_train.runtime.adaptation.trainer import adapt
     from tflite_train.sparse import scaled_memory_budget
     from tflite_train.sparse.cost_model import full_backward_macs
 

@@ -117,7 +117,7 @@ def worker_timing(args) -> dict:
     import numpy as np
 
     from tflite_train.runtime import TrainableModel, layer_table
-    from tflite_train.runtime.trainer import adapt
+    from tflite_train.runtime.adaptation.trainer import adapt
     from tflite_train.sparse.cost_model import total_forward_macs
 
     paths = model_paths(pathlib.Path(args.model_dir), args.model)
@@ -172,7 +172,7 @@ def worker_timing(args) -> dict:
 def worker_rss(args) -> dict:
     """Peak RSS (ru_maxrss, KiB) of one workload: infer only, or adapt then infer."""
     from tflite_train.runtime import TrainableModel, layer_table
-    from tflite_train.runtime.trainer import adapt, class_prototypes, embed
+    from tflite_train.runtime.adaptation.trainer import adapt, class_prototypes, embed
 
     model = TrainableModel(model_paths(pathlib.Path(args.model_dir), args.model)["tinytrain"], num_threads=1)
     xs, ys, xq, _ = support_set(model, args.cache)

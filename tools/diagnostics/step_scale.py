@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="write the Markdown table here (default: print it)")
     args = parser.parse_args(argv)
     from tflite_train.runtime import TrainableModel
-    from tflite_train.runtime.trainer import candidate_weights
+    from tflite_train.runtime.adaptation.trainer import candidate_weights
 
     model = TrainableModel(args.model, num_threads=1)
     model.reset_state()

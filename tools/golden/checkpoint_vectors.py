@@ -1,6 +1,6 @@
 """Golden vectors that pin the Java checkpoint reader and writer (``org.tflitetrain.core.adapt.Checkpoint``,
-``CheckpointHeader``, ``ReplayMemory``) to Python's ``tflite_train.runtime.checkpoint`` for a checkpoint WITH a
-replay memory (issue 42), and the replay rule's pure part to ``tflite_train.runtime.replay_memory.keep_rows``.
+``CheckpointHeader``, ``ReplayMemory``) to Python's ``tflite_train.runtime.checkpoint.checkpoint`` for a checkpoint WITH a
+replay memory (issue 42), and the replay rule's pure part to ``tflite_train.runtime.adaptation.replay_memory.keep_rows``.
 
 One file, ``checkpoint_replay.json`` (numpy only; no interpreter is opened):
 
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.checkpoint import decode_checkpoint, encode_checkpoint
-from tflite_train.runtime.replay_memory import ReplayMemory, keep_rows
+from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint, encode_checkpoint
+from tflite_train.runtime.adaptation.replay_memory import ReplayMemory, keep_rows
 from tflite_train.sparse.selection import Selection
 
 CHECKPOINT_FILE = "checkpoint_replay.json"

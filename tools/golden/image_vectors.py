@@ -16,8 +16,8 @@ import json
 import pathlib
 import sys
 
-from tflite_train.runtime.images import decode_image
-from tflite_train.runtime.model_input import to_model_input
+from tflite_train.runtime.images.images import decode_image
+from tflite_train.runtime.images.model_input import to_model_input
 
 GOLDEN_NAME = "image_golden.json"
 STAMP = pathlib.Path("/usr/share/tuxpaint/stamps/animals/insects/cartoon/ladybug.png")  # Debian tuxpaint-stamps-default

@@ -1,5 +1,5 @@
 """Golden vectors that pin the Java fine-tuning procedure's pure parts (``org.tflitetrain.core.adapt.RateChoice``
-and ``UpdatePlan``) to Python's ``tflite_train.runtime.rate_choice`` and ``tflite_train.runtime.fine_tuning``.
+and ``UpdatePlan``) to Python's ``tflite_train.runtime.adaptation.rate_choice`` and ``tflite_train.runtime.adaptation.fine_tuning``.
 
 One file, ``procedure.json``, of hand-picked cases (numpy only; no interpreter is opened):
 
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.fine_tuning import plan_updates
-from tflite_train.runtime.rate_choice import choose_rate, held_out_score
+from tflite_train.runtime.adaptation.fine_tuning import plan_updates
+from tflite_train.runtime.adaptation.rate_choice import choose_rate, held_out_score
 
 PROCEDURE_FILE = "procedure.json"
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model
 from tflite_train.runtime import TrainableModel, read_metadata, read_operator_codes
-from tflite_train.runtime.selftest import load_selftest, verify
+from tflite_train.runtime.model.selftest import load_selftest, verify
 
 NAMES = ("tiny_adam_33", "tiny_sgd_full_17", "mcunet_adam_35", "mbv2_adam_32", "proxyless_sgd_33")
 
@@ -196,8 +196,8 @@ def test_cli_verify_and_ops(tmp_path, capsys):
     import sys
 
     from tflite_train.cli import main
-    from tflite_train.runtime.integrity import seal
-    from tflite_train.runtime.metadata import SELFTEST_NAME, read_metadata_buffers
+    from tflite_train.runtime.model.integrity import seal
+    from tflite_train.runtime.model.metadata import SELFTEST_NAME, read_metadata_buffers
 
     path = fixture_model("tiny_adam_33")
     assert main(["verify", str(path)]) == 0

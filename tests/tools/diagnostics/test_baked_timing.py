@@ -9,7 +9,7 @@ import pytest
 
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model, load_fashion
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
-from tflite_train.runtime.checkpoint import save_checkpoint
+from tflite_train.runtime.checkpoint.checkpoint import save_checkpoint
 from tools.diagnostics.baked_timing import baked_timing
 
 pytestmark = pytest.mark.pi

@@ -10,7 +10,7 @@ C-order bytes}``. Requests:
 * ``{"op": "episode", "ways", "shots", "queries", "seed"}`` -> support/query images (real
   Fashion-MNIST at the model's input size, ``tests.runtime.runtime_fixtures.episode_arrays``) and labels.
 * ``{"op": "trainer", "images", "labels", "queries", "iterations", "batch_size"}`` -> ``{"losses",
-  "selection", "predictions", "cache"}`` from ``tflite_train.runtime.trainer.adapt`` (TinyTrain policy,
+  "selection", "predictions", "cache"}`` from ``tflite_train.runtime.adaptation.trainer.adapt`` (TinyTrain policy,
   unlimited budget, identity augmentation: every view is the support image, as the Java driver trains on)
   on a fresh model of the same file, then ``predict`` on the queries; ``cache`` is the run's frozen-prefix
   cache plan (``CachePlan.to_dict()``, null without training steps); with ``"save": path`` the adapted
@@ -45,14 +45,14 @@ sys.path.insert(0, str(ROOT))  # this checkout's code, before any installed copy
 
 import numpy as np  # noqa: E402
 
-from tflite_train.runtime.interpreter import TrainableModel  # noqa: E402
-from tflite_train.runtime.checkpoint import restore_checkpoint, save_checkpoint  # noqa: E402
+from tflite_train.runtime.model.interpreter import TrainableModel  # noqa: E402
+from tflite_train.runtime.checkpoint.checkpoint import restore_checkpoint, save_checkpoint  # noqa: E402
 from tflite_train.runtime import AdaptConfig, adapt, predict  # noqa: E402
 from tflite_train.runtime.adapt_job import open_adapted  # noqa: E402
-from tflite_train.runtime.baked_classifier import BakedClassifier  # noqa: E402
-from tflite_train.runtime.baked_model import run_bake  # noqa: E402
-from tflite_train.runtime.prediction import class_logits  # noqa: E402
-from tflite_train.runtime.metadata import read_metadata_buffers  # noqa: E402
+from tflite_train.runtime.baked.baked_classifier import BakedClassifier  # noqa: E402
+from tflite_train.runtime.baked.baked_model import run_bake  # noqa: E402
+from tflite_train.runtime.adaptation.prediction import class_logits  # noqa: E402
+from tflite_train.runtime.model.metadata import read_metadata_buffers  # noqa: E402
 from tflite_train import contract as C  # noqa: E402
 
 
@@ -107,8 +107,8 @@ def handle(path: pathlib.Path, model: TrainableModel | BakedClassifier, request:
     if op == "bake":
         return {"bytes": run_bake(path, request["checkpoint"], request["out"]).size_bytes}
     if op == "continue":
-        from tflite_train.runtime.checkpoint import load_checkpoint
-        from tflite_train.runtime.continual import checkpoint_after, continue_from
+        from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint
+        from tflite_train.runtime.adaptation.continual import checkpoint_after, continue_from
 
         fresh = TrainableModel(path)
         images = decode(request["images"])

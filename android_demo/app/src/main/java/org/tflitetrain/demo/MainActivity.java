@@ -47,7 +47,7 @@ import org.tflitetrain.core.select.OnEmpty;
 public final class MainActivity extends Activity {
   private static final String TAG = "TinyTrainDemo";
   private static final String MODEL_ASSET = "model.tflite";
-  /** The shared checkpoint format (CONTRACT.md; Python's tflite_train.runtime.checkpoint reads it too). */
+  /** The shared checkpoint format (CONTRACT.md; Python's tflite_train.runtime.checkpoint.checkpoint reads it too). */
   private static final String STATE_FILE = "adapted.ckpt";
   private static final int REQUEST_ADD_CAMERA = 1;
   private static final int REQUEST_ADD_GALLERY = 2;

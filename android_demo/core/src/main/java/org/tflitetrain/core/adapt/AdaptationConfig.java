@@ -8,7 +8,7 @@ import org.tflitetrain.core.select.Budget;
 
 /**
  * Settings of one adaptation run (immutable; build with {@link Builder}). The defaults are the default
- * adaptation protocol, Python's {@code tflite_train.runtime.protocol.DEFAULT_PROTOCOL} (the generated
+ * adaptation protocol, Python's {@code tflite_train.runtime.adaptation.protocol.DEFAULT_PROTOCOL} (the generated
  * {@code Contract.PROTOCOL_*}): {@link Contract#PROTOCOL_EPOCHS} passes over the support set at batch
  * {@link Contract#PROTOCOL_BATCH_SIZE}, B_compute {@link Contract#PROTOCOL_COMPUTE_FRACTION} of the full
  * backward pass, the model's learning rate; what Python's {@code AdaptConfig()} runs.

@@ -29,7 +29,7 @@ import org.tflitetrain.core.model.ModelMetadata;
  * (nothing below the cut changes, and the driver does not augment, so the cached rows are exactly the
  * support images), with only the layers above the cut computed per step.
  *
- * <p>The fine-tuning procedure follows Python's {@code tflite_train.runtime.trainer.adapt} (TinyTrain appendix C,
+ * <p>The fine-tuning procedure follows Python's {@code tflite_train.runtime.adaptation.trainer.adapt} (TinyTrain appendix C,
  * after P>M>F), by the config's {@link AdaptationConfig#prototypeMode} (prototypes fixed, refreshed before every
  * update, or inside {@code episode_step_from_<layer>}), {@link AdaptationConfig#batchMode} (one batched call, or
  * per-row {@code accumulate_from_<layer>} and one {@code apply_accumulated}) and
@@ -497,7 +497,7 @@ public final class AdaptationDriver {
   }
 
   /**
-   * The checkpoint (the format Python's {@code tflite_train.runtime.checkpoint} reads and writes) of the
+   * The checkpoint (the format Python's {@code tflite_train.runtime.checkpoint.checkpoint} reads and writes) of the
    * current adapted state under {@code selection}.
    */
   public byte[] checkpoint(Selection selection, String policy, boolean includeOptimizer, List<String> classNames)

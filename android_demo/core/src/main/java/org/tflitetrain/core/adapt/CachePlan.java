@@ -8,7 +8,7 @@ import org.tflitetrain.core.model.ModelMetadata;
 
 /**
  * Whether an adaptation trains from the frozen-prefix cache, at which cut, and what the cache costs
- * (pure; the Java twin of Python {@code tflite_train.runtime.activation_cache}).
+ * (pure; the Java twin of Python {@code tflite_train.runtime.adaptation.activation_cache}).
  *
  * <p>A step from the cache ({@code train_step_from_<layer>}) starts from the activation at a cut instead of
  * the image: the layers below the cut never change while only layers above it are selected, so their

@@ -22,7 +22,7 @@ import org.tflitetrain.core.model.Contract;
 import org.tflitetrain.core.model.ModelMetadata;
 
 /**
- * The checkpoint file shared with Python ({@code tflite_train/runtime/checkpoint.py}, CONTRACT.md):
+ * The checkpoint file shared with Python ({@code tflite_train/runtime/checkpoint/checkpoint.py}, CONTRACT.md):
  * little-endian magic "TFLTCKPT", u32 version 1, u32 header length, UTF-8 JSON header (format, format_version,
  * model_id, selection, include_optimizer, class_names, arrays [{name, dtype, shape, offset, nbytes}],
  * payload_bytes), the arrays' C-order bytes, then the sha256 of everything before it.

@@ -13,7 +13,7 @@ import org.tflitetrain.core.model.Contract;
 
 /**
  * The declared schema of a checkpoint header and its selection, checked field by field before any value
- * is used (the Java twin of {@code tflite_train/runtime/checkpoint_schema.py}): every field's JSON type,
+ * is used (the Java twin of {@code tflite_train/runtime/checkpoint/checkpoint_schema.py}): every field's JSON type,
  * range and length, no unknown or missing field, then the header's cross-field rules: the selection's
  * {@code channels} has exactly its {@code layers} as keys, each a strictly increasing non-empty list of
  * channel indices; array names are unique, each array's {@code nbytes} is its shape's element count x 4 and

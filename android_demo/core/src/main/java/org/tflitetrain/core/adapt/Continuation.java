@@ -11,7 +11,7 @@ import org.tflitetrain.core.model.Contract;
 import org.tflitetrain.core.model.ModelMetadata;
 
 /**
- * Where a continued adaptation starts (issue 42; Python's {@code tflite_train.runtime.continual.AdaptStart}): a
+ * Where a continued adaptation starts (issue 42; Python's {@code tflite_train.runtime.adaptation.continual.AdaptStart}): a
  * checkpoint's state and classes, the support set's new classes after them, and the checkpoint's replay memory.
  *
  * <ul>

@@ -9,7 +9,7 @@ import org.tflitetrain.core.adapt.AdaptationConfig.ChoiceScore;
 
 /**
  * The per-task choice of the learning rate on held-out support images (P>M>F, Hu et al. CVPR 2022; TinyTrain
- * appendix C): the port of Python's {@code tflite_train.runtime.rate_choice} (its pure functions are pinned by the
+ * appendix C): the port of Python's {@code tflite_train.runtime.adaptation.rate_choice} (its pure functions are pinned by the
  * golden {@code procedure.json}).
  *
  * <p>The support set S splits into a prototype set S_p (one image per class) and a held-out set S_h (the rest);

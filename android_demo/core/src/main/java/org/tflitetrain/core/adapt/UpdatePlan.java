@@ -8,7 +8,7 @@ import org.tflitetrain.core.adapt.AdaptationConfig.PrototypeMode;
 
 /**
  * How every update of an adaptation runs, resolved against the model and the memory budget: the port of Python's
- * {@code tflite_train.runtime.fine_tuning.plan_updates} / {@code UpdatePlan} (pinned by the golden
+ * {@code tflite_train.runtime.adaptation.fine_tuning.plan_updates} / {@code UpdatePlan} (pinned by the golden
  * {@code procedure.json}).
  *
  * <p>Rules: episode prototypes need a cached cut with its {@code episode_step_from_<layer>} and N + B rows within

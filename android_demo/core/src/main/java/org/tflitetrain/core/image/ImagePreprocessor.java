@@ -4,7 +4,7 @@ import org.tflitetrain.core.model.InputSpec;
 
 /**
  * Turns ARGB pixels (as Android's {@code Bitmap.getPixels} gives them: not premultiplied) into the
- * model's input, with the algorithm of the Python {@code tflite_train.runtime.model_input.to_model_input}
+ * model's input, with the algorithm of the Python {@code tflite_train.runtime.images.model_input.to_model_input}
  * (pinned by {@code image_golden.json}; see {@code ImagePreprocessorParityTest}). In 0..255 units:
  *
  * <ol>

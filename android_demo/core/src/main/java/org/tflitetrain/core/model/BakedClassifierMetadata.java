@@ -15,7 +15,7 @@ import org.tflitetrain.core.json.JsonException;
 
 /**
  * The metadata of a baked classifier, the file {@code tflite-train bake} writes (CONTRACT.md "Baked
- * classifier"; Python {@code tflite_train.runtime.baked_classifier}): one signature {@link Contract#CLASSIFY}
+ * classifier"; Python {@code tflite_train.runtime.baked.baked_classifier}): one signature {@link Contract#CLASSIFY}
  * from {@link Contract#IMAGES} to {@link Contract#LOGITS} [N, classes], no state; run it with
  * {@code Interpreter.runSignature} (or any {@code SignatureRunner}) after {@link #load} accepted it.
  *

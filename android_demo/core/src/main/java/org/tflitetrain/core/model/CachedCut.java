@@ -4,7 +4,7 @@ import java.util.Arrays;
 
 /**
  * One frozen-prefix cut of a model (metadata {@code cached_cuts}, CONTRACT.md "Frozen-prefix cache";
- * Python {@code tflite_train.runtime.interpreter.CachedCut}).
+ * Python {@code tflite_train.runtime.model.interpreter.CachedCut}).
  *
  * <p>{@link #featuresSignature} computes, from the images, the activation every layer from {@link #layer} up
  * reads; {@link #trainSignature} and {@link #inferSignature} run the rest of the network from that

@@ -7,7 +7,7 @@ import java.security.NoSuchAlgorithmException;
 
 /**
  * The integrity seal of an exported model (CONTRACT.md "Integrity"; Python
- * {@code tflite_train.runtime.integrity}): the metadata entry {@link Contract#CHECKSUM_NAME} holds the 64 hex
+ * {@code tflite_train.runtime.model.integrity}): the metadata entry {@link Contract#CHECKSUM_NAME} holds the 64 hex
  * digits of the sha256 of the whole file with those 64 bytes read as ASCII {@code '0'}. {@link #verify} runs
  * before the bytes reach an {@code Interpreter} (native code): a truncated, bit-flipped or spliced file, or one
  * without a seal, is refused naming the entry.

@@ -18,7 +18,7 @@ import org.tflitetrain.core.model.ModelMetadata;
 
 /**
  * {@link CachePlan}: the cut choice (highest cut at or below the deepest selected layer) and the fit
- * decision (Python {@code tflite_train.runtime.activation_cache}), on hand-computed cases.
+ * decision (Python {@code tflite_train.runtime.adaptation.activation_cache}), on hand-computed cases.
  */
 public class CachePlanTest {
   /** 32 x 32 x 3 images: 3072 floats, 12288 bytes each. */

@@ -70,7 +70,7 @@ public class ContractFixturesTest {
    * the informative selftest description is shortened to make room) fails; returns the message.
    */
   private String refusal(String edited, Map<String, GraphSignature> graph) throws Exception {
-    String shorter = edited.replace("\"npz (see tflite_train.runtime.selftest)\"", "\"npz\"");
+    String shorter = edited.replace("\"npz (see tflite_train.runtime.model.selftest)\"", "\"npz\"");
     byte[] old = json.getBytes(StandardCharsets.UTF_8);
     byte[] now = shorter.getBytes(StandardCharsets.UTF_8);
     assertTrue("edited metadata longer than the original", now.length <= old.length);

@@ -1,0 +1,1 @@
+"""Adapting a model on the device: the protocol, the trainer, its cache, memory and reports."""

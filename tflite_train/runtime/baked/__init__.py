@@ -1,0 +1,1 @@
+"""Baked classifiers: a plain model made from an export and a checkpoint."""

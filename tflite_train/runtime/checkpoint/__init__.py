@@ -1,0 +1,1 @@
+"""Checkpoints: the adapted weights saved beside a model, and their schema."""

@@ -1,0 +1,1 @@
+"""Images in: decoding files, labelled image folders and the model's input tensor."""

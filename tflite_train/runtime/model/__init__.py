@@ -1,0 +1,1 @@
+"""The model file: the interpreter over it, its metadata, schemas and integrity checks."""
