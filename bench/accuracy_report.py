@@ -95,7 +95,7 @@ def accuracy_section(config: BenchConfig, results: Mapping, lines: list[str]) ->
               f"`tflite_train.runtime.to_model_input`; the cache per run is named below its table). {batches}; each policy trains for its chosen number of "
               "passes (epochs) over the support set at its chosen learning rate, through the TFLite runtime "
               "(`TrainableModel` + `adapt` + `evaluate`; the sparse policies and LastLayer train from the "
-              "frozen-prefix cache where the export has one). Every adaptation is stored as it finishes "
+              "cached cut where the export has one). Every adaptation is stored as it finishes "
               "(`tasks/`, `bench/task_store.py`, keyed by the model's id, the adapt config, target, pool and "
               "task), so an interrupted run resumes where it stopped.", "",
               f"**Validation split** (`bench/validation_split.py`): each target is cut by a seeded hash (sha256 of "
@@ -135,8 +135,8 @@ def _estimates(config: BenchConfig, results: Mapping, section: Mapping) -> str:
                          f"FullTrain batch {preset.full_train_batch}): "
                          f"{sum(v['total'] for v in est.values()) / 3600:.1f} h ({parts})")
     return ("- Cost: the *s / task* column is the measured wall time of one adaptation (one interpreter thread, at the "
-            "chosen passes) on this machine in this run, with the tasks whose steps ran from the frozen-prefix "
-            "cache. Wall time of the paired section on 2 workers and the "
+            "chosen passes) on this machine in this run, with the tasks whose steps ran from the cached "
+            "cut. Wall time of the paired section on 2 workers and the "
             f"{len(targets)} targets of this cache, estimated from those per-task costs (`bench/run_cost.py`: "
             "seconds per task and pass x the successive-halving rounds, the longest passes for every reported "
             "run; adaptation only, so a lower bound up to the long-side rounding: evaluation, task preparation, "

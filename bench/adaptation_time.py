@@ -3,7 +3,7 @@
 For each timed method: ``load`` (``TrainableModel`` construction: read + interpreter + allocation),
 then ``adapt``'s phases: ``head`` (prototypes), ``fisher_selection`` (Fisher pass + Algorithm 1
 lines 1-4), ``cache`` (the frozen prefix of every augmented view, when the steps run from the
-frozen-prefix cache; 0 otherwise), ``training`` (``AdaptConfig.num_steps`` steps); end-to-end = their sum. Selection
+cached cut; 0 otherwise), ``training`` (``AdaptConfig.num_steps`` steps); end-to-end = their sum. Selection
 overhead = fisher_selection / end-to-end. Step time = training / steps. The median over ``timing_runs``
 runs (fresh model each) is reported per phase.
 """

@@ -23,7 +23,7 @@ What it does, in one run (ratios are between figures of that run):
 4. times, each in a fresh process (so that ru_maxrss is that workload's peak RSS), at batch 1 on one
    thread (``--cpu`` pins the process to one core; peak RSS = VmHWM): ORT inference and the three train steps
    (forward + backward + optimizer step + gradient reset), and the project's ``infer``, TinyTrain
-   ``train_step`` (channel selection), the same step from the frozen-prefix cache
+   ``train_step`` (channel selection), the same step from the cached cut
    (``train_step_from_<layer>`` on the activation below the selection; ORT's column repeats its
    TinyTrain step, since its trainable set is fixed at export and it has no such cache), last-layer and
    full ``train_step`` on ai-edge-litert (this
@@ -176,7 +176,7 @@ def export_configs(args: argparse.Namespace) -> dict:
     size = (args.input_size, args.input_size)
     out = {}
     for key, k in (("sparse", min(args.candidate_blocks, blocks)), ("full", blocks)):
-        # FullTrain selects the stem, which reads the image: the full export needs no frozen-prefix cache
+        # FullTrain selects the stem, which reads the image: the full export needs no cached cut
         cache = key == "sparse"
         if args.weights:
             out[key] = trained_config(pathlib.Path(args.weights), size, candidate_blocks=k, train_variants=4,

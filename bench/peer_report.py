@@ -7,7 +7,7 @@ from tflite_train import contract as C
 
 WORKLOADS = ("infer", "tinytrain", "tinytrain_cached", "last_layer", "full")
 LABELS = {"infer": "infer (ms)", "tinytrain": "TinyTrain step (ms)",
-          "tinytrain_cached": "TinyTrain step from the frozen-prefix cache (ms; ORT: its TinyTrain step)",
+          "tinytrain_cached": "TinyTrain step from the cached cut (ms; ORT: its TinyTrain step)",
           "last_layer": "last-layer step (ms)", "full": "full step (ms)"}
 ENGINES = ("ort", "litert", "tflite_runtime")
 ENGINE_NAMES = {"ort": "ORT 1.19.2", "litert": "project, ai-edge-litert", "tflite_runtime": "project, tflite-runtime 2.14"}

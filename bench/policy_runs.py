@@ -3,7 +3,7 @@
 A ``Method`` names an exported model (``"sparse"``, ``"full"``, ``"<run>/baseline"``, ...) and an
 ``AdaptConfig``; ``run_records`` adapts the model to every task's support set and scores the query
 set, returning one ``bench.task_store.TaskRecord`` per task (accuracy in percent, the selection's
-cost-model figures, seconds, whether the frozen-prefix cache was used) and appending each to its cell
+cost-model figures, seconds, whether the cached cut was used) and appending each to its cell
 file as it finishes; ``run_methods`` returns their aggregates (``MethodResult``).
 """
 
@@ -53,7 +53,7 @@ class MethodResult:
     seconds: float
     layers: tuple[str, ...]
     cache_used: int = 0
-    """Tasks whose steps ran from the frozen-prefix cache."""
+    """Tasks whose steps ran from the cached cut."""
 
     @classmethod
     def from_records(cls, label: str, records: Sequence[TaskRecord]) -> MethodResult:

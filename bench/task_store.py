@@ -21,7 +21,7 @@ which holds everything that changes a result:
 A changed config therefore writes a new file and never reads an old one. Each task line is
 ``{"task": index in the pool's seeded episode list, "fingerprint": sha256 of the task's pixels and
 labels (16 hex), "accuracy": %, "memory_bytes", "backward_macs", "seconds" (adaptation), "layers",
-"cache": whether the steps ran from the frozen-prefix cache, "predictions": the predicted class of each
+"cache": whether the steps ran from the cached cut, "predictions": the predicted class of each
 query image, in query order (absent from lines written before it was stored)}``, written with one ``os.write`` on an
 ``O_APPEND`` descriptor, so a line is whole even when worker processes append to the same file at once.
 A reader keeps, per index, the first line whose fingerprint is the task's (a changed data cache or
@@ -62,7 +62,7 @@ class TaskRecord:
         model; 0 for no update).
       seconds: Wall time of the adaptation (``adapt``'s phases; evaluation excluded).
       layers: The selected layers.
-      cache: True when the steps ran from the frozen-prefix cache (``AdaptResult.cache.used``).
+      cache: True when the steps ran from the cached cut (``AdaptResult.cache.used``).
       predictions: The predicted class of each query image, in query order (None: not stored). Two
         records of one task with equal predictions are the same classifier on that query set, which
         equal accuracies are not: the no-op check reads these (``bench.paired_section.assemble_run``).

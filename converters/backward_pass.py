@@ -40,7 +40,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tflite_train.converters.cosine_head import episode_loss_and_embedding_grad, loss_and_embedding_grad
-from tflite_train.converters.frozen_prefix import CacheCut
+from tflite_train.converters.cached_cut import CacheCut
 from tflite_train.converters.graph.ir import Node
 from tflite_train.converters.ops import dispatch
 from tflite_train.converters.ops.activations import activation_backward
@@ -71,7 +71,7 @@ class BackwardPass:
         gradients unconditional, valid only when no layer below ``cut`` is selected); None = the
         general ``train_step`` (down to the lowest candidate, input gradients gated).
         ``start`` (with ``cut = start.index``): ``images`` is the cached activation at that cut's
-        frontier (``converters.frozen_prefix``); the walk is the same, over nodes the suffix holds.
+        frontier (``converters.cached_cut``); the walk is the same, over nodes the suffix holds.
         ``support`` (train only): f32 [N] support-row flags: the loss is the episode loss with prototypes
         computed from the support rows (``converters.cosine_head.episode_loss_and_embedding_grad``) instead
         of the ``prototypes`` state.

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tflite_train.converters.frozen_prefix import CacheCut
+from tflite_train.converters.cached_cut import CacheCut
 from tflite_train.converters.graph.ir import Node
 from tflite_train.converters.int8_prefix import PRE_ACTIVATION, fake_quant_kernel, fake_quant_value, needs_pre_activation_range
 from tflite_train.converters.ops import dispatch
@@ -86,7 +86,7 @@ class CopyOnWriteForward:
         ``from_variables``: candidate layers read their variables unconditionally (TF's own gradient
         with respect to them, ``tools.parity_reference``); otherwise the copy-on-write IF decides.
         ``start``: ``images`` is the activation at that cut's frontier, and only the suffix nodes run
-        (``converters.frozen_prefix``). ``stop``: return that node's value instead of the embedding,
+        (``converters.cached_cut``). ``stop``: return that node's value instead of the embedding,
         running only the nodes it reads."""
         if start is not None:
             values = {start.frontier: images}

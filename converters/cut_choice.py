@@ -3,7 +3,7 @@
 A *cut* is the table index of the lowest layer a train step reaches. Two kinds of signatures are cut:
 
 * depth-specific train steps (``train_step_<layer>``, ``train_cuts``): the backward stops at the cut;
-* frozen-prefix cache signatures (``features_<layer>``, ``train_step_from_<layer>``,
+* cached-cut signatures (``features_<layer>``, ``train_step_from_<layer>``,
   ``infer_from_<layer>``, ``cache_cut_indices``): the step starts from the stored activation at the cut.
 
 The runtime steps a selection whose deepest layer is d from the highest cut at or below d, so a cut is
@@ -60,7 +60,7 @@ def lowest_reachable(table: LayerTable, candidates: Sequence[int], compute_fract
 
 def cache_cut_indices(table: LayerTable, candidates: tuple[int, ...], cache_cuts: int | None,
                       compute_fraction: float) -> tuple[int, ...]:
-    """Cuts with frozen-prefix cache signatures, ascending, the lowest candidate first.
+    """Cuts with cached-cut signatures, ascending, the lowest candidate first.
 
     Args:
       table: The model's layer table.

@@ -67,9 +67,9 @@ class ExportConfig:
       selftest_batch: Number of images in the embedded self-test.
       train_variants: Number of depth-specific ``train_step_<layer>`` signatures, cut at the first
         layer of each of the last ``train_variants`` candidate blocks (0: only ``train_step``).
-      cache_signatures: Add the frozen-prefix cache signatures (``features_<layer>``,
+      cache_signatures: Add the cached-cut signatures (``features_<layer>``,
         ``train_step_from_<layer>``, ``infer_from_<layer>``) for the ``cache_cuts`` cuts whose frontier
-        is one tensor (``converters.frozen_prefix``); such a cut gets
+        is one tensor (``converters.cached_cut``); such a cut gets
         no ``train_step_<layer>`` (features + train_step_from compute it). False writes a file without
         them (as older exports: a ``train_step_<layer>`` per cut), which the runtime adapts with full steps.
       episode_signatures: With the cache signatures, also add per cached cut ``episode_step_from_<layer>``

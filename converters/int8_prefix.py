@@ -1,7 +1,7 @@
 """Runs the frozen prefix as int8 kernels (``export --quantize int8``): calibration and fake-quant annotation.
 
 The frozen prefix is every node below the lowest candidate layer (the complement of its suffix,
-``converters.frozen_prefix.suffix_nodes``): nothing there ever trains. Post-training quantization of the
+``converters.cached_cut.suffix_nodes``): nothing there ever trains. Post-training quantization of the
 whole converted module does not work for this graph (``docs/int8.md``: the converter quantizes whole
 signatures, head included, and keeps the float weights for the others). What works is the converter's
 quantization-aware path: the module's forward wraps
@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tflite_train.converters.graph.ir import Graph, Node
-from tflite_train.converters.frozen_prefix import suffix_nodes
+from tflite_train.converters.cached_cut import suffix_nodes
 from tflite_train.converters.ops import registry
 from tflite_train.sparse.layer_table import LayerTable
 

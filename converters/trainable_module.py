@@ -29,7 +29,7 @@ from tflite_train.converters.copy_on_write import DIRTY_SUFFIX, CopyOnWriteForwa
 from tflite_train.converters.cosine_head import head_logits
 from tflite_train.converters.cut_choice import cache_cut_indices, train_cuts
 from tflite_train.converters.export_config import ExportConfig
-from tflite_train.converters.frozen_prefix import CacheCut, cache_cut
+from tflite_train.converters.cached_cut import CacheCut, cache_cut
 from tflite_train.converters.gradient_accumulation import GradientAccumulation
 from tflite_train.converters.graph.ir import Graph
 from tflite_train.converters.graph.region import gradient_region

@@ -58,7 +58,7 @@ class DemoConfig:
         ... 40 iterations"), i.e. 1,000 steps for a 5-way 5-shot task.
       ways, shots, queries: Each task (fixed ways-way shots-shot; queries per class).
       tasks: Number of tasks to adapt on (accuracy is reported per task and on average). Each Lite0
-        task is 1,000 sparse steps (14 ms each from the frozen-prefix cache on 2 idle cores) after the
+        task is 1,000 sparse steps (14 ms each from the cached cut on 2 idle cores) after the
         export (README: a cold ``make demo`` takes 3 min 59 s).
       learning_rate: Step size of the sparse fine-tuning: the adaptation protocol's, as ``adapt``
         (TinyTrain's rate chosen on validation tasks by the powered benchmark, never on the demo's target).
@@ -197,12 +197,12 @@ def format_report(config: DemoConfig, report: dict[str, Any], result: Any, eval_
         f"{'unlimited' if math.isinf(limit) else f'{limit / 1e6:.2f}M'} "
         f"({limit / result.full_backward_macs:.0%} of the full backward pass, {result.full_backward_macs / 1e6:.2f}M MACs)",
         f"time: load {report['load_seconds']:.2f} s, head {seconds.get('head', 0):.2f} s, "
-        f"fisher+selection {seconds.get('fisher_selection', 0):.2f} s, frozen-prefix cache {seconds.get('cache', 0):.2f} s, "
+        f"fisher+selection {seconds.get('fisher_selection', 0):.2f} s, cached cut {seconds.get('cache', 0):.2f} s, "
         f"{len(result.losses)} steps ({config.epochs} passes) {seconds.get('training', 0):.2f} s, query eval {eval_seconds:.2f} s",
     ]
     if result.cache is not None:
         cache = result.cache
-        lines.append(f"steps from the frozen-prefix cache below {cache.layer}: {cache.cache_bytes / MIB:.2f} MiB "
+        lines.append(f"steps from the cached cut below {cache.layer}: {cache.cache_bytes / MIB:.2f} MiB "
                      f"(the views as images {cache.image_bytes / MIB:.2f} MiB), forward per step "
                      f"{cache.step_forward_macs / 1e6:.2f}M MACs" if cache.used else f"full steps: {cache.reason}")
     if result.losses:

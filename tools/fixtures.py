@@ -56,7 +56,7 @@ FIXTURES: dict[str, ExportConfig] = {
     # the shipped default: meta-trained EfficientNet-Lite0 (raw [0, 255] input, in-model normalisation), small
     "lite0_meta_adam_64": ExportConfig(backbone="lite0", input_size=(64, 64), weights=str(LITE0_META_WEIGHTS),
                                        cosine_scale=10.0, candidate_blocks=2, class_capacity=4, train_variants=1),
-    # a file without the frozen-prefix cache signatures, as exported before them (the runtime's fallback)
+    # a file without the cached-cut signatures, as exported before them (the runtime's fallback)
     "tiny_nocache_17": ExportConfig(backbone="tiny", input_size=(17, 17), candidate_blocks=2, class_capacity=4,
                                     train_variants=0, cache_signatures=False),
     # the two other paper backbones (seeded He init), small; even input (Keras pads the extra row after)

@@ -156,7 +156,7 @@ def test_importing_the_contract_imports_no_runtime():
 
 
 def _cached(meta: dict, graph: dict, shape=(2, 2, 7)) -> tuple[dict, dict]:
-    """``meta``/``graph`` with one frozen-prefix cut at layer "c" (activation ``shape``)."""
+    """``meta``/``graph`` with one cached cut at layer "c" (activation ``shape``)."""
     meta["signatures"] = C.signature_io(["c"], meta["state"], cached_cuts=["c"])
     meta["cached_cuts"] = [{"lowest_layer": "c", "lowest_index": 0, "shape": list(shape),
                             "features_signature": "features_c", "train_signature": "train_step_from_c",

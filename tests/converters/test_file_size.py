@@ -8,7 +8,7 @@ with the parameter count from the model's own layer table (metadata ``layers[].p
 metadata and self-test bytes measured from the file's metadata entries.
 
 The file has a part the formula does not cover: the operator graph of the signatures and their IF
-branches (~130 bytes per op), independent of the parameter count. With the frozen-prefix cache
+branches (~130 bytes per op), independent of the parameter count. With the cached cut
 signatures (three per cut) it was ~0.59 MB on ``mcunet_adam_35`` (0.38 MB before them), 0.64 MB on
 ``mbv2_adam_32`` and 0.93 MB on ``byo_mobilenet_v3_small_32``; with the episode and accumulation
 signatures (two more per cut and ``apply_accumulated``, issue 39; file minus float constants, metadata

@@ -1,9 +1,9 @@
-"""Gradient accumulation and episode steps from the frozen-prefix cache (issue 39) on whatever interpreter is
+"""Gradient accumulation and episode steps from the cached cut (issue 39) on whatever interpreter is
 installed (LiteRT here, tflite-runtime 2.14 in the Pi env).
 
 Invariant: rows r_1..r_B accumulated in any chunking (B one-row calls, or 2 + 3) and then ``apply_accumulated``
 give the weights, optimizer slots and step of ONE ``train_step_from`` on [r_1..r_B]. Tolerance: every state
-variable within 1e-4 of its largest magnitude (max |a - b| / max |b|, as ``test_frozen_prefix_cache``), with at
+variable within 1e-4 of its largest magnitude (max |a - b| / max |b|, as ``test_cached_cut_steps``), with at
 most 0.1 % of a variable's entries off by more than 1e-5 of that magnitude; losses rtol 1e-5. The two differ by
 float32 rounding only (the summed gradient divided by B against the gradient of the mean); measured on LiteRT:
 <= 2e-6 relative. The episode step's parity with TensorFlow autodiff is in ``test_signature_parity``.

@@ -1,4 +1,4 @@
-"""The pseudo-query views are drawn chunk by chunk when the steps run from the frozen-prefix cache
+"""The pseudo-query views are drawn chunk by chunk when the steps run from the cached cut
 (``pseudo_queries.ViewDraw``, ``fine_tuning.RowSource``), with the pixels, the ``features`` calls and the
 random stream of drawing them all up front.
 

@@ -109,7 +109,7 @@ def test_rss_over_100_full_runs(fashion, tmp_path):
 
     Measured over the last 80: +0.3 MiB with ai-edge-litert 2.3; with tflite-runtime 2.14, which keeps memory
     per interpreter created (reused interpreters stay flat, see above): +6.2 MiB (about 78 KiB per run) before
-    the frozen-prefix cache's signatures, +10.4 to +11.5 MiB (about 130-145 KiB per run) with them (more
+    the cached cut's signatures, +10.4 to +11.5 MiB (about 130-145 KiB per run) with them (more
     subgraphs per interpreter). A leak of our own per run (a support set, about 1 MB here) would exceed both.
     """
     from tflite_train.runtime.model.interpreter import load_interpreter_class

@@ -173,7 +173,7 @@ def register(command: Command) -> None:
                         "updated (the stored activations come from the layers below it)")
     p.add_argument("--replay-budget", type=replay_budget, default=DEFAULT_REPLAY_BUDGET_BYTES, metavar="SIZE",
                    help="most bytes of replay memory the checkpoint keeps: activations of support images at the "
-                        "frozen-prefix cut, chosen class-balanced, most recent first; a later --from run trains on "
+                        "cached cut, chosen class-balanced, most recent first; a later --from run trains on "
                         "them. 0 = none (a --from run then neither trains on the old memory nor keeps one, and the "
                         "old classes keep their stored prototypes while the network moves) (default: 1MiB, about "
                         "85 images on the default Lite0 @128)")
@@ -236,10 +236,10 @@ def register(command: Command) -> None:
                    help="--rate-choice: rank the rates by held-out accuracy (ties to the rate listed first), or "
                         "break accuracy ties by the held-out cross-entropy (default: accuracy)")
     p.add_argument("--no-cache", action="store_true",
-                   help="run every step through the whole network instead of from the frozen-prefix cache (the "
+                   help="run every step through the whole network instead of from the cached cut (the "
                         "activation below the selected layers, computed once per view; same results, slower)")
     p.add_argument("--cache-memory", type=byte_budget, metavar="SIZE",
-                   help="most memory the frozen-prefix cache may take, e.g. 8MiB (default: no more than the "
+                   help="most memory the cached cut may take, e.g. 8MiB (default: no more than the "
                         "augmented views as float32 images, which full steps read); over it, full steps")
     p.add_argument("--on-empty", choices=("raise", "empty"),
                    help="when a budget you give fits no layer: stop with an error (default), or keep the prototypes "

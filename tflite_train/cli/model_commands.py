@@ -193,7 +193,7 @@ def register(command: Command) -> None:
     p.add_argument("--seed", type=ranged(int, 0, MAX_SEED), default=0, help="seed of a built-in backbone's initialisation and of the "
                    "self-test inputs")
     p.add_argument("--episode-signatures", action="store_true",
-                   help="also add, per frozen-prefix cut, an episode step (prototypes computed from support rows "
+                   help="also add, per cached cut, an episode step (prototypes computed from support rows "
                         "inside the step, trained through) and gradient accumulation (a batch's update with one "
                         "image's backward memory), for adapt --prototypes episode / --batch-mode accumulate; on "
                         "the default Lite0@128 export: +11 %% file size, about twice the export time")

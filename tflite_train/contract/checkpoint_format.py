@@ -13,7 +13,7 @@ holds ``format`` (:data:`CHECKPOINT_FORMAT`), ``format_version``, ``model_id`` (
 
 The optional replay section (issue 42: latent replay) is the header object :data:`CK_REPLAY`, versioned on
 its own (``format`` :data:`REPLAY_FORMAT`, ``format_version`` :data:`REPLAY_FORMAT_VERSION`), with
-:data:`RP_CUT_LAYER` and :data:`RP_CUT_INDEX` (the frozen-prefix cut of metadata ``cached_cuts`` whose
+:data:`RP_CUT_LAYER` and :data:`RP_CUT_INDEX` (the cached cut of metadata ``cached_cuts`` whose
 activations it holds), :data:`RP_ACTIVATION_SHAPE` (one activation, without the batch),
 :data:`RP_BUDGET_BYTES` (the byte budget the activations were kept under) and ``rule``
 (:data:`REPLAY_RULE`, the rule that chose them); its two payload arrays are

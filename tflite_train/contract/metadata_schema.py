@@ -140,7 +140,7 @@ METADATA_FIELDS: tuple[MetadataField, ...] = (
     MetadataField(F_SIGNATURES, "object", "signature name -> {inputs: [names], outputs: [names]}"),
     MetadataField(F_TRAIN_VARIANTS, "[object]", "depth-specific train steps: {signature, lowest_layer, lowest_index}",
                   False),
-    MetadataField(F_CACHED_CUTS, "[object]", f"frozen-prefix cache, one entry per cut, ascending: {{{F_LOWEST_LAYER}, "
+    MetadataField(F_CACHED_CUTS, "[object]", f"cached cut, one entry per cut, ascending: {{{F_LOWEST_LAYER}, "
                   f"{F_LOWEST_INDEX}, {F_SHAPE} (the activation without the batch), {F_FEATURES_SIGNATURE}, "
                   f"{F_TRAIN_SIGNATURE}, {F_INFER_SIGNATURE}, {F_SUFFIX_FORWARD_MACS} (forward MACs per image above "
                   f"the cut), optional {F_EPISODE_SIGNATURE} and {F_ACCUMULATE_SIGNATURE} (the cut's episode step and "
@@ -159,7 +159,7 @@ def signature_io(candidates: Sequence[str], state: Sequence[str], variants: Sequ
                  cached_cuts: Sequence[str] = (), episode_cuts: Sequence[str] = ()) -> dict[str, dict[str, list[str]]]:
     """The metadata ``signatures`` field: signature -> {inputs, outputs} names, placeholders expanded;
     ``variants`` are the depth-specific train steps, ``cached_cuts`` the lowest layers of the cuts with
-    frozen-prefix cache signatures (:data:`CACHED_SIGNATURES`), ``episode_cuts`` those of the cuts that also
+    cached-cut signatures (:data:`CACHED_SIGNATURES`), ``episode_cuts`` those of the cuts that also
     have the episode and accumulation signatures (:data:`EPISODE_SIGNATURES`; with any, ``apply_accumulated``)."""
     def names(specs):
         out = []

@@ -42,7 +42,7 @@ RESET_STATE = "reset_state"
 TRAIN_VARIANT_PREFIX = "train_step_"
 """Depth-specific train steps are named ``train_step_<lowest layer>`` (metadata ``train_variants``)."""
 FEATURES_PREFIX = "features_"
-"""Frozen-prefix signatures ``features_<layer>``: images -> the activation that layer's cut starts from
+"""Cached-cut signatures ``features_<layer>``: images -> the activation that layer's cut starts from
 (metadata ``cached_cuts``)."""
 TRAIN_FROM_PREFIX = "train_step_from_"
 """``train_step_from_<layer>``: the train step of ``train_step_<layer>``, started from a cached activation."""
@@ -167,7 +167,7 @@ CACHED_SIGNATURES: tuple[SignatureSpec, ...] = (
     SignatureSpec(INFER_FROM_PREFIX + "<layer>", (_ACTIVATIONS,), SIGNATURES[0].outputs,
                   (_WEIGHTS, PROTOTYPES, NUM_CLASSES), (), "infer from the cached activation."),
 )
-"""The frozen-prefix cache signatures of one cut (metadata ``cached_cuts``); ``<layer>`` is the cut's lowest
+"""The cached-cut signatures of one cut (metadata ``cached_cuts``); ``<layer>`` is the cut's lowest
 layer and ``A...`` the activation's shape without the batch (the entry's ``shape``)."""
 
 _UPDATE_READS = (_WEIGHTS, "optimizer slots", "masks", NUM_CLASSES, STEP, LEARNING_RATE)

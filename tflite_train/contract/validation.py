@@ -169,7 +169,7 @@ def _check_cut_signature(declared: Mapping[str, Any], graph: Mapping[str, Mappin
 
 
 def _validate_cached_cuts(metadata: Mapping[str, Any], graph: Mapping[str, Mapping[str, Mapping[str, tuple]]]) -> None:
-    """The frozen-prefix cache entries (metadata ``cached_cuts``) against the layer table and the graph, with
+    """The cached cut entries (metadata ``cached_cuts``) against the layer table and the graph, with
     their optional episode and accumulation signatures and ``apply_accumulated``."""
     indices = {layer[F_NAME]: int(layer[F_INDEX]) for layer in metadata[F_LAYERS]}
     declared = metadata[F_SIGNATURES]

@@ -56,7 +56,7 @@ from tflite_train.runtime.adaptation.trainer import (
 )
 from tflite_train.runtime.adaptation.pseudo_queries import draw_views, pseudo_query_batches
 from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment
-from tflite_train.runtime.adaptation.activation_cache import CachePlan, plan_cache
+from tflite_train.runtime.adaptation.cache_plan import CachePlan, plan_cache
 
 # Shipping what was learned (issue 42): a plain classifier baked from an export and a checkpoint.
 from tflite_train.runtime.baked.baked_classifier import BakedClassifier, BakedModelError, read_baked_metadata

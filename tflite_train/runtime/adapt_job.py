@@ -389,7 +389,7 @@ def replay_report(memory: ReplayMemory | None, budget: int, names: Sequence[str]
     """The report's ``replay_memory``: the stored memory's summary (``ReplayMemory.report``), or why none is kept."""
     if memory is not None:
         return memory.report(names)
-    reason = ("replay budget 0" if budget <= 0 else "the model has no frozen-prefix cut" if not model.cached_cuts
+    reason = ("replay budget 0" if budget <= 0 else "the model has no cached cut" if not model.cached_cuts
               else model.cache_unsafe or "the budget holds no activation at the cut")
     return {"budget": budget, "bytes": 0, "examples": 0, "reason": reason}
 

@@ -1,4 +1,4 @@
-"""Where a TinyTrain step from the frozen-prefix cache spends its time: the step with nothing, one layer or
+"""Where a TinyTrain step from the cached cut spends its time: the step with nothing, one layer or
 the policy's whole selection updated, against ``infer``, the prefix and the forward above the cut.
 
 A step from the cache at ``<cut>`` runs the forward above the cut (``infer_from_<cut>``), the loss, the input
@@ -8,7 +8,7 @@ part each selected layer adds (issue 26: the goal is a cached step <= 0.75x ``in
 
     python -m tools.diagnostics.cached_step_overhead --model M.tflite [--cache build/data_cache] [--out bench/results/CACHED_STEP_OVERHEAD.md]
 
-The model must have frozen-prefix cache signatures (``tools.diagnostics.step_ratios`` exports one). One interpreter
+The model must have cached-cut signatures (``tools.diagnostics.step_ratios`` exports one). One interpreter
 thread; pin the process (``taskset -c 0``) on a quiet machine; medians of ``--repeats`` calls, the lowest of
 ``--rounds`` interleaved rounds. Numpy and an interpreter only.
 """
@@ -52,7 +52,7 @@ def render(model: str, cut: str, timings: Sequence[Timing], command: str = "", l
     if "infer" not in by_label:
         raise ValueError("timings need an 'infer' row")
     base = by_label["infer"]
-    lines = ["# A TinyTrain step from the frozen-prefix cache, decomposed (`tools/diagnostics/cached_step_overhead.py`)", "",
+    lines = ["# A TinyTrain step from the cached cut, decomposed (`tools/diagnostics/cached_step_overhead.py`)", "",
              f"Model: `{model}`, cut `{cut}`." + (f" Command: `{command}`." if command else "")
              + (f" {load}" if load else ""), "",
              *markdown_table(("call", "ms", "x `infer`"),
@@ -107,7 +107,7 @@ def cached_step(model_path: str, cache: str) -> CachedStep:
     policy's selection and caches the first image's activation at its cut.
 
     Raises:
-      ValueError: the model has no frozen-prefix cache signatures for that selection.
+      ValueError: the model has no cached-cut signatures for that selection.
     """
     from tools.diagnostics.step_ratios import support_set
     from tflite_train.runtime import TrainableModel
@@ -118,7 +118,7 @@ def cached_step(model_path: str, cache: str) -> CachedStep:
     model.set_selection(selection)
     cut = model.cache_cut()
     if cut is None:
-        raise ValueError(f"{model_path}: no frozen-prefix cache signatures for the policy's selection")
+        raise ValueError(f"{model_path}: no cached-cut signatures for the policy's selection")
     return CachedStep(model, selection, cut, xs[:1], ys[:1], model.features(cut, xs[:1]))
 
 
@@ -153,8 +153,8 @@ def measure(model_path: str, cache: str, repeats: int, rounds: int) -> tuple[str
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--model`` (an export with frozen-prefix cache signatures) and ``--cache`` (the support set's data)."""
-    parser.add_argument("--model", required=True, help="an exported .tflite with frozen-prefix cache signatures")
+    """``--model`` (an export with cached-cut signatures) and ``--cache`` (the support set's data)."""
+    parser.add_argument("--model", required=True, help="an exported .tflite with cached-cut signatures")
     parser.add_argument("--cache", default="build/data_cache", help="data cache (tflite-train data prepare)")
 
 

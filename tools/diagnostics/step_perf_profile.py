@@ -21,7 +21,7 @@ the per-layer update branches of ``converters.backward_pass``) or in the signatu
 
     python -m tools.diagnostics.step_perf_profile --model M.tflite [--calls 2500] [--out bench/results/STEP_PERF_PROFILE.md]
 
-Workloads: ``infer``; the step from the frozen-prefix cache with nothing selected; the same step with the
+Workloads: ``infer``; the step from the cached cut with nothing selected; the same step with the
 TinyTrain policy's selection (``tools.diagnostics.cached_step_overhead.policy_selection``). ai-edge-litert, one thread,
 pinned to CPU 0. Needs ``perf`` (Debian ``linux-perf``) and ``perf_event_paranoid`` <= 2; the parsing and
 attribution are pure functions of ``perf script -F ip,sym`` text.

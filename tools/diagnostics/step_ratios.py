@@ -1,4 +1,4 @@
-"""Benchmark (not a test): TinyTrain step / infer with and without the frozen-prefix cache, FullTrain
+"""Benchmark (not a test): TinyTrain step / infer with and without the cached cut, FullTrain
 step / TinyTrain step, the wall time of the default adaptation, and peak RSS of a whole ``adapt`` vs an
 infer-only process, on both TFLite runtimes, for built-in and user models.
 
@@ -21,7 +21,7 @@ model and runs ``infer`` on the support and query sets, vs one that runs the who
 (``--steps`` steps) and then the same inference. Targets (issue 13): step/infer <= 1.3 on
 tflite-runtime and <= 1.5 on LiteRT; full/TinyTrain >= 7 on both; RSS adapt/infer <= 1.5.
 
-Frozen-prefix cache (issue 26): the same TinyTrain step from the cached activation at the cut below
+Cached cuts (issue 26): the same TinyTrain step from the cached activation at the cut below
 the selection (``train_step_from_<layer>``), its forward MACs above the cut beside the whole forward,
 and the wall time of the whole default adaptation (the paper's protocol: 40 passes at batch 1 over the
 25 support images, Fisher and selection included, the budget of ``--mem-budget`` / ``--compute-fraction``)

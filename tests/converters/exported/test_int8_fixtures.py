@@ -4,7 +4,7 @@ main env, tflite-runtime 2.14 in the Pi env (builtin kernels: it refuses its exp
 Fixtures (``tools/fixtures.py``, the shape of ``tiny_adam_33``): ``tiny_int8c_33``
 (``--quantize int8-candidates``) and ``tiny_int8_33`` (``--quantize int8``, synthetic calibration).
 The self-test is the file's own (float tolerances for int8-candidates, the int8 ones for int8);
-``adapt`` runs end to end from image folders (its steps from the frozen-prefix cache) and writes a
+``adapt`` runs end to end from image folders (its steps from the cached cut) and writes a
 checkpoint that ``predict`` reads.
 """
 

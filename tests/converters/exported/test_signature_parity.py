@@ -73,7 +73,7 @@ def test_train_steps_match_autodiff_optimizer(case):
 
 
 def test_cached_signatures_match_tensorflow(case):
-    """The frozen-prefix signatures against the same TF references: ``features_<layer>`` then
+    """The cached-cut signatures against the same TF references: ``features_<layer>`` then
     ``infer_from_<layer>`` at every cut = the Keras embedding and logits; ``features_<layer>`` then 3
     steps of ``train_step_from_<layer>`` at the cut the parity selection uses (it selects the lowest
     candidate, so the lowest cut) = TF autodiff + the numpy optimizer (same tolerances as above)."""

@@ -52,8 +52,8 @@ class AdaptConfig:
         k support images (``fisher_subset``), which bounds the Fisher time for large support sets.
       augment_views: V, augmented views of each support image drawn once before the first step; pass p
         over the support set reads view p mod V (``tflite_train.runtime.adaptation.pseudo_queries``).
-      cache: Train from the frozen-prefix cache when the model has it and it fits
-        (``tflite_train.runtime.adaptation.activation_cache``); False: full steps.
+      cache: Train from the cached cut when the model has it and it fits
+        (``tflite_train.runtime.adaptation.cache_plan``); False: full steps.
       cache_memory_bytes: The cache's limit in bytes; None = the bytes of the V * N augmented views as
         float32 images (the cache then never takes more memory than what full steps read).
       prototype_mode: Where each update's class prototypes come from (``tflite_train.runtime.adaptation.fine_tuning``):

@@ -1,4 +1,4 @@
-"""A frozen-prefix cut of an exported model (metadata ``cached_cuts``; ``converters.frozen_prefix``), as plain data."""
+"""A cached cut of an exported model (metadata ``cached_cuts``; ``converters.cached_cut``), as plain data."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["CachedCut", "cached_cuts"]
 
 @dataclasses.dataclass(frozen=True)
 class CachedCut:
-    """One frozen-prefix cut of a model (metadata ``cached_cuts``; ``converters.frozen_prefix``).
+    """One cached cut of a model (metadata ``cached_cuts``; ``converters.cached_cut``).
 
     Attributes:
       layer: The cut's lowest layer L: a step from the cache updates layers from L upward only.

@@ -11,7 +11,7 @@ where the prototypes c_k come, by ``prototype_mode``:
 
 * "fixed": c_k = mean of f_0(x) over S'_k, the untrained backbone's, set once (the previous procedure);
 * "refresh": c_k = mean of f_u(x) over S'_k through the current backbone, recomputed before every update
-  (from the frozen-prefix cache of S': only the layers above the cut run), no gradient through c_k;
+  (from the cached cut of S': only the layers above the cut run), no gradient through c_k;
 * "episode": as "refresh", computed inside the step with the gradient of L_u through c_k as well
   (P>M>F; the ``episode_step_from_<layer>`` signature, support rows and pseudo-queries in one batch).
 

@@ -4,7 +4,7 @@ The paper's fine-tuning (appendix C, after P>M>F) trains on pseudo-queries, augm
 support set. Here every support image gets ``V`` augmented views, drawn once before the first step
 (``draw_views``); the steps then cycle through them (``pseudo_query_batches``): pass p over the support
 set (one seeded random permutation) reads view p mod V of each image. Drawing the views up front is what
-lets the runtime cache the frozen prefix of every view exactly (``tflite_train.runtime.adaptation.activation_cache``):
+lets the runtime cache the frozen prefix of every view exactly (``tflite_train.runtime.adaptation.cache_plan``):
 a step from the cache and a full step see the same pixels.
 
 One ``numpy.random.Generator`` drives both, views first, so the on-device trainer and its TensorFlow
@@ -13,7 +13,7 @@ simulation (``tflite_train.meta.simulate``) that call them in this order see the
 A ``ViewDraw`` is that draw not yet made: its ``chunks`` are the rows of ``draw_views``' output in
 consecutive chunks, each view drawn (the same ``augment`` call on the same generator, in the same order)
 only when a chunk first reaches it, so a caller that keeps only something computed from each chunk (the
-frozen-prefix cache) never holds all V * N views (on EfficientNet-Lite0@128, 4 x 25 views are 18.75 MiB).
+cached cut) never holds all V * N views (on EfficientNet-Lite0@128, 4 x 25 views are 18.75 MiB).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Latent replay (issue 42): activations of earlier support images at a fixed cut, kept in a checkpoint under a
 byte budget, so that a later ``adapt --from`` trains on the old classes too, without their images.
 
-**What is stored.** At a frozen-prefix cut ``<layer>`` (metadata ``cached_cuts``; ``activation_cache``) a
+**What is stored.** At a cached cut ``<layer>`` (metadata ``cached_cuts``; ``cache_plan``) a
 support image x has the activation a(x) = f_<cut(x) that every layer from ``<layer>`` up reads; a step from
 it (``train_step_from_<layer>``) computes exactly what ``train_step`` computes from x, as long as no layer
 below the cut has changed (CONTRACT.md). The memory holds a(x) of the un-augmented image (float32) and x's

@@ -47,7 +47,7 @@ def loss_ends(losses: Sequence[float]) -> tuple[float, float, int] | None:
 
 
 def format_cache(cache: Mapping[str, Any] | None) -> str:
-    """The frozen-prefix cache line of the summary (``AdaptResult.cache``); empty when nothing trained."""
+    """The cached cut line of the summary (``AdaptResult.cache``); empty when nothing trained."""
     if not cache:
         return ""
     if not cache["used"]:

@@ -11,7 +11,7 @@
 4. ``set_selection``; the fine-tuning (``tflite_train.runtime.adaptation.fine_tuning``, P>M>F's procedure of the
    paper's appendix C): ``augment_views`` augmented views of every support image are drawn before the first
    step (flips, shifts, brightness/contrast; ``tflite_train.runtime.adaptation.augmentation``); when the model has
-   frozen-prefix signatures and the cache fits (``tflite_train.runtime.adaptation.activation_cache``), the activation at the cut
+   cached-cut signatures and the cache fits (``tflite_train.runtime.adaptation.cache_plan``), the activation at the cut
    below the deepest selected layer is computed once per view (and per support image, when the prototypes
    or the rate choice need it), the views drawn chunk by chunk as they are (``pseudo_queries.ViewDraw``:
    the same pixels, never all held), and every update runs from it (only the layers above the cut), else
@@ -45,7 +45,7 @@ import numpy as np
 from tflite_train import contract as C
 from tflite_train.runtime.adaptation.augmentation import with_value_range
 from tflite_train.runtime.adaptation.augmentation import augment as augment_images
-from tflite_train.runtime.adaptation.activation_cache import CachePlan, plan_cache
+from tflite_train.runtime.adaptation.cache_plan import CachePlan, plan_cache
 from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
 from tflite_train.runtime.adaptation.continual import AdaptStart
 from tflite_train.runtime.errors import UserError
@@ -81,7 +81,7 @@ class AdaptResult:
       losses, accuracies: ``train_step`` outputs per step (empty when the selection is empty).
       seconds: Wall-clock seconds per phase: "head", "fisher_selection", "cache" (the frozen prefix of
         every view, when cached), "training".
-      cache: Whether the steps ran from the frozen-prefix cache, its bytes and the step's forward MACs.
+      cache: Whether the steps ran from the cached cut, its bytes and the step's forward MACs.
       potentials: Fisher potential P_l = sum_o Delta_o (paper Eq. 2) per candidate layer, for the
         policies that compute this task's Fisher (tinytrain); empty otherwise.
       updates: How the updates ran (prototypes, batch or accumulation, rows per call; None without training).
@@ -295,7 +295,7 @@ def adapt(
             raise UserError(f"the replay memory trains from its cut {cut.layer}, but the steps cannot run from it "
                             f"({plan.reason}); give a replay budget of 0 to train without it")
         if not plan.used:
-            LOG.info("training without the frozen-prefix cache: %s", plan.reason)
+            LOG.info("training without the cached cut: %s", plan.reason)
         with timer.phase("cache"):
             source = RowSource(model, cut if plan.used else None, images if needs_support else None, views,
                                config.chunk_size, None if replay is None else replay.activations)

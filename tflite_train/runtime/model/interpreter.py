@@ -3,9 +3,9 @@
 ``TrainableModel`` checks the file and its metadata, opens it on the interpreter that
 ``interpreter_choice`` picks (the runtime, and whether the CompiledModel with XNNPACK's weight cache or an
 explicit XNNPACK delegate runs it), and calls its signatures: the train signature for the current
-selection, the frozen-prefix cache's signatures, the episode and accumulation steps, the state.
+selection, the cached cut's signatures, the episode and accumulation steps, the state.
 With the explicit XNNPACK delegate of tflite-runtime 2.14 (``interpreter_choice``'s docstring says why),
-steps never run from the frozen-prefix cache (a ``features_<layer>`` then ``train_step_from_<layer>``
+steps never run from the cached cut (a ``features_<layer>`` then ``train_step_from_<layer>``
 sequence crashed 2.14's delegate in the Pi-env tests): ``train_step`` takes the general signature or a
 variant, and ``adapt`` full steps.
 """
@@ -170,7 +170,7 @@ class TrainableModel:
                                  for v in self.metadata.get(C.F_TRAIN_VARIANTS, [])), reverse=True)
         self._deepest_selected: int | None = None
         self.cached_cuts: tuple[CachedCut, ...] = cached_cuts(self.metadata)
-        """The frozen-prefix cuts, ascending (empty for files exported without them)."""
+        """The cached cuts, ascending (empty for files exported without them)."""
         self.signatures: frozenset[str] | None = None if signatures is None else frozenset(signatures)
         """The signatures this model opened (None: all of the file's)."""
         if edited:  # the file as read is released once its edited copy exists

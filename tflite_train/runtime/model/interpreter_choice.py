@@ -34,7 +34,7 @@ INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter
 EXPLICIT_XNNPACK_MODULES = {"tflite_runtime.interpreter": "tflite_runtime"}
 """Interpreter modules whose default XNNPACK delegate is not applied -> the package holding XNNPACK."""
 CACHE_UNSAFE_XNNPACK = "tflite-runtime 2.14's explicit XNNPACK delegate breaks on the cache's signature sequence"
-"""Why a model on the explicit delegate never steps from the frozen-prefix cache (``TrainableModel.cache_unsafe``)."""
+"""Why a model on the explicit delegate never steps from the cached cut (``TrainableModel.cache_unsafe``)."""
 WEIGHT_CACHE_MODULES = ("ai_edge_litert.interpreter",)
 """Interpreter modules whose package runs the model with XNNPACK's weight cache (``compiled_signatures``)."""
 

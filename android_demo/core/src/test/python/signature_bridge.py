@@ -12,8 +12,8 @@ C-order bytes}``. Requests:
 * ``{"op": "trainer", "images", "labels", "queries", "iterations", "batch_size"}`` -> ``{"losses",
   "selection", "predictions", "cache"}`` from ``tflite_train.runtime.adaptation.trainer.adapt`` (TinyTrain policy,
   unlimited budget, identity augmentation: every view is the support image, as the Java driver trains on)
-  on a fresh model of the same file, then ``predict`` on the queries; ``cache`` is the run's frozen-prefix
-  cache plan (``CachePlan.to_dict()``, null without training steps); with ``"save": path`` the adapted
+  on a fresh model of the same file, then ``predict`` on the queries; ``cache`` is the run's cache
+  plan (``CachePlan.to_dict()``, null without training steps); with ``"save": path`` the adapted
   model's checkpoint is saved there (``save_checkpoint``).
 * ``{"op": "restore_predict", "checkpoint": path, "queries"}`` -> ``{"predictions"}`` of a fresh model
   restored from the checkpoint (``restore_checkpoint``), e.g. one written by Java.

@@ -115,7 +115,7 @@ public final class AdaptationConfig {
   /** Backward-pass budget handed to the selection policy. */
   public final Budget budget;
   /**
-   * Train from the frozen-prefix cache when the model has it and it fits ({@link CachePlan}): the same
+   * Train from the cached cut when the model has it and it fits ({@link CachePlan}): the same
    * losses and state as full steps, computing only the layers above the cut per step. False: full steps.
    */
   public final boolean cache;

@@ -22,7 +22,7 @@ import org.tflitetrain.core.model.ModelMetadata;
  * {@link AdaptationConfig#steps}: the config's fixed iterations, or its epochs (passes over the support set,
  * by default the protocol's) x ceil(N / batch size).
  *
- * <p>With the frozen-prefix cache ({@link CachePlan}: the model has a cut at or below the deepest selected
+ * <p>With the cached cut ({@link CachePlan}: the model has a cut at or below the deepest selected
  * layer, {@link AdaptationConfig#cache} is on and the cache fits its limit) the steps instead run
  * features_&lt;layer&gt; once over the support images, then train_step_from_&lt;layer&gt; x steps on
  * the cached activations, and the refresh runs infer_from_&lt;layer&gt; on them: the same losses and state

@@ -7,7 +7,7 @@ import org.tflitetrain.core.select.Budget;
 /**
  * What an adaptation chose and measured: selection, its analytic cost (at the rows one train-step call held),
  * budget use, loss curve (the final run's updates, after those of the rate choice), whether the steps ran from
- * the frozen-prefix cache ({@link #cache}), how the updates ran ({@link #updates}) and the rate choice.
+ * the cached cut ({@link #cache}), how the updates ran ({@link #updates}) and the rate choice.
  */
 public final class AdaptationResult {
   public final String policy;
@@ -19,7 +19,7 @@ public final class AdaptationResult {
   public final int batchSize;
   public final List<Float> losses;
   public final List<Float> accuracies;
-  /** The frozen-prefix cache decision: used or not (and why), its cut and bytes. */
+  /** The cached cut decision: used or not (and why), its cut and bytes. */
   public final CachePlan cache;
   /** How the updates ran (prototypes, batch or accumulation, rows per call, what was reduced); null without training. */
   public final UpdatePlan updates;

@@ -7,8 +7,8 @@ import org.tflitetrain.core.model.CachedCut;
 import org.tflitetrain.core.model.ModelMetadata;
 
 /**
- * Whether an adaptation trains from the frozen-prefix cache, at which cut, and what the cache costs
- * (pure; the Java twin of Python {@code tflite_train.runtime.adaptation.activation_cache}).
+ * Whether an adaptation trains from the cached cut, at which cut, and what the cache costs
+ * (pure; the Java twin of Python {@code tflite_train.runtime.adaptation.cache_plan}).
  *
  * <p>A step from the cache ({@code train_step_from_<layer>}) starts from the activation at a cut instead of
  * the image: the layers below the cut never change while only layers above it are selected, so their
@@ -101,7 +101,7 @@ public final class CachePlan {
     } else if (!enabled) {
       reason = "cache off (AdaptationConfig.Builder.cache(false)): full steps";
     } else if (!hasCuts) {
-      reason = "the model has no frozen-prefix signatures (exported before them): full steps";
+      reason = "the model has no cached-cut signatures (exported before them): full steps";
     } else if (cut == null) {
       reason = "no cached cut lies at or below the deepest selected layer: full steps";
     } else if (cacheBytes > limit) {

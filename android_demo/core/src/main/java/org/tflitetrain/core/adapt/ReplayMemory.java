@@ -11,7 +11,7 @@ import org.tflitetrain.core.model.ModelMetadata;
 
 /**
  * A checkpoint's replay memory (issue 42; Python's {@code tflite_train.runtime.adaptation.replay_memory}): activations of
- * earlier support images at a frozen-prefix cut and their classes, kept under a byte budget, so that a run from the
+ * earlier support images at a cached cut and their classes, kept under a byte budget, so that a run from the
  * checkpoint ({@link Continuation}) trains on the old classes too. The activations are valid while no layer below
  * the cut changes, so a run from a memory selects only layers at or above its cut.
  *

@@ -3,7 +3,7 @@ package org.tflitetrain.core.model;
 import java.util.Arrays;
 
 /**
- * One frozen-prefix cut of a model (metadata {@code cached_cuts}, CONTRACT.md "Frozen-prefix cache";
+ * One cached cut of a model (metadata {@code cached_cuts}, CONTRACT.md "Cached cuts";
  * Python {@code tflite_train.runtime.model.interpreter.CachedCut}).
  *
  * <p>{@link #featuresSignature} computes, from the images, the activation every layer from {@link #layer} up

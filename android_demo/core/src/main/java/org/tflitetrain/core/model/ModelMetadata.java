@@ -26,7 +26,7 @@ import org.tflitetrain.core.json.JsonException;
  * {@code format} must be {@link Contract#FORMAT} and {@code format_version} must equal {@link #FORMAT_VERSION}.
  * The selection mask has {@link #maskLength()} = sum of C_out over {@code candidates}, concatenated in
  * {@code candidates} order. The optional {@code cached_cuts} (absent in files exported before the
- * frozen-prefix cache) become {@link #cachedCuts}; their optional episode and accumulation signatures and the
+ * cached cut) become {@link #cachedCuts}; their optional episode and accumulation signatures and the
  * top-level {@code apply_accumulated_signature} (absent in older files) {@link CachedCut#episodeSignature},
  * {@link CachedCut#accumulateSignature} and {@link #applyAccumulatedSignature}.
  */
@@ -53,7 +53,7 @@ public final class ModelMetadata {
   private final Map<String, Integer> maskOffsets;
   private final int maskLength;
   /**
-   * The frozen-prefix cuts (metadata {@code cached_cuts}), ascending by layer index; empty for a file
+   * The cached cuts (metadata {@code cached_cuts}), ascending by layer index; empty for a file
    * exported without them, which then trains on full steps.
    */
   public final List<CachedCut> cachedCuts;

@@ -18,7 +18,7 @@ import org.tflitetrain.core.model.ModelMetadata;
 
 /**
  * {@link CachePlan}: the cut choice (highest cut at or below the deepest selected layer) and the fit
- * decision (Python {@code tflite_train.runtime.adaptation.activation_cache}), on hand-computed cases.
+ * decision (Python {@code tflite_train.runtime.adaptation.cache_plan}), on hand-computed cases.
  */
 public class CachePlanTest {
   /** 32 x 32 x 3 images: 3072 floats, 12288 bytes each. */
@@ -92,7 +92,7 @@ public class CachePlanTest {
   public void fullStepsWithTheReason() {
     CachePlan none = CachePlan.decide(null, false, true, 5, 9, PIXELS, OptionalLong.empty(), FORWARD_MACS);
     assertFalse(none.used);
-    assertTrue(none.reason, none.reason.contains("no frozen-prefix signatures"));
+    assertTrue(none.reason, none.reason.contains("no cached-cut signatures"));
     assertNull(none.layer());
     assertEquals(0, none.cacheBytes);
     assertEquals(FORWARD_MACS, none.stepForwardMacs);

@@ -21,7 +21,7 @@ import org.tflitetrain.core.model.ModelMetadataException;
 import org.tflitetrain.core.model.ModelMetadataTest;
 
 /**
- * {@link AdaptationDriver} with the frozen-prefix cache on the golden metadata plus three cuts (b02_expand,
+ * {@link AdaptationDriver} with the cached cut on the golden metadata plus three cuts (b02_expand,
  * b03_expand, final), through the checked runner: which signatures it calls, with which rows, and the
  * fallback to full steps with the reason; and the graph validation of the cut signatures.
  */
@@ -209,7 +209,7 @@ public class CachedStepsDriverTest {
     ModelMetadata m = AdaptationDriverTest.metadata();
     Run run = new Run(m, List.of("final"), new AdaptationConfig.Builder());
     assertFalse(run.result.cache.used);
-    assertTrue(run.result.cache.reason, run.result.cache.reason.contains("no frozen-prefix signatures"));
+    assertTrue(run.result.cache.reason, run.result.cache.reason.contains("no cached-cut signatures"));
     assertEquals(ITERATIONS, run.calls(Contract.TRAIN_STEP).size());
   }
 

@@ -29,7 +29,7 @@ import org.tflitetrain.core.model.TfliteMetadataReader;
 /**
  * {@link AdaptationDriver} adapts a real exported model (the tiny backbone fixture, real Fashion-MNIST
  * images) through the checked runner and the Python bridge; its selection, per-step losses (within 1e-4),
- * query predictions and frozen-prefix cache decision (used, cut layer) equal those of the Python
+ * query predictions and cached cut decision (used, cut layer) equal those of the Python
  * {@code Trainer} ({@code tflite_train.runtime.adaptation.trainer.adapt}) on the same inputs; a checkpoint written by Java restores in Python with identical predictions and the
  * reverse; and its state survives a {@link StateFile} round trip.
  *

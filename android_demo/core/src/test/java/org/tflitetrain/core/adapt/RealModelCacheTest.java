@@ -24,7 +24,7 @@ import org.tflitetrain.core.model.ModelMetadata;
 import org.tflitetrain.core.model.TfliteMetadataReader;
 
 /**
- * The frozen-prefix cache on a real exported model (the tiny fixture, real Fashion-MNIST images) through
+ * The cached cut on a real exported model (the tiny fixture, real Fashion-MNIST images) through
  * the checked runner and the Python bridge: the same support set adapted with the cache on, off, and with
  * metadata that lacks {@code cached_cuts} (a file exported before the cache: the driver's fallback) gives
  * the same per-step losses and the same state (every {@code get_state} tensor within {@value #TOLERANCE});
@@ -155,7 +155,7 @@ public class RealModelCacheTest {
       assertEquals(0, count(full.calls, cut.featuresSignature) + count(full.calls, cut.trainSignature));
 
       assertFalse(fallback.result.cache.used);
-      assertTrue(fallback.result.cache.reason, fallback.result.cache.reason.contains("no frozen-prefix signatures"));
+      assertTrue(fallback.result.cache.reason, fallback.result.cache.reason.contains("no cached-cut signatures"));
       assertEquals(ITERATIONS, count(fallback.calls, Contract.TRAIN_STEP));
       assertEquals(0, count(fallback.calls, cut.featuresSignature) + count(fallback.calls, cut.trainSignature));
 

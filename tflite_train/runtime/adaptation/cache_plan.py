@@ -1,9 +1,9 @@
-"""Whether an adaptation trains from the frozen-prefix cache, and what the cache costs (pure).
+"""Whether an adaptation trains from the cached cut, and what the cache costs (pure).
 
 A step from the cache (``train_step_from_<layer>``) starts from the activation at a cut instead of the
 image: the layers below the cut never change while only layers above it are selected, so their output
 for each pseudo-query view is computed once (``features_<layer>``) and reused by every step
-(``converters.frozen_prefix``; CONTRACT.md). The cut is the highest one at or below the deepest
+(``converters.cached_cut``; CONTRACT.md). The cut is the highest one at or below the deepest
 selected layer (``TrainableModel.cache_cut``).
 
 Memory: the cache holds V * N activations of the cut's shape (float32), in place of the V * N augmented
@@ -74,7 +74,7 @@ def plan_cache(cut: Any, *, has_cuts: bool, enabled: bool, num_views: int, image
     elif unsafe:
         reason = f"{unsafe}: full steps"
     elif not has_cuts:
-        reason = "the model has no frozen-prefix signatures (exported before them): full steps"
+        reason = "the model has no cached-cut signatures (exported before them): full steps"
     elif cut is None:
         reason = "no cached cut lies at or below the deepest selected layer: full steps"
     elif cache_bytes > limit:

@@ -1,4 +1,4 @@
-"""Where a step can start from a cached activation (``converters.frozen_prefix``): suffix, frontier, MACs.
+"""Where a step can start from a cached activation (``converters.cached_cut``): suffix, frontier, MACs.
 
 Goldens by hand from Keras' MobileNetV2 (inverted residual blocks: the block input feeds the expand conv
 and the residual add) and the plain CNN (a chain).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tflite_train.converters import ExportConfig, prepare_model
 from tools.example_models import mobilenet_v2, plain_cnn
-from tflite_train.converters.frozen_prefix import cache_cut, suffix_nodes
+from tflite_train.converters.cached_cut import cache_cut, suffix_nodes
 from tflite_train.sparse.cost_model import layer_cost
 
 

@@ -1,4 +1,4 @@
-"""The frozen-prefix cache (issue 26) on whatever interpreter is installed (LiteRT here, tflite-runtime 2.14
+"""The cached cut (issue 26) on whatever interpreter is installed (LiteRT here, tflite-runtime 2.14
 in the Pi env): steps from the cached activation equal full steps, on built-in and bring-your-own models.
 
 Tolerances: losses rtol 1e-5; every state variable within 1e-4 of its largest magnitude (max |a - b| /
@@ -149,7 +149,7 @@ def test_older_file_without_cache_adapts_through_the_fallback():
     assert model.cached_cuts == () and "cached_cuts" not in read_metadata(path) or not read_metadata(path)["cached_cuts"]
     images, labels = _task(model, n=6)
     result = adapt(model, images, labels, AdaptConfig(policy="tinytrain", epochs=2))
-    assert not result.cache.used and "no frozen-prefix signatures" in result.cache.reason
+    assert not result.cache.used and "no cached-cut signatures" in result.cache.reason
     assert len(result.losses) == 12 and np.isfinite(result.losses).all()
     assert result.losses[-1] < result.losses[0]
 
