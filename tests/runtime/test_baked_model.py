@@ -29,7 +29,8 @@ from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, atomic_file
 from tflite_train.runtime.adapt_job import open_adapted
 from tflite_train.runtime.baked.baked_classifier import STATEFUL_OPS, BakedClassifier, BakedModelError, read_baked_metadata
-from tflite_train.runtime.baked.baked_model import NORM_EPS, head_weights, run_bake
+from tflite_train.runtime.baked.bake_job import run_bake
+from tflite_train.runtime.baked.baked_model import NORM_EPS, head_weights
 from tflite_train.runtime.checkpoint.checkpoint import save_checkpoint
 from tflite_train.runtime.model.flatbuffer_graph import read_graph
 from tflite_train.runtime.model.integrity import seal
@@ -143,7 +144,7 @@ def test_a_failed_or_interrupted_bake_leaves_the_output_as_it_was(baked, tmp_pat
 
         write(path, data, chunk_size=4096, on_chunk=stop)
 
-    monkeypatch.setattr("tflite_train.runtime.baked.baked_model.write_atomic", interrupted)
+    monkeypatch.setattr("tflite_train.runtime.baked.bake_job.write_atomic", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_bake(fixture_model("mcunet_adam_35"), checkpoint, out)
     assert out.read_bytes() == b"earlier" and sorted(tmp_path.iterdir()) == [out]

@@ -152,7 +152,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_bake(args: argparse.Namespace) -> int:
     """Writes the baked classifier and prints what was written."""
-    from tflite_train.runtime.baked.baked_model import run_bake
+    from tflite_train.runtime.baked.bake_job import run_bake
 
     print(run_bake(args.model, args.checkpoint, args.out).describe())
     return 0

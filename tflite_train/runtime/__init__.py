@@ -60,7 +60,8 @@ from tflite_train.runtime.adaptation.cache_plan import CachePlan, plan_cache
 
 # Shipping what was learned (issue 42): a plain classifier baked from an export and a checkpoint.
 from tflite_train.runtime.baked.baked_classifier import BakedClassifier, BakedModelError, read_baked_metadata
-from tflite_train.runtime.baked.baked_model import BakeError, bake_classifier, run_bake
+from tflite_train.runtime.baked.bake_job import BakeResult, run_bake
+from tflite_train.runtime.baked.baked_model import BakeError, bake_classifier
 # Continued adaptation (issue 42): a run from a checkpoint, and the replay memory it keeps.
 from tflite_train.runtime.adaptation.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows
 from tflite_train.runtime.adaptation.continual import AdaptStart, checkpoint_after, continue_from, saved_selection
@@ -70,6 +71,7 @@ __all__ = [
     "AugmentConfig",
     "AdaptResult",
     "BakeError",
+    "BakeResult",
     "BakedClassifier",
     "BakedModelError",
     "AdaptStart",

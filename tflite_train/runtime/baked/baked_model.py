@@ -26,9 +26,8 @@ after restoring the checkpoint) up to float rounding: W's rounding and the order
 
 A checkpoint of another model, or one that does not fit it, is refused before anything is built
 (``checkpoint.checkpoint_writes``); so is a file this bake cannot read (``BakeError``: a head or branch of
-another form, a trained layer whose constants are neither float32 nor per-channel int8). ``run_bake`` is the
-file-level edge: inputs read once, the output written atomically
-(``atomic_file.write_atomic``), nothing written on any failure.
+another form, a trained layer whose constants are neither float32 nor per-channel int8). The command's
+file-level edge is ``bake_job.run_bake``.
 """
 
 from __future__ import annotations
@@ -36,9 +35,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import pathlib
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -46,7 +42,6 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.model.adapted_constants import FILTER_TRANSPOSE, copy_on_write_branches, filter_write
-from tflite_train.runtime.atomic_file import write_atomic
 from tflite_train.runtime.baked.baked_classifier import STATEFUL_OPS, read_baked_metadata
 from tflite_train.runtime.checkpoint.checkpoint import Checkpoint, checkpoint_writes, decode_checkpoint
 from tflite_train.runtime.errors import CheckpointError, UserError
@@ -57,11 +52,9 @@ from tflite_train.runtime.model.integrity import PLACEHOLDER, check_model_bytes,
 from tflite_train.runtime.model.metadata import _Reader, _root, read_metadata, read_metadata_buffers, read_signature_defs
 from tflite_train.runtime.model.model_contract import check_metadata
 from tflite_train.runtime.model.model_metadata_schema import check_model_metadata
-from tflite_train.runtime.output_path import check_output_file
-from tflite_train.runtime.text import printable
 
-__all__ = ["NORM_EPS", "BakeError", "BakeResult", "ExportedModelFile", "bake_classifier", "head_weights",
-           "inference_part_bytes", "read_exported_model", "run_bake"]
+__all__ = ["NORM_EPS", "BakeError", "ExportedModelFile", "bake_classifier", "head_weights", "inference_part_bytes",
+           "read_exported_model"]
 
 NORM_EPS = 1e-12
 """eps of the cosine head's normalisation (the exporter's ``converters.cosine_head.NORM_EPS``; a test checks)."""
@@ -446,63 +439,3 @@ def _bake(graph: Graph, model_data: bytes, model: ExportedModelFile, checkpoint:
     data = seal(write_flatbuffer(root))
     read_baked_metadata(data, "the baked classifier")  # what every reader checks, on what is about to be written
     return data
-
-
-@dataclasses.dataclass(frozen=True)
-class BakeResult:
-    """What ``run_bake`` wrote (the file, its size and classes) and the export's inference part to compare."""
-
-    out: str
-    size_bytes: int
-    class_names: tuple[str, ...]
-    inference_constants: int
-    inference_tables: int
-    head_bytes: int
-    """Bytes of the checkpoint's prototypes (float32 [k, D]), which the export's ``infer`` reads from its state."""
-
-    @property
-    def inference_part(self) -> int:
-        """The export's inference part for this head (``inference_part_bytes`` and the prototypes): the goal is a
-        baked file of at most this size."""
-        return self.inference_constants + self.inference_tables + self.head_bytes
-
-    def describe(self) -> str:
-        """The command's summary lines."""
-        names = ", ".join(self.class_names[:8]) + (" ..." if len(self.class_names) > 8 else "")
-        return (f"wrote {printable(self.out)}: {len(self.class_names)} classes ({printable(names)}), "
-                f"{self.size_bytes / 2**20:.2f} MiB (the export's inference part: {self.inference_part / 2**20:.2f} "
-                f"MiB, infer's constants and tables and the {len(self.class_names)} prototypes)\n"
-                f"  run it with any TFLite runtime: signature {C.CLASSIFY!r}, input {C.IMAGES!r}, "
-                f"output {C.LOGITS!r} [N, {len(self.class_names)}]")
-
-
-def _read_input(path: str | os.PathLike, what: str) -> bytes:
-    """The bytes of a regular file (UserError naming it otherwise; a FIFO is never opened)."""
-    shown = printable(os.fspath(path))
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise UserError(f"{what} {shown} is not a regular file")
-        return pathlib.Path(path).read_bytes()
-    except OSError as err:
-        raise UserError(f"{what} {shown}: {err.strerror or err}") from err
-
-
-def run_bake(model_path: str | os.PathLike, checkpoint_path: str | os.PathLike, out: str | os.PathLike) -> BakeResult:
-    """Bakes ``checkpoint_path`` into the export ``model_path`` and writes the classifier to ``out``
-    atomically; on any failure nothing is written (an earlier ``out`` stays as it was).
-
-    Raises:
-      UserError (OutputError, CheckpointError, BakeError) or another ValueError: one line naming the file.
-    """
-    model_data = _read_input(model_path, "model file")
-    checkpoint_data = _read_input(checkpoint_path, "checkpoint")
-    target = check_output_file(out, reserve_bytes=len(model_data), what="classifier")
-    for source in (model_path, checkpoint_path):
-        if target.exists() and os.path.samefile(target, source):
-            raise UserError(f"output {printable(str(target))} would overwrite the input {printable(str(source))}")
-    data = bake_classifier(model_data, checkpoint_data, str(model_path), str(checkpoint_path))
-    metadata = read_baked_metadata(data, str(target))
-    write_atomic(target, data)
-    names = tuple(metadata[C.CK_CLASS_NAMES])
-    return BakeResult(str(target), len(data), names, *inference_part_bytes(model_data),
-                      4 * len(names) * int(read_metadata(model_data)[C.F_FEATURE_DIM]))

@@ -20,7 +20,7 @@ C-order bytes}``. Requests:
 * ``{"op": "predict_logits", "checkpoint": path, "queries"}`` -> ``{"logits"}``: what ``predict`` computes
   (``adapt_job.open_adapted``, ``prediction.class_logits``) with that checkpoint.
 * ``{"op": "bake", "checkpoint": path, "out": path}`` -> ``{"bytes"}``: ``tflite-train bake`` of MODEL with
-  that checkpoint (``baked_model.run_bake``).
+  that checkpoint (``bake_job.run_bake``).
 * ``{"op": "continue", "checkpoint": path, "save": path, "images", "labels", "names", "queries", "iterations",
   "batch_size", "replay_budget"}`` -> ``{"class_names", "replayed", "selection", "predictions"}``: a fresh model
   continued from the checkpoint (``continual.continue_from``; ``labels`` index ``names``) by ``adapt(...,
@@ -50,7 +50,7 @@ from tflite_train.runtime.checkpoint.checkpoint import restore_checkpoint, save_
 from tflite_train.runtime import AdaptConfig, adapt, predict  # noqa: E402
 from tflite_train.runtime.adapt_job import open_adapted  # noqa: E402
 from tflite_train.runtime.baked.baked_classifier import BakedClassifier  # noqa: E402
-from tflite_train.runtime.baked.baked_model import run_bake  # noqa: E402
+from tflite_train.runtime.baked.bake_job import run_bake  # noqa: E402
 from tflite_train.runtime.adaptation.prediction import class_logits  # noqa: E402
 from tflite_train.runtime.model.metadata import read_metadata_buffers  # noqa: E402
 from tflite_train import contract as C  # noqa: E402
