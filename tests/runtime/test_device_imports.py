@@ -32,7 +32,8 @@ def _imported_after(statement: str) -> list[str]:
 @pytest.mark.parametrize("statement", [
     "import tflite_train.runtime",
     "from tflite_train.runtime import adapt, AdaptConfig, AugmentConfig, augment",
-    "import tflite_train.runtime.adapt_job, tflite_train.runtime.adaptation.trainer, tflite_train.runtime.baked.baked_model, tflite_train.runtime.baked.bake_job",
+    "import tflite_train.runtime.adapt_job, tflite_train.runtime.adaptation.trainer",
+    "import tflite_train.runtime.baked.baked_model, tflite_train.runtime.baked.bake_job",
     "from tflite_train.cli import device_commands",
 ])
 def test_device_code_imports_nothing_of_the_training_side(statement):
