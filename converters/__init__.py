@@ -8,8 +8,8 @@ from tflite_train.converters.build_module import (
     module_from_keras,
     prepare_model,
 )
-from tflite_train.converters.export import (ExportResult, build_metadata, convert, ensure_export, export_is_current, export_keras,
-                               export_model, write_export)
+from tflite_train.converters.export import (ExportResult, build_metadata, convert, ensure_export, export_is_current,
+                                            export_keras, export_model, write_export)
 from tflite_train.converters.export_config import ExportConfig
 from tflite_train.converters.export_stamp import code_stamp, stamp_path
 from tflite_train.converters.flatbuffer_metadata import add_metadata

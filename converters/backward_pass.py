@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tflite_train import contract as C
+from tflite_train.converters.cached_cut import CachedCut
 from tflite_train.converters.cosine_head import episode_loss_and_embedding_grad, loss_and_embedding_grad
-from tflite_train.converters.cached_cut import CacheCut
 from tflite_train.converters.graph.ir import Node
 from tflite_train.converters.ops import dispatch
 from tflite_train.converters.ops.activations import activation_backward
 from tflite_train.converters.optimizer_update import masked_optimizer_step
-from tflite_train import contract as C
 
 __all__ = ["BackwardPass"]
 
@@ -61,7 +61,7 @@ class BackwardPass:
     def _selected(self, name: str):
         return tf.reduce_max(self._vars[name + C.MASK_SUFFIX]) > 0.5
 
-    def _backward(self, images, labels, mode: str, cut: int | None = None, start: CacheCut | None = None,
+    def _backward(self, images, labels, mode: str, cut: int | None = None, start: CachedCut | None = None,
                   support=None):
         """The backward walk. mode "fisher": returns (loss, accuracy, {layer: Delta}); "train": updates;
         "accumulate": adds the gradient of the rows' summed losses into the selected layers' accumulators

@@ -14,6 +14,7 @@ import logging
 
 import keras
 
+from tflite_train import contract as C
 from tflite_train.converters.calibration_images import calibration_images
 from tflite_train.converters.candidate_choice import AUTO, choose_candidates, describe, feature_layer_flags, refusal
 from tflite_train.converters.export_config import ExportConfig
@@ -24,7 +25,6 @@ from tflite_train.converters.graph.passes import prepare_graph
 from tflite_train.converters.graph.region import RegionError, check_region, parse_candidates
 from tflite_train.converters.preprocessing import warn_missing_preprocessing
 from tflite_train.converters.trainable_module import TrainableModule
-from tflite_train import contract as C
 from tflite_train.models import build_backbone
 from tflite_train.sparse.layer_table import LayerTable
 

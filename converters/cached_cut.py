@@ -28,11 +28,11 @@ from tflite_train.converters.graph.ir import Graph
 from tflite_train.sparse.cost_model import layer_cost
 from tflite_train.sparse.layer_table import LayerTable
 
-__all__ = ["CacheCut", "cache_cut", "suffix_nodes"]
+__all__ = ["CachedCut", "cache_cut", "suffix_nodes"]
 
 
 @dataclasses.dataclass(frozen=True)
-class CacheCut:
+class CachedCut:
     """A cut with a single-tensor frontier.
 
     Attributes:
@@ -57,7 +57,7 @@ def suffix_nodes(graph: Graph, table: LayerTable, cut: int) -> frozenset[str]:
     return frozenset(graph.descendants({layer.name for layer in table.layers[cut:]}))
 
 
-def cache_cut(graph: Graph, table: LayerTable, cut: int) -> CacheCut | None:
+def cache_cut(graph: Graph, table: LayerTable, cut: int) -> CachedCut | None:
     """The cache cut at table index ``cut``, or None when its frontier is not exactly one tensor, is the
     graph's input itself (nothing to cache), or the embedding does not lie above it."""
     suffix = suffix_nodes(graph, table, cut)
@@ -70,4 +70,4 @@ def cache_cut(graph: Graph, table: LayerTable, cut: int) -> CacheCut | None:
     weighted = {layer.name: layer for layer in table.layers}
     macs = sum(layer_cost(weighted[n]).forward_macs for n in suffix if n in weighted)
     shape = tuple(int(d) for d in graph.by_name[frontier[0]].shape)
-    return CacheCut(cut, table.layers[cut].name, frontier[0], shape, suffix, int(macs))
+    return CachedCut(cut, table.layers[cut].name, frontier[0], shape, suffix, int(macs))

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import tensorflow as tf
 from tensorflow.lite.python.convert_phase import ConverterError
 
+from tflite_train import native_stderr
 from tflite_train.converters.graph.ir import Graph, Node
 from tflite_train.converters.ops import registry
-from tflite_train import native_stderr
 
 LOG = logging.getLogger("tflite_train.converters.export")
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tflite_train.converters.cached_cut import CacheCut
+from tflite_train import contract as C
+from tflite_train.converters.cached_cut import CachedCut
 from tflite_train.converters.graph.ir import Node
 from tflite_train.converters.int8_prefix import PRE_ACTIVATION, fake_quant_kernel, fake_quant_value, needs_pre_activation_range
 from tflite_train.converters.ops import dispatch
-from tflite_train import contract as C
 
 __all__ = ["DIRTY_SUFFIX", "CopyOnWriteForward"]
 
@@ -80,7 +80,7 @@ class CopyOnWriteForward:
         return tf.logical_or(tf.reduce_any(tf.not_equal(dispatch.forward_filter_layout(node, kernel), ref)),
                              tf.reduce_any(tf.not_equal(bias, tf.constant(exported_bias))))
 
-    def _forward(self, images, from_variables: bool = False, start: CacheCut | None = None, stop: str | None = None):
+    def _forward(self, images, from_variables: bool = False, start: CachedCut | None = None, stop: str | None = None):
         """(embedding [N, D], {node: (inputs, z, y)}).
 
         ``from_variables``: candidate layers read their variables unconditionally (TF's own gradient

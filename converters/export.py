@@ -18,20 +18,20 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.lite.python.convert_phase import ConverterError
 
+from tflite_train import contract as C
 from tflite_train.converters.build_module import backbone_model, module_from_keras
+from tflite_train.converters.conversion_refusal import ConversionError, capturing_stderr, conversion_refusal
 from tflite_train.converters.export_config import ExportConfig
 from tflite_train.converters.export_stamp import code_stamp, stamp_path
 from tflite_train.converters.flatbuffer_metadata import add_metadata
 from tflite_train.converters.flatbuffer_rewrite import read_model, write_model
 from tflite_train.converters.int8_weights import store_int8_kernels_in
 from tflite_train.converters.saved_model_converter import saved_model_converter
-from tflite_train.converters.conversion_refusal import ConversionError, capturing_stderr, conversion_refusal
 from tflite_train.converters.selftest_vectors import build_selftest, encode_selftest
 from tflite_train.converters.subgraph_dedup import dedupe_subgraphs_in
 from tflite_train.converters.trainable_module import TrainableModule, train_variant_name
 from tflite_train.converters.transposed_initial_values import transpose_initial_values_in
 from tflite_train.converters.zero_fill import fill_zero_initial_values_in
-from tflite_train import contract as C
 from tflite_train.runtime.checkpoint.checkpoint import write_atomic
 from tflite_train.runtime.model.integrity import CHECKSUM_NAME, PLACEHOLDER, seal
 from tflite_train.sparse.cost_model import layer_cost

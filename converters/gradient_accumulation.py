@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tflite_train.converters.ops import dispatch
 from tflite_train import contract as C
+from tflite_train.converters.ops import dispatch
 
 __all__ = ["GRADIENT_SUM_SUFFIX", "ROWS_NAME", "GradientAccumulation"]
 

@@ -26,8 +26,8 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from tflite_train.converters.graph.ir import Graph, Node
 from tflite_train.converters.cached_cut import suffix_nodes
+from tflite_train.converters.graph.ir import Graph, Node
 from tflite_train.converters.ops import registry
 from tflite_train.sparse.layer_table import LayerTable
 

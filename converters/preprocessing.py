@@ -26,8 +26,8 @@ import logging
 import re
 from typing import Any
 
-from tflite_train.converters.export_config import ExportConfig
 from tflite_train import contract as C
+from tflite_train.converters.export_config import ExportConfig
 
 __all__ = ["CAFFE", "TF", "TORCH", "PRESETS", "Preset", "KerasFamily", "KERAS_FAMILIES", "preset_fields",
            "keras_family", "uses_preprocessing_fields", "missing_preprocessing_warning", "warn_missing_preprocessing"]

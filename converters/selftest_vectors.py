@@ -16,10 +16,10 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from tflite_train.converters.trainable_module import NO_INPUT, TrainableModule
 from tflite_train import contract as C
+from tflite_train.converters.trainable_module import NO_INPUT, TrainableModule
 from tflite_train.runtime.model.selftest import (EPISODE, SELFTEST_FORMAT_VERSION, group_deviations, kernel_sketch,
-                                          selftest_images, selftest_support_mask)
+                                                 selftest_images, selftest_support_mask)
 
 LOG = logging.getLogger(__name__)
 

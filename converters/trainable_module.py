@@ -24,20 +24,20 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from tflite_train import contract as C
+from tflite_train.contract import state_names
 from tflite_train.converters.backward_pass import BackwardPass
+from tflite_train.converters.cached_cut import CachedCut, cache_cut
 from tflite_train.converters.copy_on_write import DIRTY_SUFFIX, CopyOnWriteForward
 from tflite_train.converters.cosine_head import head_logits
 from tflite_train.converters.cut_choice import cache_cut_indices, train_cuts
 from tflite_train.converters.export_config import ExportConfig
-from tflite_train.converters.cached_cut import CacheCut, cache_cut
 from tflite_train.converters.gradient_accumulation import GradientAccumulation
 from tflite_train.converters.graph.ir import Graph
 from tflite_train.converters.graph.region import gradient_region
 from tflite_train.converters.int8_prefix import PrefixQuantization, calibrate, prefix_nodes
 from tflite_train.converters.int8_weights import Int8Kernel, int8_kernel
 from tflite_train.converters.ops import registry
-from tflite_train import contract as C
-from tflite_train.contract import state_names
 from tflite_train.runtime.adaptation.protocol import DEFAULT_PROTOCOL
 from tflite_train.sparse.layer_table import LayerTable
 
@@ -126,7 +126,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, GradientAccumulation, tf
         self.train_cuts = train_cuts(table, self.candidates, config.train_variants)
         # cache cuts: the lowest candidate and the block cuts a selection can start from (converters.cut_choice)
         cuts = cache_cut_indices(table, self.candidates, config.cache_cuts, DEFAULT_PROTOCOL.compute_fraction)
-        self.cache_cuts: tuple[CacheCut, ...] = tuple(
+        self.cache_cuts: tuple[CachedCut, ...] = tuple(
             c for c in (cache_cut(graph, table, i) for i in cuts) if c is not None) if config.cache_signatures else ()
         cached = {c.index for c in self.cache_cuts}
         # A cut with cache signatures needs no image-input variant: features_<layer> + train_step_from_<layer>
@@ -168,7 +168,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, GradientAccumulation, tf
         var.assign(tf.reshape(tf.cast(value, var.dtype), [1]) if self._is_scalar(name) else value)
 
     @property
-    def lowest_episode_cut(self) -> CacheCut | None:
+    def lowest_episode_cut(self) -> CachedCut | None:
         """The cached cut at the lowest candidate, when it has the episode signatures: the cut a selection
         that reaches the lowest candidate steps from (the self-test's and the parity tests'); else None."""
         if self.accumulates and self.cache_cuts[0].index == self.candidates[0]:
@@ -264,7 +264,7 @@ class TrainableModule(CopyOnWriteForward, BackwardPass, GradientAccumulation, tf
                 return {C.LOSS: loss, C.ACCURACY: accuracy}
             return train_step_cut
 
-        def cached(cut: CacheCut) -> dict:
+        def cached(cut: CachedCut) -> dict:
             activations = tf.TensorSpec([None, *cut.shape], tf.float32, name=C.ACTIVATIONS)
 
             @signature(input_signature=[images])

@@ -23,7 +23,7 @@ import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
 from tflite_train.converters.flatbuffer_rewrite import (constant_tensor, free_unread_buffers, opcode_index, operator,
-                                           produce_before_first_use)
+                                                        produce_before_first_use)
 from tflite_train.converters.zero_fill import MIN_ELEMENTS
 
 FORWARD_PERMUTATIONS = {4: (3, 0, 1, 2), 2: (1, 0)}

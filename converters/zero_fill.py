@@ -16,7 +16,7 @@ import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 
 from tflite_train.converters.flatbuffer_rewrite import (constant_tensor, free_unread_buffers, opcode_index, operator,
-                                           produce_before_first_use)
+                                                        produce_before_first_use)
 
 MIN_ELEMENTS = 16
 """All-zero constants with fewer elements stay stored (a FILL and its two operands cost more)."""

@@ -24,9 +24,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tflite_train import contract as C
 from tflite_train.converters.ops import dispatch, registry
 from tflite_train.converters.trainable_module import NO_INPUT, TrainableModule
-from tflite_train import contract as C
 
 PARITY_STEPS = 3
 AFTER_STEPS = "infer_after_steps"

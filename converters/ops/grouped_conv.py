@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from tflite_train.converters.ops.conv import (_flip, _full_correlation_input, add_conv_node, conv2d_forward, conv2d_weight_grad,
-                                 pad_amounts)
+from tflite_train.converters.ops.conv import (_flip, _full_correlation_input, add_conv_node, conv2d_forward,
+                                              conv2d_weight_grad, pad_amounts)
 from tflite_train.converters.ops.spec import LayerRule, OpFamily, ReadContext, WeightedKind, f32, pair
 
 if TYPE_CHECKING:

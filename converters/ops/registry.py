@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tflite_train.converters.ops import (activations, concat, conv, elementwise, grouped_conv, normalization, pooling,
-                            shape_ops)
+                                         shape_ops)
 from tflite_train.converters.ops.spec import LayerRule, OperationRule, OpFamily, OpKind, ReadContext, WeightedKind
 
 if TYPE_CHECKING:

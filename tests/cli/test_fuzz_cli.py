@@ -24,8 +24,8 @@ from tests.runtime.fuzz_profiles import PROJECT_ERRORS, examples
 from tests.runtime.runtime_fixtures import fixture_model, run_cli
 from tflite_train.cli import build_parser
 from tflite_train.runtime.images.images import decode_image
-from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.images.model_input import load_images
+from tflite_train.runtime.model.interpreter import TrainableModel
 
 pytestmark = pytest.mark.pi
 

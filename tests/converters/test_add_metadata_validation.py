@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from tflite_train.converters.flatbuffer_metadata import add_metadata
-from tflite_train.runtime.model.integrity import seal
 from tflite_train.contract import METADATA_NAME, ContractError
+from tflite_train.converters.flatbuffer_metadata import add_metadata
 from tflite_train.runtime import TrainableModel, read_metadata
+from tflite_train.runtime.model.integrity import seal
 
 from tests.runtime.model_edits import EDITS, edited
 from tests.runtime.runtime_fixtures import fixture_model

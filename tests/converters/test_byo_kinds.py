@@ -21,10 +21,10 @@ import pytest
 from PIL import Image
 
 from tests.converters.byo_kinds import HEADS, KINDS, two_outputs
+from tflite_train.cli import main
 from tflite_train.converters import ExportConfig, GraphReadError
 from tflite_train.converters.build_module import prepare_model
 from tflite_train.converters.candidate_choice import AUTO
-from tflite_train.cli import main
 from tflite_train.runtime import load_checkpoint, read_metadata
 from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.sparse import Budget, default_budget

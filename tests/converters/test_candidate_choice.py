@@ -14,10 +14,10 @@ import logging
 import keras
 import pytest
 
+from tflite_train.cli import main
 from tflite_train.converters import ExportConfig, RegionError, write_export
 from tflite_train.converters.build_module import prepare_model
 from tflite_train.converters.candidate_choice import AUTO, MAX_AUTO_LAYERS
-from tflite_train.cli import main
 from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.sparse.budget import default_budget as sparse_default_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import backward_cost, channel_count

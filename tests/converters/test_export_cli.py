@@ -7,12 +7,12 @@ import keras
 import numpy as np
 import pytest
 
+from tflite_train.cli import main
 from tflite_train.converters import ExportConfig, export_model
 from tflite_train.converters.keras_io import ModelFileError, load_keras_model
-from tflite_train.cli import main
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime.model.selftest import verify
 from tflite_train.runtime.checkpoint.checkpoint import CheckpointError, restore_checkpoint, save_checkpoint
+from tflite_train.runtime.model.selftest import verify
 from tflite_train.sparse.selection import Selection
 
 

@@ -15,12 +15,12 @@ import sys
 import keras
 import pytest
 
+from tflite_train.cli import main
 from tflite_train.converters import ExportConfig, RegionError, write_export
 from tflite_train.converters.build_module import prepare_model
 from tflite_train.converters.candidate_choice import AUTO
 from tflite_train.converters.export import ConversionError
 from tflite_train.converters.keras_io import ModelFileError, load_keras_model
-from tflite_train.cli import main
 from tflite_train.runtime.model.selftest import verify
 from tests.converters.blocked_models import norm_on_top
 

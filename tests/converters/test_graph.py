@@ -11,11 +11,11 @@ import pytest
 
 from tflite_train.converters import ExportConfig, backbone_model, prepare_model
 from tools.example_models import mobilenet_v2, mobilenet_v3_small, plain_cnn, rescaling_net
+from tflite_train.architectures import build_layer_table
+from tflite_train.converters.cut_choice import train_cuts
 from tflite_train.converters.graph import RegionError, parse_candidates
 from tflite_train.converters.graph.keras_reader import GraphReadError
-from tflite_train.converters.cut_choice import train_cuts
 from tflite_train.converters.trainable_module import state_names
-from tflite_train.architectures import build_layer_table
 from tflite_train.sparse.cost_model import layer_cost
 from tests.converters.byo_models import dense_cnn, separable_cnn
 

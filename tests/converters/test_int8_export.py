@@ -26,11 +26,11 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 from tensorflow.lite.python import schema_py_generated as schema
 
+from tflite_train import contract as C
 from tflite_train.converters.export import export_model
 from tflite_train.converters.export_config import ExportConfig
 from tflite_train.converters.flatbuffer_rewrite import read_model, share_quantization_tables, write_model
 from tflite_train.converters.int8_weights import dequantized, int8_kernel
-from tflite_train import contract as C
 from tflite_train.runtime import read_metadata
 from tflite_train.runtime.model.selftest import verify
 

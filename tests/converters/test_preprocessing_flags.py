@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tflite_train.converters import ExportConfig, module_from_keras, prepare_model, write_export
-from tflite_train.converters.export import build_metadata, model_id
-from tflite_train.converters.preprocessing import PRESETS, keras_family, missing_preprocessing_warning, preset_fields
 from tflite_train import contract as C
 from tflite_train.cli import main
 from tflite_train.cli.model_commands import PREPROCESSING_PRESETS
+from tflite_train.converters import ExportConfig, module_from_keras, prepare_model, write_export
+from tflite_train.converters.export import build_metadata, model_id
+from tflite_train.converters.preprocessing import PRESETS, keras_family, missing_preprocessing_warning, preset_fields
 from tflite_train.runtime import TrainableModel, input_range
 from tflite_train.runtime.images.model_input import load_images
 from tflite_train.runtime.model.model_metadata_schema import check_model_metadata

@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 from tensorflow.lite.python import lite
 
-import tflite_train.converters.saved_model_converter as smc
 from tflite_train.converters.saved_model_converter import saved_model_converter
+import tflite_train.converters.saved_model_converter as smc
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from tflite_train.data import line_icons as li
-from tflite_train.data.line_icon_vendors import ScopedNpmPackage
 from tflite_train.data.cache import DEB_DOWNLOADS, DOWNLOADS, default_datasets
 from tflite_train.data.dataset import SourceUnavailable
 from tflite_train.data.icon_themes import THEMES
+from tflite_train.data.line_icon_vendors import ScopedNpmPackage
 from tflite_train.data.svg_raster import RSVG
 
 CACHE = pathlib.Path(os.environ.get("TFLITE_TRAIN_CACHE", pathlib.Path(__file__).resolve().parents[2] / "build" / "data_cache"))

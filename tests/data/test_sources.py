@@ -8,8 +8,8 @@ from PIL import Image
 
 from tflite_train.data.dataset import SourceUnavailable
 from tflite_train.data.fashion_mnist import FASHION_MNIST_DIR, load_fashion_mnist, read_idx
-from tflite_train.data.glyphs import MULTISCRIPT_CHARS, SCRIPTS, MULTISCRIPT_CONFIG, TARGET_CHARS, GlyphConfig, render_glyph_dataset
 from tflite_train.data.folder_datasets import TUXPAINT_STAMPS, load_image_folder, load_tuxpaint_stamps
+from tflite_train.data.glyphs import MULTISCRIPT_CHARS, SCRIPTS, MULTISCRIPT_CONFIG, TARGET_CHARS, GlyphConfig, render_glyph_dataset
 
 NEEDS = "Debian packages missing: run `make data-deps` (apt-get install fonts-noto-core fonts-freefont-ttf fonts-liberation dataset-fashion-mnist tuxpaint-stamps-default)"
 

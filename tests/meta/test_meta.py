@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tflite_train.runtime.adaptation.augmentation import AugmentConfig
 from tflite_train.data.dataset import LabeledImages
 from tflite_train.data.episodes import Episode, EpisodeConfig
 from tflite_train.meta import (
@@ -26,6 +25,7 @@ from tflite_train.meta import (
     warmup_cosine,
 )
 from tflite_train.models import build_backbone
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig
 
 NO_AUG = AugmentConfig(flip_prob=0, translate=0, brightness=0, saturation=0, contrast=0, cutout=0, value_range=(0, 1))
 

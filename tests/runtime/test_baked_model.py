@@ -28,8 +28,8 @@ from tests.runtime.runtime_fixtures import episode_arrays, fixture_model, relati
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, atomic_file
 from tflite_train.runtime.adapt_job import open_adapted
-from tflite_train.runtime.baked.baked_classifier import STATEFUL_OPS, BakedClassifier, BakedModelError, read_baked_metadata
 from tflite_train.runtime.baked.bake_job import run_bake
+from tflite_train.runtime.baked.baked_classifier import STATEFUL_OPS, BakedClassifier, BakedModelError, read_baked_metadata
 from tflite_train.runtime.baked.baked_model import NORM_EPS, head_weights
 from tflite_train.runtime.checkpoint.checkpoint import save_checkpoint
 from tflite_train.runtime.model.flatbuffer_graph import read_graph

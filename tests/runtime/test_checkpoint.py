@@ -14,6 +14,7 @@ import pytest
 
 from tests.runtime.runtime_fixtures import checkout_env, episode_arrays, fixture_model
 from tflite_train.runtime import TrainableModel
+from tflite_train.runtime import AdaptConfig, adapt, predict
 from tflite_train.runtime.checkpoint.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -21,7 +22,6 @@ from tflite_train.runtime.checkpoint.checkpoint import (
     save_checkpoint,
     write_atomic,
 )
-from tflite_train.runtime import AdaptConfig, adapt, predict
 
 CONFIG = AdaptConfig(policy="tinytrain", memory_bytes=float(2**20), compute_fraction=0.3, iterations=5)
 

@@ -14,8 +14,8 @@ from tests.runtime.crafted_files import model, replay_parts  # noqa: F401 (fixtu
 from tests.runtime.crafted_files import adapted_checkpoint, replay_checkpoint, resealed_checkpoint, split_checkpoint
 from tests.runtime.runtime_fixtures import assert_one_line_error, fixture_model, run_cli
 from tflite_train import contract as C
-from tflite_train.runtime.checkpoint.checkpoint import (decode_checkpoint, encode_checkpoint, load_checkpoint, restore_checkpoint,
-                                            save_checkpoint)
+from tflite_train.runtime.checkpoint.checkpoint import (decode_checkpoint, encode_checkpoint, load_checkpoint,
+                                                        restore_checkpoint, save_checkpoint)
 from tflite_train.runtime.errors import CheckpointError
 
 pytestmark = pytest.mark.pi

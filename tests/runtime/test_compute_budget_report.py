@@ -8,8 +8,8 @@ import pytest
 
 from tflite_train.demo import DemoConfig, format_report
 from tflite_train.runtime import TrainableModel
-from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.runtime import AdaptConfig, adapt
+from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.sparse import full_backward_macs
 
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model

@@ -18,14 +18,14 @@ from tests.runtime.runtime_fixtures import (
 )
 from tflite_train import contract as C
 from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
-from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint, load_checkpoint, restore_checkpoint
 from tflite_train.runtime.adaptation.continual import checkpoint_after, continue_from, merged_class_names, saved_selection
 from tflite_train.runtime.adaptation.fine_tuning import embed
+from tflite_train.runtime.adaptation.prediction import evaluate
+from tflite_train.runtime.adaptation.trainer import adapt
+from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint, load_checkpoint, restore_checkpoint
 from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.runtime.output_lock import lock_path
-from tflite_train.runtime.adaptation.prediction import evaluate
-from tflite_train.runtime.adaptation.trainer import adapt
 from tflite_train.sparse.selection import Selection
 
 pytestmark = pytest.mark.pi

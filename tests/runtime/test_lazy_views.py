@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
-from tflite_train.runtime.adaptation.augmentation import augment
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
 from tflite_train.runtime.adaptation import trainer
-from tflite_train.runtime.adaptation.cached_cut import CachedCut
+from tflite_train.runtime.adaptation.augmentation import augment
 from tflite_train.runtime.adaptation.fine_tuning import RowSource
 from tflite_train.runtime.adaptation.pseudo_queries import ViewDraw, draw_views
+from tflite_train.runtime.model.cached_cut import CachedCut
 
 pytestmark = pytest.mark.pi
 

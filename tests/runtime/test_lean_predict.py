@@ -17,10 +17,10 @@ import pytest
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model, relative_error, write_episode_folders
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
-from tflite_train.runtime.model import interpreter
 from tflite_train.runtime.adapt_job import open_adapted, run_prediction
-from tflite_train.runtime.model.adapted_constants import INFERENCE_SIGNATURES, ConstantLayoutError, adapted_constants_edit
 from tflite_train.runtime.checkpoint.checkpoint import CheckpointError, load_checkpoint, restore_checkpoint, save_checkpoint
+from tflite_train.runtime.model import interpreter
+from tflite_train.runtime.model.adapted_constants import INFERENCE_SIGNATURES, ConstantLayoutError, adapted_constants_edit
 
 pytestmark = pytest.mark.pi
 

@@ -16,10 +16,10 @@ import pytest
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
-from tflite_train.runtime.model import interpreter
-from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint, save_checkpoint
-from tflite_train.runtime.model.compiled_signatures import CompiledSignatures, compiled_model_available
 from tflite_train.runtime.adaptation.continual import checkpoint_after
+from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint, save_checkpoint
+from tflite_train.runtime.model import interpreter
+from tflite_train.runtime.model.compiled_signatures import CompiledSignatures, compiled_model_available
 
 pytestmark = pytest.mark.pi
 

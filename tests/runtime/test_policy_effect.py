@@ -25,8 +25,8 @@ import pytest
 
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt, input_range
-from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.runtime.adaptation.trainer import candidate_weights, class_prototypes, embed, support_fisher
+from tflite_train.runtime.model.model_contract import layer_table
 from tflite_train.sparse import SPARSE_UPDATE_CRITERION, channel_l2_norms, scaled_memory_budget
 
 EPOCHS = 4

@@ -7,9 +7,9 @@ import io
 import numpy as np
 
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
-from tflite_train.runtime.model.interpreter import TrainableModel
-from tflite_train.runtime.adaptation.progress import no_progress, terminal_progress
 from tflite_train.runtime import AdaptConfig, adapt, class_logits
+from tflite_train.runtime.adaptation.progress import no_progress, terminal_progress
+from tflite_train.runtime.model.interpreter import TrainableModel
 
 
 class _Terminal(io.StringIO):

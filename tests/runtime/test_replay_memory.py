@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tflite_train.runtime.adaptation.cached_cut import CachedCut
-from tflite_train.runtime.adaptation.replay_memory import (DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows, layers_above,
-                                                lineage_cut, remember, replay_capacity)
+from tflite_train.runtime.adaptation.replay_memory import (DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows,
+                                                           layers_above, lineage_cut, remember, replay_capacity)
+from tflite_train.runtime.model.cached_cut import CachedCut
 
 pytestmark = pytest.mark.pi
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model
-from tflite_train.runtime.model.integrity import ModelIntegrityError, seal
 from tflite_train.runtime import TrainableModel, read_metadata
+from tflite_train.runtime.model.integrity import ModelIntegrityError, seal
 from tflite_train.runtime.model.metadata import SELFTEST_NAME, read_metadata_buffers
 from tflite_train.runtime.model.selftest import (
     SELFTEST_FORMAT_VERSION,

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment
 from tflite_train.runtime import TrainableModel, input_range
 from tflite_train.runtime import AdaptConfig, adapt, class_prototypes, embed, evaluate, predict, support_fisher
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment
 from tflite_train.sparse import BudgetError
 
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model

@@ -14,8 +14,8 @@ from tflite_train.contract import baked_format, checkpoint_format, metadata_sche
 from tflite_train.contract.baked_format import BAKED_FIELDS, CLASSIFY_SPEC
 from tflite_train.contract.metadata_schema import METADATA_FIELDS, REQUIRED_FIELDS
 from tflite_train.contract.protocol_constants import default_protocol_constants
-from tflite_train.contract.signatures import (APPLY_ACCUMULATED_SPEC, CACHED_SIGNATURES, EPISODE_SIGNATURES, GLOBAL_STATE,
-                                              OPTIMIZER_SLOTS, SIGNATURES)
+from tflite_train.contract.signatures import (APPLY_ACCUMULATED_SPEC, CACHED_SIGNATURES, EPISODE_SIGNATURES,
+                                              GLOBAL_STATE, OPTIMIZER_SLOTS, SIGNATURES)
 
 __all__ = ["JAVA_CONTRACT_PATH", "java_source", "markdown_tables"]
 

@@ -7,20 +7,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from tflite_train.contract.errors import ContractError
-from tflite_train.contract.metadata_schema import (F_CACHED_CUTS, F_CANDIDATES, F_CHANNELS, F_CLASS_CAPACITY, F_DTYPE, F_FEATURE_DIM,
-                                                   F_FORMAT, F_FORMAT_VERSION, F_HEIGHT, F_INPUT, F_INPUTS, F_LAYERS,
-                                                   F_NAME, F_OPTIMIZER, F_OUT_CHANNELS, F_OUTPUTS, F_SIGNATURE,
-                                                   F_SIGNATURES, F_TRAIN_VARIANTS, F_WIDTH, FORMAT, FORMAT_VERSION,
-                                                   REQUIRED_FIELDS, F_FEATURES_SIGNATURE, F_INDEX, F_INFER_SIGNATURE,
-                                                   F_LOWEST_INDEX, F_LOWEST_LAYER, F_SHAPE, F_TRAIN_SIGNATURE,
-                                                   F_ACCUMULATE_SIGNATURE, F_APPLY_ACCUMULATED_SIGNATURE,
-                                                   F_EPISODE_SIGNATURE)
+from tflite_train.contract.metadata_schema import (F_CACHED_CUTS, F_CANDIDATES, F_CHANNELS, F_CLASS_CAPACITY, F_DTYPE,
+                                                   F_FEATURE_DIM, F_FORMAT, F_FORMAT_VERSION, F_HEIGHT, F_INPUT,
+                                                   F_INPUTS, F_LAYERS, F_NAME, F_OPTIMIZER, F_OUT_CHANNELS, F_OUTPUTS,
+                                                   F_SIGNATURE, F_SIGNATURES, F_TRAIN_VARIANTS, F_WIDTH, FORMAT,
+                                                   FORMAT_VERSION, REQUIRED_FIELDS, F_FEATURES_SIGNATURE, F_INDEX,
+                                                   F_INFER_SIGNATURE, F_LOWEST_INDEX, F_LOWEST_LAYER, F_SHAPE,
+                                                   F_TRAIN_SIGNATURE, F_ACCUMULATE_SIGNATURE,
+                                                   F_APPLY_ACCUMULATED_SIGNATURE, F_EPISODE_SIGNATURE)
 from tflite_train.contract.signatures import (ACTIVATIONS, APPLY_ACCUMULATED, APPLY_ACCUMULATED_SPEC, CACHED_SIGNATURES,
                                               CANDIDATE_OUTPUTS, CHANNEL_MASK, EPISODE_SIGNATURES, FISHER, GET_STATE,
                                               IMAGES, INFER, PROTOTYPES, SET_HEAD, SET_SELECTION, SIGNATURE_NAMES,
-                                              SPECS, STATE_TENSORS, TRAIN_STEP, accumulate_from_name,
-                                              episode_from_name, features_name, infer_from_name, layer_state,
-                                              train_from_name)
+                                              SPECS, STATE_TENSORS, TRAIN_STEP, accumulate_from_name, episode_from_name,
+                                              features_name, infer_from_name, layer_state, train_from_name)
 
 __all__ = ["check_format", "validate_graph"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tflite_train.runtime.adaptation.augmentation import AugmentConfig
 from tflite_train.data.episodes import EpisodeConfig
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig
 
 
 @dataclasses.dataclass(frozen=True)

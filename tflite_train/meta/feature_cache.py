@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment
 from tflite_train.data.cache import load_split, read_manifest, sha256_file
+from tflite_train.runtime.adaptation.augmentation import AugmentConfig, augment
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,12 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from tflite_train.runtime.adaptation.augmentation import augment
 from tflite_train.data.dataset import LabeledImages
 from tflite_train.meta.config import PretrainConfig
 from tflite_train.meta.run_io import CheckpointKeeper, make_strategy, to_model_input, write_resolved_config
 from tflite_train.meta.schedule import WarmupCosine
 from tflite_train.models.keras_backbone import Backbone, build_backbone
+from tflite_train.runtime.adaptation.augmentation import augment
 
 log = logging.getLogger(__name__)
 

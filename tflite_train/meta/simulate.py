@@ -37,10 +37,10 @@ import tensorflow as tf
 
 from tflite_train import contract as C
 from tflite_train.models import Backbone
-from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
 from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
 from tflite_train.runtime.adaptation.pseudo_queries import draw_views, pseudo_query_batches
 from tflite_train.runtime.adaptation.trainer import fisher_subset
+from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
 from tflite_train.sparse.policies import policy_spec, select
 from tflite_train.sparse.selection import Selection
 

@@ -1,6 +1,6 @@
 """On-device runtime helpers (numpy + a TFLite interpreter; never TensorFlow)."""
 
-from tflite_train.runtime.adaptation.cached_cut import CachedCut
+from tflite_train.runtime.model.cached_cut import CachedCut
 from tflite_train.runtime.model.interpreter import TrainableModel, load_interpreter_class
 from tflite_train.runtime.model.metadata import (
     OperatorCode,

@@ -30,27 +30,26 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.model.adapted_constants import INFERENCE_SIGNATURES, ConstantLayoutError, adapted_constants_edit
-from tflite_train.runtime.checkpoint.checkpoint import (Checkpoint, load_checkpoint, restore_checkpoint,
-                                            save_checkpoint)
+from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
 from tflite_train.runtime.adaptation.continual import AdaptStart, checkpoint_after, continue_from, describe_start
-from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.adaptation.free_memory import release_free_memory
+from tflite_train.runtime.adaptation.prediction import class_logits, evaluate
+from tflite_train.runtime.adaptation.progress import Progress, no_progress
+from tflite_train.runtime.adaptation.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, layers_above
+from tflite_train.runtime.adaptation.trainer import adapt, check_labelled_set, class_prototypes, embed
+from tflite_train.runtime.checkpoint.checkpoint import Checkpoint, load_checkpoint, restore_checkpoint, save_checkpoint
+from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.images.image_folder import scan_image_folder
 from tflite_train.runtime.images.model_input import load_images
+from tflite_train.runtime.model.adapted_constants import INFERENCE_SIGNATURES, ConstantLayoutError, adapted_constants_edit
 from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
+from tflite_train.runtime.model.runtimes import resolve_runtime
 from tflite_train.runtime.output_lock import output_lock
 from tflite_train.runtime.output_path import check_output_file
 from tflite_train.runtime.peak_memory import resident_memory
-from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.report_schema import check_run_report
-from tflite_train.runtime.model.runtimes import resolve_runtime
 from tflite_train.runtime.text import printable
-from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
-from tflite_train.runtime.adaptation.prediction import class_logits, evaluate
-from tflite_train.runtime.adaptation.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, layers_above
-from tflite_train.runtime.adaptation.trainer import adapt, check_labelled_set, class_prototypes, embed
 from tflite_train.sparse.budget import Budget, admitting_budget, scaled_memory_budget
 from tflite_train.sparse.cost_model import layer_cost
 from tflite_train.sparse.policies import policy_spec

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tflite_train.runtime.errors import CheckpointError
-from tflite_train.runtime.model.header_schema import (Bool, Field, Float, Int, ListOf, MapOf, Nullable, Object, SchemaError,
-                                                Str)
+from tflite_train.runtime.model.header_schema import (Bool, Field, Float, Int, ListOf, MapOf, Nullable, Object,
+                                                      SchemaError, Str)
 
 __all__ = ["RUN_REPORT", "check_run_report"]
 

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint, encode_checkpoint
 from tflite_train.runtime.adaptation.replay_memory import ReplayMemory, keep_rows
+from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint, encode_checkpoint
 from tflite_train.sparse.selection import Selection
 
 CHECKPOINT_FILE = "checkpoint_replay.json"

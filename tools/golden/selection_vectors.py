@@ -48,8 +48,7 @@ import numpy as np
 from tflite_train import contract as C
 from tflite_train.architectures import build_layer_table
 from tflite_train.sparse.budget import (PAPER_MEMORY_BYTES, REFERENCE_LAST_LAYER_BYTES, Budget, BudgetError,
-                                        admitting_budget, last_layer_memory,
-                                        scaled_memory_budget)
+                                        admitting_budget, last_layer_memory, scaled_memory_budget)
 from tflite_train.sparse.channel_selection import l2_channels, live_channels, top_k_channels
 from tflite_train.sparse.cost_model import (
     BackwardCost,

@@ -19,8 +19,8 @@ import pytest
 
 from tests.runtime.runtime_fixtures import fixture_model, run_cli, write_episode_folders
 from tflite_train.runtime import TrainableModel, read_metadata
-from tflite_train.runtime.model import interpreter_choice
 from tflite_train.runtime.checkpoint.checkpoint import load_checkpoint
+from tflite_train.runtime.model import interpreter_choice
 from tflite_train.runtime.model.selftest import verify
 
 MODES = {"tiny_int8c_33": "int8-candidates", "tiny_int8_33": "int8"}

@@ -39,14 +39,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.adaptation.cached_cut import CachedCut
+from tflite_train.runtime.adaptation.fine_tuning import class_prototypes, embed, embed_from
+from tflite_train.runtime.adaptation.replay_memory import ReplayMemory, layers_above, lineage_cut, remember
 from tflite_train.runtime.checkpoint.checkpoint import Checkpoint, checkpoint_arrays, checkpoint_writes, restore_checkpoint
 from tflite_train.runtime.checkpoint.checkpoint_schema import check_replay_fits
 from tflite_train.runtime.errors import UserError
-from tflite_train.runtime.adaptation.fine_tuning import class_prototypes, embed, embed_from
+from tflite_train.runtime.model.cached_cut import CachedCut
 from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.model.model_contract import layer_table
-from tflite_train.runtime.adaptation.replay_memory import ReplayMemory, layers_above, lineage_cut, remember
 from tflite_train.runtime.text import printable
 from tflite_train.sparse.layer_table import LayerTable
 from tflite_train.sparse.selection import Selection

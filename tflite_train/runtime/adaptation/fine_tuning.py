@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.adaptation.cached_cut import CachedCut
 from tflite_train.runtime.adaptation.free_memory import release_free_memory
-from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.adaptation.pseudo_queries import ViewDraw, pseudo_query_batches
+from tflite_train.runtime.model.cached_cut import CachedCut
+from tflite_train.runtime.model.interpreter import TrainableModel
 
 __all__ = ["BATCH_MODES", "PROTOTYPE_MODES", "RowSource", "UpdatePlan", "class_prototypes", "embed", "embed_from",
            "plan_updates", "run_updates"]

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.trainer import check_labelled_set
+from tflite_train.runtime.model.interpreter import TrainableModel
 
 
 def predict(model: TrainableModel, images: np.ndarray, chunk_size: int = 64) -> np.ndarray:

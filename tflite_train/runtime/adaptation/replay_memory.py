@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.adaptation.cached_cut import CachedCut
+from tflite_train.runtime.model.cached_cut import CachedCut
 
 __all__ = ["DEFAULT_REPLAY_BUDGET_BYTES", "ReplayMemory", "keep_rows", "layers_above", "lineage_cut", "remember",
            "replay_capacity"]

@@ -43,21 +43,21 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
+from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
 from tflite_train.runtime.adaptation.augmentation import with_value_range
 from tflite_train.runtime.adaptation.augmentation import augment as augment_images
 from tflite_train.runtime.adaptation.cache_plan import CachePlan, plan_cache
-from tflite_train.runtime.adaptation.adapt_config import AdaptConfig
 from tflite_train.runtime.adaptation.continual import AdaptStart
-from tflite_train.runtime.errors import UserError
-from tflite_train.runtime.adaptation.free_memory import release_free_memory
-from tflite_train.runtime.model.interpreter import TrainableModel
-from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
-from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.fine_tuning import (RowSource, UpdatePlan, class_prototypes, embed, plan_updates,
-                                              run_updates)
+                                                         run_updates)
+from tflite_train.runtime.adaptation.free_memory import release_free_memory
+from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.pseudo_queries import Augment, ViewDraw
 from tflite_train.runtime.adaptation.rate_choice import RateChoice, choose_rate, held_out_score, held_out_split
 from tflite_train.runtime.adaptation.timing import PhaseTimer
+from tflite_train.runtime.errors import UserError
+from tflite_train.runtime.model.interpreter import TrainableModel
+from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
 from tflite_train.sparse.budget import Budget
 from tflite_train.sparse.cost_model import BackwardCost, full_backward_macs, total_forward_macs
 from tflite_train.sparse.fisher import fisher_potentials

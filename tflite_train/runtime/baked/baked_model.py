@@ -41,13 +41,13 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.model.adapted_constants import FILTER_TRANSPOSE, copy_on_write_branches, filter_write
 from tflite_train.runtime.baked.baked_classifier import STATEFUL_OPS, read_baked_metadata
 from tflite_train.runtime.checkpoint.checkpoint import Checkpoint, checkpoint_writes, decode_checkpoint
 from tflite_train.runtime.errors import CheckpointError, UserError
+from tflite_train.runtime.model.adapted_constants import FILTER_TRANSPOSE, copy_on_write_branches, filter_write
 from tflite_train.runtime.model.flatbuffer_graph import Graph, Operator, read_graph
 from tflite_train.runtime.model.flatbuffer_tables import (BUFFER_ALIGNMENT, Table, Vector, new_table, read_table,
-                                                    write_flatbuffer)
+                                                          write_flatbuffer)
 from tflite_train.runtime.model.integrity import PLACEHOLDER, check_model_bytes, seal
 from tflite_train.runtime.model.metadata import _Reader, _root, read_metadata, read_metadata_buffers, read_signature_defs
 from tflite_train.runtime.model.model_contract import check_metadata

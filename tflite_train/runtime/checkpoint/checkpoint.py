@@ -44,13 +44,14 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
+from tflite_train.runtime.adaptation.replay_memory import ReplayMemory
 from tflite_train.runtime.atomic_file import write_atomic
 from tflite_train.runtime.checkpoint.checkpoint_schema import (ALLOWED_DTYPES, REPLAY_ARRAYS, check_checkpoint_arrays,
-                                                    check_checkpoint_fits, check_checkpoint_header, check_replay_fits)
+                                                               check_checkpoint_fits, check_checkpoint_header,
+                                                               check_replay_fits)
 from tflite_train.runtime.errors import CheckpointError
 from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.model.model_contract import layer_table
-from tflite_train.runtime.adaptation.replay_memory import ReplayMemory
 from tflite_train.sparse.selection import Selection
 
 CHECKPOINT_MAGIC = C.CHECKPOINT_MAGIC.encode("ascii")

@@ -32,8 +32,8 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.errors import CheckpointError
-from tflite_train.runtime.model.header_schema import (Bool, Const, Field, Int, JsonObject, ListOf, MapOf, Nullable, Object,
-                                                SchemaError, Str, field_path, require, sequence_text)
+from tflite_train.runtime.model.header_schema import (Bool, Const, Field, Int, JsonObject, ListOf, MapOf, Nullable,
+                                                      Object, SchemaError, Str, field_path, require, sequence_text)
 
 __all__ = ["ALLOWED_DTYPES", "CHECKPOINT_HEADER", "MAX_ARRAYS", "MAX_CLASSES", "MAX_LAYERS", "MAX_PAYLOAD_BYTES",
            "REPLAY", "SELECTION", "check_checkpoint_arrays", "check_checkpoint_fits", "check_checkpoint_header",

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.adaptation.cached_cut import CachedCut, cached_cuts
+from tflite_train.runtime.model.cached_cut import CachedCut, cached_cuts
 from tflite_train.runtime.model.compiled_signatures import CompiledRunner, CompiledSignatures
 from tflite_train.runtime.model.flatbuffer_graph import read_graph
 from tflite_train.runtime.model.integrity import check_model_bytes

@@ -18,7 +18,7 @@ from typing import Any
 
 from tflite_train import contract as C
 from tflite_train.runtime.model.header_schema import (Bool, Const, Field, Float, Int, JsonObject, ListOf, MapOf, Object,
-                                                SchemaError, Str, field_path, require)
+                                                      SchemaError, Str, field_path, require)
 from tflite_train.sparse.layer_table import ACTIVATIONS, ROLES
 
 __all__ = ["HEAD", "INPUT", "MODEL_METADATA", "check_model_metadata"]

@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from tflite_train import contract as C
-from tflite_train.runtime.adaptation.cached_cut import CachedCut
+from tflite_train.runtime.model.cached_cut import CachedCut
 from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.model.metadata import SELFTEST_NAME, read_metadata_buffers
 from tflite_train.runtime.model.selftest_schema import SelftestError, check_selftest_vectors, load_selftest_archive

@@ -45,15 +45,15 @@ sys.path.insert(0, str(ROOT))  # this checkout's code, before any installed copy
 
 import numpy as np  # noqa: E402
 
-from tflite_train.runtime.model.interpreter import TrainableModel  # noqa: E402
-from tflite_train.runtime.checkpoint.checkpoint import restore_checkpoint, save_checkpoint  # noqa: E402
+from tflite_train import contract as C  # noqa: E402
 from tflite_train.runtime import AdaptConfig, adapt, predict  # noqa: E402
 from tflite_train.runtime.adapt_job import open_adapted  # noqa: E402
-from tflite_train.runtime.baked.baked_classifier import BakedClassifier  # noqa: E402
-from tflite_train.runtime.baked.bake_job import run_bake  # noqa: E402
 from tflite_train.runtime.adaptation.prediction import class_logits  # noqa: E402
+from tflite_train.runtime.baked.bake_job import run_bake  # noqa: E402
+from tflite_train.runtime.baked.baked_classifier import BakedClassifier  # noqa: E402
+from tflite_train.runtime.checkpoint.checkpoint import restore_checkpoint, save_checkpoint  # noqa: E402
+from tflite_train.runtime.model.interpreter import TrainableModel  # noqa: E402
 from tflite_train.runtime.model.metadata import read_metadata_buffers  # noqa: E402
-from tflite_train import contract as C  # noqa: E402
 
 
 def decode(tensor: dict) -> np.ndarray:
