@@ -28,8 +28,10 @@ TARGETS = tuple((w(a), w(b), threshold, floor, each) for w in (str, without_meta
 floor, each): the average paired delta A − B ≥ threshold (pp); where a floor is given, its 95 % CI's lower
 bound ≥ floor (pp; issue 39's "> 0" for TinyTrain − None is read as ≥ 0); where ``each`` is given, every
 target's mean delta ≥ each (pp)."""
-TIME_TARGET = ("TinyTrain", "FullTrain", 0.25)
-"""(A, B, ratio): A's measured seconds per adaptation (at its chosen passes) ≤ ratio × B's."""
+TIME_TARGETS = tuple((w("TinyTrain"), w("FullTrain"), 0.25) for w in (str, without_meta))
+"""(A, B, ratio) on each set of weights: A's measured seconds per adaptation (at its chosen passes) ≤ ratio × B's.
+Both rows of a pair run on the same weights, so that a run which recomputed one set of weights' rows compares
+seconds measured in one invocation."""
 
 
 def delta_name(a: str, b: str) -> str:
@@ -95,14 +97,16 @@ def summarize(accuracies: Mapping[str, Mapping[str, Sequence[float]]], targets: 
     return {"means": means, "deltas": deltas, "targets": verdicts}
 
 
-def time_verdict(cost: Mapping[str, Mapping]) -> dict | None:
-    """``TIME_TARGET`` on a run's measured costs (label -> ``seconds_per_task``), or None without both rows:
-    ``{"a", "b", "ratio", "measured", "met"}``, measured = A's seconds per task / B's."""
-    a, b, ratio = TIME_TARGET
-    if a not in cost or b not in cost or not cost[b].get("seconds_per_task"):
-        return None
-    measured = float(cost[a]["seconds_per_task"]) / float(cost[b]["seconds_per_task"])
-    return {"a": a, "b": b, "ratio": ratio, "measured": measured, "met": measured <= ratio}
+def time_verdicts(cost: Mapping[str, Mapping]) -> list[dict]:
+    """``TIME_TARGETS`` on a run's measured costs (label -> ``seconds_per_task``), those whose two rows exist:
+    ``[{"a", "b", "ratio", "measured", "met"}]``, measured = A's seconds per task / B's."""
+    verdicts = []
+    for a, b, ratio in TIME_TARGETS:
+        if a not in cost or b not in cost or not cost[b].get("seconds_per_task"):
+            continue
+        measured = float(cost[a]["seconds_per_task"]) / float(cost[b]["seconds_per_task"])
+        verdicts.append({"a": a, "b": b, "ratio": ratio, "measured": measured, "met": measured <= ratio})
+    return verdicts
 
 
 def verdict_sentence(v: Mapping, baseline_word: str | None = None) -> str:
@@ -133,6 +137,6 @@ def verdict_sentence(v: Mapping, baseline_word: str | None = None) -> str:
 
 
 def time_sentence(v: Mapping) -> str:
-    """One plain-words line for ``time_verdict``."""
+    """One plain-words line for a ``time_verdicts`` entry."""
     return (f"{v['a']}'s adaptation ≤ {v['ratio']:g} × {v['b']}'s (measured seconds per task at the chosen passes, "
             f"the *s / task* column): {'**met**' if v['met'] else '**missed**'}, {v['measured']:.2f}×.")

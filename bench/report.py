@@ -8,7 +8,7 @@ from bench.accuracy_report import accuracy_section
 from bench.config import LITE0, BenchConfig
 from bench.int8_report import int8_report
 from bench.methods import FORWARD_BUDGET_LABEL, NO_META, PROTOCOL_SUFFIX
-from bench.paired_accuracy import time_sentence, time_verdict, verdict_sentence
+from bench.paired_accuracy import time_sentence, time_verdicts, verdict_sentence
 from bench.continual_report import continual_report
 from bench.procedure_report import procedure_report
 from bench.table_output import markdown_table
@@ -214,9 +214,7 @@ def _targets(config: BenchConfig, results: Mapping, runs: dict | None, timing: d
                 b = "ImageNet-only / not meta-trained TinyTrain" if v["b"] == NO_META else None
                 lines.append("- " + verdict_sentence({**v, "a": "meta-trained TinyTrain" if v["b"] == NO_META
                                                       else v["a"]}, b))
-            timed = time_verdict(run.get("cost", {}))
-            if timed is not None:
-                lines.append("- " + time_sentence(timed))
+            lines += ["- " + time_sentence(timed) for timed in time_verdicts(run.get("cost", {}))]
             if not run["meta_trained"]:
                 lines.append("- meta-trained ≥ ImageNet-only + 3 pp with TinyTrain: **not measured**: no meta-trained "
                              "weights for this backbone were given to this run.")

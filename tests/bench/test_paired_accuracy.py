@@ -2,7 +2,8 @@
 
 import pytest
 
-from bench.paired_accuracy import summarize, time_sentence, time_verdict, verdict_sentence
+from bench.methods import without_meta
+from bench.paired_accuracy import summarize, time_sentence, time_verdicts, verdict_sentence
 
 # Two targets, 3 tasks each. Per-task TinyTrain − B differences:
 #   FullTrain:    t1 [1, 0, -1], t2 [0, 0, 0]   -> average delta 0 (>= 0)
@@ -33,13 +34,20 @@ def test_targets_by_hand():
     assert verdict_sentence(narrow).endswith("**met**, +0.0 pp [95 % CI -0.5, +0.5]; the lower bound clears the floor.")
 
 
-def test_time_target_by_hand():
+def test_time_target_by_hand_on_each_set_of_weights():
     cost = {"TinyTrain": {"seconds_per_task": 18.0}, "FullTrain": {"seconds_per_task": 50.0}}
-    v = time_verdict(cost)
+    [v] = time_verdicts(cost)
     assert v == {"a": "TinyTrain", "b": "FullTrain", "ratio": 0.25, "measured": pytest.approx(0.36), "met": False}
     assert time_sentence(v).endswith("**missed**, 0.36×.")
-    assert time_verdict({**cost, "TinyTrain": {"seconds_per_task": 12.5}})["met"]
-    assert time_verdict({"TinyTrain": {"seconds_per_task": 1.0}}) is None
+    assert time_verdicts({**cost, "TinyTrain": {"seconds_per_task": 12.5}})[0]["met"]
+    assert time_verdicts({"TinyTrain": {"seconds_per_task": 1.0}}) == []
+    # the pair without meta-training is judged on its own rows, never against the meta-trained FullTrain
+    both = {**cost, without_meta("TinyTrain"): {"seconds_per_task": 3.0},
+            without_meta("FullTrain"): {"seconds_per_task": 15.0}}
+    first, second = time_verdicts(both)
+    assert (second["a"], second["b"], second["measured"]) == (without_meta("TinyTrain"), without_meta("FullTrain"),
+                                                              pytest.approx(0.2))
+    assert second["met"] and not first["met"]
 
 
 def test_issue_39_goal_needs_every_target_and_applies_to_each_set_of_weights():
