@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
+from tflite_train.native_stderr import native_stderr_silenced
 from tflite_train.runtime.model.flatbuffer_graph import constant_outputs
 from tflite_train.runtime.model.metadata import read_signature_defs
 from tflite_train.runtime.model.static_shapes import expected_output_shapes
-from tflite_train.runtime.native_stderr import native_stderr_silenced
 
 __all__ = ["WEIGHT_CACHE", "CompiledRunner", "CompiledSignatures", "OutputShapeError", "compiled_model_available"]
 

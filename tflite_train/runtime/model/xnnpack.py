@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 
-from tflite_train.runtime.native_stderr import native_stderr_silenced
+from tflite_train.native_stderr import native_stderr_silenced
 
 __all__ = ["XnnpackDelegate", "delegated_node_count"]
 
