@@ -91,7 +91,7 @@ KERAS_FIXTURES: dict[str, tuple[str, ExportConfig]] = {
 WITHOUT_EPISODE_SIGNATURES = ("lite0_meta_adam_64", "tiny_nocache_17")
 """Fixtures exported without the episode and accumulation signatures (``ExportConfig.episode_signatures``, off by
 default): the Lite0 one to keep its export time, the one without cache signatures because they need them. Every
-other fixture has them, for their tests (``tests/runtime/test_episode_steps.py``, the parity and self-test tests)."""
+other fixture has them, for their tests (``tests/runtime/adaptation/test_episode_steps.py``, the parity and self-test tests)."""
 FIXTURES = {name: dataclasses.replace(c, episode_signatures=name not in WITHOUT_EPISODE_SIGNATURES)
             for name, c in FIXTURES.items()}
 KERAS_FIXTURES = {name: (builder, dataclasses.replace(c, episode_signatures=True))

@@ -24,7 +24,7 @@ computed, the mean of f_old(x) over its images, while this run moves the backbon
 layers train on the new images only). Its test images then embed as f_new(x), whose cosine to c_k is no
 longer what the head was built on, and nothing in the loss keeps f_new near f_old on those classes: the
 updates, whose rows are all of the new classes, pull every embedding towards the new prototypes. Measured on the
-tiny test fixture (``tests/runtime/test_continual.py::test_drift_without_replay_and_the_memory_that_prevents_it``,
+tiny test fixture (``tests/runtime/adaptation/test_continual.py::test_drift_without_replay_and_the_memory_that_prevents_it``,
 printed with ``-s``; 3-way 5-shot Fashion-MNIST, then +1 way, 4 epochs): old-class query accuracy 68.9 % before
 (3-way head), then on the 4-way head 31.1 % without replay and 64.4 % with the memory; the stored prototypes'
 cosine to their classes' means through the moved backbone falls to 0.977 without replay. A memory both re-centres

@@ -4,7 +4,7 @@ default, defined once.
 TinyTrain's on-device protocol (paper appendix A.2: "training using all the samples (e.g. 25) for 40
 iterations", i.e. 40 passes over the support set at batch 1, and the 15 % compute budget of §5) is the
 starting point; the benchmark's successive halving on validation tasks (``bench/results/BENCHMARKS.md``)
-is what confirms or replaces each number here, and ``tests/runtime/test_protocol.py`` pins these values to
+is what confirms or replaces each number here, and ``tests/runtime/adaptation/test_protocol.py`` pins these values to
 the committed benchmark's choice for the default backbone once its tuning is stored.
 """
 

@@ -22,7 +22,7 @@ the export's ``infer`` and the checkpoint, laid out as CONTRACT.md "Baked classi
 Every constant is stored once (the export's constants that several tensors share stay shared) and is
 packed by a delegate like any constant weight. The scores equal ``predict``'s (``infer``'s first k logits
 after restoring the checkpoint) up to float rounding: W's rounding and the order of the dot products
-(``tests/runtime/test_baked_model.py``: within 1e-5 of the largest logit on both runtimes).
+(``tests/runtime/baked/test_baked_model.py``: within 1e-5 of the largest logit on both runtimes).
 
 A checkpoint of another model, or one that does not fit it, is refused before anything is built
 (``checkpoint.checkpoint_writes``); so is a file this bake cannot read (``BakeError``: a head or branch of

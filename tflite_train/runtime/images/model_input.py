@@ -1,7 +1,7 @@
 """The model input from a decoded image: the one preprocessing Python and Java share.
 
 Preprocessing to the model input (``to_model_input``; the Java ``ImagePreprocessor`` implements the
-same algorithm, pinned by a golden file: see ``tests/runtime/test_image_parity.py``). With the source
+same algorithm, pinned by a golden file: see ``tests/runtime/images/test_image_parity.py``). With the source
 W x H in 0..255 units (uint8 as is, float [0, 1] times 255), the model's w x h x c and its input range
 [low, high]:
 

@@ -16,7 +16,7 @@
   position modulo 8 as where it was read (its 8-byte scalars stay aligned), a vector's elements are
   aligned to their width (``Vector.align``: a model's buffers use 16, as TFLite's converter does).
 
-The output is what ``flatbuffer_verify`` accepts (``tests/runtime/test_flatbuffer_tables.py`` rewrites a
+The output is what ``flatbuffer_verify`` accepts (``tests/runtime/model/test_flatbuffer_tables.py`` rewrites a
 fixture whole and compares the interpreter's outputs).
 """
 

@@ -18,7 +18,7 @@ import org.tflitetrain.core.model.ModelMetadata;
 /**
  * Checkpoint headers with a valid digest but fields of the wrong type, out of range or inconsistent are refused
  * by the declared schema ({@link CheckpointHeader}) with one line naming the field, never a ClassCastException,
- * NullPointerException or IndexOutOfBoundsException; the same cases as {@code tests/runtime/test_checkpoint_schema.py}.
+ * NullPointerException or IndexOutOfBoundsException; the same cases as {@code tests/runtime/checkpoint/test_checkpoint_schema.py}.
  */
 public class CheckpointHeaderTest {
   private static final class Setup {

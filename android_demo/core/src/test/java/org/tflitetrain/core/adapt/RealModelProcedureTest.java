@@ -34,7 +34,7 @@ import org.tflitetrain.core.select.Budget;
  *   <li>batch mode accumulate (B one-row {@code accumulate_from_<layer>} calls and one {@code apply_accumulated}
  *       per update) leaves the state of batch mode (ONE {@code train_step_from_<layer>} on the same B rows): every
  *       state tensor within 1e-4 of its largest magnitude, at most 0.1 % of its entries off by more than 1e-5 of
- *       it, losses within 1e-5 relative (the tolerances of {@code tests/runtime/test_episode_steps.py}; measured
+ *       it, losses within 1e-5 relative (the tolerances of {@code tests/runtime/adaptation/test_episode_steps.py}; measured
  *       4.0e-6 of the scale on LiteRT for one update of 6 rows);
  *   <li>the rate choice on 1-shot tasks (3-way and 2-way: nothing to hold out) picks rate 0 by
  *       {@link RateChoice#NO_HOLDOUT_RULE} and trains nothing; on a 3-shot task it scores every rate;

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.runtime.fuzz_profiles import examples
 from tests.runtime.runtime_fixtures import episode_arrays, fixture_model
-from tests.runtime.test_fuzz_headers import JSON, ill_typed, well_typed
+from tests.runtime.model.test_fuzz_headers import JSON, ill_typed, well_typed
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
 from tflite_train.runtime.baked.baked_classifier import BakedModelError, check_baked_graph, check_baked_metadata

@@ -13,7 +13,7 @@ import numpy as np
 
 from tools.golden.image_vectors import CASES, GOLDEN_NAME, golden_cases
 
-FOLDER = pathlib.Path(__file__).resolve().parents[2] / "android_demo/core/src/test/resources/image"
+FOLDER = pathlib.Path(__file__).resolve().parents[3] / "android_demo/core/src/test/resources/image"
 
 
 def test_committed_golden_is_current():

@@ -11,7 +11,7 @@ from tflite_train.cli.parser import build_parser
 from tflite_train.default_weights import default_lite0_meta_trained
 from tflite_train.runtime import DEFAULT_PROTOCOL, AdaptConfig
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 ADAPT = ["adapt", "--model", "m.tflite", "--support", "photos", "--out", "m.ckpt"]
 
 

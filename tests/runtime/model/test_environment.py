@@ -24,7 +24,7 @@ def test_pi_requirements_pin_what_the_pi_extra_installs():
     import pathlib
     import re
 
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = pathlib.Path(__file__).resolve().parents[3]
     pins = dict(re.findall(r"^([a-z-]+)==([0-9.]+)", (root / "requirements/pi.txt").read_text(), re.M))
     setup = (root / "setup.py").read_text()
     for package in ("pillow", "tqdm"):

@@ -113,7 +113,7 @@ def test_the_head_is_the_cosine_head_by_hand():
     prototypes = np.array([[3.0, 4.0], [0.0, 2.0]], np.float32)
     np.testing.assert_allclose(head_weights(prototypes, 10.0), [[6.0, 8.0], [0.0, 10.0]], rtol=1e-6)
     assert np.all(head_weights(np.zeros((1, 2), np.float32), 10.0) == 0)  # an empty class: 0, no NaN
-    tree = ast.parse((pathlib.Path(__file__).parents[2] / "converters" / "cosine_head.py").read_text())
+    tree = ast.parse((pathlib.Path(__file__).parents[3] / "converters" / "cosine_head.py").read_text())
     exported = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
                 and any(getattr(t, "id", "") == "NORM_EPS" for t in node.targets)]
     assert exported == [NORM_EPS], "the bake's eps must be the exporter's"
