@@ -190,8 +190,8 @@ class ContinualRecord:
       task: The task's index in ``continual_tasks``' list.
       fingerprint: ``task_store.task_fingerprint`` of the task.
       steps: {"1": {"base": run}, "2": {arm: run}, "3": {arm: run}}; a run is {"all", "old", "new" (%),
-        "checkpoint_bytes", "replay_bytes", "replay_rows", "seconds", "updates", "rows" (support images +
-        replayed rows trained on), "predictions"}.
+        "checkpoint_bytes", "replay_bytes", "replay_rows" (stored activations), "replay_images" (stored images),
+        "seconds", "updates", "rows" (support images + replayed images trained on), "predictions"}.
     """
 
     task: int
@@ -248,6 +248,7 @@ def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
                 "checkpoint_bytes": _checkpoint_bytes(checkpoint),
                 "replay_bytes": 0 if checkpoint.replay is None else checkpoint.replay.nbytes,
                 "replay_rows": 0 if checkpoint.replay is None else len(checkpoint.replay),
+                "replay_images": 0 if checkpoint.replay is None else checkpoint.replay.num_images,
                 "seconds": seconds, "updates": updates, "rows": rows, "predictions": predictions.tolist()}
 
     def trained(images, labels, previous: Checkpoint | None, use_replay: bool, budget: int, step_classes: int):
@@ -261,9 +262,9 @@ def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
         result = adapt(model, images, labels, config, start=start)
         checkpoint = checkpoint_after(model, result.selection, start, images, labels,
                                       present if start is None else start.class_names, replay_budget=budget,
-                                      seed=config.seed, chunk_size=config.chunk_size)
+                                      seed=config.seed, chunk_size=config.chunk_size, views=result.views)
         seconds = time.perf_counter() - started
-        rows = images.shape[0] + (0 if start is None or start.replay is None else len(start.replay))
+        rows = images.shape[0] + (0 if start is None or start.replay is None else start.replay.num_images)
         return checkpoint, scored(checkpoint, seconds, len(result.losses), rows, step_classes)
 
     def prototypes_only(images, labels, previous: Checkpoint, step_classes: int):

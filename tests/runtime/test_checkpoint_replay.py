@@ -77,7 +77,7 @@ def _edit(header, key, value):
 
 
 HEADER_CASES = {
-    "version": (lambda h: _edit(h, C.F_FORMAT_VERSION, 2), "field replay.format_version: must be 1"),
+    "version": (lambda h: _edit(h, C.F_FORMAT_VERSION, 3), "field replay.format_version: must be in 1..2"),
     "format": (lambda h: _edit(h, C.F_FORMAT, "other"), "field replay.format: must be 'tflite-train-replay'"),
     "rule": (lambda h: _edit(h, C.F_RULE, "reservoir"), "field replay.rule: must be one of class_balanced_recent"),
     "unknown member": (lambda h: _edit(h, "extra", 1), "field replay.extra: is not a known field"),

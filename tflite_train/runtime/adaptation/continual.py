@@ -12,12 +12,12 @@ ones. ``continue_from(checkpoint, support_names, ...)`` makes the run's ``AdaptS
   selection mask) instead of ``reset_state``, and saves the union of the checkpoint's selection and its own
   (``saved_selection``): every channel that differs from the export.
 * **Prototypes** (``fine_tuning.class_prototypes`` with ``kept``): c_k = the mean embedding of class k's rows of
-  this run, its new support images and its replayed activations (``replay_memory``), through the current
+  this run, its new support images and its replayed images' plain views (``replay_memory``), through the current
   backbone, at the start and again after the updates; a class with no row keeps its stored prototype.
 * **Replay.** With a memory (``AdaptStart.replay``), the updates draw from the new images' views and the
-  stored activations (``fine_tuning.RowSource``), ``config.num_steps(N + R)`` updates of N new images and R
-  stored rows, all from the memory's cut; the selection is made among the layers at or above that cut only
-  (``replay_memory.layers_above``), since the stored activations are those of the layers below it.
+  stored images' stored views (``fine_tuning.RowSource``), ``config.num_steps(N + I)`` updates of N new images
+  and I stored images, all from the memory's cut; the selection is made among the layers at or above that cut
+  only (``replay_memory.layers_above``), since the stored activations are those of the layers below it.
 
 **Without replay (budget 0) the old classes drift.** A class with no row keeps the prototype c_k its own run
 computed, the mean of f_old(x) over its images, while this run moves the backbone to f_new (the selected
@@ -46,7 +46,8 @@ from tflite_train.runtime.errors import UserError
 from tflite_train.runtime.adaptation.fine_tuning import class_prototypes, embed, embed_from
 from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.model.model_contract import layer_table
-from tflite_train.runtime.adaptation.replay_memory import ReplayMemory, layers_above, lineage_cut, remember
+from tflite_train.runtime.adaptation.replay_memory import (ReplayMemory, ViewActivations, layers_above, lineage_cut,
+                                                           remember)
 from tflite_train.runtime.text import printable
 from tflite_train.sparse.layer_table import LayerTable
 from tflite_train.sparse.selection import Selection
@@ -89,15 +90,16 @@ class AdaptStart:
           chunk_size: Rows per ``infer`` / ``infer_from`` call.
 
         Returns:
-          f32 [N + R, D]: the embeddings of the new images, then of the replayed rows, through the restored model.
+          f32 [N + I, D]: the embeddings of the new images, then of the replayed images' plain views, through the
+          restored model.
         """
         restore_checkpoint(model, self.checkpoint)
         embeddings = embed(model, images, chunk_size)
         rows = labels
         if self.replay is not None:
-            embeddings = np.concatenate([embeddings, embed_from(model, self.cut(model), self.replay.activations,
+            embeddings = np.concatenate([embeddings, embed_from(model, self.cut(model), self.replay.plain,
                                                                 chunk_size)])
-            rows = np.concatenate([labels, self.replay.labels])
+            rows = np.concatenate([labels, self.replay.image_labels])
         model.set_head(class_prototypes(embeddings, rows, self.kept_prototypes))
         return embeddings
 
@@ -189,13 +191,16 @@ def describe_start(start: AdaptStart) -> str:
 
 
 def memory_after(model: TrainableModel, start: AdaptStart | None, selection: Selection, images: np.ndarray,
-                 labels: np.ndarray, budget_bytes: int, seed: int, chunk_size: int = 32) -> ReplayMemory | None:
+                 labels: np.ndarray, budget_bytes: int, seed: int, chunk_size: int = 32,
+                 views: ViewActivations | None = None) -> ReplayMemory | None:
     """The memory a run's checkpoint stores (``replay_memory.remember``): the start's memory and the run's
-    support images at the cut, with the adapted weights, kept under ``budget_bytes``.
+    support images at the cut (plain views with the adapted weights, and ``views``' augmented views when they
+    are at that cut), kept under ``budget_bytes``.
 
     The cut: the start's memory's (the lineage's), else ``replay_memory.lineage_cut`` of the run's
     ``selection``. No memory (None) with a budget of 0, without cached cuts, or when the interpreter must not
-    run them (``TrainableModel.cache_unsafe``).
+    run them (``TrainableModel.cache_unsafe``). ``views`` at another cut (or None) add no views: the run's
+    images keep their plain views only.
     """
     if budget_bytes <= 0 or model.cache_unsafe:
         return None
@@ -209,12 +214,14 @@ def memory_after(model: TrainableModel, start: AdaptStart | None, selection: Sel
         return None
     activations = np.concatenate([model.features(cut, images[i:i + chunk_size])
                                   for i in range(0, images.shape[0], chunk_size)])
-    return remember(memory, cut, activations, labels, budget_bytes, seed)
+    per_image = views.per_image() if views is not None and views.cut_layer == cut.layer else None
+    return remember(memory, cut, activations, labels, budget_bytes, seed, per_image)
 
 
 def checkpoint_after(model: TrainableModel, selection: Selection, start: AdaptStart | None, images: np.ndarray,
                      labels: np.ndarray, class_names: Sequence[str], *, replay_budget: int, seed: int,
-                     include_optimizer: bool = False, chunk_size: int = 32) -> Checkpoint:
+                     include_optimizer: bool = False, chunk_size: int = 32,
+                     views: ViewActivations | None = None) -> Checkpoint:
     """The checkpoint of ``model``'s state after a run (in memory; ``checkpoint.save_checkpoint`` or
     ``encode_checkpoint`` write it, ``adapt(..., start=continue_from(it, ...))`` continues from it).
 
@@ -227,9 +234,10 @@ def checkpoint_after(model: TrainableModel, selection: Selection, start: AdaptSt
       replay_budget, seed: The memory's budget and seed (``memory_after``).
       include_optimizer: Store the optimizer slots too.
       chunk_size: Images per ``features`` call.
+      views: The run's views at its cut (``AdaptResult.views``), stored beside the plain views (``memory_after``).
     """
     table = layer_table(model.metadata)
     saved = (selection if start is None else saved_selection(start.checkpoint.selection, selection, table)).ordered(table)
-    memory = memory_after(model, start, selection, images, labels, replay_budget, seed, chunk_size)
+    memory = memory_after(model, start, selection, images, labels, replay_budget, seed, chunk_size, views)
     return Checkpoint(str(model.metadata[C.F_MODEL_ID]), saved, include_optimizer,
                       checkpoint_arrays(model, saved, include_optimizer), tuple(class_names), replay=memory)
