@@ -141,6 +141,10 @@ def test_tiny_run_structure_resume_and_report(tiny):
     text = "\n".join(lines)
     assert "## Class-incremental adaptation (issue 42)" in text and "| (b) prototypes only, no update |" in text
     assert text.count("| --from with replay |") == 3 and "Old-class accuracy drops by at most 2 pp" in text
+    old = summary["steps"]["2"]["with_replay"]["delta_old"]["average"]  # the old classes against (a), paired
+    assert "| old − (a) (pp) |" in text
+    assert f"against (a)'s old-class accuracy (paired on the same tasks), the replay run's is {old['mean']:+.1f} ± " \
+           f"{old['ci95']:.1f} pp" in text
 
 
 def test_the_prototypes_arm_does_no_update(tiny):
