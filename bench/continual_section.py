@@ -190,7 +190,7 @@ class ContinualRecord:
       task: The task's index in ``continual_tasks``' list.
       fingerprint: ``task_store.task_fingerprint`` of the task.
       steps: {"1": {"base": run}, "2": {arm: run}, "3": {arm: run}}; a run is {"all", "old", "new" (%),
-        "checkpoint_bytes", "replay_bytes", "replay_rows" (stored activations), "replay_images" (stored images),
+        "checkpoint_bytes", "replay_bytes", "replay_rows" (stored activations), "replay_image_count" (stored images),
         "seconds", "updates", "rows" (support images + replayed images trained on), "predictions"}.
     """
 
@@ -248,7 +248,7 @@ def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
                 "checkpoint_bytes": _checkpoint_bytes(checkpoint),
                 "replay_bytes": 0 if checkpoint.replay is None else checkpoint.replay.nbytes,
                 "replay_rows": 0 if checkpoint.replay is None else len(checkpoint.replay),
-                "replay_images": 0 if checkpoint.replay is None else checkpoint.replay.num_images,
+                "replay_image_count": 0 if checkpoint.replay is None else checkpoint.replay.num_images,
                 "seconds": seconds, "updates": updates, "rows": rows, "predictions": predictions.tolist()}
 
     def trained(images, labels, previous: Checkpoint | None, use_replay: bool, budget: int, step_classes: int):

@@ -121,9 +121,9 @@ def test_tiny_run_structure_resume_and_report(tiny):
             assert all(len(steps[step][arm]["predictions"]) == 5 * 3 for arm in ARMS)
             assert steps[step]["prototypes_only"]["updates"] == 0 and steps[step]["without_replay"]["replay_bytes"] == 0
             assert 0 < steps[step]["with_replay"]["replay_bytes"] <= 2**20
-        assert steps["2"]["with_replay"]["rows"] == 2 * 3 + steps["1"]["base"]["replay_images"]
+        assert steps["2"]["with_replay"]["rows"] == 2 * 3 + steps["1"]["base"]["replay_image_count"]
         # the memory keeps augmented views of its images beside their plain views (the budget holds them all)
-        assert steps["1"]["base"]["replay_images"] == 3 * 3
+        assert steps["1"]["base"]["replay_image_count"] == 3 * 3
         assert steps["1"]["base"]["replay_rows"] == 3 * 3 * (1 + AdaptConfig().augment_views)
     cell = next(pathlib.Path(tiny.out_dir).glob("tasks/tiny/continual/tgt/test/*.jsonl"))
     lines = cell.read_text().splitlines()
