@@ -199,7 +199,7 @@ class RowSource:
             self._replay_rows = replay.view_rows(self.num_views)
 
     def pseudo_queries(self, rows: np.ndarray) -> np.ndarray:
-        """The pseudo-query rows ``rows`` of ``pseudo_query_batches`` over the N (+ R replayed) rows."""
+        """The pseudo-query rows ``rows`` of ``pseudo_query_batches`` over the N (+ I replayed) images."""
         if self.replay is None:
             return self.views[rows]
         total = self.new_rows + self.replay.num_images
