@@ -151,3 +151,17 @@ def test_lineage_cut_and_the_layers_above_it():
     assert lineage_cut([], 10) is None
     index = {"a": 5, "b": 6, "c": 9, "d": 12}
     assert layers_above(9, ["a", "b", "c", "d"], index) == ["c", "d"]
+
+
+def test_the_report_counts_images_and_rows_and_the_summary_says_so():
+    from tflite_train.runtime.adaptation.summary import format_replay
+
+    memory = ReplayMemory("b12", 9, (1,), 1024, np.zeros((5, 1), np.float32), np.array([0, 1, 0, 0, 1], np.int32),
+                          np.array([0, 1, 0, 0, 1], np.int32))
+    report = memory.report(["cat", "dog"])
+    assert (report["examples"], report["rows"], report["per_class"], report["bytes"]) == (2, 5, {"cat": 1, "dog": 1}, 20)
+    assert format_replay(report).startswith("2 example(s), 5 activations with their views at the cut b12: ")
+    plain = ReplayMemory("b12", 9, (1,), 1024, np.zeros((2, 1), np.float32), np.array([0, 1], np.int32)).report(["a", "b"])
+    assert format_replay(plain).startswith("2 example(s) at the cut b12: ")
+    del plain["rows"]  # a report written before the views were stored
+    assert format_replay(plain).startswith("2 example(s) at the cut b12: ")
