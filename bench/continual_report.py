@@ -74,9 +74,9 @@ def goal_sentences(goals: list[Mapping], summary: Mapping, old_ways: int) -> lis
         f"{old['ci95']:.1f} pp.",
         f"- The added run costs no more than from scratch on the new images alone plus the replayed ones: "
         f"{words[c['met']]}: {c['measured']:.2f} s per run against {c['threshold']:.2f} s, the bound priced at (a)'s "
-        f"measured seconds per image of the same step times the {replay['rows']:.0f} rows (new images + replayed "
-        "activations) the replay run trains on; both take the same number of updates (the protocol's passes "
-        "over those rows), the replay run's from the memory's cut.",
+        f"measured seconds per image of the same step times the {replay['rows']:.0f} images (new + replayed, the "
+        "replayed ones read from their stored views) the replay run trains on; both take the same number of updates "
+        "(the protocol's passes over those images), the replay run's from the memory's cut.",
     ]
 
 
