@@ -21,19 +21,20 @@ def _step_name(step: str, old_ways: int, new_ways: int) -> str:
 
 def step_table(arms: Mapping[str, Mapping]) -> list[str]:
     """The lines of one step's table: per arm (rows) the average accuracies, the old-class change, the paired
-    delta to (a), the checkpoint and replay bytes, seconds and updates per run."""
+    deltas to (a) of all classes and of the old classes, the checkpoint and replay bytes, seconds and updates per
+    run."""
     header = ("arm", "all classes", "old classes", "new classes", "old − step 1 (pp)", "all − (a) (pp)",
-              "checkpoint KiB", "replay KiB", "s / run", "updates / run")
+              "old − (a) (pp)", "checkpoint KiB", "replay KiB", "s / run", "updates / run")
     rows = []
     for arm in ARMS:
         row = arms[arm]
-        delta = row["delta_all"]
+        deltas = ["-" if row[k] is None else mean_ci_text(row[k][AVERAGE], signed=True)
+                  for k in ("delta_all", "delta_old")]
         rows.append([ARM_LABELS[arm], mean_ci_text(row["all"][AVERAGE]), mean_ci_text(row["old"][AVERAGE]),
                      mean_ci_text(row["new"][AVERAGE]), mean_ci_text(row["old_change"][AVERAGE], signed=True),
-                     "-" if delta is None else mean_ci_text(delta[AVERAGE], signed=True),
-                     f"{row['checkpoint_bytes'] / KIB:.0f}", f"{row['replay_bytes'] / KIB:.0f}",
+                     *deltas, f"{row['checkpoint_bytes'] / KIB:.0f}", f"{row['replay_bytes'] / KIB:.0f}",
                      f"{row['seconds']:.2f}", f"{row['updates']:.0f}"])
-    return markdown_table(header, rows, "lrrrrrrrrr")
+    return markdown_table(header, rows, "lrrrrrrrrrr")
 
 
 def target_table(arms: Mapping[str, Mapping], targets: list[str]) -> list[str]:
@@ -58,6 +59,7 @@ def goal_sentences(goals: list[Mapping], summary: Mapping, old_ways: int) -> lis
     by_goal = {g["goal"]: g for g in goals}
     a, o, c = by_goal["all_classes"], by_goal["old_classes"], by_goal["cost"]
     replay = summary["steps"]["2"]["with_replay"]
+    old = replay["delta_old"][AVERAGE]
     return [
         f"- All-class accuracy after adding classes ≥ from scratch − {GOAL_PP:g} pp, with a replay memory of at most "
         f"{GOAL_REPLAY_BYTES / 2**20:g} MiB: {words[a['met']]}: the paired delta (--from with replay − (a)) is "
@@ -67,12 +69,14 @@ def goal_sentences(goals: list[Mapping], summary: Mapping, old_ways: int) -> lis
         f"- Old-class accuracy drops by at most {GOAL_PP:g} pp from before the addition: {words[o['met']]}: "
         f"{o['measured']:+.1f} ± {o['ci95']:.1f} pp (old-class queries on the 5-way head against step 1's on its "
         f"{old_ways}-way head: part of any drop is the two more classes to confuse them with, which (a) suffers too: "
-        f"{summary['steps']['2'][REFERENCE]['old_change'][AVERAGE]['mean']:+.1f} pp){_established(o)}.",
+        f"{summary['steps']['2'][REFERENCE]['old_change'][AVERAGE]['mean']:+.1f} pp){_established(o)}. On the same 5-way "
+        f"head, against (a)'s old-class accuracy (paired on the same tasks), the replay run's is {old['mean']:+.1f} ± "
+        f"{old['ci95']:.1f} pp.",
         f"- The added run costs no more than from scratch on the new images alone plus the replayed ones: "
         f"{words[c['met']]}: {c['measured']:.2f} s per run against {c['threshold']:.2f} s, the bound priced at (a)'s "
-        f"measured seconds per image of the same step times the {replay['rows']:.0f} rows (new images + replayed "
-        "activations) the replay run trains on; both take the same number of updates (the protocol's passes "
-        "over those rows), the replay run's from the memory's cut.",
+        f"measured seconds per image of the same step times the {replay['rows']:.0f} images (new + replayed, the "
+        "replayed ones read from their stored views) the replay run trains on; both take the same number of updates "
+        "(the protocol's passes over those images), the replay run's from the memory's cut.",
     ]
 
 

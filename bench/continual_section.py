@@ -49,6 +49,7 @@ from bench.procedure_section import BEFORE_META, shipped_weights
 from bench.task_store import append_record, model_identity, open_cell, read_records, task_fingerprint
 from bench.tasks import Task, fixed_task, target_pools
 from bench.validation_split import TEST
+from tflite_train import contract as C
 from tflite_train.runtime import (DEFAULT_PROTOCOL, DEFAULT_REPLAY_BUDGET_BYTES, AdaptConfig, TrainableModel, adapt,
                                   checkpoint_after, continue_from, predict)
 from tflite_train.runtime.adapt_job import default_run_budget
@@ -190,8 +191,8 @@ class ContinualRecord:
       task: The task's index in ``continual_tasks``' list.
       fingerprint: ``task_store.task_fingerprint`` of the task.
       steps: {"1": {"base": run}, "2": {arm: run}, "3": {arm: run}}; a run is {"all", "old", "new" (%),
-        "checkpoint_bytes", "replay_bytes", "replay_rows", "seconds", "updates", "rows" (support images +
-        replayed rows trained on), "predictions"}.
+        "checkpoint_bytes", "replay_bytes", "replay_rows" (stored activations), "replay_image_count" (stored images),
+        "seconds", "updates", "rows" (support images + replayed images trained on), "predictions"}.
     """
 
     task: int
@@ -248,6 +249,7 @@ def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
                 "checkpoint_bytes": _checkpoint_bytes(checkpoint),
                 "replay_bytes": 0 if checkpoint.replay is None else checkpoint.replay.nbytes,
                 "replay_rows": 0 if checkpoint.replay is None else len(checkpoint.replay),
+                "replay_image_count": 0 if checkpoint.replay is None else checkpoint.replay.num_images,
                 "seconds": seconds, "updates": updates, "rows": rows, "predictions": predictions.tolist()}
 
     def trained(images, labels, previous: Checkpoint | None, use_replay: bool, budget: int, step_classes: int):
@@ -261,9 +263,9 @@ def run_scenario(model: TrainableModel, scenario: Scenario, base: AdaptConfig,
         result = adapt(model, images, labels, config, start=start)
         checkpoint = checkpoint_after(model, result.selection, start, images, labels,
                                       present if start is None else start.class_names, replay_budget=budget,
-                                      seed=config.seed, chunk_size=config.chunk_size)
+                                      seed=config.seed, chunk_size=config.chunk_size, views=result.views)
         seconds = time.perf_counter() - started
-        rows = images.shape[0] + (0 if start is None or start.replay is None else len(start.replay))
+        rows = images.shape[0] + (0 if start is None or start.replay is None else start.replay.num_images)
         return checkpoint, scored(checkpoint, seconds, len(result.losses), rows, step_classes)
 
     def prototypes_only(images, labels, previous: Checkpoint, step_classes: int):
@@ -400,7 +402,10 @@ def continual_records(config: BenchConfig, model_path, targets: Sequence[str], i
         fingerprints = [task_fingerprint(task) for task in tasks]
         cell = {"model": model_identity(model_path), "adapt": base.to_dict(), "target": t, "pool": TEST,
                 "section": "continual", "ways": [OLD_WAYS, NEW_WAYS], "design": dataclasses.asdict(designs[t]),
-                "replay_budget": DEFAULT_REPLAY_BUDGET_BYTES, "interpreter": interpreter, "threads": config.threads}
+                "replay_budget": DEFAULT_REPLAY_BUDGET_BYTES, "interpreter": interpreter, "threads": config.threads,
+                # what the replay memory keeps changed with its format (version 2: views per image): cells of an
+                # older memory are never read back as this one's
+                "replay_format_version": C.REPLAY_FORMAT_VERSION}
         path = open_cell(config.out_dir, f"{label}/continual", "continual", t, TEST, cell)
         cells[t] = (path, fingerprints)
         done = read_records(path, fingerprints, ContinualRecord.from_dict)

@@ -19,6 +19,7 @@ from bench.tasks import Task
 from tests.bench.synthetic_images import patterns
 from tests.runtime.runtime_fixtures import FIXTURE_DIR
 from tflite_train.data import DatasetSpec, prepare_cache
+from tflite_train.runtime import AdaptConfig
 
 FIXTURE = FIXTURE_DIR / "tiny_adam_33.tflite"
 
@@ -120,7 +121,10 @@ def test_tiny_run_structure_resume_and_report(tiny):
             assert all(len(steps[step][arm]["predictions"]) == 5 * 3 for arm in ARMS)
             assert steps[step]["prototypes_only"]["updates"] == 0 and steps[step]["without_replay"]["replay_bytes"] == 0
             assert 0 < steps[step]["with_replay"]["replay_bytes"] <= 2**20
-        assert steps["2"]["with_replay"]["rows"] == 2 * 3 + steps["1"]["base"]["replay_rows"]
+        assert steps["2"]["with_replay"]["rows"] == 2 * 3 + steps["1"]["base"]["replay_image_count"]
+        # the memory keeps augmented views of its images beside their plain views (the budget holds them all)
+        assert steps["1"]["base"]["replay_image_count"] == 3 * 3
+        assert steps["1"]["base"]["replay_rows"] == 3 * 3 * (1 + AdaptConfig().augment_views)
     cell = next(pathlib.Path(tiny.out_dir).glob("tasks/tiny/continual/tgt/test/*.jsonl"))
     lines = cell.read_text().splitlines()
     assert len(lines) == 3 and "cell" in json.loads(lines[0])
@@ -137,6 +141,10 @@ def test_tiny_run_structure_resume_and_report(tiny):
     text = "\n".join(lines)
     assert "## Class-incremental adaptation (issue 42)" in text and "| (b) prototypes only, no update |" in text
     assert text.count("| --from with replay |") == 3 and "Old-class accuracy drops by at most 2 pp" in text
+    old = summary["steps"]["2"]["with_replay"]["delta_old"]["average"]  # the old classes against (a), paired
+    assert "| old − (a) (pp) |" in text
+    assert f"against (a)'s old-class accuracy (paired on the same tasks), the replay run's is {old['mean']:+.1f} ± " \
+           f"{old['ci95']:.1f} pp" in text
 
 
 def test_the_prototypes_arm_does_no_update(tiny):

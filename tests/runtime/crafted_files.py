@@ -38,17 +38,20 @@ def adapted_checkpoint(model: TrainableModel, names: tuple[str, ...] = CLASS_NAM
     return data
 
 
-def replay_checkpoint(model: TrainableModel, rows: int = 5, names: tuple[str, ...] = CLASS_NAMES) -> bytes:
-    """``adapted_checkpoint`` with a replay memory: ``rows`` seeded activations at the model's first cut, labels
-    cycling over the classes, under a budget of exactly their bytes."""
+def replay_checkpoint(model: TrainableModel, rows: int = 5, names: tuple[str, ...] = CLASS_NAMES,
+                      images: tuple[int, ...] | None = None) -> bytes:
+    """``adapted_checkpoint`` with a replay memory: ``rows`` seeded activations at the model's first cut, the
+    images' labels cycling over the classes, under a budget of exactly their bytes; ``images``: each row's image
+    (None: one plain view per row)."""
     from tflite_train.runtime.checkpoint.checkpoint import decode_checkpoint
     from tflite_train.runtime.adaptation.replay_memory import ReplayMemory
 
     rng = np.random.default_rng(42)
     cut = model.cached_cuts[0]
+    index = np.arange(rows, dtype=np.int32) if images is None else np.asarray(images, np.int32)
     memory = ReplayMemory(cut.layer, cut.index, cut.shape, rows * cut.bytes_per_image,
                           rng.normal(size=(rows, *cut.shape)).astype(np.float32),
-                          (np.arange(rows) % len(names)).astype(np.int32))
+                          (index % len(names)).astype(np.int32), index)
     plain = decode_checkpoint(adapted_checkpoint(model, names))
     return encode_checkpoint(plain.model_id, plain.selection, plain.arrays, False, names, replay=memory)
 

@@ -173,10 +173,12 @@ def register(command: Command) -> None:
                         "updated (the stored activations come from the layers below it)")
     p.add_argument("--replay-budget", type=replay_budget, default=DEFAULT_REPLAY_BUDGET_BYTES, metavar="SIZE",
                    help="most bytes of replay memory the checkpoint keeps: activations of support images at the "
-                        "cached cut, chosen class-balanced, most recent first; a later --from run trains on "
-                        "them. 0 = none (a --from run then neither trains on the old memory nor keeps one, and the "
-                        "old classes keep their stored prototypes while the network moves) (default: 1MiB, about "
-                        "85 images on the default Lite0 @128)")
+                        "cached cut, chosen class-balanced, most recent first: each kept image's plain view, then "
+                        "as many of the augmented views it was trained on as the budget holds; a later --from run "
+                        "trains on them. 0 = none (a --from run then neither trains on the old memory nor keeps "
+                        "one, and the old classes keep their stored prototypes while the network moves) (default: "
+                        "1MiB, 85 activations on the default Lite0 @128: 17 images with 4 views each, or up to 85 "
+                        "images with their plain views only)")
     p.add_argument("--policy", type=policy_name, default="tinytrain",
                    help="which weights to update: none (prototypes only) | last_layer | full_train | sparse_update "
                         "(static: --sparse-update-layers, else layers ranked by weight norm) | tinytrain (this task's "

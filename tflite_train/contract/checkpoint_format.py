@@ -16,10 +16,14 @@ its own (``format`` :data:`REPLAY_FORMAT`, ``format_version`` :data:`REPLAY_FORM
 :data:`RP_CUT_LAYER` and :data:`RP_CUT_INDEX` (the cached cut of metadata ``cached_cuts`` whose
 activations it holds), :data:`RP_ACTIVATION_SHAPE` (one activation, without the batch),
 :data:`RP_BUDGET_BYTES` (the byte budget the activations were kept under) and ``rule``
-(:data:`REPLAY_RULE`, the rule that chose them); its two payload arrays are
-:data:`REPLAY_ACTIVATIONS` (float32 [R, *shape], oldest first) and :data:`REPLAY_LABELS` (int32 [R], class
-indices of the checkpoint's head). A checkpoint without the section has neither array; a reader that
-predates it refuses a file with it (the header's unknown field), in one line.
+(:data:`REPLAY_RULE`, the rule that chose them); its payload arrays are :data:`REPLAY_ACTIVATIONS`
+(float32 [R, *shape]), :data:`REPLAY_LABELS` (int32 [R], class indices of the checkpoint's head) and, from
+version 2 on, :data:`REPLAY_IMAGES` (int32 [R], the stored image each row is a view of): rows 0..I-1 are the I
+images' plain (un-augmented) views, oldest first (``images[r] == r``), the rows after them further
+(augmented) views of those images, grouped by image in ascending order, each row labelled as its image.
+Version 1 (:data:`REPLAY_FORMAT_VERSION_ONE_VIEW`) has no such array: every row is its own image's plain view.
+A checkpoint without the section has none of the arrays; a reader that predates it refuses a file with it (the
+header's unknown field), in one line.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ __all__ = [
     "CK_SHAPE", "CK_OFFSET", "CK_NBYTES",
     "SELECTION_FORMAT", "SELECTION_FORMAT_VERSION", "SEL_POLICY", "SEL_LAYERS", "SEL_CHANNELS",
     "CK_REPLAY", "REPLAY_FORMAT", "REPLAY_FORMAT_VERSION", "RP_CUT_LAYER", "RP_CUT_INDEX", "RP_ACTIVATION_SHAPE",
-    "RP_BUDGET_BYTES", "REPLAY_RULE", "REPLAY_ACTIVATIONS", "REPLAY_LABELS",
+    "RP_BUDGET_BYTES", "REPLAY_RULE", "REPLAY_ACTIVATIONS", "REPLAY_LABELS", "REPLAY_IMAGES",
+    "REPLAY_FORMAT_VERSION_ONE_VIEW",
 ]
 
 CHECKPOINT_MAGIC = "TFLTCKPT"
@@ -60,8 +65,11 @@ CK_REPLAY = "replay"
 """Checkpoint header member (optional): the replay memory's description (module docstring)."""
 REPLAY_FORMAT = "tflite-train-replay"
 """``format`` of the replay section."""
-REPLAY_FORMAT_VERSION = 1
-"""The replay-section version this code writes and reads; any other is refused."""
+REPLAY_FORMAT_VERSION = 2
+"""The replay-section version this code writes (several views per image: :data:`REPLAY_IMAGES`); it reads this
+one and :data:`REPLAY_FORMAT_VERSION_ONE_VIEW`, and refuses any other."""
+REPLAY_FORMAT_VERSION_ONE_VIEW = 1
+"""The first replay-section version (still read): one row per image, its plain view, no :data:`REPLAY_IMAGES`."""
 RP_CUT_LAYER, RP_CUT_INDEX = "cut_layer", "cut_index"
 """The cut's lowest layer and its index (a metadata ``cached_cuts`` entry's ``lowest_layer``/``lowest_index``)."""
 RP_ACTIVATION_SHAPE = "activation_shape"
@@ -71,6 +79,9 @@ RP_BUDGET_BYTES = "budget_bytes"
 REPLAY_RULE = "class_balanced_recent"
 """The replay section's ``rule`` (the key ``F_RULE``): which examples are kept under the budget (one rule today)."""
 REPLAY_ACTIVATIONS = "replay_activations"
-"""Payload array: float32 [R, *activation_shape], the stored activations, oldest first."""
+"""Payload array: float32 [R, *activation_shape], the stored activations: the images' plain views, oldest first,
+then their further views (module docstring)."""
 REPLAY_LABELS = "replay_labels"
 """Payload array: int32 [R], each stored activation's class (an index into ``class_names``)."""
+REPLAY_IMAGES = "replay_images"
+"""Payload array (replay version 2): int32 [R], the stored image each activation is a view of (module docstring)."""

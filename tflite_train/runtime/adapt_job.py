@@ -301,7 +301,7 @@ def run_adaptation(
                                 "adaptation needs at least 2 classes")
             _check_layers_above(config, start, model)
             LOG.info("continuing from %s: %s", printable(os.fspath(start_from)), describe_start(start))
-        rows = images.shape[0] + (0 if start is None or start.replay is None else len(start.replay))
+        rows = images.shape[0] + (0 if start is None or start.replay is None else start.replay.num_images)
         replayed = f" and {rows - images.shape[0]} replayed" if rows > images.shape[0] else ""
         if config.batch_size > rows:
             raise UserError(f"batch size {config.batch_size} exceeds the {images.shape[0]} support images{replayed}")
@@ -333,7 +333,8 @@ def run_adaptation(
         release_free_memory()
         replay_start = time.perf_counter()
         adapted = checkpoint_after(model, result.selection, start, images, labels, names, replay_budget=replay_budget,
-                                   seed=config.seed, include_optimizer=include_optimizer, chunk_size=config.chunk_size)
+                                   seed=config.seed, include_optimizer=include_optimizer, chunk_size=config.chunk_size,
+                                   views=result.views)
         replay_seconds = time.perf_counter() - replay_start
         report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
                   "shots": np.bincount(labels, minlength=len(names)).tolist(),
@@ -349,7 +350,7 @@ def run_adaptation(
             report["continued_from"] = {
                 "checkpoint": os.fspath(start_from), "classes": list(previous.class_names),
                 "new_classes": list(names[len(previous.class_names):]),
-                "replayed": 0 if start.replay is None else len(start.replay),
+                "replayed": 0 if start.replay is None else start.replay.num_images,
                 "selection_from": None if start.replay is None else start.replay.cut_layer,
                 "saved_selection": adapted.selection.to_dict()}
         if paper is not None and paper != config.budget:  # the default budget was raised to admit a layer
@@ -390,7 +391,7 @@ def replay_report(memory: ReplayMemory | None, budget: int, names: Sequence[str]
         return memory.report(names)
     reason = ("replay budget 0" if budget <= 0 else "the model has no cached cut" if not model.cached_cuts
               else model.cache_unsafe or "the budget holds no activation at the cut")
-    return {"budget": budget, "bytes": 0, "examples": 0, "reason": reason}
+    return {"budget": budget, "bytes": 0, "rows": 0, "examples": 0, "reason": reason}
 
 
 def run_record(checkpoint_path: str | os.PathLike) -> dict[str, Any]:

@@ -47,9 +47,17 @@ REPLAY_MEMORY = Object({
     "examples": Field(Int(0, 2**62)),
     "bytes": Field(_COUNT),
     "budget": Field(_COUNT),
+    "rows": Field(Int(0, 2**62), required=False),
     "cut": Field(_TEXT, required=False),
     "reason": Field(_TEXT, required=False),
 }, extra=True, validator=lambda memory, path: _require_when(memory, path, "cut" if memory["examples"] else "reason"))
+UPDATES = Object({
+    "mode": Field(_TEXT),
+    "batch": Field(Int(0, 2**62)),
+    "prototype_mode": Field(_TEXT),
+    "note": Field(Nullable(_TEXT), required=False),
+}, extra=True)
+RATE_CHOICE = Object({"rate": Field(_NUMBER), "reason": Field(_TEXT)}, extra=True)
 CONTINUED_FROM = Object({
     "checkpoint": Field(_TEXT),
     "classes": Field(ListOf(_TEXT, MAX_ITEMS)),
@@ -91,6 +99,8 @@ RUN_REPORT = Object({
     "seconds": Field(MapOf(_TEXT, _COUNT, 1000)),
     "total_seconds": Field(_COUNT),
     "peak_rss_bytes": Field(_COUNT, required=False),
+    "updates": Field(Nullable(UPDATES), required=False),
+    "rate_choice": Field(Nullable(RATE_CHOICE), required=False),
     "replay_memory": Field(REPLAY_MEMORY, required=False),
     "continued_from": Field(CONTINUED_FROM, required=False),
 }, extra=True)

@@ -66,6 +66,10 @@ def test_adding_a_class_keeps_the_old_classes_names_order_and_prototypes(lineage
     assert new.replay.cut_layer == old.replay.cut_layer
     assert new.replay.class_counts(4) == [4, 6, 4, 4]  # the 1 MiB default holds them all: 12 old + 6 new
     assert report["replay_memory"]["examples"] == 18
+    # with the plain view of each image, the views its run trained on: every one of them, the budget holds them all
+    views = AdaptConfig().augment_views
+    assert old.replay.further_views().tolist() == [views] * 12 and len(old.replay) == 12 * (1 + views)
+    assert new.replay.further_views().tolist() == [views] * 18 and report["replay_memory"]["rows"] == 18 * (1 + views)
     # trained on new and replayed rows: 2 epochs x (6 new + 12 replayed) at batch 1
     assert len(report["losses"]) == 2 * 18
     # every layer it selected lies at or above the memory's cut; the stored selection keeps the old channels
@@ -202,9 +206,10 @@ def test_drift_without_replay_and_the_memory_that_prevents_it(fashion, capsys):
     old_rows, new_rows = y < 3, y == 3
     config = AdaptConfig(epochs=4, memory_bytes=float("inf"), seed=0)
     names = ("a", "b", "c", "d")
-    adapt(model, x[old_rows], y[old_rows], config)
+    trained = adapt(model, x[old_rows], y[old_rows], config)
     first = checkpoint_after(model, model_selection(model), None, x[old_rows], y[old_rows], names[:3],
-                             replay_budget=2**20, seed=0)
+                             replay_budget=2**20, seed=0, views=trained.views)
+    assert len(first.replay) == first.replay.num_images * (1 + config.augment_views)  # plain + every view
     first = decode_checkpoint(encode(first))
     old_q = qy < 3
     restore_checkpoint(model, first)

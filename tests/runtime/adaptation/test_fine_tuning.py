@@ -57,6 +57,32 @@ def test_view_rows_map_a_subset_to_its_views():
 
 
 # ------------------------------------------------------------------ through adapt, on an exported model
+class _Identity:
+    """A model whose prefix is the identity: ``features`` returns its rows (so the rows are their activations)."""
+
+    def features(self, cut, x):
+        return np.asarray(x, np.float32)
+
+
+def test_replayed_images_read_their_stored_views_by_hand():
+    from tflite_train.runtime.model.cached_cut import CachedCut
+    from tflite_train.runtime.adaptation.replay_memory import ReplayMemory
+
+    cut = CachedCut("c", 1, (1,), "f", "t", "i", 1)
+    support = np.array([[1], [2]], np.float32)
+    views = np.array([[11], [21], [12], [22]], np.float32)  # V = 2, view-major: view v of image i at v * 2 + i
+    # stored image 0 (plain 100) has the further views 101, 102; image 1 (plain 200) none
+    memory = ReplayMemory("c", 1, (1,), 16, np.array([[100], [200], [101], [102]], np.float32),
+                          np.array([0, 1, 0, 0], np.int32), np.array([0, 1, 0, 0], np.int32))
+    source = RowSource(_Identity(), cut, support, views, chunk_size=4, replay=memory)
+    assert source.support[:, 0].tolist() == [1, 2, 100, 200]  # the prototypes' rows: the plain views
+    # row v * (N + I) + item: items 0, 1 the new images' view v; 2, 3 the stored images' view v mod e (or plain)
+    rows = np.array([0, 1, 2, 3, 4, 5, 6, 7])
+    assert source.pseudo_queries(rows)[:, 0].tolist() == [11, 21, 101, 200, 12, 22, 102, 200]
+    kept = source.view_activations()
+    assert (kept.cut_layer, kept.views) == ("c", 2) and kept.per_image()[:, :, 0].tolist() == [[11, 12], [21, 22]]
+
+
 FAST = dict(policy="tinytrain", memory_bytes=float("inf"), compute_fraction=None, iterations=3, batch_size=4,
             augment_views=2)
 

@@ -1,12 +1,14 @@
-"""The replay memory's rule (issue 42, ``replay_memory``): which rows a budget keeps, computed by hand."""
+"""The replay memory's rule (issue 42, ``replay_memory``): which images and which of their views a budget keeps,
+and which stored row a pass reads, computed by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tflite_train.runtime.adaptation.replay_memory import (DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, keep_rows,
-                                                           layers_above, lineage_cut, remember, replay_capacity)
+from tflite_train.runtime.adaptation.replay_memory import (DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, ViewActivations,
+                                                           keep_rows, keep_views, layers_above, lineage_cut, remember,
+                                                           replay_capacity)
 from tflite_train.runtime.model.cached_cut import CachedCut
 
 pytestmark = pytest.mark.pi
@@ -53,6 +55,76 @@ def test_remember_keeps_the_old_rows_first_and_balances_a_new_class():
     assert np.array_equal(again.activations, memory.activations) and np.array_equal(again.labels, memory.labels)
 
 
+def test_keep_views_by_hand():
+    labels, four = np.array([0, 1, 2, 0, 1]), np.full(5, 4)
+    # pass 1: class 0 -> image 3 (its newest), 1 -> 4, 2 -> 2, 0 -> 0, 1 -> 1 (5 views); pass 2: 0 -> 3, 1 -> 4
+    assert keep_views(labels, four, 7).tolist() == [1, 1, 1, 2, 2]
+    assert keep_views(labels, four, 100).tolist() == [4, 4, 4, 4, 4]  # every view fits
+    assert keep_views(labels, four, 0).tolist() == [0, 0, 0, 0, 0]
+    # image 0 has 1 view, 1 has 3, 2 none: pass 1: 0 -> 1, 1 -> (none), 0 -> 0; pass 2: 0 -> 1 (0 has no second)
+    assert keep_views(np.array([0, 0, 1]), np.array([1, 3, 0]), 3).tolist() == [1, 2, 0]
+    assert keep_views(np.array([0, 0, 1]), np.array([1, 3, 0]), 2).tolist() == [1, 1, 0]
+    # pass 1 offers images 0, 2, 3: class 0 -> 3, class 2 -> 2 then 0; pass 2 offers 0 and 3: class 0 -> 3
+    assert keep_views(np.array([2, 2, 2, 0]), np.array([2, 0, 1, 2]), 4).tolist() == [1, 0, 1, 2]
+    assert keep_views(np.array([0, 1]), np.array([0, 0]), 5).tolist() == [0, 0]
+
+
+def test_remember_keeps_every_plain_view_then_views_class_balanced_and_carries_them_on():
+    cut = _cut(shape=(1,))
+    plain = np.array([[10], [20], [30]], np.float32)
+    views = ViewActivations(cut.layer, 2, np.array([[11], [21], [31], [12], [22], [32]], np.float32))  # view-major
+    assert views.per_image()[:, :, 0].tolist() == [[11, 12], [21, 22], [31, 32]]
+    # seed 0 orders the run's images [2, 0, 1] (numpy default_rng(0).permutation(3)): the pool is image 2 (class 0),
+    # image 0 (class 0), image 1 (class 1). 5 rows: the 3 plain views, then 2 views: class 0's newest (image 0),
+    # class 1's (image 1); image 2 gets none
+    assert np.random.default_rng(0).permutation(3).tolist() == [2, 0, 1]
+    first = remember(None, cut, plain, np.array([0, 1, 0], np.int32), 5 * 4, seed=0, views=views.per_image())
+    assert first.activations[:, 0].tolist() == [30, 10, 20, 11, 21]
+    assert first.images.tolist() == [0, 1, 2, 1, 2] and first.labels.tolist() == [0, 0, 1, 0, 1]
+    assert first.num_images == 3 and len(first) == 5 and first.further_views().tolist() == [0, 1, 1]
+    assert first.image_labels.tolist() == [0, 0, 1] and first.class_counts(2) == [2, 1]
+    # a later run adds image 40 (class 1) with views 41, 42 under 6 rows: the 4 plain views, then pass 1 offers the
+    # stored image 1 (class 0, its view 11), image 2 (class 1, 21) and the new one: class 0 -> 11, class 1 -> the
+    # newer image's 41; the stored view 21 leaves
+    second = remember(first, cut, np.array([[40]], np.float32), np.array([1], np.int32), 6 * 4, seed=0,
+                      views=np.array([[[41], [42]]], np.float32))
+    assert second.activations[:, 0].tolist() == [30, 10, 20, 40, 11, 41]
+    assert second.images.tolist() == [0, 1, 2, 3, 1, 3] and second.labels.tolist() == [0, 0, 1, 1, 0, 1]
+    # without views the run's images keep their plain views only (today's memory)
+    plain_only = remember(None, cut, plain, np.array([0, 1, 0], np.int32), 5 * 4, seed=0)
+    assert plain_only.activations[:, 0].tolist() == [30, 10, 20] and plain_only.images.tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match=r"run views must be \[3, V, 1\]"):
+        remember(None, cut, plain, np.array([0, 1, 0], np.int32), 20, seed=0, views=np.zeros((2, 2, 1), np.float32))
+
+
+def test_view_rows_by_hand():
+    def memory(images, labels):
+        n = len(images)
+        return ReplayMemory("x", 1, (1,), 4 * n, np.zeros((n, 1), np.float32), np.array(labels, np.int32),
+                            np.array(images, np.int32))
+
+    # images 0, 1, 2; image 0's further views are rows 3 and 4, image 2's row 5, image 1 has none (its plain row 1)
+    m = memory([0, 1, 2, 0, 0, 2], [0, 1, 0, 0, 0, 0])
+    assert m.further_views().tolist() == [2, 0, 1]
+    assert m.view_rows(3).tolist() == [[3, 4, 3], [1, 1, 1], [5, 5, 5]]
+    assert m.plain.shape == (3, 1) and m.image_labels.tolist() == [0, 1, 0]
+    # a one-view memory (version 1): every pass reads the plain view
+    one = ReplayMemory("x", 1, (1,), 8, np.zeros((2, 1), np.float32), np.array([1, 0], np.int32))
+    assert one.images.tolist() == [0, 1] and one.view_rows(2).tolist() == [[0, 0], [1, 1]]
+
+
+@pytest.mark.parametrize("images,labels,fragment", [
+    ([0, 2, 1], [0, 0, 0], "must begin with 0, 1, ..., I-1"),
+    ([0, 1, 1, 0], [0, 1, 1, 0], "in ascending order"),
+    ([0, 1, -1], [0, 1, 0], "negative image index -1"),
+    ([0, 1, 0], [0, 1, 1], "labels must be those of each row's image"),
+])
+def test_memory_refuses_an_inconsistent_row_to_image_index(images, labels, fragment):
+    with pytest.raises(ValueError, match=fragment.replace(".", r"\.")):
+        ReplayMemory("x", 1, (1,), 100, np.zeros((len(images), 1), np.float32), np.array(labels, np.int32),
+                     np.array(images, np.int32))
+
+
 def test_remember_without_room_or_at_another_cut():
     cut = _cut()
     assert remember(None, cut, np.zeros((3, 2, 1, 1), np.float32), np.zeros(3, np.int32), 7, seed=0) is None
@@ -79,3 +151,17 @@ def test_lineage_cut_and_the_layers_above_it():
     assert lineage_cut([], 10) is None
     index = {"a": 5, "b": 6, "c": 9, "d": 12}
     assert layers_above(9, ["a", "b", "c", "d"], index) == ["c", "d"]
+
+
+def test_the_report_counts_images_and_rows_and_the_summary_says_so():
+    from tflite_train.runtime.adaptation.summary import format_replay
+
+    memory = ReplayMemory("b12", 9, (1,), 1024, np.zeros((5, 1), np.float32), np.array([0, 1, 0, 0, 1], np.int32),
+                          np.array([0, 1, 0, 0, 1], np.int32))
+    report = memory.report(["cat", "dog"])
+    assert (report["examples"], report["rows"], report["per_class"], report["bytes"]) == (2, 5, {"cat": 1, "dog": 1}, 20)
+    assert format_replay(report).startswith("2 example(s), 5 activations with their views at the cut b12: ")
+    plain = ReplayMemory("b12", 9, (1,), 1024, np.zeros((2, 1), np.float32), np.array([0, 1], np.int32)).report(["a", "b"])
+    assert format_replay(plain).startswith("2 example(s) at the cut b12: ")
+    del plain["rows"]  # a report written before the views were stored
+    assert format_replay(plain).startswith("2 example(s) at the cut b12: ")

@@ -17,6 +17,7 @@ from tflite_train import contract as C
 from tflite_train.runtime.checkpoint.checkpoint import (decode_checkpoint, encode_checkpoint, load_checkpoint,
                                                         restore_checkpoint, save_checkpoint)
 from tflite_train.runtime.errors import CheckpointError
+from tools.golden.checkpoint_vectors import one_view_checkpoint
 
 pytestmark = pytest.mark.pi
 
@@ -51,6 +52,44 @@ def test_replay_round_trips_bit_for_bit(model, tmp_path):
     model.reset_state()
 
 
+MULTI_VIEW = (0, 1, 2, 3, 0, 0, 2, 3)
+"""Rows -> images of a memory of 4 images: their plain views, then 2 further views of image 0 and 1 of 2 and 3."""
+
+
+def test_a_multi_view_memory_round_trips_bit_for_bit(model, tmp_path):
+    data = replay_checkpoint(model, rows=8, images=MULTI_VIEW)
+    header, _ = split_checkpoint(data)
+    assert header[C.CK_REPLAY][C.F_FORMAT_VERSION] == 2
+    assert _array(header, C.REPLAY_IMAGES)[C.CK_SHAPE] == [8]
+    memory = decode_checkpoint(data).replay
+    expected = np.random.default_rng(42).normal(size=(8, *model.cached_cuts[0].shape)).astype(np.float32)
+    assert memory.activations.tobytes() == expected.tobytes()
+    assert memory.images.tolist() == list(MULTI_VIEW) and memory.labels.tolist() == [0, 1, 2, 0, 0, 0, 2, 0]
+    assert memory.num_images == 4 and memory.further_views().tolist() == [2, 0, 1, 1]
+    checkpoint = decode_checkpoint(data)
+    assert encode_checkpoint(checkpoint.model_id, checkpoint.selection, checkpoint.arrays, False,
+                             checkpoint.class_names, replay=memory) == data
+    (tmp_path / "m.ckpt").write_bytes(data)
+    loaded = load_checkpoint(tmp_path / "m.ckpt").replay
+    assert loaded.activations.tobytes() == memory.activations.tobytes()
+    assert loaded.images.tobytes() == memory.images.tobytes() and loaded.labels.tobytes() == memory.labels.tobytes()
+
+
+def test_a_one_view_checkpoint_of_replay_version_1_still_loads(model):
+    data = replay_checkpoint(model)
+    old = one_view_checkpoint(data)  # as the writers of replay version 1 wrote it: no replay_images
+    header, _ = split_checkpoint(old)
+    assert header[C.CK_REPLAY][C.F_FORMAT_VERSION] == 1
+    assert not any(e[C.CK_NAME] == C.REPLAY_IMAGES for e in header[C.CK_ARRAYS])
+    memory = decode_checkpoint(old).replay
+    new = decode_checkpoint(data).replay
+    assert memory.activations.tobytes() == new.activations.tobytes() and memory.labels.tolist() == [0, 1, 2, 0, 1]
+    assert memory.images.tolist() == [0, 1, 2, 3, 4] and memory.num_images == 5  # one plain view per row
+    restore_checkpoint(model, decode_checkpoint(old))
+    assert model.get_state()[C.NUM_CLASSES] == 3
+    model.reset_state()
+
+
 def test_a_checkpoint_without_replay_still_loads(model):
     data = adapted_checkpoint(model)
     header, _ = split_checkpoint(data)
@@ -77,7 +116,7 @@ def _edit(header, key, value):
 
 
 HEADER_CASES = {
-    "version": (lambda h: _edit(h, C.F_FORMAT_VERSION, 2), "field replay.format_version: must be 1"),
+    "version": (lambda h: _edit(h, C.F_FORMAT_VERSION, 3), "field replay.format_version: must be in 1..2"),
     "format": (lambda h: _edit(h, C.F_FORMAT, "other"), "field replay.format: must be 'tflite-train-replay'"),
     "rule": (lambda h: _edit(h, C.F_RULE, "reservoir"), "field replay.rule: must be one of class_balanced_recent"),
     "unknown member": (lambda h: _edit(h, "extra", 1), "field replay.extra: is not a known field"),
@@ -91,6 +130,12 @@ HEADER_CASES = {
     "arrays without the section": (lambda h: h.pop(C.CK_REPLAY),
                                    "field arrays['replay_activations']: is replay data without the header field replay"),
     "not an object": (lambda h: h.update({C.CK_REPLAY: [1]}), "field replay: must be an object; got a list"),
+    "no images in version 2": (lambda h: h[C.CK_ARRAYS].remove(_array(h, C.REPLAY_IMAGES)),
+                               "field arrays: has no 'replay_images' array for the header field replay (version 2)"),
+    "images in version 1": (lambda h: _edit(h, C.F_FORMAT_VERSION, 1),
+                            "field arrays['replay_images']: is not part of a replay section of version 1"),
+    "images shape": (lambda h: _array(h, C.REPLAY_IMAGES).update({C.CK_SHAPE: [4], C.CK_NBYTES: 16}),
+                     "field arrays['replay_images']: must be int32 [5] (one image per stored activation)"),
 }
 
 
@@ -114,6 +159,22 @@ def test_replay_labels_outside_the_head_are_refused(replay_parts, values, fragme
     data = resealed_checkpoint(header, _with_payload(header, payload, C.REPLAY_LABELS, values))
     with pytest.raises(CheckpointError, match="c.ckpt: checkpoint array " + fragment.replace("[", r"\[")):
         decode_checkpoint(data, "c.ckpt")
+
+
+@pytest.mark.parametrize("images,labels,fragment", [
+    ([0, 1, 2, 4, 3], None, "'replay_images' must begin with 0, 1, ..., I-1"),
+    ([0, 1, 2, 1, 0], None, "'replay_images' must continue with image indices 0..I-1 in ascending order"),
+    ([0, 1, 2, 0, 1], [0, 1, 2, 1, 1], "'replay_labels' labels a row unlike its image"),
+])
+def test_an_inconsistent_row_to_image_index_is_refused(replay_parts, images, labels, fragment):
+    header, payload = replay_parts
+    payload = _with_payload(header, payload, C.REPLAY_IMAGES, np.array(images, np.int32))
+    if labels is not None:
+        payload = _with_payload(header, payload, C.REPLAY_LABELS, np.array(labels, np.int32))
+    with pytest.raises(CheckpointError) as err:
+        decode_checkpoint(resealed_checkpoint(header, payload), "c.ckpt")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("c.ckpt: checkpoint array ") and fragment in message, message
 
 
 def test_non_finite_replay_activations_are_refused(replay_parts, model):

@@ -245,6 +245,12 @@ def test_every_fixture_model_passes_the_metadata_schema():
     (lambda r: r.update(losses="ab"), "run report field losses: must be a list"),
     (lambda r: r.update(seconds={"load": "x"}), "run report field seconds.load: must be a number"),
     (lambda r: r.__setitem__("cache", {"used": True}), "run report field cache.layer: is missing"),
+    (lambda r: r.__setitem__("updates", {"batch": 1, "prototype_mode": "fixed"}),
+     "run report field updates.mode: is missing"),
+    (lambda r: r.__setitem__("rate_choice", {"rate": "fast", "reason": "x"}),
+     "run report field rate_choice.rate: must be a number"),
+    (lambda r: r.__setitem__("replay_memory", {"examples": 0, "bytes": 0, "budget": 0, "rows": -1, "reason": "x"}),
+     "run report field replay_memory.rows: must be in 0.."),
 ])
 def test_show_refuses_a_crafted_report(earlier_run, tmp_path, capsys, parts, edit, pattern):
     """``show`` prints the stored report: a crafted one ended in KeyError/TypeError; now one line."""

@@ -40,6 +40,7 @@ import numpy as np
 from tflite_train import contract as C
 from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.adaptation.pseudo_queries import ViewDraw, pseudo_query_batches
+from tflite_train.runtime.adaptation.replay_memory import ReplayMemory, ViewActivations
 from tflite_train.runtime.model.cached_cut import CachedCut
 from tflite_train.runtime.model.interpreter import TrainableModel
 
@@ -162,9 +163,10 @@ class RowSource:
     pixels and the same ``features`` calls as from the drawn array, without holding every view), or all
     at once without a cut.
 
-    A continued run's replay memory (``tflite_train.runtime.adaptation.replay_memory``) adds R stored activations at the
-    cut after the N support images: rows N..N+R-1 of ``support``, and in every view of the pseudo-query rows
-    (a stored activation has no augmented views; ``pseudo_queries`` reads row v * (N + R) + i).
+    A continued run's replay memory (``tflite_train.runtime.adaptation.replay_memory``) adds its I stored images at
+    the cut after the N support images: their plain views are rows N..N+I-1 of ``support``, and view v of
+    pseudo-query row v * (N + I) + N + j is stored image j's row ``replay.view_rows(V)[j, v]`` (one of its
+    stored augmented views, or its plain view when it has none).
 
     Args:
       model: The model (its selection already set, so the features are those of the frozen prefix).
@@ -173,15 +175,17 @@ class RowSource:
         no rate choice).
       views: f32 [V * N, H, W, C] pseudo-query views, view-major (``draw_views``), or their ``ViewDraw``.
       chunk_size: Images per ``features``/``infer`` call.
-      replay: f32 [R, *cut.shape] stored activations at ``cut`` (needs ``cut`` and ``support``), or None.
+      replay: The replay memory at ``cut`` (needs ``cut`` and ``support``), or None.
     """
 
     def __init__(self, model: TrainableModel, cut: CachedCut | None, support: np.ndarray | None,
-                 views: np.ndarray | ViewDraw, chunk_size: int, replay: np.ndarray | None = None) -> None:
+                 views: np.ndarray | ViewDraw, chunk_size: int, replay: ReplayMemory | None = None) -> None:
         if replay is not None and (cut is None or support is None):
             raise ValueError("replayed activations need a cut and the support rows")
         self.model, self.cut, self.chunk_size = model, cut, chunk_size
         self.new_rows = 0 if support is None else support.shape[0]
+        self.num_views = views.views if isinstance(views, ViewDraw) else (
+            None if support is None else views.shape[0] // max(support.shape[0], 1))  # V, when known
         self.support = None if support is None else self._rows(support)
         if not isinstance(views, ViewDraw):
             self.views = self._rows(views)
@@ -191,19 +195,26 @@ class RowSource:
             self.views = np.concatenate([self._view_features(x) for x in views.chunks(self.chunk_size)])
         self.replay = replay
         if replay is not None:
-            self.support = np.concatenate([self.support, replay])
+            self.support = np.concatenate([self.support, replay.plain])
+            self._replay_rows = replay.view_rows(self.num_views)
 
     def pseudo_queries(self, rows: np.ndarray) -> np.ndarray:
-        """The pseudo-query rows ``rows`` of ``pseudo_query_batches`` over the N (+ R replayed) rows."""
+        """The pseudo-query rows ``rows`` of ``pseudo_query_batches`` over the N (+ I replayed) images."""
         if self.replay is None:
             return self.views[rows]
-        total = self.new_rows + self.replay.shape[0]
+        total = self.new_rows + self.replay.num_images
         view, item = np.divmod(rows, total)
         new = item < self.new_rows
         out = np.empty((rows.shape[0], *self.views.shape[1:]), self.views.dtype)
         out[new] = self.views[view[new] * self.new_rows + item[new]]
-        out[~new] = self.replay[item[~new] - self.new_rows]
+        out[~new] = self.replay.activations[self._replay_rows[item[~new] - self.new_rows, view[~new]]]
         return out
+
+    def view_activations(self) -> ViewActivations | None:
+        """The support images' views at the cut (for the replay memory), or None without a cut."""
+        if self.cut is None or self.num_views is None:
+            return None
+        return ViewActivations(self.cut.layer, self.num_views, self.views)
 
     def _view_features(self, views: np.ndarray) -> np.ndarray:
         """``features`` of a chunk of views, then the free heap pages handed back (``free_memory``): the
@@ -252,7 +263,7 @@ def run_updates(model: TrainableModel, source: RowSource, plan: UpdatePlan, *, s
       source: The rows (``RowSource``).
       plan: ``plan_updates``' plan.
       subset: Indices of the support rows this run trains on (sorted).
-      labels: i32 [N] labels of the whole support set (and of the replayed rows after it).
+      labels: i32 [N] labels of the whole support set (and of the replayed images after it).
       updates: Optimizer updates.
       views: V, views per support image in ``source.views``.
       rng: The generator that draws the pseudo-query batches.

@@ -94,7 +94,9 @@ def format_replay(memory: Mapping[str, Any] | None) -> str:
         return ""
     if not memory["examples"]:
         return f"none kept ({printable(str(memory.get('reason', '')))})"
-    return (f"{memory['examples']} example(s) at the cut {printable(str(memory['cut']))}: "
+    rows = memory.get("rows")  # reports before the views were stored have no row count
+    views = f", {rows} activations with their views" if isinstance(rows, int) and rows > memory["examples"] else ""
+    return (f"{memory['examples']} example(s){views} at the cut {printable(str(memory['cut']))}: "
             f"{format_bytes(memory['bytes'])} of {format_bytes(memory['budget'])} budget  [class-balanced, most "
             "recent first]")
 

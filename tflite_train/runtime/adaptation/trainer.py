@@ -26,7 +26,8 @@
 A continued run (``start``, ``tflite_train.runtime.adaptation.continual``) restores a checkpoint in step 1 instead of
 resetting, keeps the stored prototypes of its classes without new images, selects among the layers at or above
 its replay memory's cut in step 3 and draws the updates of step 4 from the new images' views and the memory's
-stored activations.
+stored views. The views' activations at the cut are kept in the result (``AdaptResult.views``) for the replay
+memory of the checkpoint written after the run (``continual.checkpoint_after``).
 
 Everything is driven by ``AdaptConfig`` (frozen) and one ``numpy.random.Generator(seed)``: the same
 model, data and config give the same selection and the same losses.
@@ -53,6 +54,7 @@ from tflite_train.runtime.adaptation.fine_tuning import (RowSource, UpdatePlan, 
 from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.pseudo_queries import Augment, ViewDraw
+from tflite_train.runtime.adaptation.replay_memory import ViewActivations
 from tflite_train.runtime.adaptation.rate_choice import RateChoice, choose_rate, held_out_score, held_out_split
 from tflite_train.runtime.adaptation.timing import PhaseTimer
 from tflite_train.runtime.errors import UserError
@@ -86,6 +88,9 @@ class AdaptResult:
         policies that compute this task's Fisher (tinytrain); empty otherwise.
       updates: How the updates ran (prototypes, batch or accumulation, rows per call; None without training).
       rate_choice: The per-task learning-rate choice (None when the config fixes the rate).
+      views: The support images' pseudo-query views at the cut the steps ran from (``fine_tuning.RowSource``), for
+        the replay memory (``continual.checkpoint_after``); None when the steps did not run from a cut. Not part
+        of the report.
     """
 
     selection: Selection
@@ -102,6 +107,7 @@ class AdaptResult:
     cache: CachePlan | None = None
     updates: UpdatePlan | None = None
     rate_choice: RateChoice | None = None
+    views: ViewActivations | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def within_budget(self) -> bool:
@@ -244,7 +250,7 @@ def adapt(
         start.check_fits(model, labels)
     replay = None if start is None else start.replay
     kept = None if start is None else start.kept_prototypes
-    row_labels = labels if replay is None else np.concatenate([labels, replay.labels])  # new rows, then replayed
+    row_labels = labels if replay is None else np.concatenate([labels, replay.image_labels])  # new, then replayed
     num_rows = row_labels.shape[0]
     table = layer_table(model.metadata)
     optimizer = model.metadata[C.F_OPTIMIZER][C.F_NAME]
@@ -288,7 +294,7 @@ def adapt(
         cut = model.cache_cut() if replay is None else start.cut(model)  # a memory fixes the cut
         needs_support = config.prototype_mode != "fixed" or config.rate_choice is not None or replay is not None
         plan = plan_cache(cut, has_cuts=bool(model.cached_cuts), enabled=config.cache, unsafe=model.cache_unsafe,
-                          num_views=views.rows + images.shape[0] * needs_support + num_rows - images.shape[0],
+                          num_views=views.rows + images.shape[0] * needs_support + (0 if replay is None else len(replay)),
                           image_shape=model.input_shape, limit_bytes=config.cache_memory_bytes,
                           forward_macs=total_forward_macs(table))
         if not plan.used and replay is not None:
@@ -298,7 +304,7 @@ def adapt(
             LOG.info("training without the cached cut: %s", plan.reason)
         with timer.phase("cache"):
             source = RowSource(model, cut if plan.used else None, images if needs_support else None, views,
-                               config.chunk_size, None if replay is None else replay.activations)
+                               config.chunk_size, replay)
             release_free_memory()  # the views' temporaries, before the step's arena is allocated
         used_cut = source.cut
         budget_bytes = config.memory_bytes
@@ -354,7 +360,7 @@ def adapt(
         num_classes=int(labels.max()) + 1 if start is None else start.num_classes, losses=tuple(losses),
         accuracies=tuple(accuracies), seconds=dict(timer.seconds),
         potentials=fisher_potentials(fisher) if fisher is not None else {}, cache=plan, updates=update_plan,
-        rate_choice=choice,
+        rate_choice=choice, views=None if plan is None or not plan.used else source.view_activations(),
     )
 
 

@@ -19,8 +19,8 @@ Arrays: ``prototypes`` [K, D] and ``num_classes``; per selected layer l with cha
 ``include_optimizer`` also the same slices of the optimizer slots (``{l}_kernel_m`` ...) and ``step``;
 and ``learning_rate``. Restoring = ``reset_state`` (the exported state) + writing these slices and the
 selection mask, so a checkpoint is only valid for the model whose metadata ``model_id`` it names. With a
-replay section, also ``replay_activations`` and ``replay_labels`` (``replay_memory.ReplayMemory``; read into
-``Checkpoint.replay``, never written into the state).
+replay section, also ``replay_activations``, ``replay_labels`` and (its version 2) ``replay_images``
+(``replay_memory.ReplayMemory``; read into ``Checkpoint.replay``, never written into the state).
 
 Saving writes a temporary file in the target's directory, fsyncs it, ``os.replace``s it over the
 target and fsyncs the directory (``atomic_file.write_atomic``): a crash at any point leaves either
@@ -206,7 +206,8 @@ def decode_checkpoint(data: bytes, source: str = "<bytes>") -> Checkpoint:
     check_checkpoint_arrays(header, arrays, source)
     replay = None
     if C.CK_REPLAY in header:
-        replay = ReplayMemory.from_checkpoint(header[C.CK_REPLAY], {n: arrays.pop(n) for n in REPLAY_ARRAYS})
+        replay = ReplayMemory.from_checkpoint(header[C.CK_REPLAY], {n: arrays.pop(n) for n in REPLAY_ARRAYS
+                                                                            if n in arrays})
     selection_fields = header[C.CK_SELECTION]
     try:
         selection = Selection(tuple(selection_fields[C.SEL_LAYERS]),

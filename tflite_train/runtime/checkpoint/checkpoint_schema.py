@@ -8,12 +8,15 @@ Three layers, each checked before any value of the layer is used (``checkpoint.d
    ``channels`` has exactly its ``layers`` as keys, each a strictly increasing list of channel indices;
    array names are unique, each array's ``nbytes`` is its ``shape``'s element count x 4 and lies within
    ``payload_bytes``; ``num_classes``, ``prototypes`` and ``learning_rate`` are present with their
-   contract dtype and rank. The optional replay section (``REPLAY``, issue 42) comes with exactly its two
-   arrays: ``replay_activations`` float32 [R >= 1, *activation_shape] within ``budget_bytes``, and
-   ``replay_labels`` int32 [R]; a header without it has neither array.
+   contract dtype and rank. The optional replay section (``REPLAY``, issue 42; version 1 or 2) comes with
+   exactly its arrays: ``replay_activations`` float32 [R >= 1, *activation_shape] within ``budget_bytes``,
+   ``replay_labels`` int32 [R] and, in version 2 only, ``replay_images`` int32 [R]; a header without it has
+   none of them.
 2. ``check_checkpoint_arrays(header, arrays, source)``: what needs the payload: ``num_classes`` >= 1,
    ``prototypes`` has that many rows, and ``class_names`` is empty or names exactly that many classes;
-   replay labels are classes of the head and replay activations finite.
+   replay labels are classes of the head, replay activations finite, and ``replay_images`` (version 2) begins
+   with 0..I-1 (the images' plain views) and continues in ascending order within 0..I-1, each row labelled as
+   its image.
 3. ``check_checkpoint_fits(checkpoint, ...)``: against the model: the ``model_id``, every selected
    layer a candidate, every channel index below its layer's output channels, at most
    ``class_capacity`` classes and prototypes of ``feature_dim`` columns; ``check_replay_fits``: the
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from tflite_train import contract as C
+from tflite_train.runtime.adaptation.replay_memory import replay_image_layout
 from tflite_train.runtime.errors import CheckpointError
 from tflite_train.runtime.model.header_schema import (Bool, Const, Field, Int, JsonObject, ListOf, MapOf, Nullable,
                                                       Object, SchemaError, Str, field_path, require, sequence_text)
@@ -52,8 +56,9 @@ MAX_DIM = 2**31 - 1
 MAX_PAYLOAD_BYTES = 2**40
 _REQUIRED_ARRAYS = {C.NUM_CLASSES: ("int32", 0), C.PROTOTYPES: ("float32", 2), C.LEARNING_RATE: ("float32", 0)}
 """Arrays every checkpoint holds: name -> (dtype, rank)."""
-REPLAY_ARRAYS = (C.REPLAY_ACTIVATIONS, C.REPLAY_LABELS)
-"""The payload arrays of the replay section (present exactly when the section is)."""
+REPLAY_ARRAYS = (C.REPLAY_ACTIVATIONS, C.REPLAY_LABELS, C.REPLAY_IMAGES)
+"""The payload arrays of the replay section (present exactly when the section is; ``replay_images`` exactly when
+its version is 2)."""
 
 
 def _selection_rules(selection: dict, path: str) -> None:
@@ -88,7 +93,7 @@ ARRAY_ENTRY = Object({
 
 REPLAY = Object({
     C.F_FORMAT: Field(Const(C.REPLAY_FORMAT)),
-    C.F_FORMAT_VERSION: Field(Const(C.REPLAY_FORMAT_VERSION)),
+    C.F_FORMAT_VERSION: Field(Int(C.REPLAY_FORMAT_VERSION_ONE_VIEW, C.REPLAY_FORMAT_VERSION)),
     C.RP_CUT_LAYER: Field(Str(max_length=MAX_NAME, min_length=1)),
     C.RP_CUT_INDEX: Field(Int(0, MAX_LAYERS)),
     C.RP_ACTIVATION_SHAPE: Field(ListOf(Int(1, MAX_DIM), MAX_RANK - 1, min_length=1)),
@@ -99,15 +104,20 @@ REPLAY = Object({
 
 
 def _replay_rules(header: dict, seen: Mapping[str, dict]) -> None:
-    """The replay section and its two arrays agree (module docstring, layer 1)."""
+    """The replay section and its arrays agree (module docstring, layer 1)."""
     replay = header.get(C.CK_REPLAY)
     if replay is None:
         stray = [name for name in REPLAY_ARRAYS if name in seen]
         require(not stray, f"{C.CK_ARRAYS}[{stray[0]!r}]" if stray else "",
                 f"is replay data without the header field {C.CK_REPLAY}")
         return
+    version = replay[C.F_FORMAT_VERSION]
     for name in REPLAY_ARRAYS:
-        require(name in seen, C.CK_ARRAYS, f"has no {name!r} array for the header field {C.CK_REPLAY}")
+        wanted = name != C.REPLAY_IMAGES or version >= 2
+        require(name in seen or not wanted, C.CK_ARRAYS,
+                f"has no {name!r} array for the header field {C.CK_REPLAY} (version {version})")
+        require(name not in seen or wanted, f"{C.CK_ARRAYS}[{name!r}]",
+                f"is not part of a {C.CK_REPLAY} section of version {version}")
     shape = replay[C.RP_ACTIVATION_SHAPE]
     activations, labels = seen[C.REPLAY_ACTIVATIONS], seen[C.REPLAY_LABELS]
     where = f"{C.CK_ARRAYS}[{C.REPLAY_ACTIVATIONS!r}]"
@@ -119,6 +129,10 @@ def _replay_rules(header: dict, seen: Mapping[str, dict]) -> None:
             f"takes {activations[C.CK_NBYTES]} bytes, over {C.CK_REPLAY}.{C.RP_BUDGET_BYTES} {replay[C.RP_BUDGET_BYTES]}")
     require(labels[C.CK_DTYPE] == "int32" and labels[C.CK_SHAPE] == [rows], f"{C.CK_ARRAYS}[{C.REPLAY_LABELS!r}]",
             f"must be int32 [{rows}] (one class per stored activation); got {labels[C.CK_DTYPE]} {labels[C.CK_SHAPE]}")
+    images = seen.get(C.REPLAY_IMAGES)
+    require(images is None or images[C.CK_DTYPE] == "int32" and images[C.CK_SHAPE] == [rows],
+            f"{C.CK_ARRAYS}[{C.REPLAY_IMAGES!r}]", "" if images is None else
+            f"must be int32 [{rows}] (one image per stored activation); got {images[C.CK_DTYPE]} {images[C.CK_SHAPE]}")
 
 
 def _header_rules(header: dict, path: str) -> None:
@@ -201,6 +215,14 @@ def check_checkpoint_arrays(header: Mapping[str, Any], arrays: Mapping[str, np.n
                                   f"the head has {C.NUM_CLASSES} {k}")
         if not np.all(np.isfinite(arrays[C.REPLAY_ACTIVATIONS])):
             raise CheckpointError(f"{source}: checkpoint array {C.REPLAY_ACTIVATIONS!r} holds NaN or Inf")
+        if C.REPLAY_IMAGES in arrays:
+            images = arrays[C.REPLAY_IMAGES]
+            problem = replay_image_layout(images, labels.shape[0])
+            if problem:
+                raise CheckpointError(f"{source}: checkpoint array {C.REPLAY_IMAGES!r} {problem}")
+            if not np.array_equal(labels, labels[images]):
+                raise CheckpointError(f"{source}: checkpoint array {C.REPLAY_LABELS!r} labels a row unlike its image "
+                                      f"({C.REPLAY_IMAGES!r}): a view's class is its image's")
     return k
 
 

@@ -118,10 +118,11 @@ def handle(path: pathlib.Path, model: TrainableModel | BakedClassifier, request:
         config = AdaptConfig(iterations=request["iterations"], batch_size=request["batch_size"])
         result = adapt(fresh, images, labels, config, augment=lambda x, rng, cfg: x, start=start)
         after = checkpoint_after(fresh, result.selection, start, images, labels, start.class_names,
-                                 replay_budget=request["replay_budget"], seed=0)
+                                 replay_budget=request["replay_budget"], seed=0, views=result.views)
         save_checkpoint(request["save"], fresh, after.selection, class_names=after.class_names, arrays=after.arrays,
                         replay=after.replay)
-        return {"class_names": list(after.class_names), "replayed": 0 if start.replay is None else len(start.replay),
+        return {"class_names": list(after.class_names),
+                "replayed": 0 if start.replay is None else start.replay.num_images,
                 "selection": sorted(result.selection.layers),
                 "predictions": encode(predict(fresh, decode(request["queries"])))}
     raise ValueError(f"unknown op {op!r}")

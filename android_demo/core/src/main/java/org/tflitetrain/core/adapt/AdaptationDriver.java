@@ -39,9 +39,9 @@ import org.tflitetrain.core.model.ModelMetadata;
  * Python's; the pure parts are (golden {@code procedure.json}).
  *
  * <p>{@link #adaptFrom} continues from a checkpoint instead ({@link Continuation}, issue 42): restore, the
- * checkpoint's classes then the new ones, the rows of the new images and of its replay memory (steps from the
- * memory's cut, selection among the layers at or above it); {@link #checkpointAfter} writes the result with the
- * union selection and the next replay memory ({@link ReplayMemory}).
+ * checkpoint's classes then the new ones, the rows of the new images and of its replay memory's images (their plain
+ * views; steps from the memory's cut, selection among the layers at or above it); {@link #checkpointAfter} writes
+ * the result with the union selection and the next replay memory ({@link ReplayMemory}).
  *
  * <p>Not thread-safe: one adaptation or classification at a time per driver.
  */
@@ -134,19 +134,21 @@ public final class AdaptationDriver {
       stage(listener, AdaptationListener.Stage.RESET, cancelled);
       runner.run(Contract.RESET_STATE, NO_INPUT);
     }
-    // the rows: the new images, then the replayed activations
+    // the rows: the new images, then the stored images' plain views (this driver draws no augmented views, so it
+    // reads none of the memory's further views either: as a run from scratch here trains on the images themselves)
     int[] rowLabels = labels;
+    Tensor replayed = replay == null ? null : replay.plain();
     if (replay != null) {
-      rowLabels = Arrays.copyOf(labels, newRows + replay.size());
-      System.arraycopy(replay.labels(), 0, rowLabels, newRows, replay.size());
+      rowLabels = Arrays.copyOf(labels, newRows + replay.numImages());
+      System.arraycopy(replay.imageLabels(), 0, rowLabels, newRows, replay.numImages());
     }
     int n = rowLabels.length;
     stage(listener, AdaptationListener.Stage.PROTOTYPES, cancelled);
     float[][] initialEmbeddings = embed(images, config.evalBatchSize, cancelled);
     if (replay != null) {
-      float[][] replayed = inferAll(replayCut.inferSignature, Contract.ACTIVATIONS, replay.activations,
+      float[][] replayedEmbeddings = inferAll(replayCut.inferSignature, Contract.ACTIVATIONS, replayed,
           config.evalBatchSize, cancelled, Contract.EMBEDDINGS, metadata.featureDim);
-      initialEmbeddings = concat(initialEmbeddings, replayed);
+      initialEmbeddings = concat(initialEmbeddings, replayedEmbeddings);
     }
     setPrototypes(initialEmbeddings, rowLabels, numClasses, kept, cancelled);
 
@@ -182,7 +184,7 @@ public final class AdaptationDriver {
     CachedCut rowCut = cache.used ? cache.cut : replayCut;
     Tensor inputs = rowCut == null ? images : features(rowCut, images, config.evalBatchSize, cancelled);
     if (replay != null) {
-      inputs = concatRows(inputs, replay.activations);
+      inputs = concatRows(inputs, replayed);
     }
     Rows rows = new Rows(rowCut, inputs, rowLabels, numClasses, kept, config.evalBatchSize, listener, cancelled);
     UpdatePlan plan = null;

@@ -31,8 +31,9 @@ import org.tflitetrain.core.model.ModelMetadata;
  * selected output channels of its kernel (depthwise [k, k, C, 1]: axis 2, else the last axis) and bias; with
  * the optimizer, the same slices of the slots and {@code step}. Restoring = the exported state + these slices
  * + the selection mask, only for the model whose {@code model_id} the file names. The optional replay section
- * ({@link ReplayMemory}, issue 42) adds {@code replay_activations} and {@code replay_labels}: read into
- * {@link #replay}, never into the state. {@link #encode()} writes a decoded checkpoint back byte for byte (golden
+ * ({@link ReplayMemory}, issue 42) adds {@code replay_activations}, {@code replay_labels} and (its version 2, which
+ * this class writes) {@code replay_images}; a version-1 section (no {@code replay_images}: one plain view per row)
+ * is still read. Read into {@link #replay}, never into the state. {@link #encode()} writes a decoded checkpoint back byte for byte (golden
  * {@code checkpoint_replay.json}).
  */
 public final class Checkpoint {
@@ -120,6 +121,7 @@ public final class Checkpoint {
     if (replay != null) {
       arrays.put(Contract.REPLAY_ACTIVATIONS, replay.activations);
       arrays.put(Contract.REPLAY_LABELS, Tensor.ofInts(new int[] {replay.size()}, replay.labels()));
+      arrays.put(Contract.REPLAY_IMAGES, Tensor.ofInts(new int[] {replay.size()}, replay.images()));
     }
     StringBuilder entries = new StringBuilder();
     List<byte[]> payload = new ArrayList<>();
@@ -259,9 +261,24 @@ public final class Checkpoint {
               + "' holds NaN or Inf");
         }
       }
+      Tensor imageArray = arrays.remove(Contract.REPLAY_IMAGES);  // null in a version-1 section
+      int[] images = imageArray == null ? null : imageArray.ints();
+      if (images != null) {
+        String problem = ReplayMemory.imageLayoutProblem(images, labels.length);
+        if (!problem.isEmpty()) {
+          throw new CheckpointException(source + ": checkpoint array '" + Contract.REPLAY_IMAGES + "' " + problem);
+        }
+        if (!ReplayMemory.labelsFollowImages(labels, images)) {
+          throw new CheckpointException(source + ": checkpoint array '" + Contract.REPLAY_LABELS + "' labels a row "
+              + "unlike its image ('" + Contract.REPLAY_IMAGES + "'): a view's class is its image's");
+        }
+      }
       ReplaySection section = header.replay;
-      replay = new ReplayMemory(section.cutLayer, section.cutIndex, section.shape(), section.budgetBytes, activations,
-          labels);  // shapes and the budget were checked by the header's rules
+      replay = images == null  // shapes and the budget were checked by the header's rules
+          ? new ReplayMemory(section.cutLayer, section.cutIndex, section.shape(), section.budgetBytes, activations,
+              labels)
+          : new ReplayMemory(section.cutLayer, section.cutIndex, section.shape(), section.budgetBytes, activations,
+              labels, images);
     }
     return new Checkpoint(header.modelId, new LinkedHashMap<>(header.channels), header.policy, header.includeOptimizer,
         arrays, new ArrayList<>(header.classNames), replay);

@@ -18,9 +18,10 @@ import org.tflitetrain.core.model.Contract;
  * {@code channels} has exactly its {@code layers} as keys, each a strictly increasing non-empty list of
  * channel indices; array names are unique, each array's {@code nbytes} is its shape's element count x 4 and
  * lies within {@code payload_bytes}; {@code num_classes}, {@code prototypes} and {@code learning_rate} are
- * present with their contract dtype and rank. The optional replay section ({@link ReplaySection}, issue 42) comes
- * with exactly its two arrays: {@code replay_activations} float32 [R >= 1, activation_shape...] within its
- * {@code budget_bytes}, and {@code replay_labels} int32 [R]; a header without it has neither array. A failure is
+ * present with their contract dtype and rank. The optional replay section ({@link ReplaySection}, issue 42;
+ * version 1 or 2) comes with exactly its arrays: {@code replay_activations} float32 [R >= 1, activation_shape...]
+ * within its {@code budget_bytes}, {@code replay_labels} int32 [R] and, in version 2 only, {@code replay_images}
+ * int32 [R]; a header without it has none of them. A failure is
  * a {@link CheckpointException} of one line:
  * "{@code <source>: checkpoint header field <path>: <problem>}".
  */
@@ -68,12 +69,15 @@ public final class CheckpointHeader {
     public final int cutIndex;
     private final int[] shape;
     public final long budgetBytes;
+    /** The section's {@code format_version}: 1 (one plain view per row) or 2 (with {@code replay_images}). */
+    public final int version;
 
-    ReplaySection(String cutLayer, int cutIndex, int[] shape, long budgetBytes) {
+    ReplaySection(String cutLayer, int cutIndex, int[] shape, long budgetBytes, int version) {
       this.cutLayer = cutLayer;
       this.cutIndex = cutIndex;
       this.shape = shape;
       this.budgetBytes = budgetBytes;
+      this.version = version;
     }
 
     /** One activation's shape, without the batch. */
@@ -226,8 +230,8 @@ public final class CheckpointHeader {
     Map<?, ?> section = f.object(value, at);
     f.keys(section, at + ".", REPLAY, Set.of());
     f.constant(section.get(Contract.F_FORMAT), at + "." + Contract.F_FORMAT, Contract.REPLAY_FORMAT);
-    f.constant(section.get(Contract.F_FORMAT_VERSION), at + "." + Contract.F_FORMAT_VERSION,
-        (long) Contract.REPLAY_FORMAT_VERSION);
+    int version = (int) f.integer(section.get(Contract.F_FORMAT_VERSION), at + "." + Contract.F_FORMAT_VERSION,
+        Contract.REPLAY_FORMAT_VERSION_ONE_VIEW, Contract.REPLAY_FORMAT_VERSION);
     String layer = f.string(section.get(Contract.RP_CUT_LAYER), at + "." + Contract.RP_CUT_LAYER, 1);
     int index = (int) f.integer(section.get(Contract.RP_CUT_INDEX), at + "." + Contract.RP_CUT_INDEX, 0, MAX_LAYERS);
     String shapeAt = at + "." + Contract.RP_ACTIVATION_SHAPE;
@@ -245,13 +249,13 @@ public final class CheckpointHeader {
       throw f.error(at + "." + Contract.F_RULE, "must be one of " + Contract.REPLAY_RULE + "; got "
           + Fields.describe(section.get(Contract.F_RULE)));
     }
-    return new ReplaySection(layer, index, shape, budget);
+    return new ReplaySection(layer, index, shape, budget, version);
   }
 
-  /** The replay section and its two arrays agree (Python's {@code checkpoint_schema._replay_rules}). */
+  /** The replay section and its arrays agree (Python's {@code checkpoint_schema._replay_rules}). */
   private static void replayRules(Fields f, ReplaySection replay, Map<String, ArrayEntry> byName)
       throws CheckpointException {
-    List<String> names = List.of(Contract.REPLAY_ACTIVATIONS, Contract.REPLAY_LABELS);
+    List<String> names = List.of(Contract.REPLAY_ACTIVATIONS, Contract.REPLAY_LABELS, Contract.REPLAY_IMAGES);
     if (replay == null) {
       for (String name : names) {
         if (byName.containsKey(name)) {
@@ -262,8 +266,14 @@ public final class CheckpointHeader {
       return;
     }
     for (String name : names) {
-      if (!byName.containsKey(name)) {
-        throw f.error(Contract.CK_ARRAYS, "has no '" + name + "' array for the header field " + Contract.CK_REPLAY);
+      boolean wanted = !name.equals(Contract.REPLAY_IMAGES) || replay.version >= 2;
+      if (wanted && !byName.containsKey(name)) {
+        throw f.error(Contract.CK_ARRAYS, "has no '" + name + "' array for the header field " + Contract.CK_REPLAY
+            + " (version " + replay.version + ")");
+      }
+      if (!wanted && byName.containsKey(name)) {
+        throw f.error(Contract.CK_ARRAYS + "['" + name + "']", "is not part of a " + Contract.CK_REPLAY
+            + " section of version " + replay.version);
       }
     }
     ArrayEntry activations = byName.get(Contract.REPLAY_ACTIVATIONS);
@@ -283,6 +293,11 @@ public final class CheckpointHeader {
     if (!"int32".equals(labels.dtype) || !java.util.Arrays.equals(labels.shape, new int[] {rows})) {
       throw f.error(Contract.CK_ARRAYS + "['" + Contract.REPLAY_LABELS + "']", "must be int32 [" + rows
           + "] (one class per stored activation); got " + labels.dtype + " " + java.util.Arrays.toString(labels.shape));
+    }
+    ArrayEntry images = byName.get(Contract.REPLAY_IMAGES);
+    if (images != null && (!"int32".equals(images.dtype) || !java.util.Arrays.equals(images.shape, new int[] {rows}))) {
+      throw f.error(Contract.CK_ARRAYS + "['" + Contract.REPLAY_IMAGES + "']", "must be int32 [" + rows
+          + "] (one image per stored activation); got " + images.dtype + " " + java.util.Arrays.toString(images.shape));
     }
   }
 

@@ -18,9 +18,9 @@ import org.tflitetrain.core.model.ModelMetadata;
  *   <li>Classes by name: the head's classes are the checkpoint's, in order, then the support set's classes the
  *       checkpoint does not name, in the support set's order; an old class without new images is kept.
  *   <li>{@link AdaptationDriver#adaptFrom} restores the checkpoint instead of {@code reset_state}; a class's
- *       prototype is the mean embedding of its rows (new images and replayed activations), or the stored one
- *       when it has none; the updates draw from the new rows and the replayed ones; with a memory, only the
- *       layers at or above its cut are offered to the policy ({@link #candidates}).
+ *       prototype is the mean embedding of its rows (new images and the stored images' plain views), or the
+ *       stored one when it has none; the updates draw from the new rows and the replayed ones; with a memory, only
+ *       the layers at or above its cut are offered to the policy ({@link #candidates}).
  *   <li>{@link AdaptationDriver#checkpointAfter} stores the union of the checkpoint's selection and the run's
  *       ({@link #savedSelection}) and the next memory.
  * </ul>

@@ -15,9 +15,17 @@ import org.tflitetrain.core.model.ModelMetadata;
  * checkpoint ({@link Continuation}) trains on the old classes too. The activations are valid while no layer below
  * the cut changes, so a run from a memory selects only layers at or above its cut.
  *
- * <p>Which rows a budget keeps ({@link #keepRows}, {@link Contract#REPLAY_RULE}): M = floor(budget / bytes per
- * activation); over the pool (the stored rows oldest first, then the run's images), the classes take turns in
- * ascending order, each taking its most recent row not yet taken, until M rows are taken. The rule is pinned to
+ * <p>Rows: the I stored images' plain (un-augmented) views, oldest first, then further (augmented) views of them,
+ * grouped by image ({@link #images()}: rows 0..I-1 are images 0..I-1, then ascending image indices; a replay section
+ * of version 1 has no such array: one plain view per row). Python stores the views its run trained on; this driver
+ * does not augment, so its runs add plain views only, train on the stored images' plain views, and carry the stored
+ * further views on into the next memory by the same rule.
+ *
+ * <p>Which rows a budget keeps ({@link Contract#REPLAY_RULE}): M = floor(budget / bytes per activation); over the
+ * pool (the stored images oldest first, then the run's images), first the images ({@link #keepRows}): the classes
+ * take turns in ascending order, each taking its most recent image not yet taken, until M are taken; then the rows
+ * left go to further views ({@link #keepViews}): pass q offers the q-th view of every kept image that has one, the
+ * classes taking turns, each giving it to its most recent image not yet served in the pass. Both rules are pinned to
  * Python's by the golden {@code checkpoint_replay.json}; the order of one run's images before it is drawn with
  * {@link Random} here and with numpy in Python, so the two runtimes may keep different images of the same run.
  */
@@ -26,12 +34,24 @@ public final class ReplayMemory {
   public final int cutIndex;
   private final int[] shape;
   public final long budgetBytes;
-  /** f32[R, shape...], oldest first. */
+  /** f32[R, shape...]: the images' plain views, oldest first, then their further views. */
   public final Tensor activations;
   private final int[] labels;
+  private final int[] images;
+  private final int numImages;
 
-  /** @throws IllegalArgumentException for activations of another shape, labels of another length, or over budget */
+  /** A memory of one plain view per row (a replay section of version 1). */
   public ReplayMemory(String cutLayer, int cutIndex, int[] shape, long budgetBytes, Tensor activations, int[] labels) {
+    this(cutLayer, cutIndex, shape, budgetBytes, activations, labels, range(labels.length));
+  }
+
+  /**
+   * @param images each row's image: 0..I-1, then ascending indices below I (Python's {@code replay_images})
+   * @throws IllegalArgumentException for activations of another shape, labels or images of another length, images
+   *     out of that order, a row labelled unlike its image, or rows over budget
+   */
+  public ReplayMemory(String cutLayer, int cutIndex, int[] shape, long budgetBytes, Tensor activations, int[] labels,
+      int[] images) {
     int[] rows = activations.shape();
     if (activations.dtype != Tensor.DType.FLOAT32 || rows.length != shape.length + 1 || rows[0] < 1
         || !Arrays.equals(Arrays.copyOfRange(rows, 1, rows.length), shape)) {
@@ -40,6 +60,13 @@ public final class ReplayMemory {
     }
     if (labels.length != rows[0]) {
       throw new IllegalArgumentException("replay labels must have " + rows[0] + " entries; got " + labels.length);
+    }
+    String problem = imageLayoutProblem(images, rows[0]);
+    if (!problem.isEmpty()) {
+      throw new IllegalArgumentException("replay images " + problem);
+    }
+    if (!labelsFollowImages(labels, images)) {
+      throw new IllegalArgumentException("replay labels must be those of each row's image (its plain view's)");
     }
     if (4L * activations.size() > budgetBytes) {
       throw new IllegalArgumentException("replay activations take " + 4L * activations.size()
@@ -51,6 +78,49 @@ public final class ReplayMemory {
     this.budgetBytes = budgetBytes;
     this.activations = activations;
     this.labels = labels.clone();
+    this.images = images.clone();
+    this.numImages = Arrays.stream(images).max().orElse(-1) + 1;
+  }
+
+  /**
+   * What is wrong with {@code images} as the row -> image index of a memory of {@code rows} rows (0..I-1, then
+   * ascending within 0..I-1; Python's {@code replay_image_layout}), or "" when nothing.
+   */
+  public static String imageLayoutProblem(int[] images, int rows) {
+    if (images.length != rows) {
+      return "must be int32 [" + rows + "]; got int32 [" + images.length + "]";
+    }
+    int count = 0;
+    for (int image : images) {
+      if (image < 0) {
+        return "holds the negative image index " + Arrays.stream(images).min().getAsInt();
+      }
+      count = Math.max(count, image + 1);
+    }
+    if (count > rows) {
+      return "must begin with 0, 1, ..., I-1 (each image's plain view, I = its largest entry + 1)";
+    }
+    for (int i = 0; i < count; i++) {
+      if (images[i] != i) {
+        return "must begin with 0, 1, ..., I-1 (each image's plain view, I = its largest entry + 1)";
+      }
+    }
+    for (int i = count + 1; i < rows; i++) {
+      if (images[i] < images[i - 1]) {
+        return "must continue with image indices 0..I-1 in ascending order (the further views, grouped by image)";
+      }
+    }
+    return "";
+  }
+
+  /** Whether every row's label is its image's (the label of row {@code images[r]}). */
+  static boolean labelsFollowImages(int[] labels, int[] images) {
+    for (int r = 0; r < labels.length; r++) {
+      if (labels[r] != labels[images[r]]) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** One activation's shape, without the batch. */
@@ -63,8 +133,41 @@ public final class ReplayMemory {
     return labels.clone();
   }
 
+  /** Each row's image (rows 0..I-1 the images' plain views). */
+  public int[] images() {
+    return images.clone();
+  }
+
+  /** R, the stored rows. */
   public int size() {
     return labels.length;
+  }
+
+  /** I, the stored images. */
+  public int numImages() {
+    return numImages;
+  }
+
+  /** The images' classes (the labels of rows 0..I-1). */
+  public int[] imageLabels() {
+    return Arrays.copyOf(labels, numImages);
+  }
+
+  /** f32[I, shape...]: the images' plain views, oldest first. */
+  public Tensor plain() {
+    int[] full = activations.shape();
+    full[0] = numImages;
+    int per = activations.size() / size();
+    return Tensor.ofFloats(full, Arrays.copyOf(activations.floats(), numImages * per));
+  }
+
+  /** e_i, the further views stored of each image. */
+  public int[] furtherViews() {
+    int[] counts = new int[numImages];
+    for (int r = numImages; r < images.length; r++) {
+      counts[images[r]]++;
+    }
+    return counts;
   }
 
   /** Bytes of the stored activations. */
@@ -72,11 +175,11 @@ public final class ReplayMemory {
     return 4L * activations.size();
   }
 
-  /** Rows per class 0..numClasses-1. */
+  /** Stored images per class 0..numClasses-1. */
   public int[] classCounts(int numClasses) {
     int[] counts = new int[numClasses];
-    for (int label : labels) {
-      counts[label]++;
+    for (int i = 0; i < numImages; i++) {
+      counts[labels[i]]++;
     }
     return counts;
   }
@@ -90,10 +193,29 @@ public final class ReplayMemory {
   }
 
   /**
-   * The rows the class-balanced, most-recent-first rule keeps (Python's {@code keep_rows}).
+   * Classes in ascending order take turns taking the head of their queue until {@code capacity} are taken or every
+   * queue is empty; the taken entries in turn order.
+   */
+  private static List<Integer> classTurns(TreeMap<Integer, List<Integer>> queues, int capacity) {
+    List<Integer> taken = new ArrayList<>();
+    boolean any = queues.values().stream().anyMatch(q -> !q.isEmpty());
+    while (taken.size() < capacity && any) {
+      any = false;
+      for (List<Integer> queue : queues.values()) {
+        if (!queue.isEmpty() && taken.size() < capacity) {
+          taken.add(queue.remove(0));
+        }
+        any |= !queue.isEmpty();
+      }
+    }
+    return taken;
+  }
+
+  /**
+   * The images the class-balanced, most-recent-first rule keeps (Python's {@code keep_rows}).
    *
-   * @param labels each pool row's class, the pool oldest first
-   * @param capacity the most rows kept
+   * @param labels each pool image's class, the pool oldest first
+   * @param capacity the most images kept
    * @return ascending indices into the pool
    */
   public static int[] keepRows(int[] labels, int capacity) {
@@ -101,25 +223,46 @@ public final class ReplayMemory {
     for (int i = labels.length - 1; i >= 0; i--) {  // newest first
       queues.computeIfAbsent(labels[i], k -> new ArrayList<>()).add(i);
     }
-    List<Integer> kept = new ArrayList<>();
-    boolean any = !queues.isEmpty();
-    while (kept.size() < capacity && any) {
-      any = false;
-      for (List<Integer> queue : queues.values()) {
-        if (!queue.isEmpty() && kept.size() < capacity) {
-          kept.add(queue.remove(0));
-        }
-        any |= !queue.isEmpty();
-      }
-    }
-    int[] out = kept.stream().mapToInt(Integer::intValue).toArray();
+    int[] out = classTurns(queues, capacity).stream().mapToInt(Integer::intValue).toArray();
     Arrays.sort(out);
     return out;
   }
 
   /**
-   * The next memory: {@code memory}'s rows, then this run's in an order drawn from {@code seed}, kept under
-   * {@code budgetBytes}; null when the budget holds no activation.
+   * How many further views each kept image keeps (Python's {@code keep_views}): pass q = 1, 2, ... offers the q-th
+   * view of every image with {@code available >= q}; in a pass the classes, in ascending order, take turns giving it
+   * to their most recent image not yet served in the pass, until {@code capacity} views are given.
+   *
+   * @param labels each kept image's class, oldest first
+   * @param available the further views each has
+   * @param capacity the most further views kept in all
+   * @return e_i per image: image i keeps its first e_i views
+   */
+  public static int[] keepViews(int[] labels, int[] available, int capacity) {
+    int[] counts = new int[labels.length];
+    int most = Arrays.stream(available).max().orElse(0);
+    int left = capacity;
+    for (int q = 1; q <= most && left > 0; q++) {
+      TreeMap<Integer, List<Integer>> queues = new TreeMap<>();
+      for (int i = labels.length - 1; i >= 0; i--) {  // newest first
+        List<Integer> queue = queues.computeIfAbsent(labels[i], k -> new ArrayList<>());
+        if (available[i] >= q) {
+          queue.add(i);
+        }
+      }
+      List<Integer> taken = classTurns(queues, left);
+      for (int i : taken) {
+        counts[i]++;
+      }
+      left -= taken.size();
+    }
+    return counts;
+  }
+
+  /**
+   * The next memory: {@code memory}'s images (with their stored further views), then this run's in an order drawn
+   * from {@code seed} (plain views: this driver draws no augmented views), kept under {@code budgetBytes} by
+   * {@link #keepRows} then {@link #keepViews}; null when the budget holds no activation.
    *
    * @param memory the run's start memory (its labels already the run's classes), or null
    * @param cut the activations' cut (the memory's own when there is one)
@@ -134,10 +277,7 @@ public final class ReplayMemory {
     }
     int per = Math.toIntExact(cut.elementsPerImage());
     int n = labels.length;
-    int[] order = new int[n];
-    for (int i = 0; i < n; i++) {
-      order[i] = i;
-    }
+    int[] order = range(n);
     Random random = new Random(seed);
     for (int i = n - 1; i > 0; i--) {
       int j = random.nextInt(i + 1);
@@ -145,32 +285,72 @@ public final class ReplayMemory {
       order[i] = order[j];
       order[j] = tmp;
     }
-    int old = memory == null ? 0 : memory.size();
-    float[] pool = new float[(old + n) * per];
+    int old = memory == null ? 0 : memory.numImages;
+    float[] stored = memory == null ? new float[0] : memory.activations.floats();
+    // the pool's images: each one's plain row and further rows (rows of `stored` or of `fresh`, by source)
     int[] poolLabels = new int[old + n];
-    if (memory != null) {
-      System.arraycopy(memory.activations.floats(), 0, pool, 0, old * per);
-      System.arraycopy(memory.labels, 0, poolLabels, 0, old);
+    List<int[]> further = new ArrayList<>();
+    for (int i = 0; i < old; i++) {
+      poolLabels[i] = memory.labels[i];
+      further.add(new int[0]);
     }
-    float[] fresh = activations.floats();
+    for (int r = old; r < (memory == null ? 0 : memory.size()); r++) {
+      int image = memory.images[r];
+      int[] rows = Arrays.copyOf(further.get(image), further.get(image).length + 1);
+      rows[rows.length - 1] = r;
+      further.set(image, rows);
+    }
     for (int i = 0; i < n; i++) {
-      System.arraycopy(fresh, order[i] * per, pool, (old + i) * per, per);
       poolLabels[old + i] = labels[order[i]];
+      further.add(new int[0]);
     }
-    int[] kept = keepRows(poolLabels, capacity(budgetBytes, cut.bytesPerImage()));
+    int capacity = capacity(budgetBytes, cut.bytesPerImage());
+    int[] kept = keepRows(poolLabels, capacity);
     if (kept.length == 0) {
       return null;
     }
-    float[] rows = new float[kept.length * per];
     int[] keptLabels = new int[kept.length];
+    int[] available = new int[kept.length];
     for (int i = 0; i < kept.length; i++) {
-      System.arraycopy(pool, kept[i] * per, rows, i * per, per);
       keptLabels[i] = poolLabels[kept[i]];
+      available[i] = further.get(kept[i]).length;
+    }
+    int[] views = keepViews(keptLabels, available, capacity - kept.length);
+    int total = kept.length + Arrays.stream(views).sum();
+    float[] rows = new float[total * per];
+    int[] rowLabels = new int[total];
+    int[] rowImages = new int[total];
+    float[] fresh = activations.floats();
+    int r = 0;
+    for (int i = 0; i < kept.length; i++, r++) {  // the plain views
+      if (kept[i] < old) {
+        System.arraycopy(stored, kept[i] * per, rows, r * per, per);
+      } else {
+        System.arraycopy(fresh, order[kept[i] - old] * per, rows, r * per, per);
+      }
+      rowLabels[r] = keptLabels[i];
+      rowImages[r] = i;
+    }
+    for (int i = 0; i < kept.length; i++) {  // then each image's first e_i further views
+      for (int v = 0; v < views[i]; v++, r++) {
+        System.arraycopy(stored, further.get(kept[i])[v] * per, rows, r * per, per);
+        rowLabels[r] = keptLabels[i];
+        rowImages[r] = i;
+      }
     }
     int[] full = new int[cut.shape().length + 1];
-    full[0] = kept.length;
+    full[0] = total;
     System.arraycopy(cut.shape(), 0, full, 1, full.length - 1);
-    return new ReplayMemory(cut.layer, cut.index, cut.shape(), budgetBytes, Tensor.ofFloats(full, rows), keptLabels);
+    return new ReplayMemory(cut.layer, cut.index, cut.shape(), budgetBytes, Tensor.ofFloats(full, rows), rowLabels,
+        rowImages);
+  }
+
+  private static int[] range(int n) {
+    int[] out = new int[n];
+    for (int i = 0; i < n; i++) {
+      out[i] = i;
+    }
+    return out;
   }
 
   /**

@@ -156,7 +156,7 @@ public final class Contract {
   public static final String SEL_CHANNELS = "channels";
   public static final String CK_REPLAY = "replay";
   public static final String REPLAY_FORMAT = "tflite-train-replay";
-  public static final int REPLAY_FORMAT_VERSION = 1;
+  public static final int REPLAY_FORMAT_VERSION = 2;
   public static final String RP_CUT_LAYER = "cut_layer";
   public static final String RP_CUT_INDEX = "cut_index";
   public static final String RP_ACTIVATION_SHAPE = "activation_shape";
@@ -164,6 +164,8 @@ public final class Contract {
   public static final String REPLAY_RULE = "class_balanced_recent";
   public static final String REPLAY_ACTIVATIONS = "replay_activations";
   public static final String REPLAY_LABELS = "replay_labels";
+  public static final String REPLAY_IMAGES = "replay_images";
+  public static final int REPLAY_FORMAT_VERSION_ONE_VIEW = 1;
 
   // tflite_train.contract.baked_format
   public static final String BAKED_FORMAT = "tflite-train-classifier";

@@ -27,8 +27,9 @@ import org.tflitetrain.core.model.ModelMetadataTest;
 /**
  * The checkpoint's replay section (issue 42) on the JVM, pinned to Python by the golden
  * {@code checkpoint_replay.json} ({@code tools.golden.checkpoint_vectors}): Java reads the checkpoint Python
- * wrote, finds every value (the activations bit for bit) and writes it back byte for byte; the replay rule keeps
- * Python's rows; bad or foreign replay data is refused in one line naming the field.
+ * wrote, finds every value (the activations bit for bit, the row -> image index) and writes it back byte for byte;
+ * a version-1 memory (one plain view per row) still loads; the replay rules keep Python's images and views; bad or
+ * foreign replay data is refused in one line naming the field.
  */
 public class CheckpointReplayTest {
   private static final Map<String, Object> GOLDEN = Resources.obj(Json.parse(Resources.text("/golden/checkpoint_replay.json")));
@@ -63,6 +64,11 @@ public class CheckpointReplayTest {
     assertEquals(section.get(Contract.RP_BUDGET_BYTES), replay.budgetBytes);
     assertArrayEquals(longs(expected.get(Contract.REPLAY_LABELS)), Arrays.stream(replay.labels()).asLongStream()
         .toArray());
+    assertArrayEquals(longs(expected.get(Contract.REPLAY_IMAGES)), Arrays.stream(replay.images()).asLongStream()
+        .toArray());
+    assertEquals(3, replay.numImages());
+    assertArrayEquals(new int[] {1, 0, 1}, replay.furtherViews());
+    assertArrayEquals(new int[] {2, 0, 1}, replay.imageLabels());
     long[] bits = longs(expected.get("replay_activation_bits"));
     float[] values = replay.activations.floats();
     assertEquals(bits.length, values.length);
@@ -77,6 +83,25 @@ public class CheckpointReplayTest {
     byte[] again = checkpoint.encode();
     assertEquals(((Long) expected.get("size")).intValue(), again.length);
     assertArrayEquals("Java writes the Python checkpoint back identically", data, again);
+  }
+
+  @Test
+  public void aVersionOneMemoryStillLoads() throws Exception {
+    Checkpoint old = Checkpoint.decode(Base64.getDecoder().decode((String) GOLDEN.get("one_view_base64")), "old");
+    assertTrue(header(Base64.getDecoder().decode((String) GOLDEN.get("one_view_base64")))
+        .contains("\"format_version\": 1, \"rule\""));
+    ReplayMemory replay = old.replay;
+    assertEquals(3, replay.size());
+    assertEquals(3, replay.numImages());
+    assertArrayEquals(new int[] {0, 1, 2}, replay.images());
+    assertArrayEquals(new int[] {2, 0, 1}, replay.labels());
+    float[] golden = Checkpoint.decode(goldenBytes(), "golden").replay.activations.floats();
+    assertArrayEquals(Arrays.copyOf(golden, 3 * 256), replay.activations.floats(), 0f);
+    // written again, it is a version-2 memory of the same rows
+    ReplayMemory again = Checkpoint.decode(old.encode(), "again").replay;
+    assertTrue(header(old.encode()).contains("\"format_version\": 2, \"rule\""));
+    assertArrayEquals(replay.activations.floats(), again.activations.floats(), 0f);
+    assertArrayEquals(replay.images(), again.images());
   }
 
   @Test
@@ -99,6 +124,43 @@ public class CheckpointReplayTest {
       int[] kept = ReplayMemory.keepRows(labels, ((Long) c.get("capacity")).intValue());
       assertArrayEquals(c.toString(), longs(c.get("kept")), Arrays.stream(kept).asLongStream().toArray());
     }
+  }
+
+  @Test
+  public void keepsTheViewsPythonKeeps() {
+    for (Object item : Resources.list(GOLDEN.get("keep_views"))) {
+      Map<String, Object> c = Resources.obj(item);
+      int[] labels = Arrays.stream(longs(c.get("labels"))).mapToInt(v -> (int) v).toArray();
+      int[] available = Arrays.stream(longs(c.get("available"))).mapToInt(v -> (int) v).toArray();
+      int[] kept = ReplayMemory.keepViews(labels, available, ((Long) c.get("capacity")).intValue());
+      assertArrayEquals(c.toString(), longs(c.get("kept")), Arrays.stream(kept).asLongStream().toArray());
+    }
+  }
+
+  @Test
+  public void rememberCarriesTheStoredViewsOn() {
+    // Python's hand-computed case (test_replay_memory): images 30 (class 0), 10 (class 0, view 11), 20 (class 1,
+    // view 21); a run adds image 40 of class 1 (Java draws no views) under 5 rows: the 4 plain views, then pass 1
+    // offers image 10's view 11 (class 0) and image 20's view 21 (class 1): both fit
+    CachedCut cut = new CachedCut("final", 12, new int[] {1}, "features_final", "train_step_from_final",
+        "infer_from_final", 1L);
+    ReplayMemory memory = new ReplayMemory("final", 12, new int[] {1}, 20, Tensor.ofFloats(new int[] {5, 1},
+        new float[] {30, 10, 20, 11, 21}), new int[] {0, 0, 1, 0, 1}, new int[] {0, 1, 2, 1, 2});
+    assertEquals(3, memory.numImages());
+    ReplayMemory next = ReplayMemory.remember(memory, cut, Tensor.ofFloats(new int[] {1, 1}, new float[] {40}),
+        new int[] {1}, 24, 0);
+    assertArrayEquals(new float[] {30, 10, 20, 40, 11, 21}, next.activations.floats(), 0f);
+    assertArrayEquals(new int[] {0, 1, 2, 3, 1, 2}, next.images());
+    assertArrayEquals(new int[] {0, 0, 1, 1, 0, 1}, next.labels());
+    // one row less: class 0's view (its turn comes first in the pass) stays, class 1's leaves
+    ReplayMemory tight = ReplayMemory.remember(memory, cut, Tensor.ofFloats(new int[] {1, 1}, new float[] {40}),
+        new int[] {1}, 20, 0);
+    assertArrayEquals(new float[] {30, 10, 20, 40, 11}, tight.activations.floats(), 0f);
+    assertArrayEquals(new int[] {0, 1, 2, 3, 1}, tight.images());
+    IllegalArgumentException order = assertThrows(IllegalArgumentException.class, () -> new ReplayMemory("final", 12,
+        new int[] {1}, 20, Tensor.ofFloats(new int[] {3, 1}, new float[3]), new int[] {0, 1, 0},
+        new int[] {0, 2, 1}));
+    assertTrue(order.getMessage(), order.getMessage().contains("must begin with 0, 1, ..., I-1"));
   }
 
   @Test
@@ -156,8 +218,10 @@ public class CheckpointReplayTest {
   public void badOrForeignReplayDataIsRefusedInOneLine() throws Exception {
     String header = header(goldenBytes());
     Map<String, String> cases = new LinkedHashMap<>();
-    cases.put(header.replace("\"format_version\": 1, \"rule\"", "\"format_version\": 2, \"rule\""),
-        "field replay.format_version: must be 1");
+    cases.put(header.replace("\"format_version\": 2, \"rule\"", "\"format_version\": 3, \"rule\""),
+        "field replay.format_version: must be in 1..2; got 3");
+    cases.put(header.replace("\"format_version\": 2, \"rule\"", "\"format_version\": 1, \"rule\""),
+        "field arrays['replay_images']: is not part of a replay section of version 1");
     cases.put(header.replace("\"class_balanced_recent\"", "\"reservoir\""),
         "field replay.rule: must be one of class_balanced_recent");
     cases.put(header.replace("\"budget_bytes\": 5120", "\"budget_bytes\": 100"), "over replay.budget_bytes 100");
@@ -185,6 +249,19 @@ public class CheckpointReplayTest {
         + arrayOffset(header, Contract.REPLAY_ACTIVATIONS) + 8, Float.NaN);
     CheckpointException values = assertThrows(CheckpointException.class, () -> Checkpoint.decode(reseal(nan), "c"));
     assertEquals("c: checkpoint array 'replay_activations' holds NaN or Inf", values.getMessage());
+    // a row -> image index out of order, and a view labelled unlike its image (golden images [0, 1, 2, 0, 2])
+    int imagesAt = payloadStart(data) + arrayOffset(header, Contract.REPLAY_IMAGES);
+    byte[] disorder = goldenBytes();
+    ByteBuffer.wrap(disorder).order(ByteOrder.LITTLE_ENDIAN).putInt(imagesAt + 12, 2).putInt(imagesAt + 16, 0);
+    CheckpointException order = assertThrows(CheckpointException.class, () -> Checkpoint.decode(reseal(disorder), "c"));
+    assertEquals("c: checkpoint array 'replay_images' must continue with image indices 0..I-1 in ascending order "
+        + "(the further views, grouped by image)", order.getMessage());
+    byte[] mislabelled = goldenBytes();
+    ByteBuffer.wrap(mislabelled).order(ByteOrder.LITTLE_ENDIAN).putInt(imagesAt + 16, 0);
+    CheckpointException label = assertThrows(CheckpointException.class,
+        () -> Checkpoint.decode(reseal(mislabelled), "c"));
+    assertEquals("c: checkpoint array 'replay_labels' labels a row unlike its image ('replay_images'): a view's "
+        + "class is its image's", label.getMessage());
     // the golden memory at a cut index this model does not have: refused before any state is written
     Checkpoint foreign = Checkpoint.decode(resealed(header.replace("\"cut_index\": 12", "\"cut_index\": 11"),
         goldenBytes()), "c");

@@ -79,6 +79,8 @@ public class RealModelContinualTest {
       Checkpoint pythonTwo = Checkpoint.decode(Files.readAllBytes(two), "two");
       assertEquals(List.of("a", "b", "c", "d"), pythonTwo.classNames);
       assertArrayEquals(new int[] {3, 3, 3, 3}, pythonTwo.replay.classCounts(4));
+      // Python stored the views its run trained on (4 per new image; Java's images have their plain views only)
+      assertArrayEquals(new int[] {0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4}, pythonTwo.replay.furtherViews());
       assertEquals(javaOne.replay.cutLayer, pythonTwo.replay.cutLayer);
       Continuation start = Continuation.of(pythonTwo, List.of("b"), true);
       int[] more = Arrays.copyOf(rows(BridgeRunner.tensorOf(episode.get("query_labels")).ints(), 1), 2);
@@ -101,6 +103,8 @@ public class RealModelContinualTest {
       Checkpoint javaThree = Checkpoint.decode(Files.readAllBytes(three), "three");
       assertEquals(List.of("a", "b", "c", "d"), javaThree.classNames);
       assertArrayEquals(new int[] {3, 5, 3, 3}, javaThree.replay.classCounts(4));
+      // Java carries Python's stored views on (its own new images add plain views only)
+      assertArrayEquals(new int[] {0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 0, 0}, javaThree.replay.furtherViews());
       for (Map.Entry<String, int[]> entry : pythonTwo.selection.entrySet()) {  // the stored selection is a union
         for (int c : entry.getValue()) {
           assertTrue(entry.getKey() + " " + c, Arrays.stream(javaThree.selection.get(entry.getKey())).anyMatch(v -> v == c));
