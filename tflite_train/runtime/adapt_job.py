@@ -24,7 +24,7 @@ import os
 import pathlib
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,8 @@ from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.adaptation.prediction import class_logits, evaluate
 from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, layers_above
-from tflite_train.runtime.adaptation.trainer import adapt, check_labelled_set, class_prototypes, embed
+from tflite_train.runtime.adaptation.trainer import (SELECTION_SIGNATURES, adapt, check_labelled_set, class_prototypes,
+                                                    embed)
 from tflite_train.runtime.checkpoint.checkpoint import Checkpoint, load_checkpoint, restore_checkpoint, save_checkpoint
 from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.images.image_folder import scan_image_folder
@@ -71,12 +72,13 @@ peak RSS 318-323 -> 297 MiB, the Fisher pass of 25 images 0.09 -> 0.13 s, the sa
 LOG = logging.getLogger(__name__)
 
 
-def load_model(model_path: str | os.PathLike, runtime: str | None = None) -> TrainableModel:
-    """Opens an exported model on ``runtime`` (a ``runtimes.RUNTIMES`` name; None = the first installed)
-    and checks its metadata (ValueError naming the file otherwise)."""
+def load_model(model_path: str | os.PathLike, runtime: str | None = None,
+               signatures: Collection[str] | None = None) -> TrainableModel:
+    """Opens an exported model on ``runtime`` (a ``runtimes.RUNTIMES`` name; None = the first installed),
+    on only ``signatures`` (None: all), and checks its metadata (ValueError naming the file otherwise)."""
     module = resolve_runtime(runtime)
     _require_regular_file(model_path, "model file")
-    model = TrainableModel(pathlib.Path(model_path), runtime=module, max_rows=COMMAND_MAX_ROWS)
+    model = TrainableModel(pathlib.Path(model_path), runtime=module, max_rows=COMMAND_MAX_ROWS, signatures=signatures)
     check_metadata(model.metadata)
     return model
 
@@ -268,7 +270,9 @@ def run_adaptation(
         if start_from is not None:  # read and checked field by field before the model is opened
             _require_regular_file(start_from, "checkpoint")
             previous = load_checkpoint(start_from)
-        model = load_model(model_path, runtime)
+        # a run from the export opens what it calls up to the selection, then adapt reopens the model on what the
+        # training, the evaluation and the checkpoint call (adapt(reopen=True)): the peak holds one phase's arenas
+        model = load_model(model_path, runtime, SELECTION_SIGNATURES if start_from is None else None)
         outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
         if outside:
             raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "
@@ -321,7 +325,7 @@ def run_adaptation(
         read_seconds = time.perf_counter() - started - load_seconds
         before = prototype_accuracy(model, images, labels, config.chunk_size, start)
         config = dataclasses.replace(config, fisher_chunk_size=min(config.fisher_chunk_size, COMMAND_FISHER_ROWS))
-        result = adapt(model, images, labels, config, progress=progress, start=start)
+        result = adapt(model, images, labels, config, progress=progress, start=start, reopen=True)
         # the accuracies first (they read the state, never write it): the checkpoint's get_state arena, the
         # largest allocation left, then lands on the pages their temporaries freed (free_memory)
         after = support_accuracy(model, images, labels)

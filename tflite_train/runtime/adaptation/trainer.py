@@ -56,6 +56,7 @@ from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.pseudo_queries import Augment, ViewDraw
 from tflite_train.runtime.adaptation.replay_memory import ViewActivations
 from tflite_train.runtime.adaptation.rate_choice import RateChoice, choose_rate, held_out_score, held_out_split
+from tflite_train.runtime.adaptation.replay_memory import lineage_cut
 from tflite_train.runtime.adaptation.timing import PhaseTimer
 from tflite_train.runtime.errors import UserError
 from tflite_train.runtime.model.interpreter import TrainableModel
@@ -67,6 +68,11 @@ from tflite_train.sparse.policies import policy_spec, select
 from tflite_train.sparse.selection import Selection
 
 LOG = logging.getLogger(__name__)
+
+SELECTION_SIGNATURES = (C.RESET_STATE, C.INFER, C.SET_HEAD, C.SET_HPARAMS, C.FISHER, C.GET_STATE, C.SET_SELECTION)
+"""What ``adapt(..., reopen=True)`` calls of a run from the export before it reopens the model for the training
+(the head, the Fisher pass, the candidates' weights, the selection): a model opened on only these
+(``TrainableModel(signatures=...)``) is enough for it, and for ``adapt_job``'s accuracy of the prototype head."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +225,7 @@ def adapt(
     fisher_tasks: Sequence[Mapping[str, np.ndarray]] | None = None,
     progress: Progress = no_progress,
     start: AdaptStart | None = None,
+    reopen: bool = False,
 ) -> AdaptResult:
     """Adapts ``model`` in place to the support set (see the module docstring); returns the report.
 
@@ -233,6 +240,14 @@ def adapt(
       progress: Progress-bar factory (``tflite_train.runtime.adaptation.progress``): bars "fisher" (images)
         and "training" (optimizer steps, with the epoch and the loss).
       start: Continue from a checkpoint (``tflite_train.runtime.adaptation.continual.AdaptStart``), or None.
+      reopen: For a run from the export (``start`` None): once the selection is made, reopen the model on
+        only the signatures the rest of the run, its evaluation and its checkpoint call
+        (``training_signatures``; ``TrainableModel.reopen``), so that the arenas of the head and Fisher phases
+        and the other signatures' preparation are not held while it trains, then bring the fresh state to
+        where the selection left it: ``reset_state``, the same head, learning rate and selection (the
+        optimizer slots and the step are still the exported zeros then, and neither the head, the Fisher pass
+        nor the weights' read changes a variable: the same adapted state and losses, bit for bit). The model
+        may then be opened on ``SELECTION_SIGNATURES`` only. Ignored for a continued run.
 
     Raises:
       ValueError: bad metadata or support set (nothing on disk is touched).
@@ -263,7 +278,8 @@ def adapt(
         if start is None:
             model.reset_state()
             initial_embeddings = embed(model, images, config.chunk_size)
-            model.set_head(class_prototypes(initial_embeddings, labels))
+            head = class_prototypes(initial_embeddings, labels)
+            model.set_head(head)
         else:  # the embeddings of the new images, then of the replayed rows
             initial_embeddings = start.begin(model, images, labels, config.chunk_size)
         if config.learning_rate is not None:
@@ -287,7 +303,19 @@ def adapt(
     updates = config.num_steps(num_rows)
     plan = update_plan = choice = None
     rows_priced = config.rows_per_call(num_rows)
-    if not selection.is_empty and updates > 0:
+    training = not selection.is_empty and updates > 0
+    if reopen and start is None:
+        with timer.phase("reopen"):
+            mask = selection.channel_mask(table, model.candidates)
+            model.set_selection(mask)  # the train route and the cut follow from it
+            model.reopen(training_signatures(model, config, training))
+            model.reset_state()
+            model.set_head(head)
+            if config.learning_rate is not None:
+                model.set_learning_rate(float(config.learning_rate))
+            if training:
+                model.set_selection(mask)
+    if training:
         model.set_selection(selection.channel_mask(table, model.candidates))
         rng = np.random.default_rng(config.seed)
         views = ViewDraw(rng, images, config.augment_views, augment, augment_config)  # drawn by RowSource
@@ -362,6 +390,37 @@ def adapt(
         potentials=fisher_potentials(fisher) if fisher is not None else {}, cache=plan, updates=update_plan,
         rate_choice=choice, views=None if plan is None or not plan.used else source.view_activations(),
     )
+
+
+def training_signatures(model: TrainableModel, config: AdaptConfig, training: bool = True) -> frozenset[str]:
+    """The signatures a run from the export calls after its selection (``adapt(..., reopen=True)``), with the
+    selection set on ``model``: the state's (reset, head, learning rate, selection, ``get_state`` for the
+    checkpoint, ``set_state`` for a rate choice), ``infer`` (the final head, the accuracies), the ``features``
+    of the checkpoint's replay memory at its cut (``replay_memory.lineage_cut``), and, when ``training``, the
+    steps': at the selection's cached cut (``TrainableModel.cache_cut``; steps from images run there too)
+    ``features``, ``train_step_from``, ``infer_from`` when the prototypes or a rate choice embed from the
+    cut, and the episode or accumulation step the config asks for; without a usable cut, the train
+    signature from images (``TrainableModel.train_signature``).
+    """
+    names = {C.RESET_STATE, C.SET_HEAD, C.SET_HPARAMS, C.SET_SELECTION, C.GET_STATE, C.INFER}
+    if config.rate_choice:
+        names.add(C.SET_STATE)
+    cut = None if model.cache_unsafe else model.cache_cut()
+    lineage = None if model.cache_unsafe else lineage_cut(model.cached_cuts, None if cut is None else cut.index)
+    if lineage is not None:
+        names.add(lineage.features)
+    if not training:
+        return frozenset(names)
+    if cut is None:
+        return frozenset(names | {model.train_signature()})
+    names.update((cut.features, cut.train_step))
+    if config.prototype_mode != "fixed" or config.rate_choice:
+        names.add(cut.infer)
+    if config.prototype_mode == "episode" and cut.episode_signature is not None:
+        names.add(cut.episode_signature)
+    if config.batch_mode == "accumulate" and cut.accumulate_signature is not None and model.can_accumulate:
+        names.update((cut.accumulate_signature, model.metadata[C.F_APPLY_ACCUMULATED_SIGNATURE]))
+    return frozenset(names)
 
 
 def choose_task_rate(model: TrainableModel, source: RowSource, plan: UpdatePlan, config: AdaptConfig,

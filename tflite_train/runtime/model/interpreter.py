@@ -21,6 +21,7 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.model.cached_cut import CachedCut, cached_cuts
+from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.model.compiled_signatures import CompiledRunner, CompiledSignatures
 from tflite_train.runtime.model.flatbuffer_graph import read_graph
 from tflite_train.runtime.model.integrity import check_model_bytes
@@ -141,9 +142,8 @@ class TrainableModel:
         signatures: Collection[str] | None = None,
         edit: Callable[[bytearray, "TrainableModel"], None] | None = None,
     ) -> None:
-        edited = edit is not None or signatures is not None
-        content = model if isinstance(model, (bytes, bytearray)) else _read(model, mutable=edited)
-        source = "model bytes" if isinstance(model, (bytes, bytearray)) else str(model)
+        self._source = model
+        content, source = self._read_source(mutable=edit is not None or signatures is not None)
         check_model_bytes(bytes(content), source)
         self.metadata: dict[str, Any] = check_model_metadata(read_metadata(content, source), source)
         signature_defs = read_signature_defs(content)
@@ -171,15 +171,57 @@ class TrainableModel:
         self._deepest_selected: int | None = None
         self.cached_cuts: tuple[CachedCut, ...] = cached_cuts(self.metadata)
         """The cached cuts, ascending (empty for files exported without them)."""
-        self.signatures: frozenset[str] | None = None if signatures is None else frozenset(signatures)
+        self.signatures: frozenset[str] | None = None
         """The signatures this model opened (None: all of the file's)."""
-        if edited:  # the file as read is released once its edited copy exists
+        self._open_options = (interpreter_cls, num_threads, xnnpack, weight_cache, edit)
+        self._open(content, signatures)
+
+    def _open(self, content: bytes | bytearray, signatures: Collection[str] | None) -> None:
+        """Builds the interpreter of the checked ``content`` (edited and cut to ``signatures`` first)."""
+        interpreter_cls, num_threads, xnnpack, weight_cache, edit = self._open_options
+        self.signatures = None if signatures is None else frozenset(signatures)
+        if edit is not None or signatures is not None:  # the file as read is released once its edited copy exists
             data = bytearray(content) if isinstance(content, bytes) else content
             content = bytes(self._edited(data, edit, signatures))
             del data
         self.interpreter, self.explicit_xnnpack = open_interpreter(
             interpreter_cls, self.runtime, bytes(content), num_threads, xnnpack=xnnpack, weight_cache=weight_cache,
             quantized=self.metadata.get(C.F_CONFIG, {}).get("quantize") or "")
+
+    def reopen(self, signatures: Collection[str] | None) -> None:
+        """Drops the interpreter and builds a new one of the same file on only ``signatures`` (None: all).
+
+        The interpreter frees, with itself, every arena its signatures allocated (each stays until then, sized
+        for its largest call) and the state variables; the freed heap pages go back to the operating system
+        (``free_memory``) before the file is read and checked again and the new interpreter is built, so the
+        two are never held together. The model then stands as freshly opened, with the options it was opened
+        with: the state not yet initialised (call ``reset_state``), no classes, nothing selected. A phase
+        that needs fewer signatures than the last one runs without the others' arenas and preparation.
+
+        Raises:
+          ValueError: a signature the file does not have, or the file's metadata changed since it was opened.
+        """
+        self._close()
+        release_free_memory()
+        content, source = self._read_source(mutable=True)
+        check_model_bytes(bytes(content), source)
+        if check_model_metadata(read_metadata(content, source), source) != self.metadata:
+            raise ValueError(f"{source} changed since it was opened (another metadata); open it again")
+        self._open(content, signatures)
+
+    def _read_source(self, mutable: bool) -> tuple[bytes | bytearray, str]:
+        """(bytes of the file or of the given bytes, how messages name them)."""
+        if isinstance(self._source, (bytes, bytearray)):
+            return self._source, "model bytes"
+        return _read(self._source, mutable=mutable), str(self._source)
+
+    def _close(self) -> None:
+        """Drops the interpreter, its runners and what the wrapper tracked of its state."""
+        self._runners.clear()
+        self._allocated.clear()
+        self.interpreter = None
+        self.num_classes = 0
+        self._deepest_selected = None
 
     def _edited(self, data: bytearray, edit: Callable[[bytearray, "TrainableModel"], None] | None,
                 signatures: Collection[str] | None) -> bytearray:
