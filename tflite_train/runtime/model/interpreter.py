@@ -208,6 +208,8 @@ class TrainableModel:
         if check_model_metadata(read_metadata(content, source), source) != self.metadata:
             raise ValueError(f"{source} changed since it was opened (another metadata); open it again")
         self._open(content, signatures)
+        del content
+        release_free_memory()  # the file's copies read and checked: the state and arenas then reuse those pages
 
     def _read_source(self, mutable: bool) -> tuple[bytes | bytearray, str]:
         """(bytes of the file or of the given bytes, how messages name them)."""
