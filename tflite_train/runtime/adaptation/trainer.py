@@ -58,6 +58,7 @@ from tflite_train.runtime.adaptation.replay_memory import ViewActivations
 from tflite_train.runtime.adaptation.rate_choice import RateChoice, choose_rate, held_out_score, held_out_split
 from tflite_train.runtime.adaptation.replay_memory import lineage_cut
 from tflite_train.runtime.adaptation.timing import PhaseTimer
+from tflite_train.runtime.checkpoint.checkpoint import checkpoint_state_names
 from tflite_train.runtime.errors import UserError
 from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
@@ -242,8 +243,10 @@ def adapt(
       start: Continue from a checkpoint (``tflite_train.runtime.adaptation.continual.AdaptStart``), or None.
       reopen: For a run from the export (``start`` None): once the selection is made, reopen the model on
         only the signatures the rest of the run, its evaluation and its checkpoint call
-        (``training_signatures``; ``TrainableModel.reopen``), so that the arenas of the head and Fisher phases
-        and the other signatures' preparation are not held while it trains, then bring the fresh state to
+        (``training_signatures``; ``TrainableModel.reopen``), its ``get_state`` reading only what a checkpoint
+        of the selection reads (``checkpoint.checkpoint_state_names`` with the optimizer; all for a rate
+        choice), so that the arenas of the head and Fisher phases, the other signatures' preparation and a
+        copy of the whole state are not held while it trains and saves, then bring the fresh state to
         where the selection left it: ``reset_state``, the same head, learning rate and selection (the
         optimizer slots and the step are still the exported zeros then, and neither the head, the Fisher pass
         nor the weights' read changes a variable: the same adapted state and losses, bit for bit). The model
@@ -308,7 +311,10 @@ def adapt(
         with timer.phase("reopen"):
             mask = selection.channel_mask(table, model.candidates)
             model.set_selection(mask)  # the train route and the cut follow from it
-            model.reopen(training_signatures(model, config, training))
+            # the state a checkpoint of the selection reads (with the optimizer's slots: either file); all of
+            # it for a rate choice, which restores the whole state between its runs
+            reads = None if config.rate_choice else checkpoint_state_names(model.state_specs, selection, True)
+            model.reopen(training_signatures(model, config, training), reads)
             model.reset_state()
             model.set_head(head)
             if config.learning_rate is not None:

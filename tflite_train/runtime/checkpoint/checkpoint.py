@@ -96,12 +96,19 @@ def _layer_keys(state: Mapping[str, Any], layer: str, include_optimizer: bool) -
     return keys
 
 
+def checkpoint_state_names(state_specs: Mapping[str, Any], selection: Selection,
+                           include_optimizer: bool = False) -> list[str]:
+    """The state variables (``get_state`` outputs; ``state_specs``: ``TrainableModel.state_specs``) that a
+    checkpoint under ``selection`` is read from: the head, the learning rate and the selected layers' kernels
+    and biases, with ``include_optimizer`` their optimizer slots and the step too."""
+    keys = [key for layer in selection.layers for key in _layer_keys(state_specs, layer, include_optimizer)]
+    return [C.NUM_CLASSES, C.PROTOTYPES, C.LEARNING_RATE, *keys, *([C.STEP] if include_optimizer else [])]
+
+
 def checkpoint_arrays(model: TrainableModel, selection: Selection, include_optimizer: bool = False) -> dict[str, np.ndarray]:
     """The arrays a checkpoint of ``model``'s current state under ``selection`` holds (module docstring), read
     by one ``get_state`` run that copies out only the variables they come from (``TrainableModel.get_state``)."""
-    keys = [key for layer in selection.layers for key in _layer_keys(model.state_specs, layer, include_optimizer)]
-    state = model.get_state([C.NUM_CLASSES, C.PROTOTYPES, C.LEARNING_RATE, *keys,
-                             *([C.STEP] if include_optimizer else [])])
+    state = model.get_state(checkpoint_state_names(model.state_specs, selection, include_optimizer))
     k = int(state[C.NUM_CLASSES])
     if k < 1:
         raise ValueError("the model has no head (num_classes is 0): adapt it before saving a checkpoint")

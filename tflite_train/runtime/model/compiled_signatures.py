@@ -153,7 +153,10 @@ class CompiledRunner:
             specs = {n: (tuple(int(d) for d in details[n]["shape"]), np.dtype(details[n]["dtype"]),
                          int(np.prod(details[n]["shape"], dtype=np.int64)) * np.dtype(details[n]["dtype"]).itemsize)
                      for n in self._outputs}
-            kept = None if sum(size for _, _, size in specs.values()) >= HOST_OUTPUT_BYTES else [
+            # LiteRT makes no buffer of its own for an empty output (``signature_subset.keep_state_outputs``)
+            host = sum(size for _, _, size in specs.values()) >= HOST_OUTPUT_BYTES or any(
+                0 in shape for shape, _, _ in specs.values())
+            kept = None if host else [
                 model.create_output_buffer_by_name(self._name, n) for n in self._outputs]
             self._buffers = ([model.create_input_buffer_by_name(self._name, n) for n in self._inputs], kept, specs)
             self._shapes = shapes

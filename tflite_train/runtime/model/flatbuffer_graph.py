@@ -63,6 +63,10 @@ class Graph:
         self.signatures: dict[str, int] = {reader.string(s, 2): reader.u32_field(s, 4)
                                            for s in reader.table_vector(root, 7)}
         """Signature key -> its subgraph index."""
+        self.signature_outputs: dict[str, dict[str, int]] = {
+            reader.string(s, 2): {reader.string(t, 0): reader.u32_field(t, 1) for t in reader.table_vector(s, 1)}
+            for s in reader.table_vector(root, 7)}
+        """Signature key -> {output name: tensor index in its subgraph}."""
         self.plain_control_flow = True
         self._tensor_tables: dict[int, list[int]] = {}
         self.operators: list[list[Operator]] = [self._operators(sg) for sg in self._subgraphs]
@@ -115,6 +119,12 @@ class Graph:
         """A tensor's ``shape``."""
         return self._ints(self.tensor_table(subgraph, tensor), 0)
 
+    def empty_tensor(self, data: bytearray, subgraph: int, tensor: int) -> None:
+        """Rewrites, in ``data``, a tensor's ``shape`` to the same rank with every dimension 0: the interpreter
+        then gives it no memory (only for a tensor no operator reads or writes)."""
+        start, n = self._reader.vector(self.tensor_table(subgraph, tensor), 0)
+        struct.pack_into(f"<{n}i", data, start, *([0] * n))
+
     def tensor_type(self, subgraph: int, tensor: int) -> int:
         """A tensor's schema ``TensorType`` code (0 = float32)."""
         pos = self._reader.field(self.tensor_table(subgraph, tensor), 1)
@@ -135,6 +145,18 @@ class Graph:
             seen.add(index)
             stack.extend(j for op in self.operators[index] for j in op.subgraphs)
         return seen
+
+    def initialiser(self, signatures: Iterable[str]) -> int | None:
+        """The subgraph that each of ``signatures`` runs before anything else, through a ``CALL_ONCE`` as its
+        first operator (the file's variable initialiser, which an interpreter runs once, at the first call of
+        any of them), or None when one of them starts otherwise or they name different ones."""
+        found = set()
+        for name in signatures:
+            operators = self.operators[self.signatures[name]]
+            if not operators or operators[0].name != "CALL_ONCE":
+                return None
+            found.add(operators[0].subgraphs)
+        return found.pop()[0] if len(found) == 1 else None
 
     def keep_operators(self, data: bytearray, subgraph: int, kept: Sequence[int]) -> None:
         """Rewrites, in ``data``, the subgraph's operator list to the operators at positions ``kept``

@@ -23,7 +23,7 @@ from tflite_train import contract as C
 from tflite_train.runtime.model.cached_cut import CachedCut, cached_cuts
 from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.model.compiled_signatures import CompiledRunner, CompiledSignatures
-from tflite_train.runtime.model.flatbuffer_graph import read_graph
+from tflite_train.runtime.model.flatbuffer_graph import Graph, read_graph
 from tflite_train.runtime.model.integrity import check_model_bytes
 from tflite_train.runtime.model.interpreter_choice import (  # re-exported: the names this module has always offered
     CACHE_UNSAFE_XNNPACK,
@@ -35,7 +35,7 @@ from tflite_train.runtime.model.interpreter_choice import (  # re-exported: the 
 )
 from tflite_train.runtime.model.metadata import read_metadata, read_signature_defs
 from tflite_train.runtime.model.model_metadata_schema import check_model_metadata
-from tflite_train.runtime.model.signature_subset import keep_signatures
+from tflite_train.runtime.model.signature_subset import keep_signatures, keep_state_outputs
 from tflite_train.runtime.model.xnnpack import delegated_node_count
 
 __all__ = ["CACHE_UNSAFE_XNNPACK", "EXPLICIT_XNNPACK_MODULES", "INTERPRETER_MODULES", "NO_INPUT", "WEIGHT_CACHE_MODULES",
@@ -111,6 +111,8 @@ class TrainableModel:
       signatures: Open only these signatures (``signature_subset``: the others' subgraphs are emptied
         before the interpreter is built, so nothing is allocated or packed for them; calling one is a
         ValueError); None: all.
+      state_outputs: ``get_state`` reads only these state variables (``signature_subset.keep_state_outputs``:
+        the other outputs are neither computed nor given memory; reading another is a ValueError); None: all.
       edit: ``edit(content, model)`` changes the verified bytes in place before the interpreter is
         built (``model`` has its metadata, ``state_specs`` and layer attributes; e.g.
         ``adapted_constants.adapted_constants_edit``).
@@ -141,9 +143,11 @@ class TrainableModel:
         max_rows: int | None = None,
         signatures: Collection[str] | None = None,
         edit: Callable[[bytearray, "TrainableModel"], None] | None = None,
+        state_outputs: Collection[str] | None = None,
     ) -> None:
         self._source = model
-        content, source = self._read_source(mutable=edit is not None or signatures is not None)
+        content, source = self._read_source(mutable=edit is not None or signatures is not None
+                                            or state_outputs is not None)
         check_model_bytes(bytes(content), source)
         self.metadata: dict[str, Any] = check_model_metadata(read_metadata(content, source), source)
         signature_defs = read_signature_defs(content)
@@ -173,33 +177,46 @@ class TrainableModel:
         """The cached cuts, ascending (empty for files exported without them)."""
         self.signatures: frozenset[str] | None = None
         """The signatures this model opened (None: all of the file's)."""
+        self.state_outputs: frozenset[str] | None = None
+        """The state variables ``get_state`` reads (None: all)."""
         self._open_options = (interpreter_cls, num_threads, xnnpack, weight_cache, edit)
-        self._open(content, signatures)
+        self._open(content, signatures, state_outputs)
 
-    def _open(self, content: bytes | bytearray, signatures: Collection[str] | None) -> None:
-        """Builds the interpreter of the checked ``content`` (edited and cut to ``signatures`` first)."""
+    def _open(self, content: bytes | bytearray, signatures: Collection[str] | None,
+              state_outputs: Collection[str] | None) -> None:
+        """Builds the interpreter of the checked ``content`` (edited, cut to ``signatures`` and ``get_state`` to
+        ``state_outputs`` first)."""
         interpreter_cls, num_threads, xnnpack, weight_cache, edit = self._open_options
         self.signatures = None if signatures is None else frozenset(signatures)
-        if edit is not None or signatures is not None:  # the file as read is released once its edited copy exists
-            data = bytearray(content) if isinstance(content, bytes) else content
-            content = bytes(self._edited(data, edit, signatures))
+        self.state_outputs = None if state_outputs is None else frozenset(state_outputs)
+        self._pristine, self._initialised_by_first_call = True, False
+        if edit is not None or signatures is not None or state_outputs is not None:  # the file as read is released once its edited copy exists
+            data = bytearray(content) if isinstance(content, bytes) or content is self._source else content
+            graph = read_graph(data)
+            opened = graph.signatures if signatures is None else signatures
+            self._initialised_by_first_call = (C.RESET_STATE in opened
+                                               and graph.initialiser(opened) is not None)
+            content = bytes(self._edited(data, edit, signatures, graph))
             del data
         self.interpreter, self.explicit_xnnpack = open_interpreter(
             interpreter_cls, self.runtime, bytes(content), num_threads, xnnpack=xnnpack, weight_cache=weight_cache,
             quantized=self.metadata.get(C.F_CONFIG, {}).get("quantize") or "")
 
-    def reopen(self, signatures: Collection[str] | None) -> None:
-        """Drops the interpreter and builds a new one of the same file on only ``signatures`` (None: all).
+    def reopen(self, signatures: Collection[str] | None, state_outputs: Collection[str] | None = None) -> None:
+        """Drops the interpreter and builds a new one of the same file on only ``signatures`` (None: all), its
+        ``get_state`` reading only ``state_outputs`` (None: all).
 
         The interpreter frees, with itself, every arena its signatures allocated (each stays until then, sized
         for its largest call) and the state variables; the freed heap pages go back to the operating system
         (``free_memory``) before the file is read and checked again and the new interpreter is built, so the
         two are never held together. The model then stands as freshly opened, with the options it was opened
-        with: the state not yet initialised (call ``reset_state``), no classes, nothing selected. A phase
-        that needs fewer signatures than the last one runs without the others' arenas and preparation.
+        with: the exported initial state (``reset_state`` runs nothing then: its docstring), no classes, nothing
+        selected. A phase that needs fewer signatures than the last one runs without the others' arenas and
+        preparation.
 
         Raises:
-          ValueError: a signature the file does not have, or the file's metadata changed since it was opened.
+          ValueError: a signature or state variable the file does not have, or the file's metadata changed
+            since it was opened.
         """
         self._close()
         release_free_memory()
@@ -207,7 +224,7 @@ class TrainableModel:
         check_model_bytes(bytes(content), source)
         if check_model_metadata(read_metadata(content, source), source) != self.metadata:
             raise ValueError(f"{source} changed since it was opened (another metadata); open it again")
-        self._open(content, signatures)
+        self._open(content, signatures, state_outputs)
         del content
         release_free_memory()  # the file's copies read and checked: the state and arenas then reuse those pages
 
@@ -226,13 +243,14 @@ class TrainableModel:
         self._deepest_selected = None
 
     def _edited(self, data: bytearray, edit: Callable[[bytearray, "TrainableModel"], None] | None,
-                signatures: Collection[str] | None) -> bytearray:
-        """``data`` with ``edit`` applied and only ``signatures`` kept, in place."""
-        graph = read_graph(data)
+                signatures: Collection[str] | None, graph: Graph) -> bytearray:
+        """``data`` with ``edit`` applied and only ``signatures`` kept, in place (``graph``: ``read_graph(data)``)."""
         if edit is not None:
             edit(data, self)
         if signatures is not None:
             keep_signatures(data, signatures, graph)
+        if self.state_outputs is not None and not keep_state_outputs(data, self.state_outputs, graph):
+            self.state_outputs = None  # get_state left whole: it reads every variable
         return data
 
     @property
@@ -322,6 +340,7 @@ class TrainableModel:
         if self.explicit_xnnpack:
             self._allocate(signature, inputs)
         runner = self._runner(signature)
+        self._pristine = False
         out = runner(**inputs) if read is None else run_reading(runner, inputs, read)
         if signature == C.SET_SELECTION:
             parts = np.split(np.asarray(inputs[C.CHANNEL_MASK]),
@@ -578,13 +597,20 @@ class TrainableModel:
         outputs are not copied out: ``run_reading``).
 
         Raises:
-          ValueError: ``names`` holds a name that is not a state variable.
+          ValueError: ``names`` holds a name that is not a state variable, or one (None: any) that this model's
+            ``get_state`` does not read (``state_outputs``).
         """
+        if names is not None:
+            unknown = sorted(set(names) - set(self.state_specs))
+            if unknown:
+                raise ValueError(f"{unknown} are not state variables of this model")
+        if self.state_outputs is not None:
+            unread = sorted(set(self.state_specs if names is None else names) - self.state_outputs)
+            if unread:
+                raise ValueError(f"this model's get_state reads only {sorted(self.state_outputs)}; not {unread[:5]}"
+                                 + (" ..." if len(unread) > 5 else ""))
         if names is None:
             return self.call(C.GET_STATE, **{C.DUMMY: NO_INPUT})
-        unknown = sorted(set(names) - set(self.state_specs))
-        if unknown:
-            raise ValueError(f"{unknown} are not state variables of this model")
         return self.call(C.GET_STATE, read=frozenset(names), **{C.DUMMY: NO_INPUT})
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
@@ -602,6 +628,15 @@ class TrainableModel:
         self.num_classes = int(values[C.NUM_CLASSES])
 
     def reset_state(self) -> None:
-        """Restores the exported initial state (zero optimizer slots, empty selection, no classes)."""
-        self.call(C.RESET_STATE, **{C.DUMMY: NO_INPUT})
+        """Restores the exported initial state (zero optimizer slots, empty selection, no classes).
+
+        On a model opened on some signatures (``signatures``, ``reopen``) that no call has run on yet, nothing
+        runs when each of them starts with the file's variable initialiser (``Graph.initialiser``): the first
+        call of any of them assigns every variable its exported value, the values ``reset_state`` assigns, so
+        the state is already the exported one there, and ``reset_state``'s arena (its assignments' temporaries:
+        17 MiB on EfficientNet-Lite0@128 with LiteRT) is not allocated.
+        """
+        if not (self._pristine and self._initialised_by_first_call):
+            self.call(C.RESET_STATE, **{C.DUMMY: NO_INPUT})
         self.num_classes = 0
+        self._deepest_selected = None
