@@ -11,7 +11,7 @@ from tests.runtime.runtime_fixtures import fixture_model, relative_error
 from tflite_train import contract as C
 from tflite_train.runtime import TrainableModel
 from tflite_train.runtime.model.flatbuffer_graph import read_graph
-from tflite_train.runtime.model.signature_subset import keep_signatures
+from tflite_train.runtime.model.signature_subset import keep_signatures, keep_state_outputs
 
 pytestmark = pytest.mark.pi
 
@@ -61,3 +61,39 @@ def test_chunked_calls_give_the_unchunked_outputs():
         assert got.shape == value.shape and relative_error(got, value) < 1e-6, key
     cut = whole.cached_cuts[0]
     assert relative_error(chunked.features(cut, x), whole.features(cut, x)) < 1e-6
+
+
+def test_get_state_kept_to_some_outputs_reads_them_and_nothing_else():
+    path = fixture_model("tiny_adam_33")
+    whole = TrainableModel(path)
+    names = [C.NUM_CLASSES, C.PROTOTYPES, C.STEP, whole.candidates[-1] + C.KERNEL_SUFFIX]
+    part = TrainableModel(path, signatures=(C.GET_STATE, C.SET_HEAD), state_outputs=names)
+    prototypes = np.random.default_rng(2).standard_normal((3, whole.feature_dim)).astype(np.float32)
+    for model in (whole, part):
+        model.set_head(prototypes)
+    got, want = part.get_state(names), whole.get_state(names)
+    for name in names:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    with pytest.raises(ValueError, match="reads only"):
+        part.get_state()
+    with pytest.raises(ValueError, match="reads only"):
+        part.get_state([whole.candidates[0] + C.KERNEL_SUFFIX])
+
+
+def test_get_state_keeps_the_reads_of_its_kept_outputs_and_empties_the_others():
+    data = bytearray(fixture_model("tiny_adam_33").read_bytes())
+    graph = read_graph(data)
+    outputs = graph.signature_outputs[C.GET_STATE]
+    names = [C.NUM_CLASSES, C.PROTOTYPES]
+    assert keep_state_outputs(data, names, graph)
+    after = read_graph(data)
+    subgraph = graph.signatures[C.GET_STATE]
+    kept = after.operators[subgraph]
+    assert [op.name for op in kept].count("CALL_ONCE") == 1
+    assert {t for op in kept for t in op.outputs} >= {outputs[n] for n in names}
+    assert sum(op.name == "READ_VARIABLE" for op in kept) == len(names)
+    for name, tensor in outputs.items():
+        shape = after.tensor_shape(subgraph, tensor)
+        assert (shape == graph.tensor_shape(subgraph, tensor)) if name in names else not any(shape), name
+    with pytest.raises(ValueError, match="no output nope"):
+        keep_state_outputs(bytearray(data), ["nope"], graph)
