@@ -67,8 +67,8 @@ def opened(monkeypatch):
     opens: list[list] = []
     build, call = interpreter.TrainableModel._open, interpreter.TrainableModel.call
 
-    def spy_open(self, content, signatures, state_outputs):
-        build(self, content, signatures, state_outputs)
+    def spy_open(self, content):
+        build(self, content)
         opens.append([self, self.signatures, self.state_outputs, []])
 
     def spy_call(self, signature, **inputs):
@@ -126,3 +126,5 @@ def test_reopen_refuses_a_file_that_changed(tmp_path):
     shutil.copyfile(fixture_model("tiny_sgd_full_17"), path)
     with pytest.raises(ValueError, match="changed since it was opened"):
         model.reopen([C.INFER])
+    with pytest.raises(ValueError, match="was closed"):
+        model.infer(np.zeros((1, *model.input_shape), np.float32))

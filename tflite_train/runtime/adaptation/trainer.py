@@ -314,7 +314,11 @@ def adapt(
             # the state a checkpoint of the selection reads (with the optimizer's slots: either file); all of
             # it for a rate choice, which restores the whole state between its runs
             reads = None if config.rate_choice else checkpoint_state_names(model.state_specs, selection, True)
-            model.reopen(training_signatures(model, config, training), reads)
+            signatures = training_signatures(model, config, training)
+            model.close()
+            release_free_memory()  # the first interpreter's arenas and state, before the second is built
+            model.reopen(signatures, reads)
+            release_free_memory()  # the file's copies read and checked: the state and arenas reuse those pages
             model.reset_state()
             model.set_head(head)
             if config.learning_rate is not None:

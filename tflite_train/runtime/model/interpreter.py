@@ -21,9 +21,8 @@ import numpy as np
 
 from tflite_train import contract as C
 from tflite_train.runtime.model.cached_cut import CachedCut, cached_cuts
-from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.model.compiled_signatures import CompiledRunner, CompiledSignatures
-from tflite_train.runtime.model.flatbuffer_graph import Graph, read_graph
+from tflite_train.runtime.model.flatbuffer_graph import read_graph
 from tflite_train.runtime.model.integrity import check_model_bytes
 from tflite_train.runtime.model.interpreter_choice import (  # re-exported: the names this module has always offered
     CACHE_UNSAFE_XNNPACK,
@@ -180,53 +179,61 @@ class TrainableModel:
         self.state_outputs: frozenset[str] | None = None
         """The state variables ``get_state`` reads (None: all)."""
         self._open_options = (interpreter_cls, num_threads, xnnpack, weight_cache, edit)
-        self._open(content, signatures, state_outputs)
+        # rebound: the bytes as read (and the graph read from them) are released once their edited copy exists,
+        # so that the interpreter is built beside one copy of the file, not two
+        content = self._prepared(content, signatures, state_outputs)
+        self._open(content)
 
-    def _open(self, content: bytes | bytearray, signatures: Collection[str] | None,
-              state_outputs: Collection[str] | None) -> None:
-        """Builds the interpreter of the checked ``content`` (edited, cut to ``signatures`` and ``get_state`` to
-        ``state_outputs`` first)."""
-        interpreter_cls, num_threads, xnnpack, weight_cache, edit = self._open_options
+    def _prepared(self, content: bytes | bytearray, signatures: Collection[str] | None,
+                  state_outputs: Collection[str] | None) -> bytes:
+        """The checked ``content`` as the interpreter gets it: edited, cut to ``signatures`` and ``get_state`` to
+        ``state_outputs`` (a copy when any of them applies)."""
+        edit = self._open_options[-1]
         self.signatures = None if signatures is None else frozenset(signatures)
         self.state_outputs = None if state_outputs is None else frozenset(state_outputs)
         self._pristine, self._initialised_by_first_call = True, False
-        if edit is not None or signatures is not None or state_outputs is not None:  # the file as read is released once its edited copy exists
-            data = bytearray(content) if isinstance(content, bytes) or content is self._source else content
-            graph = read_graph(data)
-            opened = graph.signatures if signatures is None else signatures
-            self._initialised_by_first_call = (C.RESET_STATE in opened
-                                               and graph.initialiser(opened) is not None)
-            content = bytes(self._edited(data, edit, signatures, graph))
-            del data
+        if edit is None and signatures is None and state_outputs is None:
+            return bytes(content)
+        data = bytearray(content) if isinstance(content, bytes) or content is self._source else content
+        return bytes(self._edited(data, edit, signatures))
+
+    def _open(self, content: bytes) -> None:
+        """Builds the interpreter of ``content`` (``_prepared``)."""
+        interpreter_cls, num_threads, xnnpack, weight_cache, _ = self._open_options
         self.interpreter, self.explicit_xnnpack = open_interpreter(
             interpreter_cls, self.runtime, bytes(content), num_threads, xnnpack=xnnpack, weight_cache=weight_cache,
             quantized=self.metadata.get(C.F_CONFIG, {}).get("quantize") or "")
 
-    def reopen(self, signatures: Collection[str] | None, state_outputs: Collection[str] | None = None) -> None:
-        """Drops the interpreter and builds a new one of the same file on only ``signatures`` (None: all), its
-        ``get_state`` reading only ``state_outputs`` (None: all).
+    def close(self) -> None:
+        """Drops the interpreter: every arena its signatures allocated (each kept until then, sized for its
+        largest call) and the state variables are freed with it. No signature runs until ``reopen``."""
+        self._runners.clear()
+        self._allocated.clear()
+        self.interpreter = None
+        self.num_classes = 0
+        self._deepest_selected = None
 
-        The interpreter frees, with itself, every arena its signatures allocated (each stays until then, sized
-        for its largest call) and the state variables; the freed heap pages go back to the operating system
-        (``free_memory``) before the file is read and checked again and the new interpreter is built, so the
-        two are never held together. The model then stands as freshly opened, with the options it was opened
-        with: the exported initial state (``reset_state`` runs nothing then: its docstring), no classes, nothing
-        selected. A phase that needs fewer signatures than the last one runs without the others' arenas and
-        preparation.
+    def reopen(self, signatures: Collection[str] | None, state_outputs: Collection[str] | None = None) -> None:
+        """Builds a new interpreter of the same file on only ``signatures`` (None: all), its ``get_state``
+        reading only ``state_outputs`` (None: all), with the options the model was opened with; the current
+        one is dropped first (``close``: call it yourself to act between the two, e.g. hand the freed heap
+        back with ``free_memory``), so the two are never held together.
+
+        The model then stands as freshly opened: the exported initial state (``reset_state`` runs nothing
+        then: its docstring), no classes, nothing selected. A phase that calls fewer signatures than the last
+        one runs without the others' arenas and preparation.
 
         Raises:
           ValueError: a signature or state variable the file does not have, or the file's metadata changed
             since it was opened.
         """
-        self._close()
-        release_free_memory()
+        self.close()
         content, source = self._read_source(mutable=True)
         check_model_bytes(bytes(content), source)
         if check_model_metadata(read_metadata(content, source), source) != self.metadata:
             raise ValueError(f"{source} changed since it was opened (another metadata); open it again")
-        self._open(content, signatures, state_outputs)
-        del content
-        release_free_memory()  # the file's copies read and checked: the state and arenas then reuse those pages
+        content = self._prepared(content, signatures, state_outputs)  # rebound: one copy of the file (__init__)
+        self._open(content)
 
     def _read_source(self, mutable: bool) -> tuple[bytes | bytearray, str]:
         """(bytes of the file or of the given bytes, how messages name them)."""
@@ -234,17 +241,13 @@ class TrainableModel:
             return self._source, "model bytes"
         return _read(self._source, mutable=mutable), str(self._source)
 
-    def _close(self) -> None:
-        """Drops the interpreter, its runners and what the wrapper tracked of its state."""
-        self._runners.clear()
-        self._allocated.clear()
-        self.interpreter = None
-        self.num_classes = 0
-        self._deepest_selected = None
-
     def _edited(self, data: bytearray, edit: Callable[[bytearray, "TrainableModel"], None] | None,
-                signatures: Collection[str] | None, graph: Graph) -> bytearray:
-        """``data`` with ``edit`` applied and only ``signatures`` kept, in place (``graph``: ``read_graph(data)``)."""
+                signatures: Collection[str] | None) -> bytearray:
+        """``data`` with ``edit`` applied, only ``signatures`` kept and ``get_state`` cut to ``state_outputs``, in
+        place; notes whether every opened signature starts with the file's initialiser (``reset_state``)."""
+        graph = read_graph(data)
+        opened = graph.signatures if signatures is None else signatures
+        self._initialised_by_first_call = C.RESET_STATE in opened and graph.initialiser(opened) is not None
         if edit is not None:
             edit(data, self)
         if signatures is not None:
@@ -301,6 +304,8 @@ class TrainableModel:
         self._deepest_selected = min(chosen) if chosen else None
 
     def _runner(self, name: str):
+        if self.interpreter is None:
+            raise ValueError(f"signature {name!r}: the model was closed; reopen it")
         if self.signatures is not None and name not in self.signatures:
             raise ValueError(f"signature {name!r} was not opened: this model opened only {sorted(self.signatures)}")
         if name not in self._runners:
