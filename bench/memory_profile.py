@@ -88,8 +88,8 @@ def prepare_images(out: pathlib.Path, stamps: pathlib.Path = STAMPS) -> tuple[pa
 class PhaseProbe:
     """Records the process's resident memory after each phase of a command run in this process.
 
-    ``installed()`` wraps, for its duration, ``TrainableModel.__init__`` ("open model"),
-    ``TrainableModel.call`` ("call <signature>") and the image reading and checkpoint saving of
+    ``installed()`` wraps, for its duration, ``TrainableModel.__init__`` ("open model"), ``TrainableModel.reopen``
+    ("reopen model", where the code has it), ``TrainableModel.call`` ("call <signature>") and the image reading and checkpoint saving of
     ``adapt_job`` ("read images", "save checkpoint"); ``mark(phase)`` records any other point.
     Each event: phase, peak and current RSS (KiB), seconds since the probe was made.
     """
@@ -126,7 +126,8 @@ class PhaseProbe:
         from tflite_train.runtime import adapt_job
         from tflite_train.runtime.model.interpreter import TrainableModel
 
-        patched = [self._after(TrainableModel, "__init__", "open model"),
+        reopen = [self._after(TrainableModel, "reopen", "reopen model")] if hasattr(TrainableModel, "reopen") else []
+        patched = [*reopen, self._after(TrainableModel, "__init__", "open model"),
                    self._after(TrainableModel, "call", lambda args: f"call {args[1]}"),
                    self._after(adapt_job, "load_images", "read images"),
                    self._after(adapt_job, "save_checkpoint", "save checkpoint")]
@@ -203,13 +204,15 @@ def _api_run(spec: Mapping[str, Any], module: str, probe: PhaseProbe) -> dict[st
 def phases(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The events as phases, each with the peak after it, its increase of the peak (the first phase's
     increase is its peak) and its seconds. A run of consecutive ``call <signature>`` events is two
-    phases: its first call ("<signature>: first call" the first time the signature runs, which allocates
-    it, else "<signature>") and the rest ("<signature> (n more calls)")."""
+    phases: its first call ("<signature>: first call" the first time the signature runs since the model was
+    opened or reopened, which allocates it, else "<signature>") and the rest ("<signature> (n more calls)")."""
     out: list[dict[str, Any]] = []
     called: set[str] = set()
     previous_peak, previous_seconds, i = 0, 0.0, 0
     while i < len(events):
         phase = events[i]["phase"]
+        if phase == "reopen model":  # a new interpreter: every signature is allocated anew
+            called.clear()
         j = i + 1
         runs = [(phase, events[i])]
         if phase.startswith("call "):

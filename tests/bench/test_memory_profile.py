@@ -84,3 +84,8 @@ def test_images_are_the_first_stamps_of_each_class(tmp_path):
 def test_too_few_stamps_name_the_package(tmp_path):
     with pytest.raises(FileNotFoundError, match="tuxpaint-stamps-default"):
         prepare_images(tmp_path / "out", tmp_path / "missing")
+
+
+def test_a_reopened_model_allocates_its_signatures_anew():
+    events = [_event("call infer", 10, 0.1), _event("reopen model", 8, 0.2), _event("call infer", 12, 0.3)]
+    assert [p["phase"] for p in phases(events)] == ["infer: first call", "reopen model", "infer: first call"]

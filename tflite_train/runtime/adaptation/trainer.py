@@ -247,7 +247,7 @@ def adapt(
         of the selection reads (``checkpoint.checkpoint_state_names`` with the optimizer; all for a rate
         choice), so that the arenas of the head and Fisher phases, the other signatures' preparation and a
         copy of the whole state are not held while it trains and saves, then bring the fresh state to
-        where the selection left it: ``reset_state``, the same head, learning rate and selection (the
+        where the selection left it: ``reset_state``, the same head, learning rate and selection (set next; the
         optimizer slots and the step are still the exported zeros then, and neither the head, the Fisher pass
         nor the weights' read changes a variable: the same adapted state and losses, bit for bit). The model
         may then be opened on ``SELECTION_SIGNATURES`` only. Ignored for a continued run.
@@ -323,8 +323,6 @@ def adapt(
             model.set_head(head)
             if config.learning_rate is not None:
                 model.set_learning_rate(float(config.learning_rate))
-            if training:
-                model.set_selection(mask)
     if training:
         model.set_selection(selection.channel_mask(table, model.candidates))
         rng = np.random.default_rng(config.seed)
