@@ -89,9 +89,9 @@ class PhaseProbe:
     """Records the process's resident memory after each phase of a command run in this process.
 
     ``installed()`` wraps, for its duration, ``TrainableModel.__init__`` ("open model"), ``TrainableModel.reopen``
-    ("reopen model", where the code has it), ``TrainableModel.call`` ("call <signature>") and the image reading and checkpoint saving of
-    ``adapt_job`` ("read images", "save checkpoint"); ``mark(phase)`` records any other point.
-    Each event: phase, peak and current RSS (KiB), seconds since the probe was made.
+    ("reopen model", where the code has it), ``TrainableModel.call`` ("call <signature>") and the image reading
+    and checkpoint saving of ``adapt_job`` ("read images", "save checkpoint"); ``mark(phase)`` records any other
+    point. Each event: phase, peak and current RSS (KiB), seconds since the probe was made.
     """
 
     def __init__(self) -> None:

@@ -35,7 +35,8 @@ def test_adapt_json_then_predict(folders, tmp_path, capsys):
                   "--policy", "TinyTrain", "--seed", "3", "--json") == 0
     record = json.loads(capsys.readouterr().out)
     assert 0.0 <= record["query_accuracy"] <= 1.0 and record["within_budget"]
-    assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "cache", "training", "remember", "eval"}
+    assert set(record["seconds"]) == {"load", "read", "head", "fisher_selection", "reopen", "cache", "training",
+                                      "remember", "eval"}
     assert record["cache"]["used"] and record["cache"]["cache_bytes"] <= record["cache"]["image_bytes"]
     assert record["shots"] == [4, 4, 4] and len(record["losses"]) == 5
     assert set(record["fisher_potentials"]) == set(record["layer_costs"])

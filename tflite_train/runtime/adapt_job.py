@@ -36,8 +36,7 @@ from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.adaptation.prediction import class_logits, evaluate
 from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, layers_above
-from tflite_train.runtime.adaptation.trainer import (SELECTION_SIGNATURES, adapt, check_labelled_set, class_prototypes,
-                                                    embed)
+from tflite_train.runtime.adaptation.trainer import SELECTION_SIGNATURES, adapt, check_labelled_set
 from tflite_train.runtime.checkpoint.checkpoint import Checkpoint, load_checkpoint, restore_checkpoint, save_checkpoint
 from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.images.image_folder import scan_image_folder
@@ -184,18 +183,6 @@ def support_accuracy(model: TrainableModel, images: np.ndarray, labels: np.ndarr
     return evaluate(model, images, labels)
 
 
-def prototype_accuracy(model: TrainableModel, images: np.ndarray, labels: np.ndarray, chunk_size: int = 32,
-                       start: AdaptStart | None = None) -> float:
-    """Support accuracy before adaptation: the exported backbone with the prototype head (adapt's step 1); with
-    ``start``, the checkpoint's backbone with the continued run's starting head (``AdaptStart.begin``)."""
-    if start is not None:
-        start.begin(model, images, labels, chunk_size)
-        return support_accuracy(model, images, labels)
-    model.reset_state()
-    model.set_head(class_prototypes(embed(model, images, chunk_size), labels))
-    return support_accuracy(model, images, labels)
-
-
 def layer_costs(model: TrainableModel) -> dict[str, dict[str, int]]:
     """Per candidate layer: its weights, forward MACs and output channels (the cost model), for plots."""
     table = layer_table(model.metadata)
@@ -323,9 +310,13 @@ def run_adaptation(
             query = (q_images, np.asarray([index[q_names[k]] for k in q_labels], np.int32))
             check_labelled_set(model, *query, name="query", min_classes=1, all_classes=False)
         read_seconds = time.perf_counter() - started - load_seconds
-        before = prototype_accuracy(model, images, labels, config.chunk_size, start)
         config = dataclasses.replace(config, fisher_chunk_size=min(config.fisher_chunk_size, COMMAND_FISHER_ROWS))
-        result = adapt(model, images, labels, config, progress=progress, start=start, reopen=True)
+        # the support accuracy before adaptation: the prototype head on the exported backbone (with start, the
+        # checkpoint's backbone and the continued run's starting head), scored as adapt sets it up, so that
+        # the untouched model's reset_state runs nothing (TrainableModel.reset_state)
+        before: list[float] = []
+        result = adapt(model, images, labels, config, progress=progress, start=start, reopen=True,
+                       on_head=lambda head_model: before.append(support_accuracy(head_model, images, labels)))
         # the accuracies first (they read the state, never write it): the checkpoint's get_state arena, the
         # largest allocation left, then lands on the pages their temporaries freed (free_memory)
         after = support_accuracy(model, images, labels)
@@ -343,7 +334,7 @@ def run_adaptation(
         report = {"model": str(model_path), "support": str(support_dir), "classes": list(names),
                   "shots": np.bincount(labels, minlength=len(names)).tolist(),
                   "support_size": int(images.shape[0]), **result.to_dict(),
-                  "support_accuracy_before": before, "support_accuracy_after": after,
+                  "support_accuracy_before": before[0], "support_accuracy_after": after,
                   "policy": config.policy, "batch_size": config.batch_size, "checkpoint": str(out), "runtime": model.runtime,
                   "input_shape": [int(v) for v in model.input_shape],
                   "layer_costs": layer_costs(model)}

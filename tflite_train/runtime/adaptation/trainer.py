@@ -227,6 +227,7 @@ def adapt(
     progress: Progress = no_progress,
     start: AdaptStart | None = None,
     reopen: bool = False,
+    on_head: Callable[[TrainableModel], object] | None = None,
 ) -> AdaptResult:
     """Adapts ``model`` in place to the support set (see the module docstring); returns the report.
 
@@ -251,6 +252,8 @@ def adapt(
         optimizer slots and the step are still the exported zeros then, and neither the head, the Fisher pass
         nor the weights' read changes a variable: the same adapted state and losses, bit for bit). The model
         may then be opened on ``SELECTION_SIGNATURES`` only. Ignored for a continued run.
+      on_head: Called with the model once its starting head is set (step 1), before the Fisher pass: e.g. the
+        support accuracy of the prototype head (``adapt_job``), scored on the state the run starts from.
 
     Raises:
       ValueError: bad metadata or support set (nothing on disk is touched).
@@ -287,6 +290,8 @@ def adapt(
             initial_embeddings = start.begin(model, images, labels, config.chunk_size)
         if config.learning_rate is not None:
             model.set_learning_rate(float(config.learning_rate))
+    if on_head is not None:  # untimed: the caller's
+        on_head(model)
     with timer.phase("fisher_selection"):
         fisher = None
         policy = policy_spec(config.policy)
