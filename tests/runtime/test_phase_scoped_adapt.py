@@ -89,6 +89,7 @@ def test_the_command_trains_on_only_the_chosen_cuts_signatures(fashion, tmp_path
     (model, first, first_reads, first_calls), (_, second, reads, calls) = opened
     assert first == set(SELECTION_SIGNATURES) and first_reads is None
     assert set(first_calls) <= first
+    assert C.RESET_STATE not in first_calls, "the untouched model's state is the exported one: nothing to reset"
     cut = report["cache"]["layer"]
     cuts = {c.layer: c for c in model.cached_cuts}
     assert report["cache"]["used"] and cut in cuts

@@ -110,13 +110,15 @@ def test_rss_over_100_full_runs(fashion, tmp_path):
     Measured over the last 80: +0.3 MiB with ai-edge-litert 2.3; with tflite-runtime 2.14, which keeps memory
     per interpreter created (reused interpreters stay flat, see above): +6.2 MiB (about 78 KiB per run) before
     the cached cut's signatures, +10.4 to +11.5 MiB (about 130-145 KiB per run) with them (more
-    subgraphs per interpreter). A leak of our own per run (a support set, about 1 MB here) would exceed both.
+    subgraphs per interpreter), +17.5 to +21.7 MiB since a run builds two interpreters (the selection's, then
+    the training's: ``adapt(..., reopen=True)``; 110-140 KiB per interpreter). A leak of our own per run (a
+    support set, about 1 MB here: 80 MiB) would exceed both limits.
     """
     from tflite_train.runtime.model.interpreter import load_interpreter_class
 
     support, query = write_episode_folders(fashion, tmp_path / "data", ways=3, shots=4, queries=2, seed=0)
     growth = _growth_in_fresh_process(_FULL_RUNS, fixture_model("tiny_adam_33"), support, query, tmp_path / "m.ckpt")
-    limit = 16 * 1024 if load_interpreter_class()[1].startswith("tflite_runtime") else 10 * 1024
+    limit = 32 * 1024 if load_interpreter_class()[1].startswith("tflite_runtime") else 10 * 1024
     assert growth < limit, f"RSS grew by {growth} KiB over 80 adaptations"
 
 

@@ -635,11 +635,12 @@ class TrainableModel:
     def reset_state(self) -> None:
         """Restores the exported initial state (zero optimizer slots, empty selection, no classes).
 
-        On a model opened on some signatures (``signatures``, ``reopen``) that no call has run on yet, nothing
-        runs when each of them starts with the file's variable initialiser (``Graph.initialiser``): the first
-        call of any of them assigns every variable its exported value, the values ``reset_state`` assigns, so
-        the state is already the exported one there, and ``reset_state``'s arena (its assignments' temporaries:
-        17 MiB on EfficientNet-Lite0@128 with LiteRT) is not allocated.
+        On a model opened on some signatures or edited (``signatures``, ``edit``, ``reopen``) that no call has
+        run on yet, nothing runs when each opened signature starts with the file's variable initialiser
+        (``Graph.initialiser``): the first call of any of them assigns every variable its exported value, the
+        values ``reset_state`` assigns (``tests/runtime/test_phase_scoped_adapt.py`` compares them), so the state
+        is already the exported one there, and ``reset_state``'s arena (its assignments' temporaries: 15 MiB on
+        EfficientNet-Lite0@128 with LiteRT, bench/results/MEMORY.md) is not allocated.
         """
         if not (self._pristine and self._initialised_by_first_call):
             self.call(C.RESET_STATE, **{C.DUMMY: NO_INPUT})
