@@ -23,6 +23,10 @@
 5. the prototypes are recomputed from the adapted backbone's support embeddings (``refresh_head``; always
    for non-fixed prototypes), so that the head matches the features it classifies.
 
+With ``reopen`` (the command, ``adapt_job``), steps 1-3 run on a model opened on ``SELECTION_SIGNATURES`` only,
+and the model is reopened between steps 3 and 4 on what the rest calls (``training_signatures``): each phase's
+interpreter holds only its own arenas (issue 43, ``bench/results/MEMORY.md``), with the same results.
+
 A continued run (``start``, ``tflite_train.runtime.adaptation.continual``) restores a checkpoint in step 1 instead of
 resetting, keeps the stored prototypes of its classes without new images, selects among the layers at or above
 its replay memory's cut in step 3 and draws the updates of step 4 from the new images' views and the memory's
