@@ -59,8 +59,7 @@ from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.pseudo_queries import Augment, ViewDraw
 from tflite_train.runtime.adaptation.rate_choice import RateChoice, choose_rate, held_out_score, held_out_split
-from tflite_train.runtime.adaptation.replay_memory import ViewActivations
-from tflite_train.runtime.adaptation.replay_memory import lineage_cut
+from tflite_train.runtime.adaptation.replay_memory import ViewActivations, lineage_cut
 from tflite_train.runtime.adaptation.timing import PhaseTimer
 from tflite_train.runtime.checkpoint.checkpoint import checkpoint_state_names
 from tflite_train.runtime.errors import UserError
