@@ -34,7 +34,7 @@ class AugmentConfig:
     contrast: float = 0.3
     cutout: float = 0.25
     value_range: tuple[float, float] | None = None
-    fill: float | None = None  # None: the top-left pixel of each image (the background for our data)
+    fill: float | None = None  # None: the top-left pixel of each image after its flip (the background for our data)
 
     def __post_init__(self) -> None:
         for name in ("flip_prob", "translate", "brightness", "saturation", "contrast", "cutout"):
@@ -97,21 +97,24 @@ def augment(images: np.ndarray, rng: np.random.Generator, config: AugmentConfig 
     n, h, w, c = images.shape
     lo, hi = config.value_range
     x = images.copy()
-    fill = x[:, 0, 0, :] if config.fill is None else np.full((n, c), config.fill, np.float32)
     if config.flip_prob > 0:
         flip = rng.uniform(size=n) < config.flip_prob
         x[flip] = x[flip, :, ::-1]
+    # each image's top-left pixel after the flip (a copy: x changes in place below)
+    fill = x[:, 0, 0, :].copy() if config.fill is None else np.full((n, c), config.fill, np.float32)
     if config.translate > 0:
         t = int(round(config.translate * h))
         x = translate(x, rng.integers(-t, t + 1, size=(n, 2)), fill)
+    # in place from here on (x is this call's own array): the same float32 operations in the same order as the
+    # expressions they replace, so the same pixels, without a temporary the size of the batch per step
     if config.brightness > 0:
-        x = x + (rng.uniform(-config.brightness, config.brightness, size=(n, 1, 1, 1)) * (hi - lo)).astype(np.float32)
+        x += (rng.uniform(-config.brightness, config.brightness, size=(n, 1, 1, 1)) * (hi - lo)).astype(np.float32)
     if config.saturation > 0:
-        mean = x.mean(axis=3, keepdims=True)
-        x = mean + rng.uniform(1 - config.saturation, 1 + config.saturation, size=(n, 1, 1, 1)).astype(np.float32) * (x - mean)
+        _scale_about(x, x.mean(axis=3, keepdims=True),
+                     rng.uniform(1 - config.saturation, 1 + config.saturation, size=(n, 1, 1, 1)).astype(np.float32))
     if config.contrast > 0:
-        mean = x.mean(axis=(1, 2, 3), keepdims=True)
-        x = mean + rng.uniform(1 - config.contrast, 1 + config.contrast, size=(n, 1, 1, 1)).astype(np.float32) * (x - mean)
+        _scale_about(x, x.mean(axis=(1, 2, 3), keepdims=True),
+                     rng.uniform(1 - config.contrast, 1 + config.contrast, size=(n, 1, 1, 1)).astype(np.float32))
     if config.cutout > 0:
         side = max(1, int(round(config.cutout * h)))
         cy = rng.integers(0, h, size=n)
@@ -119,4 +122,11 @@ def augment(images: np.ndarray, rng: np.random.Generator, config: AugmentConfig 
         for i in range(n):
             y0, x0 = max(0, cy[i] - side // 2), max(0, cx[i] - side // 2)
             x[i, y0:y0 + side, x0:x0 + side] = fill[i]
-    return np.clip(x, lo, hi).astype(np.float32)
+    return np.clip(x, np.float32(lo), np.float32(hi), out=x)
+
+
+def _scale_about(x: np.ndarray, mean: np.ndarray, factor: np.ndarray) -> None:
+    """x = mean + factor * (x - mean), in place (float32 throughout)."""
+    x -= mean
+    x *= factor
+    x += mean
