@@ -69,3 +69,38 @@ def test_with_value_range_fills_a_missing_range_and_refuses_another():
         with_value_range(OFF, (0, 255))
     with pytest.raises(ValueError, match="lo < hi"):
         AugmentConfig(value_range=(1, 1))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_photometric_steps_equal_their_formulas_bit_for_bit(seed):
+    """The in-place brightness, saturation, contrast and clip equal the module docstring's formulas evaluated
+    out of place, with the generator's draws in the same order (float32 throughout)."""
+    lo, hi = 0.0, 255.0
+    x = np.random.default_rng(100 + seed).uniform(-20, 275, size=(3, 5, 6, 3)).astype(np.float32)
+    config = AugmentConfig(flip_prob=0.0, translate=0.0, cutout=0.0, value_range=(lo, hi))
+    got = augment(x, np.random.default_rng(seed), config)
+    rng = np.random.default_rng(seed)
+    y = x + (rng.uniform(-0.2, 0.2, size=(3, 1, 1, 1)) * (hi - lo)).astype(np.float32)
+    m = y.mean(axis=3, keepdims=True)
+    y = m + rng.uniform(0.7, 1.3, size=(3, 1, 1, 1)).astype(np.float32) * (y - m)
+    mu = y.mean(axis=(1, 2, 3), keepdims=True)
+    y = mu + rng.uniform(0.7, 1.3, size=(3, 1, 1, 1)).astype(np.float32) * (y - mu)
+    want = np.clip(y, lo, hi).astype(np.float32)
+    assert got.dtype == np.float32
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert not np.shares_memory(got, x)
+
+
+def test_cutout_fills_with_the_top_left_pixel_after_the_flip():
+    """fill=None: the cutout square takes each image's top-left pixel after its flip, i.e. the original's top-right
+    one under flip_prob 1, not its top-left one (by hand: the centre (cy, cx) drawn after the flip draw, as augment
+    draws them)."""
+    x = np.arange(2 * 6 * 7 * 1, dtype=np.float32).reshape(2, 6, 7, 1)
+    config = AugmentConfig(flip_prob=1.0, translate=0.0, brightness=0.0, saturation=0.0, contrast=0.0, cutout=0.25,
+                           value_range=(0.0, 100.0))
+    got = augment(x, np.random.default_rng(5), config)
+    rng = np.random.default_rng(5)
+    rng.uniform(size=2)  # the flip draw
+    cy, cx = rng.integers(0, 6, size=2), rng.integers(0, 7, size=2)
+    for i in range(2):
+        assert got[i, cy[i], cx[i], 0] == x[i, 0, 6, 0]  # the original's top-right pixel
