@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from bench.accuracy_report import mean_ci_text
@@ -35,6 +36,22 @@ def step_table(arms: Mapping[str, Mapping]) -> list[str]:
                      *deltas, f"{row['checkpoint_bytes'] / KIB:.0f}", f"{row['replay_bytes'] / KIB:.0f}",
                      f"{row['seconds']:.2f}", f"{row['updates']:.0f}"])
     return markdown_table(header, rows, "lrrrrrrrrrr")
+
+
+def n_sentence(replay_arm: Mapping, tasks: Mapping[str, int], targets: list[str]) -> str:
+    """What the run's N can show: the 95 % CIs of the replay arm's paired deltas to (a) (all, old, new
+    classes), on average and per target, and the tasks per target a ±1 pp average CI would take (CI ~ 1/sqrt(N))."""
+    deltas = [replay_arm[k] for k in ("delta_all", "delta_old", "delta_new") if replay_arm.get(k)]
+    if not deltas:
+        return ""
+    average = [d[AVERAGE]["ci95"] for d in deltas]
+    per_target = [d[t]["ci95"] for d in deltas for t in targets if t in d]
+    n = min(tasks.values())
+    needed = math.ceil(n * max(average) ** 2)
+    return (f"What N = {n} tasks per target can show: the replay arm's paired deltas to (a) have 95 % CIs of "
+            f"±{min(average):.1f}-{max(average):.1f} pp on average and ±{min(per_target):.1f}-{max(per_target):.1f} pp "
+            "per target, so an average difference smaller than that (the goals' 2 pp among them) is not settled "
+            f"here, and no single target's is; a ±1 pp average CI would take about {needed} tasks per target.")
 
 
 def target_table(arms: Mapping[str, Mapping], targets: list[str]) -> list[str]:
@@ -110,6 +127,7 @@ def continual_report(section: Mapping, targets: list[str], lines: list[str]) -> 
         for step in STEPS:
             lines += [f"**{_step_name(step, section['old_ways'], section['new_ways'])}**", "",
                       *step_table(run["steps"][step]), ""]
+        lines += [n_sentence(run["steps"]["2"]["with_replay"], n, targets), ""]
         lines += ["All-class accuracy per target after step 2:", "", *target_table(run["steps"]["2"], targets), ""]
         lines += ["Goals of issue 42 (step 2, --from with replay; averages over targets):", "",
                   *goal_sentences(run["goals"], run, section["old_ways"]), ""]

@@ -315,9 +315,9 @@ def adapt(
     plan = update_plan = choice = None
     rows_priced = config.rows_per_call(num_rows)
     training = not selection.is_empty and updates > 0
+    mask = selection.channel_mask(table, model.candidates)
     if reopen and start is None:
         with timer.phase("reopen"):
-            mask = selection.channel_mask(table, model.candidates)
             model.set_selection(mask)  # the train route and the cut follow from it
             # the state a checkpoint of the selection reads (with the optimizer's slots: either file); all of
             # it for a rate choice, which restores the whole state between its runs
@@ -332,7 +332,7 @@ def adapt(
             if config.learning_rate is not None:
                 model.set_learning_rate(float(config.learning_rate))
     if training:
-        model.set_selection(selection.channel_mask(table, model.candidates))
+        model.set_selection(mask)
         rng = np.random.default_rng(config.seed)
         views = ViewDraw(rng, images, config.augment_views, augment, augment_config)  # drawn by RowSource
         cut = model.cache_cut() if replay is None else start.cut(model)  # a memory fixes the cut
