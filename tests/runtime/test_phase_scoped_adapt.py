@@ -6,7 +6,8 @@ variables (``signature_subset.keep_state_outputs``).
 Parity: the same losses, selection, adapted state (every variable the reopened model reads; with a rate choice,
 which reads them all, the whole state) and query logits as the run on one whole model, bit for bit. The guard
 keeps the lean path lean: the command's training model opens only the signatures of the chosen cut, no Fisher
-pass, no other cut, no full train step, and reads no optimizer slot of an unselected layer. No memory or timing
+pass, no other cut, no full train step, reads no optimizer slot of an unselected layer and assigns none
+(``TrainableModel.unset_state``; the selection's model assigns no slot at all). No memory or timing
 is asserted here (``bench/memory_profile.py`` measures them).
 """
 
@@ -32,7 +33,8 @@ FAST = dict(policy="tinytrain", memory_bytes=float("inf"), compute_fraction=None
 
 
 def _run(fashion, name, config, reopen):
-    model = TrainableModel(fixture_model(name), signatures=SELECTION_SIGNATURES if reopen else None)
+    model = TrainableModel(fixture_model(name), signatures=SELECTION_SIGNATURES if reopen else None,
+                           unset_state=TrainableModel.slot_names if reopen else None)  # as the command opens it
     low, high = model.metadata[C.F_INPUT][C.F_RANGE]
     xs, ys, xq, _ = episode_arrays(fashion, model.input_shape, ways=3, shots=3, queries=4, seed=5,
                                    value_range=(low, high))
@@ -69,7 +71,7 @@ def opened(monkeypatch):
 
     def spy_open(self, content):
         build(self, content)
-        opens.append([self, self.signatures, self.state_outputs, []])
+        opens.append([self, self.signatures, self.state_outputs, [], self.unset_state])
 
     def spy_call(self, signature, **inputs):
         next(o for o in reversed(opens) if o[0] is self)[3].append(signature)
@@ -86,8 +88,10 @@ def test_the_command_trains_on_only_the_chosen_cuts_signatures(fashion, tmp_path
     config = AdaptConfig(**{**FAST, "memory_bytes": float(2**20), "compute_fraction": 0.15})  # some layers
     report = run_adaptation(fixture_model("tiny_adam_33"), support, out, config, query_dir=query)
     assert [o[0] for o in opened] == [opened[0][0]] * 2, "adapt built other than one model opened twice"
-    (model, first, first_reads, first_calls), (_, second, reads, calls) = opened
-    assert first == set(SELECTION_SIGNATURES) and first_reads is None
+    (model, first, first_reads, first_calls, first_unset), (_, second, reads, calls, unset) = opened
+    assert first == set(SELECTION_SIGNATURES)
+    assert first_unset == model.slot_names(), "the selection's model assigned optimizer slots"
+    assert first_reads == set(model.state_specs) - first_unset
     assert set(first_calls) <= first
     assert C.RESET_STATE not in first_calls, "the untouched model's state is the exported one: nothing to reset"
     cut = report["cache"]["layer"]
@@ -102,6 +106,7 @@ def test_the_command_trains_on_only_the_chosen_cuts_signatures(fashion, tmp_path
     assert reads == set(checkpoint_state_names(model.state_specs, selection, include_optimizer=True))
     unselected = [n for n in model.candidates if n not in selection.channels]
     assert unselected and not any(key.startswith(tuple(f"{n}_" for n in unselected)) for key in reads)
+    assert unset == model.slot_names(unselected), "the training model assigned the slots of a layer it does not train"
 
 
 def test_a_fresh_lean_model_starts_in_the_state_reset_state_restores():

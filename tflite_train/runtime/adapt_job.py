@@ -72,12 +72,15 @@ LOG = logging.getLogger(__name__)
 
 
 def load_model(model_path: str | os.PathLike, runtime: str | None = None,
-               signatures: Collection[str] | None = None) -> TrainableModel:
+               signatures: Collection[str] | None = None, without_slots: bool = False) -> TrainableModel:
     """Opens an exported model on ``runtime`` (a ``runtimes.RUNTIMES`` name; None = the first installed),
-    on only ``signatures`` (None: all), and checks its metadata (ValueError naming the file otherwise)."""
+    on only ``signatures`` (None: all), with ``without_slots`` its optimizer slots unset until ``set_state`` or
+    ``reset_state`` (``TrainableModel.unset_state``: nothing can train on it before), and checks its metadata
+    (ValueError naming the file otherwise)."""
     module = resolve_runtime(runtime)
     _require_regular_file(model_path, "model file")
-    model = TrainableModel(pathlib.Path(model_path), runtime=module, max_rows=COMMAND_MAX_ROWS, signatures=signatures)
+    model = TrainableModel(pathlib.Path(model_path), runtime=module, max_rows=COMMAND_MAX_ROWS, signatures=signatures,
+                           unset_state=TrainableModel.slot_names if without_slots else None)
     check_metadata(model.metadata)
     return model
 
@@ -259,7 +262,9 @@ def run_adaptation(
             previous = load_checkpoint(start_from)
         # a run from the export opens what it calls up to the selection, then adapt reopens the model on what the
         # training, the evaluation and the checkpoint call (adapt(reopen=True)): the peak holds one phase's arenas
-        model = load_model(model_path, runtime, SELECTION_SIGNATURES if start_from is None else None)
+        # (no optimizer slot is read before adapt reopens it: the selection's model leaves them unset)
+        model = load_model(model_path, runtime, SELECTION_SIGNATURES if start_from is None else None,
+                           without_slots=start_from is None)
         outside = [n for n in config.sparse_update_layers or () if n not in model.candidates]
         if outside:
             raise UserError(f"sparse_update layers {', '.join(outside)} are not candidate layers of this model; "

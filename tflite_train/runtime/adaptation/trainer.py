@@ -206,7 +206,7 @@ def support_fisher(
 
 def candidate_weights(model: TrainableModel, state: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Candidate kernels with the output channel last (depthwise [k, k, C, 1] -> [k, k, C])."""
-    state = model.get_state() if state is None else state
+    state = model.get_state([n + C.KERNEL_SUFFIX for n in model.candidates]) if state is None else state
     out = {}
     for name in model.candidates:
         kernel = state[name + C.KERNEL_SUFFIX]
@@ -325,7 +325,9 @@ def adapt(
             signatures = training_signatures(model, config, training)
             model.close()
             release_free_memory()  # the first interpreter's arenas and state, before the second is built
-            model.reopen(signatures, reads)
+            # the optimizer slots of the layers left out are never read (a rate choice restores them all)
+            unset = () if config.rate_choice else model.slot_names(set(model.candidates) - set(selection.layers))
+            model.reopen(signatures, reads, unset)
             release_free_memory()  # the file's copies read and checked: the state and arenas reuse those pages
             model.reset_state()
             model.set_head(head)

@@ -34,7 +34,7 @@ from tflite_train.runtime.model.interpreter_choice import (  # re-exported: the 
 )
 from tflite_train.runtime.model.metadata import read_metadata, read_signature_defs
 from tflite_train.runtime.model.model_metadata_schema import check_model_metadata
-from tflite_train.runtime.model.signature_subset import keep_signatures, keep_state_outputs
+from tflite_train.runtime.model.signature_subset import keep_signatures, keep_state_outputs, skip_initial_values
 from tflite_train.runtime.model.xnnpack import delegated_node_count
 
 __all__ = ["CACHE_UNSAFE_XNNPACK", "EXPLICIT_XNNPACK_MODULES", "INTERPRETER_MODULES", "NO_INPUT", "WEIGHT_CACHE_MODULES",
@@ -42,6 +42,10 @@ __all__ = ["CACHE_UNSAFE_XNNPACK", "EXPLICIT_XNNPACK_MODULES", "INTERPRETER_MODU
 
 LOG = logging.getLogger(__name__)
 NO_INPUT = np.array(0, np.int32)
+NON_UPDATING_SIGNATURES = frozenset({C.INFER, C.FISHER, C.GET_STATE, C.SET_STATE, C.RESET_STATE, C.SET_HEAD,
+                                     C.SET_HPARAMS, C.SET_SELECTION})
+"""Signatures that read no optimizer slot (with ``features_*`` and ``infer_from_*``); any other may update the
+selected layers (``TrainableModel.unset_state``)."""
 """Value of the contract's dummy input (``get_state``, ``reset_state``; CONTRACT.md)."""
 
 
@@ -112,6 +116,12 @@ class TrainableModel:
         ValueError); None: all.
       state_outputs: ``get_state`` reads only these state variables (``signature_subset.keep_state_outputs``:
         the other outputs are neither computed nor given memory; reading another is a ValueError); None: all.
+      unset_state: State variables the file's initialiser leaves unassigned (``signature_subset.skip_initial_values``:
+        they take no memory until ``set_state``, or a ``reset_state`` that runs, assigns them all), and
+        ``get_state`` does not read (``state_outputs`` without them); a train step with a channel of their layer
+        selected is a ValueError while they are unset. Or a
+        function of the model (its metadata read) that returns them, e.g. ``TrainableModel.slot_names``. None:
+        all assigned.
       edit: ``edit(content, model)`` changes the verified bytes in place before the interpreter is
         built (``model`` has its metadata, ``state_specs`` and layer attributes; e.g.
         ``adapted_constants.adapted_constants_edit``).
@@ -143,10 +153,11 @@ class TrainableModel:
         signatures: Collection[str] | None = None,
         edit: Callable[[bytearray, "TrainableModel"], None] | None = None,
         state_outputs: Collection[str] | None = None,
+        unset_state: Collection[str] | Callable[["TrainableModel"], Collection[str]] | None = None,
     ) -> None:
         self._source = model
         content, source = self._read_source(mutable=edit is not None or signatures is not None
-                                            or state_outputs is not None)
+                                            or state_outputs is not None or bool(unset_state))
         check_model_bytes(bytes(content), source)
         self.metadata: dict[str, Any] = check_model_metadata(read_metadata(content, source), source)
         signature_defs = read_signature_defs(content)
@@ -172,30 +183,38 @@ class TrainableModel:
         self._variants = sorted(((int(v[C.F_LOWEST_INDEX]), v[C.F_SIGNATURE])
                                  for v in self.metadata.get(C.F_TRAIN_VARIANTS, [])), reverse=True)
         self._deepest_selected: int | None = None
+        self._selected: frozenset[str] = frozenset()
+        self.optimizer: str = self.metadata[C.F_OPTIMIZER][C.F_NAME]
+        """The optimizer of the train steps (``contract.OPTIMIZER_SLOTS``)."""
         self.cached_cuts: tuple[CachedCut, ...] = cached_cuts(self.metadata)
         """The cached cuts, ascending (empty for files exported without them)."""
         self.signatures: frozenset[str] | None = None
         """The signatures this model opened (None: all of the file's)."""
         self.state_outputs: frozenset[str] | None = None
         """The state variables ``get_state`` reads (None: all)."""
+        self.unset_state: frozenset[str] = frozenset()
+        """The state variables no call has assigned yet (``unset_state``; emptied by ``set_state``/``reset_state``)."""
         self._open_options = (interpreter_cls, num_threads, xnnpack, weight_cache, edit)
+        if callable(unset_state):
+            unset_state = unset_state(self)
         # rebound: the bytes as read (and the graph read from them) are released once their edited copy exists,
         # so that the interpreter is built beside one copy of the file, not two
-        content = self._prepared(content, signatures, state_outputs)
+        content = self._prepared(content, signatures, state_outputs, unset_state)
         self._open(content)
 
     def _prepared(self, content: bytes | bytearray, signatures: Collection[str] | None,
-                  state_outputs: Collection[str] | None) -> bytes:
-        """The checked ``content`` as the interpreter gets it: edited, cut to ``signatures`` and ``get_state`` to
-        ``state_outputs`` (a copy when any of them applies)."""
+                  state_outputs: Collection[str] | None, unset_state: Collection[str] | None) -> bytes:
+        """The checked ``content`` as the interpreter gets it: edited, cut to ``signatures``, ``get_state`` to
+        ``state_outputs``, ``unset_state`` left unassigned (a copy when any of them applies)."""
         edit = self._open_options[-1]
         self.signatures = None if signatures is None else frozenset(signatures)
         self.state_outputs = None if state_outputs is None else frozenset(state_outputs)
+        self.unset_state = frozenset()
         self._pristine, self._initialised_by_first_call = True, False
-        if edit is None and signatures is None and state_outputs is None:
+        if edit is None and signatures is None and state_outputs is None and not unset_state:
             return bytes(content)
         data = bytearray(content) if isinstance(content, bytes) or content is self._source else content
-        return bytes(self._edited(data, edit, signatures))
+        return bytes(self._edited(data, edit, signatures, unset_state or ()))
 
     def _open(self, content: bytes) -> None:
         """Builds the interpreter of ``content`` (``_prepared``)."""
@@ -211,11 +230,13 @@ class TrainableModel:
         self._allocated.clear()
         self.interpreter = None
         self.num_classes = 0
-        self._deepest_selected = None
+        self._deepest_selected, self._selected = None, frozenset()
 
-    def reopen(self, signatures: Collection[str] | None, state_outputs: Collection[str] | None = None) -> None:
+    def reopen(self, signatures: Collection[str] | None, state_outputs: Collection[str] | None = None,
+               unset_state: Collection[str] | None = None) -> None:
         """Builds a new interpreter of the same file on only ``signatures`` (None: all), its ``get_state``
-        reading only ``state_outputs`` (None: all), with the options the model was opened with; the current
+        reading only ``state_outputs`` (None: all), ``unset_state`` left unassigned (the constructor's
+        argument), with the options the model was opened with; the current
         one is dropped first (``close``: call it yourself to act between the two, e.g. hand the freed heap
         back with ``free_memory``), so the two are never held together.
 
@@ -232,7 +253,7 @@ class TrainableModel:
         check_model_bytes(bytes(content), source)
         if check_model_metadata(read_metadata(content, source), source) != self.metadata:
             raise ValueError(f"{source} changed since it was opened (another metadata); open it again")
-        content = self._prepared(content, signatures, state_outputs)  # rebound: one copy of the file (__init__)
+        content = self._prepared(content, signatures, state_outputs, unset_state)  # rebound: one copy of the file (__init__)
         self._open(content)
 
     def _read_source(self, mutable: bool) -> tuple[bytes | bytearray, str]:
@@ -242,9 +263,10 @@ class TrainableModel:
         return _read(self._source, mutable=mutable), str(self._source)
 
     def _edited(self, data: bytearray, edit: Callable[[bytearray, "TrainableModel"], None] | None,
-                signatures: Collection[str] | None) -> bytearray:
-        """``data`` with ``edit`` applied, only ``signatures`` kept and ``get_state`` cut to ``state_outputs``, in
-        place; notes whether every opened signature starts with the file's initialiser (``reset_state``)."""
+                signatures: Collection[str] | None, unset_state: Collection[str]) -> bytearray:
+        """``data`` with ``edit`` applied, only ``signatures`` kept, ``unset_state`` left unassigned and ``get_state``
+        cut to ``state_outputs`` without them, in place; notes whether every opened signature starts with the
+        file's initialiser (``reset_state``)."""
         graph = read_graph(data)
         opened = graph.signatures if signatures is None else signatures
         self._initialised_by_first_call = C.RESET_STATE in opened and graph.initialiser(opened) is not None
@@ -252,6 +274,9 @@ class TrainableModel:
             edit(data, self)
         if signatures is not None:
             keep_signatures(data, signatures, graph)
+        self.unset_state = skip_initial_values(data, unset_state, opened, graph)
+        if self.unset_state:  # get_state reads every output it keeps: not the unset ones
+            self.state_outputs = (self.state_outputs or frozenset(self.state_specs)) - self.unset_state
         if self.state_outputs is not None and not keep_state_outputs(data, self.state_outputs, graph):
             self.state_outputs = None  # get_state left whole: it reads every variable
         return data
@@ -300,8 +325,23 @@ class TrainableModel:
         return usable[-1] if usable else None
 
     def _track_selection(self, masks: Mapping[str, np.ndarray]) -> None:
-        chosen = [self._layer_index[n] for n in self.candidates if np.any(np.asarray(masks[n]) > 0.5)]
-        self._deepest_selected = min(chosen) if chosen else None
+        selected = [n for n in self.candidates if np.any(np.asarray(masks[n]) > 0.5)]
+        self._selected = frozenset(selected)
+        self._deepest_selected = min(self._layer_index[n] for n in selected) if selected else None
+
+    def _check_state_read(self, signature: str, read: Collection[str] | None) -> None:
+        """Refuses a call that would read a variable of ``unset_state``: ``get_state`` of one, or a signature that
+        updates the weights (any but the forward, Fisher and state ones) with a channel of its layer selected."""
+        if signature == C.GET_STATE:  # its graph reads every output it keeps, whatever is copied out
+            wanted: Collection[str] = self.state_specs if self.state_outputs is None else self.state_outputs
+        elif signature in NON_UPDATING_SIGNATURES or signature.startswith((C.FEATURES_PREFIX, C.INFER_FROM_PREFIX)):
+            return
+        else:
+            wanted = [key for layer in self._selected for key in C.layer_state(layer, self.optimizer)]
+        unset = sorted(self.unset_state.intersection(wanted))
+        if unset:
+            raise ValueError(f"signature {signature!r} would read {unset[:4]}{' ...' if len(unset) > 4 else ''}, which "
+                             "this model was opened without (unset_state); set_state or reset_state assigns them")
 
     def _runner(self, name: str):
         if self.interpreter is None:
@@ -345,6 +385,8 @@ class TrainableModel:
         if self.explicit_xnnpack:
             self._allocate(signature, inputs)
         runner = self._runner(signature)
+        if self.unset_state:
+            self._check_state_read(signature, read)
         self._pristine = False
         out = runner(**inputs) if read is None else run_reading(runner, inputs, read)
         if signature == C.SET_SELECTION:
@@ -353,8 +395,9 @@ class TrainableModel:
             self._track_selection(dict(zip(self.candidates, parts)))
         elif signature == C.SET_STATE:
             self._track_selection({n: inputs[n + C.MASK_SUFFIX] for n in self.candidates})
+            self.unset_state = frozenset()
         elif signature == C.RESET_STATE:
-            self._deepest_selected = None
+            self._deepest_selected, self._selected, self.unset_state = None, frozenset(), frozenset()
         return {k: np.asarray(v) for k, v in out.items()}  # the runners return fresh arrays
 
     def _call_by_rows(self, signature: str, name: str, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -618,6 +661,13 @@ class TrainableModel:
             return self.call(C.GET_STATE, **{C.DUMMY: NO_INPUT})
         return self.call(C.GET_STATE, read=frozenset(names), **{C.DUMMY: NO_INPUT})
 
+    def slot_names(self, layers: Collection[str] | None = None) -> frozenset[str]:
+        """The optimizer slot variables (``<layer>_<kernel|bias>_<slot>``) of candidate ``layers`` (None: all): what
+        a model opened for a phase that trains none of them can leave unset (``unset_state``)."""
+        slots = C.optimizer_slots(self.optimizer)
+        return frozenset(f"{layer}{part}_{slot}" for layer in (self.candidates if layers is None else layers)
+                         for part in (C.KERNEL_SUFFIX, C.BIAS_SUFFIX) for slot in slots)
+
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
         """Writes all state variables (the names of ``get_state``), checked against ``state_specs`` (no
         ``get_state`` round trip: it would hold a second copy of the whole state)."""
@@ -640,9 +690,10 @@ class TrainableModel:
         (``Graph.initialiser``): the first call of any of them assigns every variable its exported value, the
         values ``reset_state`` assigns (``tests/runtime/test_phase_scoped_adapt.py`` compares them), so the state
         is already the exported one there, and ``reset_state``'s arena (its assignments' temporaries: 15 MiB on
-        EfficientNet-Lite0@128 with LiteRT, bench/results/MEMORY.md) is not allocated.
+        EfficientNet-Lite0@128 with LiteRT, bench/results/MEMORY.md) is not allocated; its ``unset_state`` stays
+        unset then. Once anything has run, it runs and assigns every variable.
         """
         if not (self._pristine and self._initialised_by_first_call):
             self.call(C.RESET_STATE, **{C.DUMMY: NO_INPUT})
         self.num_classes = 0
-        self._deepest_selected = None
+        self._deepest_selected, self._selected = None, frozenset()
