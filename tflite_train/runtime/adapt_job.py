@@ -36,7 +36,8 @@ from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.adaptation.prediction import class_logits, evaluate
 from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.replay_memory import DEFAULT_REPLAY_BUDGET_BYTES, ReplayMemory, layers_above
-from tflite_train.runtime.adaptation.trainer import SELECTION_SIGNATURES, adapt, check_labelled_set
+from tflite_train.runtime.adaptation.phases import SELECTION_SIGNATURES
+from tflite_train.runtime.adaptation.trainer import adapt, check_labelled_set
 from tflite_train.runtime.checkpoint.checkpoint import Checkpoint, load_checkpoint, restore_checkpoint, save_checkpoint
 from tflite_train.runtime.errors import ImageFolderError, UserError
 from tflite_train.runtime.images.image_folder import scan_image_folder

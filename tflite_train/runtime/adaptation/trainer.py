@@ -23,9 +23,9 @@
 5. the prototypes are recomputed from the adapted backbone's support embeddings (``refresh_head``; always
    for non-fixed prototypes), so that the head matches the features it classifies.
 
-With ``reopen`` (the command, ``adapt_job``), steps 1-3 run on a model opened on ``SELECTION_SIGNATURES`` only,
-and the model is reopened between steps 3 and 4 on what the rest calls (``training_signatures``): each phase's
-interpreter holds only its own arenas (issue 43, ``bench/results/MEMORY.md``), with the same results.
+With ``reopen`` (the command, ``adapt_job``), steps 1-3 run on a model opened for the selection only, and the
+model is reopened between steps 3 and 4 on what the rest calls (``tflite_train.runtime.adaptation.phases``): each
+phase's interpreter holds only its own arenas and state (issue 43, ``bench/results/MEMORY.md``), with the same results.
 
 A continued run (``start``, ``tflite_train.runtime.adaptation.continual``) restores a checkpoint in step 1 instead of
 resetting, keeps the stored prototypes of its classes without new images, selects among the layers at or above
@@ -59,9 +59,9 @@ from tflite_train.runtime.adaptation.free_memory import release_free_memory
 from tflite_train.runtime.adaptation.progress import Progress, no_progress
 from tflite_train.runtime.adaptation.pseudo_queries import Augment, ViewDraw
 from tflite_train.runtime.adaptation.rate_choice import RateChoice, choose_rate, held_out_score, held_out_split
-from tflite_train.runtime.adaptation.replay_memory import ViewActivations, lineage_cut
+from tflite_train.runtime.adaptation.phases import training_model
+from tflite_train.runtime.adaptation.replay_memory import ViewActivations
 from tflite_train.runtime.adaptation.timing import PhaseTimer
-from tflite_train.runtime.checkpoint.checkpoint import checkpoint_state_names
 from tflite_train.runtime.errors import UserError
 from tflite_train.runtime.model.interpreter import TrainableModel
 from tflite_train.runtime.model.model_contract import check_metadata, input_range, layer_table
@@ -72,12 +72,6 @@ from tflite_train.sparse.policies import policy_spec, select
 from tflite_train.sparse.selection import Selection
 
 LOG = logging.getLogger(__name__)
-
-SELECTION_SIGNATURES = (C.RESET_STATE, C.INFER, C.SET_HEAD, C.SET_HPARAMS, C.FISHER, C.GET_STATE, C.SET_SELECTION)
-"""What ``adapt(..., reopen=True)`` calls of a run from the export before it reopens the model for the training
-(the head, the Fisher pass, the candidates' weights, the selection): a model opened on only these
-(``TrainableModel(signatures=...)``) is enough for it, and for ``adapt_job``'s accuracy of the prototype head."""
-
 
 @dataclasses.dataclass(frozen=True)
 class AdaptResult:
@@ -247,9 +241,9 @@ def adapt(
       start: Continue from a checkpoint (``tflite_train.runtime.adaptation.continual.AdaptStart``), or None.
       reopen: For a run from the export (``start`` None): once the selection is made, reopen the model on
         only the signatures the rest of the run, its evaluation and its checkpoint call
-        (``training_signatures``; ``TrainableModel.reopen``), its ``get_state`` reading only what a checkpoint
-        of the selection reads (``checkpoint.checkpoint_state_names`` with the optimizer; all for a rate
-        choice), so that the arenas of the head and Fisher phases, the other signatures' preparation and a
+        (``phases.training_model``), its ``get_state`` reading only what a checkpoint of the selection reads
+        (``checkpoint.checkpoint_state_names`` with the optimizer; all for a rate choice) and the other layers'
+        optimizer slots unset, so that the arenas of the head and Fisher phases, the other signatures' preparation and a
         copy of the whole state are not held while it trains and saves, then bring the fresh state to
         where the selection left it: ``reset_state``, the same head, learning rate and selection (set next; the
         optimizer slots and the step are still the exported zeros then, and neither the head, the Fisher pass
@@ -318,18 +312,7 @@ def adapt(
     mask = selection.channel_mask(table, model.candidates)
     if reopen and start is None:
         with timer.phase("reopen"):
-            model.set_selection(mask)  # the train route and the cut follow from it
-            # the state a checkpoint of the selection reads (with the optimizer's slots: either file); all of
-            # it for a rate choice, which restores the whole state between its runs
-            reads = None if config.rate_choice else checkpoint_state_names(model.state_specs, selection, True)
-            signatures = training_signatures(model, config, training)
-            model.close()
-            release_free_memory()  # the first interpreter's arenas and state, before the second is built
-            # the optimizer slots of the layers left out are never read (a rate choice restores them all)
-            unset = () if config.rate_choice else model.slot_names(set(model.candidates) - set(selection.layers))
-            model.reopen(signatures, reads, unset)
-            release_free_memory()  # the file's copies read and checked: the state and arenas reuse those pages
-            model.reset_state()
+            training_model(model, selection, mask, config, training)
             model.set_head(head)
             if config.learning_rate is not None:
                 model.set_learning_rate(float(config.learning_rate))
@@ -408,37 +391,6 @@ def adapt(
         potentials=fisher_potentials(fisher) if fisher is not None else {}, cache=plan, updates=update_plan,
         rate_choice=choice, views=None if plan is None or not plan.used else source.view_activations(),
     )
-
-
-def training_signatures(model: TrainableModel, config: AdaptConfig, training: bool = True) -> frozenset[str]:
-    """The signatures a run from the export calls after its selection (``adapt(..., reopen=True)``), with the
-    selection set on ``model``: the state's (reset, head, learning rate, selection, ``get_state`` for the
-    checkpoint, ``set_state`` for a rate choice), ``infer`` (the final head, the accuracies), the ``features``
-    of the checkpoint's replay memory at its cut (``replay_memory.lineage_cut``), and, when ``training``, the
-    steps': at the selection's cached cut (``TrainableModel.cache_cut``; steps from images run there too)
-    ``features``, ``train_step_from``, ``infer_from`` when the prototypes or a rate choice embed from the
-    cut, and the episode or accumulation step the config asks for; without a usable cut, the train
-    signature from images (``TrainableModel.train_signature``).
-    """
-    names = {C.RESET_STATE, C.SET_HEAD, C.SET_HPARAMS, C.SET_SELECTION, C.GET_STATE, C.INFER}
-    if config.rate_choice:
-        names.add(C.SET_STATE)
-    cut = None if model.cache_unsafe else model.cache_cut()
-    lineage = None if model.cache_unsafe else lineage_cut(model.cached_cuts, None if cut is None else cut.index)
-    if lineage is not None:
-        names.add(lineage.features)
-    if not training:
-        return frozenset(names)
-    if cut is None:
-        return frozenset(names | {model.train_signature()})
-    names.update((cut.features, cut.train_step))
-    if config.prototype_mode != "fixed" or config.rate_choice:
-        names.add(cut.infer)
-    if config.prototype_mode == "episode" and cut.episode_signature is not None:
-        names.add(cut.episode_signature)
-    if config.batch_mode == "accumulate" and cut.accumulate_signature is not None and model.can_accumulate:
-        names.update((cut.accumulate_signature, model.metadata[C.F_APPLY_ACCUMULATED_SIGNATURE]))
-    return frozenset(names)
 
 
 def choose_task_rate(model: TrainableModel, source: RowSource, plan: UpdatePlan, config: AdaptConfig,

@@ -688,7 +688,7 @@ class TrainableModel:
         On a model opened on some signatures or edited (``signatures``, ``edit``, ``reopen``) that no call has
         run on yet, nothing runs when each opened signature starts with the file's variable initialiser
         (``Graph.initialiser``): the first call of any of them assigns every variable its exported value, the
-        values ``reset_state`` assigns (``tests/runtime/test_phase_scoped_adapt.py`` compares them), so the state
+        values ``reset_state`` assigns (``tests/runtime/adaptation/test_phases.py`` compares them), so the state
         is already the exported one there, and ``reset_state``'s arena (its assignments' temporaries: 15 MiB on
         EfficientNet-Lite0@128 with LiteRT, bench/results/MEMORY.md) is not allocated; its ``unset_state`` stays
         unset then. Once anything has run, it runs and assigns every variable.

@@ -1,6 +1,6 @@
 """``adapt`` on phase-scoped interpreters (issue 43): the command opens what the selection calls, then
 ``adapt(..., reopen=True)`` reopens the model on what the training, the evaluation and the checkpoint call
-(``TrainableModel.reopen``, ``trainer.training_signatures``), its ``get_state`` reading only the checkpoint's
+(``TrainableModel.reopen``, ``phases.training_signatures``), its ``get_state`` reading only the checkpoint's
 variables (``signature_subset.keep_state_outputs``).
 
 Parity: the same losses, selection, adapted state (every variable the reopened model reads; with a rate choice,
@@ -22,7 +22,7 @@ from tests.runtime.runtime_fixtures import episode_arrays, fixture_model, write_
 from tflite_train import contract as C
 from tflite_train.runtime import AdaptConfig, TrainableModel, adapt
 from tflite_train.runtime.adapt_job import run_adaptation
-from tflite_train.runtime.adaptation.trainer import SELECTION_SIGNATURES
+from tflite_train.runtime.adaptation.phases import SELECTION_SIGNATURES
 from tflite_train.runtime.checkpoint.checkpoint import checkpoint_state_names, load_checkpoint
 from tflite_train.runtime.model import interpreter
 
