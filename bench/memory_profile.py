@@ -4,7 +4,8 @@ Each command runs in a fresh process per runtime: ai-edge-litert from the main e
 from the Pi env (which has no TensorFlow; the worker records whether anything imported it). The worker
 runs the real command (``tflite_train.cli.main``: ``adapt`` with the default protocol, then ``predict``
 with the checkpoint it wrote) with probes that read the process's peak and current resident set size
-(``VmHWM``/``VmRSS``, ``tflite_train.runtime.peak_memory``) after each phase: the imports, opening the
+(``VmHWM``/``VmRSS``, ``tflite_train.runtime.peak_memory``), and the resident set's parts by kind (anonymous,
+file-backed, shared memory: ``worker_process.resident_kinds_kib``), after each phase: the imports, opening the
 model, reading the images, every interpreter call (a run of consecutive calls of one signature is two
 phases: its first call, which allocates the signature, and the rest), saving the checkpoint, the exit.
 A third worker measures the Python API alone: open the model, one batch-1 ``infer``, then the median
@@ -42,7 +43,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from bench.table_output import emit, markdown_table
-from bench.worker_process import ROOT, resident_kib, worker_command, worker_env
+from bench.worker_process import ROOT, resident_kib, resident_kinds_kib, worker_command, worker_env
 
 __all__ = ["COMMANDS", "GOALS_MIB", "PhaseProbe", "merge_phase_keys", "phases", "prepare_images", "render", "main"]
 
@@ -102,7 +103,8 @@ class PhaseProbe:
         """Appends an event for ``phase`` (the memory now); the third and later of consecutive calls of one
         signature update the second instead (its ``calls`` counts them), so 1,000 steps are two events."""
         peak, current = resident_kib()
-        event = {"phase": phase, "peak_kib": peak, "rss_kib": current, "seconds": time.perf_counter() - self._start}
+        event = {"phase": phase, "peak_kib": peak, "rss_kib": current, "kinds_kib": resident_kinds_kib(),
+                 "seconds": time.perf_counter() - self._start}
         run = [e for e in self.events[-2:] if e["phase"] == phase]
         if phase.startswith("call ") and len(run) == 2:
             self.events[-1].update(event, calls=self.events[-1].get("calls", 1) + 1)
@@ -226,6 +228,7 @@ def phases(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 runs.append((f"{signature} ({more} more call{'s' if more > 1 else ''})", events[j - 1]))
         for label, event in runs:
             out.append({"phase": label, "peak_kib": event["peak_kib"], "rss_kib": event.get("rss_kib"),
+                        "kinds_kib": event.get("kinds_kib"),
                         "increase_kib": event["peak_kib"] - previous_peak,
                         "seconds": event["seconds"] - previous_seconds})
             previous_peak, previous_seconds = event["peak_kib"], event["seconds"]
@@ -255,7 +258,8 @@ def _mib(kib: float | None) -> str:
     return "" if kib is None else f"{kib / 1024:.0f}"
 
 
-def _phase_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
+def _phase_rows(runs: Sequence[Mapping[str, Any]], command: str) -> tuple[list[tuple[str, int]], list[dict]]:
+    """(row keys in one order, per run {key: phase}) of ``command``'s phases (``phases``, ``merge_phase_keys``)."""
     per_run = [phases(run[command]["events"]) for run in runs]
     keys = merge_phase_keys([[p["phase"] for p in ps] for ps in per_run])
     lookup = []
@@ -266,6 +270,11 @@ def _phase_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
             table[(p["phase"], seen.get(p["phase"], 0))] = p
             seen[p["phase"]] = seen.get(p["phase"], 0) + 1
         lookup.append(table)
+    return keys, lookup
+
+
+def _phase_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
+    keys, lookup = _phase_rows(runs, command)
     rows = []
     for key in keys:
         cells = [key[0] if key[1] == 0 else f"{key[0]} [{key[1] + 1}]"]
@@ -275,6 +284,29 @@ def _phase_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
         rows.append(cells)
     header = ["phase", *(cell for run in runs for cell in (f"{run['label']}: peak", "+"))]
     return markdown_table(header, rows, align="l" + "rr" * len(runs))
+
+
+KINDS = ("anon", "file", "shmem")
+"""The resident set's kinds (``worker_process.RESIDENT_KINDS``) in the order the kind table shows them."""
+
+
+def _kinds_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
+    """Per phase and run, the resident set after the phase (``VmRSS``) and its parts by kind, MiB; empty when no
+    run recorded the kinds."""
+    runs = [run for run in runs if any(e.get("kinds_kib") for e in run[command]["events"])]
+    if not runs:
+        return []
+    keys, lookup = _phase_rows(runs, command)
+    rows = []
+    for key in keys:
+        cells = [key[0] if key[1] == 0 else f"{key[0]} [{key[1] + 1}]"]
+        for table in lookup:
+            p = table.get(key)
+            kinds = (p or {}).get("kinds_kib") or {}
+            cells += [_mib((p or {}).get("rss_kib")), *(_mib(kinds.get(kind)) for kind in KINDS)]
+        rows.append(cells)
+    header = ["phase", *(cell for run in runs for cell in (f"{run['label']}: RSS", *KINDS))]
+    return markdown_table(header, rows, align="l" + "rrrr" * len(runs))
 
 
 def _peak(run: Mapping[str, Any], command: str) -> int:
@@ -324,6 +356,13 @@ def render(report: Mapping[str, Any]) -> str:
     for command in COMMANDS:
         lines += ["", f"## `{command}` by phase (peak RSS after the phase, and its increase, MiB)", "",
                   *_phase_table(runs, command)]
+    kinds = _kinds_table([run for run in runs if run.get("variant", "now") == "now"], "adapt")
+    if kinds:
+        lines += ["", "## `adapt` by phase: what is resident (MiB, after the phase)", "",
+                  "`VmRSS` and its parts (`/proc/self/status`): `anon` anonymous memory (the heap: Python objects, "
+                  "the model's bytes, interpreter arenas and state), `file` file-backed pages (mapped libraries), "
+                  "`shmem` shared memory (LiteRT's in-memory XNNPACK weight cache). Peaks within a phase "
+                  "(the tables above) can lie higher.", "", *kinds]
     lines += ["", "## Runtimes", ""]
     lines += [f"- {run['label']}: {run['adapt']['environment']['interpreter_module']} "
               f"{run['adapt']['environment']['interpreter_version']}, numpy {run['adapt']['environment']['numpy']}, "

@@ -30,6 +30,32 @@ def worker_env(library: str | os.PathLike | None = None, **variables: str) -> di
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": path, "PYTHONSAFEPATH": "1", **variables}
 
 
+RESIDENT_KINDS = {"RssAnon": "anon", "RssFile": "file", "RssShmem": "shmem"}
+"""``/proc/<pid>/status`` fields of the resident set by kind -> short names: anonymous memory (heaps, arenas,
+copies), file-backed pages (mapped libraries and files) and shared memory (e.g. XNNPACK's in-memory weight
+cache, a memfd)."""
+
+
+def parse_resident_kinds(text: str) -> dict[str, int] | None:
+    """``{"anon": KiB, "file": KiB, "shmem": KiB}`` of a ``/proc/<pid>/status`` text (``RESIDENT_KINDS``); None
+    when one is missing (not Linux, or an old kernel)."""
+    kinds = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        parts = value.split()
+        if key in RESIDENT_KINDS and len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
+            kinds[RESIDENT_KINDS[key]] = int(parts[0])
+    return kinds if len(kinds) == len(RESIDENT_KINDS) else None
+
+
+def resident_kinds_kib() -> dict[str, int] | None:
+    """This process's resident set by kind now (``parse_resident_kinds``), or None where /proc cannot tell."""
+    try:
+        return parse_resident_kinds(pathlib.Path("/proc/self/status").read_text())
+    except OSError:
+        return None
+
+
 def resident_kib() -> tuple[int, int | None]:
     """(peak, current) resident set size of this process (KiB; current None = unknown), read by this
     checkout's ``tflite_train/runtime/peak_memory.py`` (``VmHWM``, not ru_maxrss: its docstring says why),

@@ -89,3 +89,30 @@ def test_too_few_stamps_name_the_package(tmp_path):
 def test_a_reopened_model_allocates_its_signatures_anew():
     events = [_event("call infer", 10, 0.1), _event("reopen model", 8, 0.2), _event("call infer", 12, 0.3)]
     assert [p["phase"] for p in phases(events)] == ["infer: first call", "reopen model", "infer: first call"]
+
+
+def test_the_resident_set_by_kind_is_read_from_proc_status():
+    from bench.worker_process import parse_resident_kinds
+
+    status = "VmHWM:\t  183000 kB\nVmRSS:\t  140000 kB\nRssAnon:\t   97000 kB\nRssFile:\t   38000 kB\nRssShmem:\t    5000 kB\n"
+    assert parse_resident_kinds(status) == {"anon": 97000, "file": 38000, "shmem": 5000}
+    assert parse_resident_kinds(status.replace("RssShmem", "Other")) is None  # a part missing: no breakdown
+
+
+def test_the_kind_table_shows_the_now_runs_after_each_phase():
+    def kinds_event(phase, rss_mib, anon, file, shmem, seconds):
+        return {**_event(phase, rss_mib + 5, seconds), "rss_kib": rss_mib * 1024,
+                "kinds_kib": {"anon": anon * 1024, "file": file * 1024, "shmem": shmem * 1024}}
+
+    now = _run("LiteRT now", 120, 180)
+    now["variant"] = "now"
+    now["adapt"] = {**now["adapt"], "events": [kinds_event("import", 40, 10, 30, 0, 0.1),
+                                               kinds_event("call infer", 100, 55, 31, 14, 0.5),
+                                               kinds_event("exit", 90, 45, 31, 14, 9.0)]}
+    before = {**_run("LiteRT before", 125, 200), "variant": "before"}
+    report = {"command": "c", "model": "m.tflite", "model_bytes": 2**20, "support_size": 25, "query_size": 10,
+              "rounds": 1, "machine": "cpu", "runs": [before, now]}
+    text = render(report)
+    assert "| phase | LiteRT now: RSS | anon | file | shmem |" in text  # the before run recorded no kinds
+    assert "| infer: first call | 100 | 55 | 31 | 14 |" in text
+    assert "## `adapt` by phase: what is resident" not in render({**report, "runs": [before]})
