@@ -63,7 +63,6 @@ def training_signatures(model: TrainableModel, config: AdaptConfig, training: bo
     return frozenset(names)
 
 
-
 def training_model(model: TrainableModel, selection: Selection, mask: np.ndarray, config: AdaptConfig,
                    training: bool) -> None:
     """Reopens ``model`` (the selection's) for the rest of the run under ``selection`` (``mask``: its channel mask):

@@ -42,11 +42,11 @@ __all__ = ["CACHE_UNSAFE_XNNPACK", "EXPLICIT_XNNPACK_MODULES", "INTERPRETER_MODU
 
 LOG = logging.getLogger(__name__)
 NO_INPUT = np.array(0, np.int32)
+"""Value of the contract's dummy input (``get_state``, ``reset_state``; CONTRACT.md)."""
 NON_UPDATING_SIGNATURES = frozenset({C.INFER, C.FISHER, C.GET_STATE, C.SET_STATE, C.RESET_STATE, C.SET_HEAD,
                                      C.SET_HPARAMS, C.SET_SELECTION})
 """Signatures that read no optimizer slot (with ``features_*`` and ``infer_from_*``); any other may update the
 selected layers (``TrainableModel.unset_state``)."""
-"""Value of the contract's dummy input (``get_state``, ``reset_state``; CONTRACT.md)."""
 
 
 def _read(path: str | os.PathLike, mutable: bool) -> bytes | bytearray:
@@ -119,9 +119,8 @@ class TrainableModel:
       unset_state: State variables the file's initialiser leaves unassigned (``signature_subset.skip_initial_values``:
         they take no memory until ``set_state``, or a ``reset_state`` that runs, assigns them all), and
         ``get_state`` does not read (``state_outputs`` without them); a train step with a channel of their layer
-        selected is a ValueError while they are unset. Or a
-        function of the model (its metadata read) that returns them, e.g. ``TrainableModel.slot_names``. None:
-        all assigned.
+        selected is a ValueError while they are unset. Or a function of the model (its metadata read) that
+        returns them, e.g. ``TrainableModel.slot_names``. None: all assigned.
       edit: ``edit(content, model)`` changes the verified bytes in place before the interpreter is
         built (``model`` has its metadata, ``state_specs`` and layer attributes; e.g.
         ``adapted_constants.adapted_constants_edit``).
@@ -193,7 +192,8 @@ class TrainableModel:
         self.state_outputs: frozenset[str] | None = None
         """The state variables ``get_state`` reads (None: all)."""
         self.unset_state: frozenset[str] = frozenset()
-        """The state variables no call has assigned yet (``unset_state``; emptied by ``set_state``/``reset_state``)."""
+        """The state variables no call has assigned yet (``unset_state``; emptied by ``set_state`` and by a
+        ``reset_state`` that runs)."""
         self._open_options = (interpreter_cls, num_threads, xnnpack, weight_cache, edit)
         if callable(unset_state):
             unset_state = unset_state(self)
