@@ -39,7 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from bench.table_output import emit, markdown_table
@@ -273,17 +273,24 @@ def _phase_rows(runs: Sequence[Mapping[str, Any]], command: str) -> tuple[list[t
     return keys, lookup
 
 
-def _phase_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
+def _phase_grid(runs: Sequence[Mapping[str, Any]], command: str, columns: Sequence[str],
+                cells: Callable[[Mapping[str, Any]], list[str]]) -> list[str]:
+    """A table of ``command``'s phases (rows, ``_phase_rows``) by run: per run the ``columns`` (the first one
+    titled with the run's label), filled by ``cells(phase)`` (blank where the run has no such phase)."""
     keys, lookup = _phase_rows(runs, command)
     rows = []
     for key in keys:
-        cells = [key[0] if key[1] == 0 else f"{key[0]} [{key[1] + 1}]"]
+        row = [key[0] if key[1] == 0 else f"{key[0]} [{key[1] + 1}]"]
         for table in lookup:
             p = table.get(key)
-            cells += ["", ""] if p is None else [_mib(p["peak_kib"]), _mib(p["increase_kib"])]
-        rows.append(cells)
-    header = ["phase", *(cell for run in runs for cell in (f"{run['label']}: peak", "+"))]
-    return markdown_table(header, rows, align="l" + "rr" * len(runs))
+            row += [""] * len(columns) if p is None else cells(p)
+        rows.append(row)
+    header = ["phase", *(cell for run in runs for cell in (f"{run['label']}: {columns[0]}", *columns[1:]))]
+    return markdown_table(header, rows, align="l" + "r" * len(columns) * len(runs))
+
+
+def _phase_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
+    return _phase_grid(runs, command, ("peak", "+"), lambda p: [_mib(p["peak_kib"]), _mib(p["increase_kib"])])
 
 
 KINDS = ("anon", "file", "shmem")
@@ -296,17 +303,12 @@ def _kinds_table(runs: Sequence[Mapping[str, Any]], command: str) -> list[str]:
     runs = [run for run in runs if any(e.get("kinds_kib") for e in run[command]["events"])]
     if not runs:
         return []
-    keys, lookup = _phase_rows(runs, command)
-    rows = []
-    for key in keys:
-        cells = [key[0] if key[1] == 0 else f"{key[0]} [{key[1] + 1}]"]
-        for table in lookup:
-            p = table.get(key)
-            kinds = (p or {}).get("kinds_kib") or {}
-            cells += [_mib((p or {}).get("rss_kib")), *(_mib(kinds.get(kind)) for kind in KINDS)]
-        rows.append(cells)
-    header = ["phase", *(cell for run in runs for cell in (f"{run['label']}: RSS", *KINDS))]
-    return markdown_table(header, rows, align="l" + "rrrr" * len(runs))
+
+    def cells(p: Mapping[str, Any]) -> list[str]:
+        kinds = p.get("kinds_kib") or {}
+        return [_mib(p.get("rss_kib")), *(_mib(kinds.get(kind)) for kind in KINDS)]
+
+    return _phase_grid(runs, command, ("RSS", *KINDS), cells)
 
 
 def _peak(run: Mapping[str, Any], command: str) -> int:
