@@ -24,11 +24,11 @@ def test_consecutive_calls_become_a_first_call_and_the_rest():
 
 
 def test_the_probe_keeps_two_events_of_a_run_of_calls(monkeypatch):
-    import bench.memory_profile as profile
+    import bench.memory_worker as memory_worker
 
     peaks = iter([10, 11, 12, 15, 15, 16])
-    monkeypatch.setattr(profile, "resident_kib", lambda: (next(peaks) * 1024, 0))
-    probe = profile.PhaseProbe()
+    monkeypatch.setattr(memory_worker, "resident_kib", lambda: (next(peaks) * 1024, 0))
+    probe = memory_worker.PhaseProbe()
     for phase in ("open model", "call step", "call step", "call step", "call step", "exit"):
         probe.mark(phase)
     assert [(e["phase"], e["peak_kib"] // 1024, e.get("calls", 1)) for e in probe.events] == [

@@ -23,7 +23,7 @@ __all__ = [
     "RESET_STATE", "TRAIN_VARIANT_PREFIX", "IMAGES", "LABELS", "PROTOTYPES", "NUM_CLASSES", "CHANNEL_MASK",
     "LEARNING_RATE", "DUMMY", "EMBEDDINGS", "LOGITS", "LOSS", "ACCURACY", "OK", "STEP", "KERNEL_SUFFIX",
     "BIAS_SUFFIX", "MASK_SUFFIX", "OPTIMIZER_SLOTS", "GLOBAL_STATE", "CANDIDATE_OUTPUTS", "STATE_TENSORS",
-    "TensorSpec", "SignatureSpec", "SIGNATURES", "SIGNATURE_NAMES", "SPECS", "optimizer_slots", "state_names",
+    "TensorSpec", "SignatureSpec", "SIGNATURES", "SIGNATURE_NAMES", "SPECS", "optimizer_slots", "slot_names", "state_names",
     "layer_state", "train_variant_name", "FEATURES_PREFIX", "TRAIN_FROM_PREFIX", "INFER_FROM_PREFIX", "ACTIVATIONS",
     "CACHED_SIGNATURES", "features_name", "train_from_name", "infer_from_name", "EPISODE_FROM_PREFIX",
     "ACCUMULATE_FROM_PREFIX", "APPLY_ACCUMULATED", "SUPPORT_MASK", "EPISODE_SIGNATURES", "APPLY_ACCUMULATED_SPEC",
@@ -210,16 +210,18 @@ def optimizer_slots(optimizer: str) -> tuple[str, ...]:
     return OPTIMIZER_SLOTS[optimizer]
 
 
+def slot_names(layer: str, optimizer: str) -> list[str]:
+    """The optimizer slot variables of one candidate layer: ``<layer>_<kernel|bias>_<slot>``, kernel's first."""
+    return [f"{layer}{p}_{s}" for p in (KERNEL_SUFFIX, BIAS_SUFFIX) for s in optimizer_slots(optimizer)]
+
+
 def state_names(layers: Sequence[str], optimizer: str) -> list[str]:
     """Names of all state variables of candidate ``layers``, in ``get_state`` order (also the
     ``set_state`` input names): per layer kernel, bias, their optimizer slots, mask; then
     prototypes, num_classes, step, learning_rate."""
-    slots = optimizer_slots(optimizer)
     names = []
     for layer in layers:
-        names += [layer + KERNEL_SUFFIX, layer + BIAS_SUFFIX]
-        names += [f"{layer}{p}_{s}" for p in (KERNEL_SUFFIX, BIAS_SUFFIX) for s in slots]
-        names.append(layer + MASK_SUFFIX)
+        names += [layer + KERNEL_SUFFIX, layer + BIAS_SUFFIX, *slot_names(layer, optimizer), layer + MASK_SUFFIX]
     return names + list(GLOBAL_STATE)
 
 

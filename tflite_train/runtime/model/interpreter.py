@@ -329,7 +329,7 @@ class TrainableModel:
         self._selected = frozenset(selected)
         self._deepest_selected = min(self._layer_index[n] for n in selected) if selected else None
 
-    def _check_state_read(self, signature: str, read: Collection[str] | None) -> None:
+    def _check_state_read(self, signature: str) -> None:
         """Refuses a call that would read a variable of ``unset_state``: ``get_state`` of one, or a signature that
         updates the weights (any but the forward, Fisher and state ones) with a channel of its layer selected."""
         if signature == C.GET_STATE:  # its graph reads every output it keeps, whatever is copied out
@@ -386,7 +386,7 @@ class TrainableModel:
             self._allocate(signature, inputs)
         runner = self._runner(signature)
         if self.unset_state:
-            self._check_state_read(signature, read)
+            self._check_state_read(signature)
         self._pristine = False
         out = runner(**inputs) if read is None else run_reading(runner, inputs, read)
         if signature == C.SET_SELECTION:
@@ -664,9 +664,8 @@ class TrainableModel:
     def slot_names(self, layers: Collection[str] | None = None) -> frozenset[str]:
         """The optimizer slot variables (``<layer>_<kernel|bias>_<slot>``) of candidate ``layers`` (None: all): what
         a model opened for a phase that trains none of them can leave unset (``unset_state``)."""
-        slots = C.optimizer_slots(self.optimizer)
-        return frozenset(f"{layer}{part}_{slot}" for layer in (self.candidates if layers is None else layers)
-                         for part in (C.KERNEL_SUFFIX, C.BIAS_SUFFIX) for slot in slots)
+        return frozenset(name for layer in (self.candidates if layers is None else layers)
+                         for name in C.slot_names(layer, self.optimizer))
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
         """Writes all state variables (the names of ``get_state``), checked against ``state_specs`` (no
